@@ -1,0 +1,269 @@
+//! What a handler can ask for besides its arguments: the per-call [`CallContext`] and shared [`State<T>`].
+//!
+//! The `#[tool]` macro recognises parameters of these two types and fills them from the call instead of the
+//! model's arguments; they never appear in a schema. Extraction goes through [`FromCallContext`], so a missing
+//! state is a clear `tool_internal_error` (and a startup check in the executor), never a panic.
+
+use std::any::{Any, TypeId, type_name};
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ToolError;
+
+/// Shared application state of type `T`, registered once on the executor (`.state(value)`) and handed to every
+/// handler that declares a `State<T>` parameter. Cloning is an `Arc` clone.
+pub struct State<T: ?Sized>(pub Arc<T>);
+
+impl<T: ?Sized> Clone for State<T> {
+    fn clone(&self) -> Self {
+        State(self.0.clone())
+    }
+}
+
+impl<T: ?Sized> Deref for State<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for State<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("State").field(&&*self.0).finish()
+    }
+}
+
+/// A type-keyed map of shared state.
+#[derive(Clone, Default)]
+pub struct StateMap {
+    map: HashMap<TypeId, (Arc<dyn Any + Send + Sync>, &'static str)>,
+}
+
+impl StateMap {
+    /// An empty map.
+    pub fn new() -> StateMap {
+        StateMap::default()
+    }
+    /// Inserts `value`, replacing any earlier value of the same type.
+    pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
+        self.insert_arc(Arc::new(value));
+    }
+    /// Inserts an already shared value.
+    pub fn insert_arc<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
+        self.map.insert(TypeId::of::<T>(), (value, type_name::<T>()));
+    }
+    /// The value of type `T`, if present.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.map.get(&TypeId::of::<T>()).and_then(|(v, _)| v.clone().downcast::<T>().ok())
+    }
+    /// Whether a value with this type id is present.
+    pub fn contains(&self, id: TypeId) -> bool {
+        self.map.contains_key(&id)
+    }
+}
+
+impl fmt::Debug for StateMap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.map.values().map(|(_, n)| n)).finish()
+    }
+}
+
+/// Log levels a handler can emit through [`CallContext::log`] (the MCP/syslog set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    #[allow(missing_docs)]
+    Debug,
+    #[allow(missing_docs)]
+    Info,
+    #[allow(missing_docs)]
+    Notice,
+    #[allow(missing_docs)]
+    Warning,
+    #[allow(missing_docs)]
+    Error,
+    #[allow(missing_docs)]
+    Critical,
+    #[allow(missing_docs)]
+    Alert,
+    #[allow(missing_docs)]
+    Emergency,
+}
+
+/// Where a call's log messages and progress go (an MCP session, a test probe). The default drops them.
+pub trait Notifier: Send + Sync + 'static {
+    /// A log message from the handler.
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value);
+    /// A progress report from the handler.
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>);
+}
+
+struct Inner {
+    call_id: Arc<str>,
+    tool_name: Arc<str>,
+    tenant: Option<Arc<str>>,
+    cancellation: CancellationToken,
+    state: Arc<StateMap>,
+    notifier: Option<Arc<dyn Notifier>>,
+}
+
+/// The per-call context: call id, tool name, tenant, cancellation, shared state and notifications.
+///
+/// Declare a `CallContext` parameter on a `#[tool]` fn to receive it. Cloning is cheap.
+#[derive(Clone)]
+pub struct CallContext {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallContext")
+            .field("call_id", &self.inner.call_id)
+            .field("tool_name", &self.inner.tool_name)
+            .field("tenant", &self.inner.tenant)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallContext {
+    /// Builds a context (the executor does this for every call; tests may too).
+    pub fn new(call_id: impl Into<Arc<str>>, tool_name: impl Into<Arc<str>>) -> CallContext {
+        CallContext::builder(call_id, tool_name).build()
+    }
+
+    /// A builder for a context with tenant, state, cancellation and notifier.
+    pub fn builder(call_id: impl Into<Arc<str>>, tool_name: impl Into<Arc<str>>) -> CallContextBuilder {
+        CallContextBuilder {
+            call_id: call_id.into(),
+            tool_name: tool_name.into(),
+            tenant: None,
+            cancellation: None,
+            state: None,
+            notifier: None,
+        }
+    }
+
+    /// The id of the call being served.
+    pub fn call_id(&self) -> &str {
+        &self.inner.call_id
+    }
+    /// The name of the tool being called.
+    pub fn tool_name(&self) -> &str {
+        &self.inner.tool_name
+    }
+    /// The tenant the call runs for, if any.
+    pub fn tenant(&self) -> Option<&str> {
+        self.inner.tenant.as_deref()
+    }
+    /// Cancelled when the call times out, the run is cancelled or the client goes away.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.inner.cancellation
+    }
+    /// Whether the call has been cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancellation.is_cancelled()
+    }
+    /// Shared state of type `T`, if the executor holds one.
+    pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.inner.state.get::<T>()
+    }
+    /// Sends a log message to the caller (an MCP client, a probe); dropped when nobody listens.
+    pub fn log(&self, level: LogLevel, data: impl Into<Value>) {
+        if let Some(n) = &self.inner.notifier {
+            n.log(level, Some(&self.inner.tool_name), data.into());
+        }
+    }
+    /// Reports progress to the caller; dropped when nobody listens.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if let Some(n) = &self.inner.notifier {
+            n.progress(progress, total, message);
+        }
+    }
+}
+
+/// Builds a [`CallContext`].
+#[must_use]
+pub struct CallContextBuilder {
+    call_id: Arc<str>,
+    tool_name: Arc<str>,
+    tenant: Option<Arc<str>>,
+    cancellation: Option<CancellationToken>,
+    state: Option<Arc<StateMap>>,
+    notifier: Option<Arc<dyn Notifier>>,
+}
+
+impl CallContextBuilder {
+    /// The tenant.
+    pub fn tenant(mut self, tenant: Option<Arc<str>>) -> Self {
+        self.tenant = tenant;
+        self
+    }
+    /// The cancellation token (default: a fresh one).
+    pub fn cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = Some(token);
+        self
+    }
+    /// The shared state.
+    pub fn state(mut self, state: Arc<StateMap>) -> Self {
+        self.state = Some(state);
+        self
+    }
+    /// Where log messages and progress go.
+    pub fn notifier(mut self, notifier: Option<Arc<dyn Notifier>>) -> Self {
+        self.notifier = notifier;
+        self
+    }
+    /// Builds the context.
+    pub fn build(self) -> CallContext {
+        CallContext {
+            inner: Arc::new(Inner {
+                call_id: self.call_id,
+                tool_name: self.tool_name,
+                tenant: self.tenant,
+                cancellation: self.cancellation.unwrap_or_default(),
+                state: self.state.unwrap_or_default(),
+                notifier: self.notifier,
+            }),
+        }
+    }
+}
+
+/// A handler parameter filled from the call instead of the model's arguments.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be injected into a #[tool] handler",
+    label = "not an injectable parameter",
+    note = "only `CallContext` and `State<T>` are injected; every other parameter is a tool argument"
+)]
+pub trait FromCallContext: Sized {
+    /// Extracts the value; an error becomes `tool_internal_error`.
+    fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError>;
+}
+
+impl FromCallContext for CallContext {
+    fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError> {
+        Ok(ctx.clone())
+    }
+}
+
+/// Raised when a handler asks for state the executor was not given.
+#[derive(Debug)]
+pub struct MissingState(pub &'static str);
+
+impl fmt::Display for MissingState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no shared state of type `{}` was registered on the executor; add it with `.state(..)`", self.0)
+    }
+}
+
+impl std::error::Error for MissingState {}
+
+impl<T: Send + Sync + 'static> FromCallContext for State<T> {
+    fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError> {
+        ctx.state::<T>().map(State).ok_or_else(|| ToolError::internal(MissingState(type_name::<T>())))
+    }
+}

@@ -1,0 +1,491 @@
+//! What a tool is: [`ToolDefinition`], its [`Effect`], where it came from, and the erased handler.
+//!
+//! A definition is immutable once built. Compiled tools start as a [`StaticTool`] that `#[tool]` submits to
+//! `inventory`; the registry turns each into a `ToolDefinition` that borrows the static strings. Tools built at run
+//! time (remote forwarders, catalogue rows, tests) use [`ToolDefinition::builder`].
+
+use std::borrow::Cow;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::context::CallContext;
+use crate::error::ToolError;
+use crate::name::{self, NameError};
+use crate::schema::ToolSchemas;
+
+/// What a tool does to the world. Decides the default approval policy and the MCP annotations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    /// Reads only; runs without approval.
+    Read,
+    /// Changes state; needs an approval under the default policy.
+    Write,
+    /// Deletes or irreversibly changes state; needs an approval under the default policy.
+    Destructive,
+}
+
+impl Effect {
+    /// `"read"`, `"write"` or `"destructive"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Effect::Read => "read",
+            Effect::Write => "write",
+            Effect::Destructive => "destructive",
+        }
+    }
+
+    /// Parses the lowercase spelling used by `#[tool(effect = "...")]`.
+    pub fn parse(s: &str) -> Option<Effect> {
+        match s {
+            "read" => Some(Effect::Read),
+            "write" => Some(Effect::Write),
+            "destructive" => Some(Effect::Destructive),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a compiled tool is declared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SourceLocation {
+    /// `file!()` of the declaration.
+    pub file: &'static str,
+    /// `line!()` of the declaration.
+    pub line: u32,
+    /// `module_path!()` of the declaration.
+    pub module_path: &'static str,
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{} (in {})", self.file, self.line, self.module_path)
+    }
+}
+
+/// Where a definition came from.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    /// Declared with `#[tool]` and compiled into this binary.
+    Compiled {
+        /// The declaration site.
+        location: SourceLocation,
+        /// The handler fn's name.
+        fn_name: &'static str,
+    },
+    /// Built at run time with [`ToolDefinition::builder`]; `source` says by whom (e.g. `mcp:server`).
+    Dynamic {
+        /// A free-form label of the creator, shown in duplicate-name errors.
+        source: Cow<'static, str>,
+    },
+}
+
+impl Origin {
+    /// `module::path::fn_name` for compiled tools.
+    pub fn rust_path(&self) -> Option<String> {
+        match self {
+            Origin::Compiled { location, fn_name } => Some(format!("{}::{}", location.module_path, fn_name)),
+            Origin::Dynamic { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Compiled { location, fn_name } => {
+                write!(f, "fn {fn_name} at {}:{} (in {})", location.file, location.line, location.module_path)
+            }
+            Origin::Dynamic { source } => write!(f, "dynamic definition from {source}"),
+        }
+    }
+}
+
+/// The future an async handler returns.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// A handler whose future is built at run time (remote forwarders, tests). Compiled tools never need this.
+pub trait DynHandler: Send + Sync + 'static {
+    /// Runs the tool on arguments that already passed validation.
+    fn call(&self, arguments: Value, ctx: CallContext) -> BoxFuture<Result<Value, ToolError>>;
+}
+
+impl<F, Fut> DynHandler for F
+where
+    F: Fn(Value, CallContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+{
+    fn call(&self, arguments: Value, ctx: CallContext) -> BoxFuture<Result<Value, ToolError>> {
+        Box::pin((self)(arguments, ctx))
+    }
+}
+
+/// The type-erased entry point of a tool.
+#[derive(Clone)]
+pub enum Handler {
+    /// An `async fn`: polled on the caller's task.
+    Async(fn(Value, CallContext) -> BoxFuture<Result<Value, ToolError>>),
+    /// A plain `fn`: run on the blocking pool so it never stalls the runtime.
+    Blocking(fn(Value, CallContext) -> Result<Value, ToolError>),
+    /// A plain `fn` marked `blocking = false`: cheap enough to run inline.
+    Inline(fn(Value, CallContext) -> Result<Value, ToolError>),
+    /// A handler object built at run time.
+    Dynamic(Arc<dyn DynHandler>),
+}
+
+impl fmt::Debug for Handler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Handler::Async(_) => "Handler::Async",
+            Handler::Blocking(_) => "Handler::Blocking",
+            Handler::Inline(_) => "Handler::Inline",
+            Handler::Dynamic(_) => "Handler::Dynamic",
+        })
+    }
+}
+
+/// The compile-time record `#[tool]` submits to `inventory`. Not constructed by hand.
+#[doc(hidden)]
+pub struct StaticTool {
+    pub name: &'static str,
+    pub fn_name: &'static str,
+    pub description: &'static str,
+    pub version: &'static str,
+    pub effect: Effect,
+    pub idempotent: bool,
+    pub timeout_ms: Option<u64>,
+    pub tags: &'static [&'static str],
+    pub location: SourceLocation,
+    pub input_schema: fn() -> Value,
+    pub output_schema: fn() -> Value,
+    pub handler: Handler,
+}
+
+inventory::collect!(StaticTool);
+
+/// Where a schema comes from: a generator fn (compiled tools, run once and cached) or a value.
+#[derive(Clone)]
+pub(crate) enum SchemaSource {
+    Generated(fn() -> Value),
+    Value(Value),
+}
+
+impl SchemaSource {
+    pub(crate) fn produce(&self) -> Value {
+        match self {
+            SchemaSource::Generated(f) => f(),
+            SchemaSource::Value(v) => v.clone(),
+        }
+    }
+}
+
+/// One tool: its contract (name, description, version, effect, schemas) and its handler.
+///
+/// Immutable once built; shared behind `Arc` by registries and views. Schemas are produced on first use and cached
+/// for the life of the definition.
+pub struct ToolDefinition {
+    pub(crate) name: Cow<'static, str>,
+    pub(crate) wire_name: String,
+    pub(crate) description: Cow<'static, str>,
+    pub(crate) version: Cow<'static, str>,
+    pub(crate) effect: Effect,
+    pub(crate) idempotent: bool,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) tags: Vec<Cow<'static, str>>,
+    pub(crate) origin: Origin,
+    pub(crate) input_schema: SchemaSource,
+    pub(crate) output_schema: Option<SchemaSource>,
+    pub(crate) handler: Handler,
+    pub(crate) schemas: OnceLock<ToolSchemas>,
+}
+
+impl fmt::Debug for ToolDefinition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolDefinition")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("effect", &self.effect)
+            .field("idempotent", &self.idempotent)
+            .field("timeout", &self.timeout)
+            .field("tags", &self.tags)
+            .field("origin", &self.origin)
+            .field("handler", &self.handler)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolDefinition {
+    /// Starts a run-time definition. Name and version are checked by [`ToolDefinitionBuilder::build`].
+    pub fn builder(name: impl Into<Cow<'static, str>>) -> ToolDefinitionBuilder {
+        ToolDefinitionBuilder {
+            name: name.into(),
+            description: Cow::Borrowed(""),
+            version: Cow::Borrowed("1.0"),
+            effect: Effect::Read,
+            idempotent: None,
+            timeout: None,
+            tags: Vec::new(),
+            source: Cow::Borrowed("builder"),
+            input_schema: None,
+            output_schema: None,
+            handler: None,
+        }
+    }
+
+    pub(crate) fn from_static(t: &'static StaticTool) -> ToolDefinition {
+        ToolDefinition {
+            name: Cow::Borrowed(t.name),
+            wire_name: name::to_wire(t.name),
+            description: Cow::Borrowed(t.description),
+            version: Cow::Borrowed(t.version),
+            effect: t.effect,
+            idempotent: t.idempotent,
+            timeout: t.timeout_ms.map(Duration::from_millis),
+            tags: t.tags.iter().map(|t| Cow::Borrowed(*t)).collect(),
+            origin: Origin::Compiled { location: t.location, fn_name: t.fn_name },
+            input_schema: SchemaSource::Generated(t.input_schema),
+            output_schema: Some(SchemaSource::Generated(t.output_schema)),
+            handler: t.handler.clone(),
+            schemas: OnceLock::new(),
+        }
+    }
+
+    /// The tool's name as the model and the registry know it, e.g. `incident.search`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The name sent to providers that only accept `[A-Za-z0-9_-]{1,64}` (`incident.search` -> `incident-search`).
+    pub fn wire_name(&self) -> &str {
+        &self.wire_name
+    }
+    /// The description the model reads.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+    /// `MAJOR.MINOR` or `MAJOR.MINOR.PATCH`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+    /// What the tool does to the world.
+    pub fn effect(&self) -> Effect {
+        self.effect
+    }
+    /// Whether calling it twice with the same arguments has the effect of calling it once.
+    pub fn idempotent(&self) -> bool {
+        self.idempotent
+    }
+    /// The tool's own timeout, if it declared one.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+    /// The tool's tags.
+    pub fn tags(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.tags.iter().map(|t| t.as_ref())
+    }
+    /// Whether the tool carries `tag`.
+    pub fn has_tag(&self, tag: &str) -> bool {
+        self.tags.iter().any(|t| t == tag)
+    }
+    /// Where the definition came from.
+    pub fn origin(&self) -> &Origin {
+        &self.origin
+    }
+    /// The erased handler.
+    pub fn handler(&self) -> &Handler {
+        &self.handler
+    }
+    /// The tool's schemas, generated on first use and cached.
+    pub fn schemas(&self) -> &ToolSchemas {
+        self.schemas.get_or_init(|| {
+            ToolSchemas::new(self.input_schema.produce(), self.output_schema.as_ref().map(SchemaSource::produce))
+        })
+    }
+    /// The canonical JSON Schema (2020-12) of the arguments.
+    pub fn input_schema(&self) -> &Value {
+        &self.schemas().input
+    }
+    /// The canonical JSON Schema (2020-12) of the result, if the tool declares one.
+    pub fn output_schema(&self) -> Option<&Value> {
+        self.schemas().output.as_ref()
+    }
+
+    /// A copy with another name (and so another wire name); used for namespacing and overrides.
+    pub fn renamed(&self, name: impl Into<Cow<'static, str>>) -> Result<ToolDefinition, NameError> {
+        let name = name.into();
+        name::validate(&name)?;
+        Ok(ToolDefinition {
+            wire_name: name::to_wire(&name),
+            name,
+            description: self.description.clone(),
+            version: self.version.clone(),
+            effect: self.effect,
+            idempotent: self.idempotent,
+            timeout: self.timeout,
+            tags: self.tags.clone(),
+            origin: self.origin.clone(),
+            input_schema: self.input_schema.clone(),
+            output_schema: self.output_schema.clone(),
+            handler: self.handler.clone(),
+            // Rendered schemas carry the name, so the copy renders its own.
+            schemas: OnceLock::new(),
+        })
+    }
+}
+
+/// Builds a [`ToolDefinition`] at run time. See [`ToolDefinition::builder`].
+#[must_use]
+pub struct ToolDefinitionBuilder {
+    name: Cow<'static, str>,
+    description: Cow<'static, str>,
+    version: Cow<'static, str>,
+    effect: Effect,
+    idempotent: Option<bool>,
+    timeout: Option<Duration>,
+    tags: Vec<Cow<'static, str>>,
+    source: Cow<'static, str>,
+    input_schema: Option<Value>,
+    output_schema: Option<Value>,
+    handler: Option<Handler>,
+}
+
+/// Why a run-time definition was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefinitionError {
+    /// The name breaks the naming grammar.
+    Name(NameError),
+    /// The version is not `MAJOR.MINOR` or `MAJOR.MINOR.PATCH`.
+    Version(String),
+    /// The description is empty.
+    MissingDescription(String),
+    /// No handler was given.
+    MissingHandler(String),
+    /// The input schema is not an object schema.
+    InputNotObject(String),
+}
+
+impl fmt::Display for DefinitionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DefinitionError::Name(e) => e.fmt(f),
+            DefinitionError::Version(v) => {
+                write!(f, "version must be \"MAJOR.MINOR\" or \"MAJOR.MINOR.PATCH\" with numeric parts; found {v:?}")
+            }
+            DefinitionError::MissingDescription(n) => {
+                write!(f, "tool `{n}` has no description; the model needs one to decide when to call it")
+            }
+            DefinitionError::MissingHandler(n) => {
+                write!(f, "tool `{n}` has no handler; call .handler(..)")
+            }
+            DefinitionError::InputNotObject(n) => write!(
+                f,
+                "tool `{n}`: the input schema must describe a JSON object (\"type\": \"object\"); \
+                 tool arguments are always an object"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DefinitionError {}
+
+impl ToolDefinitionBuilder {
+    /// The description the model reads (required).
+    pub fn description(mut self, d: impl Into<Cow<'static, str>>) -> Self {
+        self.description = d.into();
+        self
+    }
+    /// `MAJOR.MINOR` or `MAJOR.MINOR.PATCH` (default `1.0`).
+    pub fn version(mut self, v: impl Into<Cow<'static, str>>) -> Self {
+        self.version = v.into();
+        self
+    }
+    /// The effect (default [`Effect::Read`]).
+    pub fn effect(mut self, e: Effect) -> Self {
+        self.effect = e;
+        self
+    }
+    /// Idempotency (default: true for read, false otherwise).
+    pub fn idempotent(mut self, i: bool) -> Self {
+        self.idempotent = Some(i);
+        self
+    }
+    /// The tool's own timeout.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+    /// Adds a tag.
+    pub fn tag(mut self, t: impl Into<Cow<'static, str>>) -> Self {
+        self.tags.push(t.into());
+        self
+    }
+    /// A label of who built this definition, shown in duplicate-name errors.
+    pub fn source(mut self, s: impl Into<Cow<'static, str>>) -> Self {
+        self.source = s.into();
+        self
+    }
+    /// The argument schema (an object schema; default: an empty object that allows no properties).
+    pub fn input_schema(mut self, s: Value) -> Self {
+        self.input_schema = Some(s);
+        self
+    }
+    /// The result schema (optional: without it results are not validated).
+    pub fn output_schema(mut self, s: Value) -> Self {
+        self.output_schema = Some(s);
+        self
+    }
+    /// The handler: any `Fn(Value, CallContext) -> impl Future<Output = Result<Value, ToolError>>`.
+    pub fn handler(mut self, h: impl DynHandler) -> Self {
+        self.handler = Some(Handler::Dynamic(Arc::new(h)));
+        self
+    }
+    /// A handler object shared with other definitions.
+    pub fn shared_handler(mut self, h: Arc<dyn DynHandler>) -> Self {
+        self.handler = Some(Handler::Dynamic(h));
+        self
+    }
+
+    /// Checks and builds the definition.
+    pub fn build(self) -> Result<ToolDefinition, DefinitionError> {
+        name::validate(&self.name).map_err(DefinitionError::Name)?;
+        if !name::is_valid_version(&self.version) {
+            return Err(DefinitionError::Version(self.version.into_owned()));
+        }
+        if self.description.trim().is_empty() {
+            return Err(DefinitionError::MissingDescription(self.name.into_owned()));
+        }
+        let handler = self.handler.ok_or_else(|| DefinitionError::MissingHandler(self.name.to_string()))?;
+        let input = self
+            .input_schema
+            .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false}));
+        if input.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(DefinitionError::InputNotObject(self.name.into_owned()));
+        }
+        Ok(ToolDefinition {
+            wire_name: name::to_wire(&self.name),
+            name: self.name,
+            description: self.description,
+            version: self.version,
+            idempotent: self.idempotent.unwrap_or(self.effect == Effect::Read),
+            effect: self.effect,
+            timeout: self.timeout,
+            tags: self.tags,
+            origin: Origin::Dynamic { source: self.source },
+            input_schema: SchemaSource::Value(input),
+            output_schema: self.output_schema.map(SchemaSource::Value),
+            handler,
+            schemas: OnceLock::new(),
+        })
+    }
+}

@@ -1,0 +1,313 @@
+//! The [`Registry`]: every tool this process may list or run, built once and immutable afterwards.
+//!
+//! A registry gathers the tools `#[tool]` submitted to `inventory` (from every crate linked into the binary) plus
+//! the definitions added on the [`RegistryBuilder`]. Names are unique: a name defined twice is an error that lists
+//! every definition site, unless the builder is told to [`replace`](RegistryBuilder::replace) it.
+//!
+//! ```
+//! use tool_core::{tool, Registry, ToolError};
+//!
+//! /// Says hello.
+//! #[tool(effect = "read", version = "1.0")]
+//! fn greet(name: String) -> String {
+//!     format!("hello, {name}")
+//! }
+//!
+//! let registry = Registry::from_inventory().expect("tool names are unique");
+//! assert!(registry.get("greet").is_some());
+//! ```
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use crate::definition::{StaticTool, ToolDefinition};
+use crate::name;
+use crate::view::{ToolView, ViewBuilder};
+
+/// An immutable set of uniquely named tools. Cheap to clone, `Send + Sync`.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Sorted by name.
+    tools: Vec<Arc<ToolDefinition>>,
+    index: HashMap<Box<str>, usize>,
+    all: OnceLock<ToolView>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry").field("tools", &self.names().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl Registry {
+    /// The tools every linked crate declared with `#[tool]`.
+    pub fn from_inventory() -> Result<Registry, RegistryError> {
+        RegistryBuilder::new().build()
+    }
+
+    /// A builder that starts from the inventory tools.
+    pub fn builder() -> RegistryBuilder {
+        RegistryBuilder::new()
+    }
+
+    /// The tool named `name` (exact match).
+    pub fn get(&self, name: &str) -> Option<&ToolDefinition> {
+        self.get_arc(name).map(|d| &**d)
+    }
+
+    /// The shared definition named `name` (exact match).
+    pub fn get_arc(&self, name: &str) -> Option<&Arc<ToolDefinition>> {
+        self.inner.index.get(name).map(|&i| &self.inner.tools[i])
+    }
+
+    /// The tool whose provider wire name is `wire` (`incident-search` -> `incident.search`).
+    pub fn get_by_wire_name(&self, wire: &str) -> Option<&ToolDefinition> {
+        name::from_wire(wire).and_then(|n| self.get(&n))
+    }
+
+    /// The names, sorted.
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.inner.tools.iter().map(|d| d.name())
+    }
+
+    /// The definitions, sorted by name.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Arc<ToolDefinition>> + '_ {
+        self.inner.tools.iter()
+    }
+
+    /// How many tools.
+    pub fn len(&self) -> usize {
+        self.inner.tools.len()
+    }
+
+    /// Whether there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.inner.tools.is_empty()
+    }
+
+    /// A view of every tool (model-visible list and executor allowlist in one object).
+    pub fn all(&self) -> &ToolView {
+        self.inner.all.get_or_init(|| ToolView::new(self.inner.tools.clone()))
+    }
+
+    /// Chooses a subset of tools for one run or turn.
+    pub fn view(&self) -> ViewBuilder<'_> {
+        ViewBuilder::new(self)
+    }
+
+    /// Every tool in `provider`'s format; shorthand for `self.all().schemas(provider)`.
+    pub fn schemas(&self, provider: crate::Provider) -> &[serde_json::Value] {
+        self.all().schemas(provider)
+    }
+
+    /// Every tool in Ollama's format; shorthand for `self.all().ollama_schemas()`.
+    pub fn ollama_schemas(&self) -> &[serde_json::Value] {
+        self.all().ollama_schemas()
+    }
+}
+
+/// Builds a [`Registry`]; see [`Registry::builder`].
+#[must_use]
+pub struct RegistryBuilder {
+    inventory: bool,
+    added: Vec<ToolDefinition>,
+    replacements: Vec<ToolDefinition>,
+    removed: Vec<String>,
+}
+
+impl Default for RegistryBuilder {
+    fn default() -> Self {
+        RegistryBuilder::new()
+    }
+}
+
+impl RegistryBuilder {
+    /// Starts from the inventory tools.
+    pub fn new() -> RegistryBuilder {
+        RegistryBuilder { inventory: true, added: Vec::new(), replacements: Vec::new(), removed: Vec::new() }
+    }
+
+    /// Leaves the inventory out: the registry holds only what the builder adds.
+    pub fn without_inventory(mut self) -> Self {
+        self.inventory = false;
+        self
+    }
+
+    /// Adds a definition. Its name must not be taken: a duplicate fails [`build`](Self::build).
+    pub fn tool(mut self, def: ToolDefinition) -> Self {
+        self.added.push(def);
+        self
+    }
+
+    /// Adds several definitions.
+    pub fn tools(mut self, defs: impl IntoIterator<Item = ToolDefinition>) -> Self {
+        self.added.extend(defs);
+        self
+    }
+
+    /// Replaces the tool of the same name. The explicit override: without it a second definition is an error.
+    /// Fails [`build`](Self::build) when no tool of that name exists.
+    pub fn replace(mut self, def: ToolDefinition) -> Self {
+        self.replacements.push(def);
+        self
+    }
+
+    /// Leaves out the tool named `name` (fails [`build`](Self::build) when there is none).
+    pub fn remove(mut self, name: impl Into<String>) -> Self {
+        self.removed.push(name.into());
+        self
+    }
+
+    /// Checks names and uniqueness and builds the registry. Every problem is reported at once.
+    pub fn build(self) -> Result<Registry, RegistryError> {
+        let mut problems = Vec::new();
+        let mut defs: Vec<ToolDefinition> = Vec::new();
+        if self.inventory {
+            defs.extend(inventory::iter::<StaticTool>.into_iter().map(ToolDefinition::from_static));
+        }
+        defs.extend(self.added);
+
+        let mut sites: HashMap<&str, Vec<usize>> = HashMap::with_capacity(defs.len());
+        for (i, d) in defs.iter().enumerate() {
+            if let Err(e) = name::validate(d.name()) {
+                problems.push(Problem::InvalidName { error: e, site: d.origin().to_string() });
+                continue;
+            }
+            sites.entry(d.name()).or_default().push(i);
+        }
+        let mut duplicates: Vec<Problem> = sites
+            .iter()
+            .filter(|(_, idx)| idx.len() > 1)
+            .map(|(name, idx)| Problem::Duplicate {
+                name: (*name).to_owned(),
+                sites: idx.iter().map(|&i| defs[i].origin().to_string()).collect(),
+            })
+            .collect();
+        duplicates.sort_by(|a, b| a.key().cmp(b.key()));
+        problems.extend(duplicates);
+        drop(sites);
+
+        let mut by_name: HashMap<Box<str>, ToolDefinition> = HashMap::with_capacity(defs.len());
+        for d in defs {
+            if let Entry::Vacant(v) = by_name.entry(d.name().into()) {
+                v.insert(d);
+            }
+        }
+        for r in self.replacements {
+            match by_name.get_mut(r.name()) {
+                Some(slot) => *slot = r,
+                None => problems.push(Problem::NothingToReplace { name: r.name().to_owned() }),
+            }
+        }
+        for n in self.removed {
+            if by_name.remove(n.as_str()).is_none() {
+                problems.push(Problem::NothingToRemove { name: n });
+            }
+        }
+        if !problems.is_empty() {
+            return Err(RegistryError { problems });
+        }
+
+        let mut tools: Vec<Arc<ToolDefinition>> = by_name.into_values().map(Arc::new).collect();
+        tools.sort_unstable_by(|a, b| a.name().cmp(b.name()));
+        let index = tools.iter().enumerate().map(|(i, d)| (Box::from(d.name()), i)).collect();
+        Ok(Registry { inner: Arc::new(Inner { tools, index, all: OnceLock::new() }) })
+    }
+}
+
+/// One reason a registry could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Problem {
+    /// A name is defined more than once; `sites` lists every definition.
+    Duplicate {
+        /// The duplicated name.
+        name: String,
+        /// Every definition site, e.g. `fn search at crates/a/src/lib.rs:10 (in a::tools)`.
+        sites: Vec<String>,
+    },
+    /// A definition's name breaks the grammar.
+    InvalidName {
+        /// What is wrong.
+        error: name::NameError,
+        /// Where the definition came from.
+        site: String,
+    },
+    /// `replace` named a tool that does not exist.
+    NothingToReplace {
+        /// The name given to `replace`.
+        name: String,
+    },
+    /// `remove` named a tool that does not exist.
+    NothingToRemove {
+        /// The name given to `remove`.
+        name: String,
+    },
+}
+
+impl Problem {
+    fn key(&self) -> &str {
+        match self {
+            Problem::Duplicate { name, .. }
+            | Problem::NothingToReplace { name }
+            | Problem::NothingToRemove { name } => name,
+            Problem::InvalidName { error, .. } => error.name(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Duplicate { name, sites } => {
+                write!(f, "tool name `{name}` is defined {} times:", sites.len())?;
+                for s in sites {
+                    write!(f, "\n    - {s}")?;
+                }
+                write!(
+                    f,
+                    "\n  give each tool its own `name = \"...\"`, or call `.replace(..)` on the registry builder \
+                     to override one on purpose"
+                )
+            }
+            Problem::InvalidName { error, site } => write!(f, "{error} ({site})"),
+            Problem::NothingToReplace { name } => {
+                write!(f, "`.replace(..)` names `{name}`, but no tool of that name exists; use `.tool(..)` to add it")
+            }
+            Problem::NothingToRemove { name } => {
+                write!(f, "`.remove({name:?})` names no tool of this registry")
+            }
+        }
+    }
+}
+
+/// Why a registry could not be built: every problem found, not just the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryError {
+    problems: Vec<Problem>,
+}
+
+impl RegistryError {
+    /// The problems, duplicates sorted by name.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the tool registry could not be built ({} problem(s))", self.problems.len())?;
+        for p in &self.problems {
+            write!(f, "\n- {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for RegistryError {}

@@ -1,0 +1,233 @@
+//! [`ToolView`]: the tools one run or turn may see, which are exactly the tools it may call.
+//!
+//! A view is one object that answers both questions, "what does the model see?" ([`ToolView::schemas`]) and "what
+//! may the executor run?" ([`ToolView::get`]), so the two cannot drift. A registry of 200 tools typically exposes
+//! 10 to 40 of them per turn through a view chosen by names, tags or effect.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::definition::{Effect, ToolDefinition};
+use crate::name;
+use crate::registry::Registry;
+use crate::schema::Provider;
+
+const PROVIDERS: usize = 6;
+
+fn provider_slot(p: Provider) -> usize {
+    match p {
+        Provider::Ollama => 0,
+        Provider::OpenAiChat => 1,
+        Provider::OpenAiResponses => 2,
+        Provider::Anthropic => 3,
+        Provider::Gemini => 4,
+        Provider::Mcp => 5,
+    }
+}
+
+/// A fixed set of tools: the model-visible list and the executor's allowlist, from the same definitions.
+#[derive(Clone)]
+pub struct ToolView {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Sorted by name.
+    tools: Vec<Arc<ToolDefinition>>,
+    index: HashMap<Box<str>, usize>,
+    rendered: [OnceLock<Vec<Value>>; PROVIDERS],
+}
+
+impl fmt::Debug for ToolView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolView").field("tools", &self.names().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl ToolView {
+    /// A view of exactly these definitions. Names must be unique (a registry guarantees it); on a repeated name
+    /// the first definition wins.
+    pub fn new(mut tools: Vec<Arc<ToolDefinition>>) -> ToolView {
+        tools.sort_by(|a, b| a.name().cmp(b.name()));
+        tools.dedup_by(|a, b| a.name() == b.name());
+        let index = tools.iter().enumerate().map(|(i, d)| (Box::from(d.name()), i)).collect();
+        ToolView { inner: Arc::new(Inner { tools, index, rendered: Default::default() }) }
+    }
+
+    /// The tool named `name`, if this view allows it. Exact match: no case folding, trimming or nearest name.
+    pub fn get(&self, name: &str) -> Option<&Arc<ToolDefinition>> {
+        self.inner.index.get(name).map(|&i| &self.inner.tools[i])
+    }
+
+    /// The tool whose provider wire name is `wire`, if this view allows it.
+    pub fn get_by_wire_name(&self, wire: &str) -> Option<&Arc<ToolDefinition>> {
+        name::from_wire(wire).and_then(|n| self.get(&n))
+    }
+
+    /// Whether the view allows `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.inner.index.contains_key(name)
+    }
+
+    /// The names, sorted: the executor's allowlist.
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.inner.tools.iter().map(|d| d.name())
+    }
+
+    /// The definitions, sorted by name.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Arc<ToolDefinition>> + '_ {
+        self.inner.tools.iter()
+    }
+
+    /// How many tools.
+    pub fn len(&self) -> usize {
+        self.inner.tools.len()
+    }
+
+    /// Whether the view is empty.
+    pub fn is_empty(&self) -> bool {
+        self.inner.tools.is_empty()
+    }
+
+    /// The view's tools in `provider`'s format, in name order; rendered once and cached.
+    pub fn schemas(&self, provider: Provider) -> &[Value] {
+        self.inner.rendered[provider_slot(provider)]
+            .get_or_init(|| self.inner.tools.iter().map(|d| d.render(provider).clone()).collect())
+    }
+
+    /// The view's tools as Ollama `/api/chat` `tools` entries.
+    pub fn ollama_schemas(&self) -> &[Value] {
+        self.schemas(Provider::Ollama)
+    }
+
+    /// Both views of the same tools (seed 000's `describe_tools()`): what the model sees and what the executor
+    /// holds. Their name sets are equal by construction; tests assert it.
+    pub fn describe_tools(&self) -> ToolDescriptions {
+        ToolDescriptions {
+            model_visible: self.ollama_schemas().to_vec(),
+            executor: self
+                .inner
+                .tools
+                .iter()
+                .map(|d| ExecutorEntry {
+                    name: d.name().to_owned(),
+                    version: d.version().to_owned(),
+                    effect: d.effect(),
+                    idempotent: d.idempotent(),
+                    timeout_ms: d.timeout().map(|t| t.as_millis() as u64),
+                    origin: d.origin().to_string(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The model-visible and the executor-internal description of one view.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolDescriptions {
+    /// What the model is sent (Ollama format).
+    pub model_visible: Vec<Value>,
+    /// What the executor checks and runs.
+    pub executor: Vec<ExecutorEntry>,
+}
+
+impl ToolDescriptions {
+    /// The names in the model-visible list.
+    pub fn model_names(&self) -> Vec<&str> {
+        self.model_visible.iter().filter_map(|t| t.pointer("/function/name").and_then(Value::as_str)).collect()
+    }
+    /// The names the executor allows.
+    pub fn executor_names(&self) -> Vec<&str> {
+        self.executor.iter().map(|e| e.name.as_str()).collect()
+    }
+}
+
+/// The executor's side of one tool.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecutorEntry {
+    /// Tool name.
+    pub name: String,
+    /// Tool version.
+    pub version: String,
+    /// Effect.
+    pub effect: Effect,
+    /// Idempotency.
+    pub idempotent: bool,
+    /// The tool's own timeout.
+    pub timeout_ms: Option<u64>,
+    /// Where it was defined.
+    pub origin: String,
+}
+
+/// Chooses the tools of a [`ToolView`]; see [`Registry::view`].
+///
+/// Filters combine with AND: `.tag("incident").effects([Effect::Read])` keeps read tools tagged `incident`.
+#[must_use]
+pub struct ViewBuilder<'r> {
+    registry: &'r Registry,
+    names: Option<Vec<String>>,
+    tags: Vec<String>,
+    effects: Option<Vec<Effect>>,
+}
+
+/// A view named tools that the registry does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownTools(pub Vec<String>);
+
+impl fmt::Display for UnknownTools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the view names tools the registry does not hold: {}", self.0.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownTools {}
+
+impl<'r> ViewBuilder<'r> {
+    pub(crate) fn new(registry: &'r Registry) -> Self {
+        ViewBuilder { registry, names: None, tags: Vec::new(), effects: None }
+    }
+
+    /// Keeps only these names (each must exist in the registry).
+    pub fn names<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.names.get_or_insert_with(Vec::new).extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Keeps only tools carrying `tag` (several calls: tools carrying all of them).
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.tags.push(tag.into());
+        self
+    }
+
+    /// Keeps only tools with one of these effects.
+    pub fn effects(mut self, effects: impl IntoIterator<Item = Effect>) -> Self {
+        self.effects.get_or_insert_with(Vec::new).extend(effects);
+        self
+    }
+
+    /// Builds the view. Naming a tool the registry lacks is an error, not a silent omission.
+    pub fn build(self) -> Result<ToolView, UnknownTools> {
+        let mut chosen: Vec<Arc<ToolDefinition>> = match &self.names {
+            Some(names) => {
+                let missing: Vec<String> = names.iter().filter(|n| self.registry.get(n).is_none()).cloned().collect();
+                if !missing.is_empty() {
+                    return Err(UnknownTools(missing));
+                }
+                names.iter().filter_map(|n| self.registry.get_arc(n).cloned()).collect()
+            }
+            None => self.registry.iter().cloned().collect(),
+        };
+        chosen.retain(|d| {
+            self.tags.iter().all(|t| d.has_tag(t)) && self.effects.as_ref().is_none_or(|e| e.contains(&d.effect()))
+        });
+        Ok(ToolView::new(chosen))
+    }
+}
