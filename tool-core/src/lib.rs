@@ -2,11 +2,18 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// Lets `::tool_core::...` paths in generated code resolve inside this crate's own tests and examples too.
+extern crate self as tool_core;
+
+pub mod call;
+pub mod canonical;
 pub mod context;
 pub mod definition;
 pub mod error;
 pub mod registry;
+pub mod result;
 pub mod schema;
+pub mod validate;
 pub mod view;
 
 #[doc(hidden)]

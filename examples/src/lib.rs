@@ -1,0 +1,1 @@
+//! Runnable examples of keel: see `examples/`.

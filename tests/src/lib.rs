@@ -1,0 +1,1 @@
+//! Integration and compile-fail tests of keel live in `tests/`.

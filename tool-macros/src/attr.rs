@@ -1,0 +1,238 @@
+//! Parses `#[tool(...)]` into [`ToolAttr`]. Values are literals only; unknown and repeated keys are errors.
+
+use proc_macro2::Span;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned as _;
+use syn::{Expr, ExprLit, Lit, Meta, Token};
+
+use crate::ctxt::Ctxt;
+
+pub const KEYS: &str = "effect, version, name, description, idempotent, timeout_ms, tags, blocking, crate";
+
+/// A value with the span of its literal.
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    Read,
+    Write,
+    Destructive,
+}
+
+#[derive(Default)]
+pub struct ToolAttr {
+    pub effect: Option<Spanned<Effect>>,
+    pub version: Option<Spanned<String>>,
+    pub name: Option<Spanned<String>>,
+    pub description: Option<Spanned<String>>,
+    pub idempotent: Option<Spanned<bool>>,
+    pub timeout_ms: Option<Spanned<u64>>,
+    pub tags: Option<Spanned<Vec<String>>>,
+    pub blocking: Option<Spanned<bool>>,
+    pub krate: Option<Spanned<syn::Path>>,
+}
+
+fn set<T>(cx: &Ctxt, slot: &mut Option<Spanned<T>>, key: &syn::Path, value: Option<Spanned<T>>) {
+    let Some(value) = value else { return };
+    if slot.is_some() {
+        cx.error_spanned_by(key, format_args!("duplicate `{}` in #[tool(...)]; give each key once", key_name(key)));
+        return;
+    }
+    *slot = Some(value);
+}
+
+fn key_name(path: &syn::Path) -> String {
+    path.get_ident().map(|i| i.to_string()).unwrap_or_else(|| quote::quote!(#path).to_string().replace(' ', ""))
+}
+
+fn lit_of(expr: &Expr) -> Option<&Lit> {
+    match expr {
+        Expr::Lit(ExprLit { lit, .. }) => Some(lit),
+        Expr::Group(g) => lit_of(&g.expr),
+        _ => None,
+    }
+}
+
+fn str_lit(cx: &Ctxt, key: &str, expr: &Expr, example: &str) -> Option<Spanned<String>> {
+    match lit_of(expr) {
+        Some(Lit::Str(s)) => Some(Spanned { value: s.value(), span: s.span() }),
+        _ => {
+            cx.error_spanned_by(expr, format_args!("`{key}` takes a string literal, e.g. `{key} = {example}`"));
+            None
+        }
+    }
+}
+
+fn bool_lit(cx: &Ctxt, key: &str, expr: &Expr) -> Option<Spanned<bool>> {
+    match lit_of(expr) {
+        Some(Lit::Bool(b)) => Some(Spanned { value: b.value, span: b.span() }),
+        _ => {
+            cx.error_spanned_by(expr, format_args!("`{key}` takes `true` or `false`, e.g. `{key} = true`"));
+            None
+        }
+    }
+}
+
+pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
+    let mut attr = ToolAttr::default();
+    let metas = match syn::parse::Parser::parse2(Punctuated::<Meta, Token![,]>::parse_terminated, args) {
+        Ok(m) => m,
+        Err(e) => {
+            cx.syn_error(syn::Error::new(
+                e.span(),
+                format_args!(
+                    "{e}; #[tool(...)] takes `key = literal` pairs, e.g. #[tool(effect = \"read\", version = \"1.0\")]"
+                ),
+            ));
+            return attr;
+        }
+    };
+    for meta in metas {
+        let nv = match meta {
+            Meta::NameValue(nv) => nv,
+            other => {
+                cx.error_spanned_by(&other, format_args!("expected `key = value`; #[tool(...)] keys are: {KEYS}"));
+                continue;
+            }
+        };
+        let key = &nv.path;
+        let v = &nv.value;
+        match key_name(key).as_str() {
+            "effect" => {
+                let parsed = str_lit(cx, "effect", v, "\"read\"").and_then(|s| {
+                    let e = match s.value.as_str() {
+                        "read" => Effect::Read,
+                        "write" => Effect::Write,
+                        "destructive" => Effect::Destructive,
+                        other => {
+                            cx.error_at(
+                                s.span,
+                                format_args!(
+                                    "effect must be one of \"read\", \"write\", \"destructive\"; found {other:?}"
+                                ),
+                            );
+                            return None;
+                        }
+                    };
+                    Some(Spanned { value: e, span: s.span })
+                });
+                set(cx, &mut attr.effect, key, parsed);
+            }
+            "version" => {
+                let parsed = str_lit(cx, "version", v, "\"1.0\"").and_then(|s| {
+                    if tool_names::is_valid_version(&s.value) {
+                        Some(s)
+                    } else {
+                        cx.error_at(
+                            s.span,
+                            format_args!(
+                                "version must be \"MAJOR.MINOR\" or \"MAJOR.MINOR.PATCH\" with numeric parts and no \
+                                 leading zeros, e.g. \"1.0\" or \"2.1.3\"; found {:?}",
+                                s.value
+                            ),
+                        );
+                        None
+                    }
+                });
+                set(cx, &mut attr.version, key, parsed);
+            }
+            "name" => {
+                let parsed =
+                    str_lit(cx, "name", v, "\"incident.search\"").and_then(|s| match tool_names::validate(&s.value) {
+                        Ok(()) => Some(s),
+                        Err(e) => {
+                            cx.error_at(s.span, e);
+                            None
+                        }
+                    });
+                set(cx, &mut attr.name, key, parsed);
+            }
+            "description" => {
+                let parsed = str_lit(cx, "description", v, "\"Looks up one incident by its id.\"").and_then(|s| {
+                    if s.value.trim().is_empty() {
+                        cx.error_at(
+                            s.span,
+                            "description must not be empty; the model reads it to decide when to call the tool",
+                        );
+                        None
+                    } else {
+                        Some(s)
+                    }
+                });
+                set(cx, &mut attr.description, key, parsed);
+            }
+            "idempotent" => set(cx, &mut attr.idempotent, key, bool_lit(cx, "idempotent", v)),
+            "blocking" => set(cx, &mut attr.blocking, key, bool_lit(cx, "blocking", v)),
+            "timeout_ms" => {
+                let parsed = match lit_of(v) {
+                    Some(Lit::Int(i)) => match i.base10_parse::<u64>() {
+                        Ok(0) | Err(_) => {
+                            cx.error_spanned_by(i, "timeout_ms must be a whole number of milliseconds greater than 0, e.g. `timeout_ms = 5000`");
+                            None
+                        }
+                        Ok(n) => Some(Spanned { value: n, span: i.span() }),
+                    },
+                    _ => {
+                        cx.error_spanned_by(v, "`timeout_ms` takes an integer literal, e.g. `timeout_ms = 5000`");
+                        None
+                    }
+                };
+                set(cx, &mut attr.timeout_ms, key, parsed);
+            }
+            "tags" => {
+                let parsed = match v {
+                    Expr::Array(arr) => {
+                        let mut tags = Vec::new();
+                        let mut ok = true;
+                        for elem in &arr.elems {
+                            match lit_of(elem) {
+                                Some(Lit::Str(s)) if !s.value().trim().is_empty() => tags.push(s.value()),
+                                Some(Lit::Str(s)) => {
+                                    cx.error_spanned_by(s, "a tag must not be empty");
+                                    ok = false;
+                                }
+                                _ => {
+                                    cx.error_spanned_by(
+                                        elem,
+                                        "tags are string literals, e.g. `tags = [\"incident\", \"oncall\"]`",
+                                    );
+                                    ok = false;
+                                }
+                            }
+                        }
+                        ok.then(|| Spanned { value: tags, span: arr.span() })
+                    }
+                    _ => {
+                        cx.error_spanned_by(
+                            v,
+                            "`tags` takes an array of string literals, e.g. `tags = [\"incident\"]`",
+                        );
+                        None
+                    }
+                };
+                set(cx, &mut attr.tags, key, parsed);
+            }
+            "crate" => {
+                let parsed =
+                    str_lit(cx, "crate", v, "\"keel\"").and_then(|s| match syn::parse_str::<syn::Path>(&s.value) {
+                        Ok(p) => Some(Spanned { value: p, span: s.span }),
+                        Err(_) => {
+                            cx.error_at(
+                                s.span,
+                                "`crate` takes the path of the tool-core dependency, e.g. `crate = \"keel\"`",
+                            );
+                            None
+                        }
+                    });
+                set(cx, &mut attr.krate, key, parsed);
+            }
+            other => {
+                cx.error_spanned_by(key, format_args!("unknown key `{other}` in #[tool(...)]; the keys are: {KEYS}"))
+            }
+        }
+    }
+    attr
+}

@@ -1,0 +1,393 @@
+//! The validated model of one `#[tool]` fn: how its parameters map to arguments and injections, and what it
+//! returns. Built from the parsed fn; every problem goes to the [`Ctxt`].
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{FnArg, GenericArgument, Ident, Pat, PathArguments, ReturnType, Type};
+
+use crate::attr::{Effect, ToolAttr};
+use crate::ctxt::Ctxt;
+
+/// How the model's arguments reach the fn.
+pub enum Args {
+    /// No argument parameters: the schema is an empty object.
+    None,
+    /// One parameter whose type is the args struct.
+    Struct { ty: Type },
+    /// Named parameters gathered into a generated struct.
+    Gathered(Vec<GatheredParam>),
+}
+
+pub struct GatheredParam {
+    pub ident: Ident,
+    pub ty: Type,
+    pub description: Option<String>,
+}
+
+/// One parameter in call order.
+pub enum Param {
+    /// The whole args struct.
+    ArgsStruct,
+    /// A field of the generated args struct.
+    Field(Ident),
+    /// A `CallContext` / `State<T>` filled from the call.
+    Injected(Type),
+}
+
+pub enum Output {
+    /// `-> Result<T, E>` (or an alias `Result<T>`): `T` is the result type.
+    Result { ok: Type, span: Span },
+    /// `-> T`.
+    Plain { ty: Type },
+    /// No return type.
+    Unit,
+}
+
+pub struct Tool {
+    pub name: String,
+    pub name_span: Span,
+    pub description: String,
+    pub version: String,
+    pub effect: Effect,
+    pub idempotent: bool,
+    pub timeout_ms: Option<u64>,
+    pub tags: Vec<String>,
+    pub is_async: bool,
+    pub blocking: bool,
+    pub args: Args,
+    pub params: Vec<Param>,
+    pub output: Output,
+}
+
+const PLAIN_TYPES: &[&str] = &[
+    "bool",
+    "char",
+    "str",
+    "String",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "u128",
+    "usize",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "i128",
+    "isize",
+    "f32",
+    "f64",
+    "Option",
+    "Vec",
+    "VecDeque",
+    "HashMap",
+    "BTreeMap",
+    "HashSet",
+    "BTreeSet",
+    "Value",
+    "Box",
+    "Cow",
+    "Arc",
+    "Rc",
+    "PathBuf",
+    "NonZeroU32",
+    "NonZeroU64",
+    "Uuid",
+    "DateTime",
+    "NaiveDate",
+];
+
+fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
+    match ty {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
+        Type::Group(g) => last_segment(&g.elem),
+        Type::Paren(p) => last_segment(&p.elem),
+        _ => None,
+    }
+}
+
+fn is_injected(ty: &Type) -> bool {
+    match last_segment(ty) {
+        Some(seg) if seg.ident == "CallContext" => matches!(seg.arguments, PathArguments::None),
+        Some(seg) if seg.ident == "State" => matches!(seg.arguments, PathArguments::AngleBracketed(_)),
+        _ => false,
+    }
+}
+
+fn is_plain(ty: &Type) -> bool {
+    match last_segment(ty) {
+        Some(seg) => PLAIN_TYPES.iter().any(|p| seg.ident == p),
+        None => true, // tuples, arrays, slices: values, not an args struct
+    }
+}
+
+/// Reads and removes `#[arg(...)]` from a parameter; returns (present, description).
+fn take_arg_attr(cx: &Ctxt, attrs: &mut Vec<syn::Attribute>) -> (bool, Option<String>) {
+    let mut present = false;
+    let mut description = None;
+    let mut kept = Vec::new();
+    for attr in attrs.drain(..) {
+        if attr.path().is_ident("doc") {
+            cx.error_spanned_by(
+                &attr,
+                "doc comments are not allowed on parameters; write #[arg(description = \"...\")] instead",
+            );
+            continue;
+        }
+        if !attr.path().is_ident("arg") {
+            kept.push(attr);
+            continue;
+        }
+        if present {
+            cx.error_spanned_by(&attr, "duplicate #[arg(...)] on this parameter; merge them into one");
+            continue;
+        }
+        present = true;
+        if matches!(attr.meta, syn::Meta::Path(_)) {
+            continue;
+        }
+        let res = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("description") {
+                let s: syn::LitStr = meta.value()?.parse()?;
+                if description.is_some() {
+                    return Err(meta.error("duplicate `description` in #[arg(...)]"));
+                }
+                description = Some(s.value());
+                Ok(())
+            } else {
+                Err(meta.error("unknown key in #[arg(...)]; the only key is `description`, e.g. #[arg(description = \"The incident id\")]"))
+            }
+        });
+        if let Err(e) = res {
+            cx.syn_error(e);
+        }
+    }
+    *attrs = kept;
+    (present, description)
+}
+
+/// Strips `#[arg]` from every parameter (used on the fallback path too).
+pub fn strip_arg_attrs(sig: &mut syn::Signature) {
+    for input in sig.inputs.iter_mut() {
+        if let FnArg::Typed(pt) = input {
+            pt.attrs.retain(|a| !a.path().is_ident("arg"));
+        }
+    }
+}
+
+fn doc_description(attrs: &[syn::Attribute]) -> Option<String> {
+    let mut lines = Vec::new();
+    for attr in attrs {
+        if !attr.path().is_ident("doc") {
+            continue;
+        }
+        if let syn::Meta::NameValue(nv) = &attr.meta
+            && let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) = &nv.value
+        {
+            let v = s.value();
+            lines.push(v.strip_prefix(' ').unwrap_or(&v).trim_end().to_owned());
+        }
+    }
+    let text = lines.join("\n").trim().to_owned();
+    (!text.is_empty()).then_some(text)
+}
+
+fn output(cx: &Ctxt, ret: &ReturnType) -> Output {
+    let ty = match ret {
+        ReturnType::Default => return Output::Unit,
+        ReturnType::Type(_, ty) => &**ty,
+    };
+    if let Type::ImplTrait(_) = ty {
+        cx.error_spanned_by(ty, "#[tool] fns must name their return type; replace `impl Trait` with a concrete type");
+        return Output::Unit;
+    }
+    if let Type::Reference(_) = ty {
+        cx.error_spanned_by(ty, "#[tool] fns must return an owned value; return e.g. `String` instead of `&str`");
+        return Output::Unit;
+    }
+    if let Some(seg) = last_segment(ty)
+        && seg.ident == "Result"
+        && let PathArguments::AngleBracketed(args) = &seg.arguments
+        && let Some(GenericArgument::Type(ok)) = args.args.first()
+    {
+        return Output::Result { ok: ok.clone(), span: ty.span() };
+    }
+    Output::Plain { ty: ty.clone() }
+}
+
+pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool> {
+    let sig = &mut func.sig;
+    if let Some(recv) = sig.receiver() {
+        cx.error_spanned_by(
+            recv,
+            "#[tool] handlers are free functions; remove `self` and take what you need as arguments or `State<T>`",
+        );
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        cx.error_spanned_by(
+            &sig.generics,
+            "#[tool] fns cannot be generic: the argument and result schemas are generated for concrete types; \
+             remove the generic parameters",
+        );
+    }
+    if let Some(abi) = &sig.abi {
+        cx.error_spanned_by(
+            abi,
+            "#[tool] fns cannot be `extern`; remove the ABI and call the foreign fn from the body",
+        );
+    }
+    if let syn::Safety::Unsafe(u) = &sig.safety {
+        cx.error_spanned_by(
+            u,
+            "#[tool] fns cannot be `unsafe`: the model must not be able to call unsafe code; make the fn safe",
+        );
+    }
+    if let Some(v) = &sig.variadic {
+        cx.error_spanned_by(v, "#[tool] fns cannot be variadic");
+    }
+    if let Some(b) = &attr.blocking
+        && sig.asyncness.is_some()
+    {
+        cx.error_at(b.span, "`blocking` applies to plain fns only; an async fn is always polled on the runtime");
+    }
+
+    // Parameters.
+    let mut args_params: Vec<(usize, Ident, Type, bool, Option<String>, Span)> = Vec::new();
+    let mut params: Vec<Param> = Vec::new();
+    let mut struct_candidate: Option<(usize, Type)> = None;
+    for (i, input) in sig.inputs.iter_mut().enumerate() {
+        let FnArg::Typed(pt) = input else { continue };
+        let (has_arg_attr, description) = take_arg_attr(cx, &mut pt.attrs);
+        let ty = (*pt.ty).clone();
+        if let Type::Reference(_) = ty {
+            cx.error_spanned_by(
+                &pt.ty,
+                "#[tool] parameters must be owned: arguments are deserialized per call; take e.g. `String` instead of `&str`",
+            );
+            params.push(Param::Injected(ty));
+            continue;
+        }
+        if is_injected(&ty) {
+            if has_arg_attr {
+                cx.error_spanned_by(&pt.ty, "#[arg] does not apply to injected parameters (`CallContext`, `State<T>`)");
+            }
+            params.push(Param::Injected(ty));
+            continue;
+        }
+        let ident = match &*pt.pat {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => Some(pi.ident.clone()),
+            _ => None,
+        };
+        if struct_candidate.is_none() && args_params.is_empty() && !has_arg_attr && !is_plain(&ty) {
+            struct_candidate = Some((i, ty.clone()));
+        }
+        let span = pt.pat.span();
+        match ident {
+            Some(ident) => args_params.push((i, ident, ty, has_arg_attr, description, span)),
+            None => args_params.push((i, Ident::new("__keel_unnamed", span), ty, has_arg_attr, description, span)),
+        }
+        params.push(Param::Field(args_params.last().map(|p| p.1.clone()).unwrap_or_else(|| Ident::new("_", span))));
+    }
+
+    let args = if args_params.is_empty() {
+        Args::None
+    } else if args_params.len() == 1 && struct_candidate.is_some() {
+        let (idx, ty) = struct_candidate.unwrap_or_else(|| unreachable!());
+        for p in params.iter_mut() {
+            if matches!(p, Param::Field(_)) {
+                *p = Param::ArgsStruct;
+            }
+        }
+        let _ = idx;
+        Args::Struct { ty }
+    } else {
+        let mut fields = Vec::new();
+        for (_, ident, ty, _, description, span) in args_params {
+            if ident == "__keel_unnamed" {
+                cx.error_at(
+                    span,
+                    "tool parameters need a plain name (e.g. `incident_id: String`), because the name is the \
+                     argument's name in the schema; patterns are only allowed on a single args-struct parameter",
+                );
+                continue;
+            }
+            if ident.to_string().starts_with('_') {
+                cx.error_spanned_by(
+                    &ident,
+                    "the parameter name is the argument's name the model sees; rename it without the leading `_`",
+                );
+            }
+            fields.push(GatheredParam { ident, ty, description });
+        }
+        Args::Gathered(fields)
+    };
+
+    // Name, description and flags.
+    let (name, name_span) = match &attr.name {
+        Some(n) => (n.value.clone(), n.span),
+        None => {
+            let n = sig.ident.to_string();
+            let n = n.strip_prefix("r#").unwrap_or(&n).to_owned();
+            if let Err(e) = tool_names::validate(&n) {
+                cx.error_spanned_by(
+                    &sig.ident,
+                    format_args!("{e}; the fn name is the default tool name: rename the fn or add `name = \"...\"`"),
+                );
+            }
+            (n, sig.ident.span())
+        }
+    };
+    let description = match (&attr.description, doc_description(&func.attrs)) {
+        (Some(d), _) => Some(d.value.clone()),
+        (None, Some(d)) => Some(d),
+        (None, None) => {
+            cx.error_spanned_by(
+                &func.sig.ident,
+                format_args!(
+                    "tool `{name}` has no description; the model needs one to decide when to call it: add a doc \
+                     comment (`/// Looks up ...`) or `description = \"...\"`"
+                ),
+            );
+            None
+        }
+    };
+    let sig = &func.sig;
+    let effect = match &attr.effect {
+        Some(e) => Some(e.value),
+        None => {
+            cx.error_spanned_by(
+                &sig.ident,
+                "missing `effect`: add effect = \"read\", \"write\" or \"destructive\" to #[tool(...)]",
+            );
+            None
+        }
+    };
+    let version = match &attr.version {
+        Some(v) => Some(v.value.clone()),
+        None => {
+            cx.error_spanned_by(
+                &sig.ident,
+                "missing `version`: add version = \"1.0\" (MAJOR.MINOR or MAJOR.MINOR.PATCH) to #[tool(...)]",
+            );
+            None
+        }
+    };
+    let output = output(cx, &sig.output);
+    let effect = effect?;
+    Some(Tool {
+        name,
+        name_span,
+        description: description?,
+        version: version?,
+        effect,
+        idempotent: attr.idempotent.as_ref().map(|i| i.value).unwrap_or(effect == Effect::Read),
+        timeout_ms: attr.timeout_ms.as_ref().map(|t| t.value),
+        tags: attr.tags.as_ref().map(|t| t.value.clone()).unwrap_or_default(),
+        is_async: sig.asyncness.is_some(),
+        blocking: attr.blocking.as_ref().map(|b| b.value).unwrap_or(true),
+        args,
+        params,
+        output,
+    })
+}
