@@ -209,6 +209,7 @@ pub struct ToolDefinition {
     pub(crate) output_schema: Option<SchemaSource>,
     pub(crate) handler: Handler,
     pub(crate) schemas: OnceLock<ToolSchemas>,
+    pub(crate) compiled: OnceLock<Result<crate::executor::CompiledTool, String>>,
 }
 
 impl fmt::Debug for ToolDefinition {
@@ -259,6 +260,7 @@ impl ToolDefinition {
             output_schema: Some(SchemaSource::Generated(t.output_schema)),
             handler: t.handler.clone(),
             schemas: OnceLock::new(),
+            compiled: OnceLock::new(),
         }
     }
 
@@ -340,6 +342,7 @@ impl ToolDefinition {
             handler: self.handler.clone(),
             // Rendered schemas carry the name, so the copy renders its own.
             schemas: OnceLock::new(),
+            compiled: OnceLock::new(),
         })
     }
 }
@@ -486,6 +489,7 @@ impl ToolDefinitionBuilder {
             output_schema: self.output_schema.map(SchemaSource::Value),
             handler,
             schemas: OnceLock::new(),
+            compiled: OnceLock::new(),
         })
     }
 }

@@ -151,8 +151,9 @@ impl RegistryBuilder {
         self
     }
 
-    /// Replaces the tool of the same name. The explicit override: without it a second definition is an error.
-    /// Fails [`build`](Self::build) when no tool of that name exists.
+    /// Replaces every definition of the same name (from the inventory or added) with `def`. This is the explicit
+    /// override: without it a second definition is an error, and it is also how a binary settles two linked crates
+    /// that declare the same name. Fails [`build`](Self::build) when no tool of that name exists.
     pub fn replace(mut self, def: ToolDefinition) -> Self {
         self.replacements.push(def);
         self
@@ -181,9 +182,10 @@ impl RegistryBuilder {
             }
             sites.entry(d.name()).or_default().push(i);
         }
+        let replaced: std::collections::HashSet<&str> = self.replacements.iter().map(|r| r.name()).collect();
         let mut duplicates: Vec<Problem> = sites
             .iter()
-            .filter(|(_, idx)| idx.len() > 1)
+            .filter(|(name, idx)| idx.len() > 1 && !replaced.contains(*name))
             .map(|(name, idx)| Problem::Duplicate {
                 name: (*name).to_owned(),
                 sites: idx.iter().map(|&i| defs[i].origin().to_string()).collect(),
@@ -192,6 +194,7 @@ impl RegistryBuilder {
         duplicates.sort_by(|a, b| a.key().cmp(b.key()));
         problems.extend(duplicates);
         drop(sites);
+        drop(replaced);
 
         let mut by_name: HashMap<Box<str>, ToolDefinition> = HashMap::with_capacity(defs.len());
         for d in defs {

@@ -1,0 +1,218 @@
+//! The event log of a run: an append-only sequence of what was observed, each event tied to its call id.
+//!
+//! Events are what happened (a request, an observation and the decision after it, a rejection, the end of the run),
+//! never the model's hidden reasoning. [`EventLog`] keeps them in memory; any [`EventSink`] (such as
+//! [`JsonLinesWriter`]) receives each one as it is appended.
+
+use std::fmt;
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// What the run does after an observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Go on: the next call of the batch, or the next model turn.
+    Continue,
+    /// Stop and ask a human (missing information, an approval).
+    NeedsInput,
+    /// Stop: the run failed.
+    Error,
+    /// Stop: the run reached its goal.
+    Done,
+}
+
+impl Decision {
+    /// Whether the decision ends the run.
+    pub fn is_terminal(self) -> bool {
+        self != Decision::Continue
+    }
+    /// `continue`, `needs_input`, `error` or `done`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Continue => "continue",
+            Decision::NeedsInput => "needs_input",
+            Decision::Error => "error",
+            Decision::Done => "done",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A call that was requested but not executed because the run had already stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotExecuted {
+    /// The call id.
+    pub call_id: String,
+    /// The requested tool name.
+    pub tool_name: String,
+}
+
+/// One entry of the event log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The model asked for a call.
+    ToolRequested {
+        /// The call id.
+        call_id: String,
+        /// The requested tool name.
+        tool_name: String,
+    },
+    /// A call was answered (executed or rejected by the executor) and the run decided what to do next.
+    ToolObservation {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        tool_name: String,
+        /// Whether the handler ran.
+        executed: bool,
+        /// Whether the call succeeded.
+        ok: bool,
+        /// The error code, if it failed.
+        code: Option<String>,
+        /// The error message, if it failed.
+        error: Option<String>,
+        /// Executed steps so far in this run.
+        step: u32,
+        /// What the run does next.
+        decision: Decision,
+    },
+    /// A call was refused by the run itself (e.g. a repeated call id); it was not executed.
+    ToolRejected {
+        /// The call id.
+        call_id: String,
+        /// The requested tool name.
+        tool_name: String,
+        /// Why, e.g. `duplicate_call_id`.
+        code: String,
+    },
+    /// The run ended.
+    RunFinished {
+        /// The terminal decision.
+        terminal: Decision,
+        /// Why it ended, e.g. `after_observation`, `duplicate_call_id`, `model_finished`, `max_steps`.
+        reason: String,
+        /// Executed calls in the whole run.
+        steps: u32,
+        /// Calls requested but never executed because the run had stopped.
+        not_executed: Vec<NotExecuted>,
+    },
+}
+
+/// An event with its position in the log and its wall-clock time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// 0-based position in the run's log.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The run this event belongs to.
+    pub run_id: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+impl Event {
+    /// One line in the format of seed 004's dispatcher demo, e.g.
+    /// `event: tool_observation | call_id: call-1 | tool: read_task_cards | execution: performed | ...`.
+    pub fn display_line(&self) -> String {
+        match &self.kind {
+            EventKind::ToolRequested { call_id, tool_name } => {
+                format!("event: tool_requested | call_id: {call_id} | tool: {tool_name}")
+            }
+            EventKind::ToolObservation { call_id, tool_name, executed, ok, code, error, decision, .. } => {
+                let mut s = format!(
+                    "event: tool_observation | call_id: {call_id} | tool: {tool_name} | execution: {} | outcome: {} | decision: {decision}",
+                    if *executed { "performed" } else { "not performed" },
+                    if *ok { "result".to_owned() } else { format!("tool error ({})", code.as_deref().unwrap_or("?")) },
+                );
+                if let Some(e) = error {
+                    s.push_str(" | error: ");
+                    s.push_str(e);
+                }
+                s
+            }
+            EventKind::ToolRejected { call_id, tool_name, code } => {
+                format!("event: tool_rejected | call_id: {call_id} | tool: {tool_name} | code: {code}")
+            }
+            EventKind::RunFinished { terminal, reason, steps, not_executed } => {
+                let mut s = format!("event: run_finished | terminal: {terminal} | reason: {reason} | steps: {steps}");
+                for n in not_executed {
+                    s.push_str(&format!("\nnot executed: {} {}", n.call_id, n.tool_name));
+                }
+                s
+            }
+        }
+    }
+}
+
+/// Receives each event as it is appended. Implementations must not panic; I/O errors are theirs to report.
+pub trait EventSink: Send + Sync {
+    /// Records one event.
+    fn record(&self, event: &Event);
+}
+
+/// Writes each event as one JSON line.
+pub struct JsonLinesWriter<W: Write + Send> {
+    out: Mutex<W>,
+}
+
+impl<W: Write + Send> JsonLinesWriter<W> {
+    /// Writes to `out` (a file, stdout, a `Vec<u8>`).
+    pub fn new(out: W) -> Self {
+        JsonLinesWriter { out: Mutex::new(out) }
+    }
+    /// Gives the writer back.
+    pub fn into_inner(self) -> W {
+        self.out.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl<W: Write + Send> EventSink for JsonLinesWriter<W> {
+    fn record(&self, event: &Event) {
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let res = serde_json::to_writer(&mut *out, event).map_err(std::io::Error::from).and_then(|()| out.write_all(b"\n"));
+        if let Err(e) = res.and_then(|()| out.flush()) {
+            tracing::warn!(error = %e, run_id = %event.run_id, "could not write an event to the JSON Lines log");
+        }
+    }
+}
+
+/// The in-memory log of one run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EventLog {
+    events: Vec<Event>,
+}
+
+impl EventLog {
+    /// The events in order.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+    /// The events as JSON Lines.
+    pub fn to_json_lines(&self) -> String {
+        let mut s = String::new();
+        for e in &self.events {
+            if let Ok(line) = serde_json::to_string(e) {
+                s.push_str(&line);
+                s.push('\n');
+            }
+        }
+        s
+    }
+    pub(crate) fn push(&mut self, run_id: &str, kind: EventKind) -> &Event {
+        let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        self.events.push(Event { seq: self.events.len() as u64, at_ms, run_id: run_id.to_owned(), kind });
+        self.events.last().unwrap_or_else(|| unreachable!("just pushed"))
+    }
+}

@@ -1,0 +1,566 @@
+//! The [`Executor`]: every model-produced call goes through one fixed order.
+//!
+//! ```text
+//! ToolCall ─▶ registered in this view? ──no──▶ unknown_tool        (tool_version: null, executed: false)
+//!                 │yes
+//!                 ▼
+//!             arguments valid against the schema the model saw? ──no──▶ invalid_arguments (JSON pointers)
+//!                 │yes
+//!                 ▼
+//!             policy (effect / approval) ──no──▶ approval_required | policy_denied
+//!                 │allow
+//!                 ▼
+//!             handler (timeout, panic caught) ──▶ the tool's own code | tool_internal_error | timeout
+//!                 │ok
+//!                 ▼
+//!             result valid against the result schema? ──no──▶ invalid_tool_output
+//!                 │yes
+//!                 ▼
+//!             ok
+//! ```
+//!
+//! The order is the design: validating after the policy would let invalid arguments reach approval; running the
+//! handler before validation would let them cause side effects; dropping the output check would let a broken
+//! result into the next turn. Nothing internal (panic text, error chains, type names, paths) is put in a
+//! [`ToolResult`]: the detail goes to a `tracing` event carrying the call id.
+//!
+//! ```
+//! # use tool_core::{tool, Registry, Executor, ToolCall};
+//! /// Adds two numbers.
+//! #[tool(effect = "read", version = "1.0")]
+//! fn add(a: i64, b: i64) -> i64 { a + b }
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let registry = Registry::from_inventory().unwrap();
+//! let executor = Executor::new(registry.view().names(["add"]).build().unwrap()).unwrap();
+//! let result = executor.call(ToolCall::new("call-1", "add", serde_json::json!({"a": 2, "b": 3}))).await;
+//! assert_eq!(result.data, Some(serde_json::json!(5)));
+//! # });
+//! ```
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use crate::call::ToolCall;
+use crate::context::{CallContext, Notifier, StateMap};
+use crate::definition::{Handler, ToolDefinition};
+use crate::error::{Repr, ToolError, is_valid_tool_code};
+use crate::policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
+use crate::result::{ErrorBody, ToolResult};
+use crate::validate::{CompiledSchema, Limits, check_limits, summary};
+use crate::view::ToolView;
+
+/// The longest requested name echoed back in an `unknown_tool` result.
+const MAX_ECHOED_NAME: usize = 128;
+
+/// A tool's schemas compiled for validation; built once per definition and cached on it.
+pub struct CompiledTool {
+    input: CompiledSchema,
+    output: Option<CompiledSchema>,
+}
+
+impl fmt::Debug for CompiledTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledTool").field("has_output", &self.output.is_some()).finish()
+    }
+}
+
+fn compiled(def: &ToolDefinition) -> Result<&CompiledTool, &str> {
+    def.compiled
+        .get_or_init(|| {
+            let input = def.input_schema();
+            if input.get("type").and_then(Value::as_str) != Some("object") {
+                return Err("the argument schema does not describe a JSON object (\"type\": \"object\"); \
+                            take an args struct or named parameters"
+                    .to_owned());
+            }
+            let input = CompiledSchema::compile(input).map_err(|e| format!("argument schema: {e}"))?;
+            let output = match def.output_schema() {
+                Some(s) => Some(CompiledSchema::compile(s).map_err(|e| format!("result schema: {e}"))?),
+                None => None,
+            };
+            Ok(CompiledTool { input, output })
+        })
+        .as_ref()
+        .map_err(String::as_str)
+}
+
+/// Why an executor could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutorError {
+    problems: Vec<(String, String)>,
+}
+
+impl ExecutorError {
+    /// `(tool name, problem)` pairs.
+    pub fn problems(&self) -> &[(String, String)] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for ExecutorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the executor could not be built:")?;
+        for (tool, p) in &self.problems {
+            write!(f, "\n- tool `{tool}`: {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ExecutorError {}
+
+struct Inner {
+    view: ToolView,
+    state: Arc<StateMap>,
+    policy: Arc<dyn Policy>,
+    default_timeout: Duration,
+    limits: Limits,
+}
+
+/// Runs calls against one [`ToolView`] in the fixed order. Cheap to clone; calls may run concurrently.
+#[derive(Clone)]
+pub struct Executor {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Executor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executor")
+            .field("view", &self.inner.view)
+            .field("state", &self.inner.state)
+            .field("default_timeout", &self.inner.default_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Executor`]; see [`Executor::builder`].
+#[must_use]
+pub struct ExecutorBuilder {
+    view: ToolView,
+    state: StateMap,
+    policy: Arc<dyn Policy>,
+    default_timeout: Duration,
+    limits: Limits,
+}
+
+impl ExecutorBuilder {
+    /// Shared state handed to handlers that take `State<T>`.
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(value);
+        self
+    }
+    /// Shared state that is already behind an `Arc`.
+    pub fn state_arc<T: Send + Sync + 'static>(mut self, value: Arc<T>) -> Self {
+        self.state.insert_arc(value);
+        self
+    }
+    /// The approval policy (default: [`EffectPolicy`]).
+    pub fn policy(mut self, policy: impl Policy) -> Self {
+        self.policy = Arc::new(policy);
+        self
+    }
+    /// A policy shared with other executors.
+    pub fn shared_policy(mut self, policy: Arc<dyn Policy>) -> Self {
+        self.policy = policy;
+        self
+    }
+    /// The timeout for tools that declare none (default 30 s).
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = timeout;
+        self
+    }
+    /// Size and depth limits on arguments (checked before schema validation).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+    /// Compiles every schema of the view and builds the executor; every problem is reported at once.
+    pub fn build(self) -> Result<Executor, ExecutorError> {
+        let problems: Vec<(String, String)> = self
+            .view
+            .iter()
+            .filter_map(|d| compiled(d).err().map(|e| (d.name().to_owned(), e.to_owned())))
+            .collect();
+        if !problems.is_empty() {
+            return Err(ExecutorError { problems });
+        }
+        Ok(Executor {
+            inner: Arc::new(Inner {
+                view: self.view,
+                state: Arc::new(self.state),
+                policy: self.policy,
+                default_timeout: self.default_timeout,
+                limits: self.limits,
+            }),
+        })
+    }
+}
+
+/// Per-call inputs that do not come from the model: tenant, approvals, cancellation, notifications.
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    tenant: Option<Arc<str>>,
+    approvals: Approvals,
+    cancellation: Option<CancellationToken>,
+    notifier: Option<Arc<dyn Notifier>>,
+}
+
+impl fmt::Debug for CallOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallOptions")
+            .field("tenant", &self.tenant)
+            .field("approvals", &self.approvals)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallOptions {
+    /// No tenant, no approvals.
+    pub fn new() -> CallOptions {
+        CallOptions::default()
+    }
+    /// The tenant the call runs for.
+    pub fn tenant(mut self, tenant: impl Into<Arc<str>>) -> Self {
+        self.tenant = Some(tenant.into());
+        self
+    }
+    /// Adds an approval for one tool and exact arguments.
+    pub fn approve(mut self, approval: Approval) -> Self {
+        self.approvals.grant(approval);
+        self
+    }
+    /// Replaces the approvals.
+    pub fn approvals(mut self, approvals: Approvals) -> Self {
+        self.approvals = approvals;
+        self
+    }
+    /// A parent cancellation token: cancelling it cancels the call.
+    pub fn cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = Some(token);
+        self
+    }
+    /// Where the handler's log messages and progress go.
+    pub fn notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
+        self.notifier = Some(notifier);
+        self
+    }
+}
+
+/// How a handler run ended, before output validation.
+enum HandlerOutcome {
+    Value(Value),
+    Error(ToolError),
+    Panicked(Box<dyn Any + Send>),
+    TimedOut(Duration),
+    Cancelled,
+}
+
+/// Polls a future and turns a panic into an error value.
+struct CatchUnwind<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn Any + Send>>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let fut = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+fn panic_text(panic: &(dyn Any + Send)) -> &str {
+    panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("<non-string panic payload>")
+}
+
+fn truncate_name(name: &str) -> String {
+    if name.len() <= MAX_ECHOED_NAME {
+        return name.to_owned();
+    }
+    let mut end = MAX_ECHOED_NAME;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &name[..end])
+}
+
+impl Executor {
+    /// An executor over `view` with the default policy and timeout.
+    pub fn new(view: ToolView) -> Result<Executor, ExecutorError> {
+        Executor::builder(view).build()
+    }
+
+    /// A builder for an executor over `view`.
+    pub fn builder(view: ToolView) -> ExecutorBuilder {
+        ExecutorBuilder {
+            view,
+            state: StateMap::new(),
+            policy: Arc::new(EffectPolicy),
+            default_timeout: Duration::from_secs(30),
+            limits: Limits::default(),
+        }
+    }
+
+    /// The view this executor allows (and that the model was shown).
+    pub fn view(&self) -> &ToolView {
+        &self.inner.view
+    }
+
+    /// Runs one call with no tenant and no approvals.
+    pub async fn call(&self, call: ToolCall) -> ToolResult {
+        self.call_with(call, &CallOptions::default()).await
+    }
+
+    /// Runs one call in the fixed order. Never panics on any input; always returns exactly one result.
+    pub async fn call_with(&self, call: ToolCall, options: &CallOptions) -> ToolResult {
+        let span = tracing::info_span!(
+            "tool_call",
+            call_id = %call.id(),
+            tool_name = Empty,
+            tool_version = Empty,
+            effect = Empty,
+            outcome = Empty,
+            executed = Empty,
+            duration_us = Empty,
+        );
+        let started = Instant::now();
+        let result = self.run(call, options, &span).instrument(span.clone()).await;
+        span.record("outcome", result.error.as_ref().map_or("ok", |e| e.code.as_str()));
+        span.record("executed", result.executed);
+        span.record("duration_us", started.elapsed().as_micros() as u64);
+        result
+    }
+
+    async fn run(&self, call: ToolCall, options: &CallOptions, span: &tracing::Span) -> ToolResult {
+        let call_id = call.id().to_owned();
+
+        // 1. Registered in this view? Exact match only.
+        let Some(def) = self.inner.view.get(call.name()) else {
+            let name = truncate_name(call.name());
+            span.record("tool_name", name.as_str());
+            return ToolResult::failure(
+                call_id,
+                name.clone(),
+                None,
+                false,
+                ErrorBody::new(
+                    "unknown_tool",
+                    format!("no tool named {name:?} is available; call one of the tools you were given, by its exact name"),
+                ),
+            );
+        };
+        let def: &ToolDefinition = def;
+        span.record("tool_name", def.name());
+        span.record("tool_version", def.version());
+        span.record("effect", def.effect().as_str());
+        let version = Some(def.version().to_owned());
+        let fail = |executed: bool, body: ErrorBody| {
+            ToolResult::failure(call_id.clone(), def.name().to_owned(), version.clone(), executed, body)
+        };
+        let compiled = match compiled(def) {
+            Ok(c) => c,
+            Err(problem) => {
+                tracing::error!(call_id = %call_id, tool_name = def.name(), problem, "tool schema does not compile");
+                return fail(false, internal_body(&call_id));
+            }
+        };
+
+        // 2. Arguments valid against the schema the model saw.
+        let arguments = match call.into_arguments() {
+            Ok(v) => v,
+            Err(e) => return fail(false, ErrorBody::new("invalid_arguments", e.to_string())),
+        };
+        if let Err(v) = check_limits(&arguments, &self.inner.limits) {
+            return fail(false, invalid_arguments_body(std::slice::from_ref(&v)));
+        }
+        if !compiled.input.is_valid(&arguments) {
+            let violations = compiled.input.validate(&arguments).err().unwrap_or_default();
+            return fail(false, invalid_arguments_body(&violations));
+        }
+
+        // 3. Policy.
+        let request = PolicyRequest {
+            tool: def,
+            arguments: &arguments,
+            tenant: options.tenant.as_deref(),
+            approvals: &options.approvals,
+        };
+        match self.inner.policy.decide(&request) {
+            PolicyDecision::Allow => {}
+            PolicyDecision::RequireApproval { reason } => {
+                return fail(
+                    false,
+                    ErrorBody::new("approval_required", reason).with_details(json!({
+                        "effect": def.effect().as_str(),
+                        "approve": {"tool": def.name(), "arguments": &arguments},
+                    })),
+                );
+            }
+            PolicyDecision::Deny { reason } => return fail(false, ErrorBody::new("policy_denied", reason)),
+        }
+
+        // 4. The handler, under a timeout, with panics caught.
+        let timeout = def.timeout().unwrap_or(self.inner.default_timeout);
+        let token = match &options.cancellation {
+            Some(parent) => parent.child_token(),
+            None => CancellationToken::new(),
+        };
+        let ctx = CallContext::builder(call_id.as_str(), def.name())
+            .tenant(options.tenant.clone())
+            .cancellation(token.clone())
+            .state(self.inner.state.clone())
+            .notifier(options.notifier.clone())
+            .build();
+        let outcome = run_handler(def.handler(), arguments, ctx, timeout, &token).await;
+        // The call is over either way: a handler still running in the background sees cancellation.
+        token.cancel();
+
+        // 5. Business error, internal error, timeout.
+        let value = match outcome {
+            HandlerOutcome::Value(v) => v,
+            HandlerOutcome::Error(err) => return fail(true, self.error_body(def, &call_id, err)),
+            HandlerOutcome::Panicked(panic) => {
+                tracing::error!(call_id = %call_id, tool_name = def.name(), panic = panic_text(&*panic), "tool handler panicked");
+                return fail(true, internal_body(&call_id));
+            }
+            HandlerOutcome::TimedOut(t) => {
+                tracing::warn!(call_id = %call_id, tool_name = def.name(), timeout_ms = t.as_millis() as u64, "tool handler timed out");
+                return fail(
+                    true,
+                    ErrorBody::new("timeout", format!("the tool did not finish within {} ms", t.as_millis())),
+                );
+            }
+            HandlerOutcome::Cancelled => {
+                return fail(true, ErrorBody::new("cancelled", "the call was cancelled before the tool finished"));
+            }
+        };
+
+        // 6. The result valid against the result schema.
+        if let Some(output) = &compiled.output
+            && !output.is_valid(&value)
+        {
+            let violations = output.validate(&value).err().unwrap_or_default();
+            tracing::error!(
+                call_id = %call_id,
+                tool_name = def.name(),
+                violations = %summary(&violations),
+                "tool result does not match its result schema"
+            );
+            return fail(
+                true,
+                ErrorBody::new(
+                    "invalid_tool_output",
+                    "the tool produced a result that does not match its declared result schema; it was withheld",
+                ),
+            );
+        }
+
+        // 7. Ok.
+        ToolResult::success(call_id, def.name().to_owned(), version, value)
+    }
+
+    fn error_body(&self, def: &ToolDefinition, call_id: &str, err: ToolError) -> ErrorBody {
+        match err.repr {
+            Repr::Business { code, message, details } if is_valid_tool_code(&code) => {
+                let body = ErrorBody::new(code.into_owned(), message.into_owned());
+                match details {
+                    Some(d) => body.with_details(d),
+                    None => body,
+                }
+            }
+            Repr::Business { code, message, .. } => {
+                tracing::error!(
+                    call_id,
+                    tool_name = def.name(),
+                    code = %code,
+                    message = %message,
+                    "tool reported an error code that is reserved or not snake_case; reported as tool_internal_error"
+                );
+                internal_body(call_id)
+            }
+            Repr::Internal(source) => {
+                tracing::error!(call_id, tool_name = def.name(), error = %source, "tool handler failed");
+                internal_body(call_id)
+            }
+            Repr::ArgumentsMismatch(detail) => {
+                tracing::warn!(call_id, tool_name = def.name(), detail, "arguments passed the schema but not deserialization");
+                ErrorBody::new(
+                    "invalid_arguments",
+                    "the arguments match the schema but could not be converted to the tool's parameters \
+                     (a number may be out of range); check the values against the schema",
+                )
+            }
+        }
+    }
+}
+
+fn internal_body(call_id: &str) -> ErrorBody {
+    ErrorBody::new(
+        "tool_internal_error",
+        format!("the tool failed with an internal error; it was logged under call id {call_id:?}"),
+    )
+}
+
+fn invalid_arguments_body(violations: &[crate::validate::Violation]) -> ErrorBody {
+    ErrorBody::new("invalid_arguments", format!("the arguments do not match the tool's schema: {}", summary(violations)))
+        .with_details(json!({ "violations": violations }))
+}
+
+async fn run_handler(
+    handler: &Handler,
+    arguments: Value,
+    ctx: CallContext,
+    timeout: Duration,
+    token: &CancellationToken,
+) -> HandlerOutcome {
+    if tokio::runtime::Handle::try_current().is_err() {
+        tracing::error!(call_id = ctx.call_id(), "the executor needs a Tokio runtime (with time enabled)");
+        return HandlerOutcome::Error(ToolError::internal("no Tokio runtime"));
+    }
+    let fut: Pin<Box<dyn Future<Output = Result<Result<Value, ToolError>, Box<dyn Any + Send>>> + Send>> = match handler
+    {
+        Handler::Async(f) => Box::pin(CatchUnwind(Box::pin(async move { f(arguments, ctx).await }))),
+        Handler::Dynamic(h) => {
+            let h = h.clone();
+            Box::pin(CatchUnwind(Box::pin(async move { h.call(arguments, ctx).await })))
+        }
+        Handler::Inline(f) => {
+            let f = *f;
+            Box::pin(std::future::ready(std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx)))))
+        }
+        Handler::Blocking(f) => {
+            let f = *f;
+            let join = tokio::task::spawn_blocking(move || f(arguments, ctx));
+            Box::pin(async move {
+                match join.await {
+                    Ok(r) => Ok(r),
+                    Err(e) if e.is_panic() => Err(e.into_panic()),
+                    Err(_) => Ok(Err(ToolError::internal("blocking task was cancelled"))),
+                }
+            })
+        }
+    };
+    tokio::select! {
+        biased;
+        r = tokio::time::timeout(timeout, fut) => match r {
+            Ok(Ok(Ok(v))) => HandlerOutcome::Value(v),
+            Ok(Ok(Err(e))) => HandlerOutcome::Error(e),
+            Ok(Err(panic)) => HandlerOutcome::Panicked(panic),
+            Err(_) => HandlerOutcome::TimedOut(timeout),
+        },
+        () = token.cancelled() => HandlerOutcome::Cancelled,
+    }
+}

@@ -1,0 +1,150 @@
+//! Which calls may run: the effect/approval policy, step 3 of the executor's order.
+//!
+//! The default [`EffectPolicy`] lets `read` tools run and stops `write` and `destructive` tools with
+//! `approval_required` unless the call carries an [`Approval`] for *exactly* that tool and those arguments: an
+//! approval is bound to the canonical JSON of the arguments (keys sorted, no whitespace), so a grant for
+//! `{"ticket": "A"}` does not approve `{"ticket": "B"}`.
+//!
+//! Implement [`Policy`] for per-tenant rules; it sees the definition, the validated arguments, the tenant and the
+//! approvals of the call.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::canonical::canonical_json;
+use crate::definition::{Effect, ToolDefinition};
+
+/// A human's (or a higher authority's) consent to run one tool with one set of arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Approval {
+    tool: String,
+    arguments: String,
+}
+
+impl Approval {
+    /// Approves `tool` with exactly `arguments` (compared in canonical form).
+    pub fn new(tool: impl Into<String>, arguments: &Value) -> Approval {
+        Approval { tool: tool.into(), arguments: canonical_json(arguments) }
+    }
+    /// The approved tool.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+    /// The canonical JSON of the approved arguments.
+    pub fn canonical_arguments(&self) -> &str {
+        &self.arguments
+    }
+}
+
+/// The approvals a call carries.
+#[derive(Debug, Clone, Default)]
+pub struct Approvals {
+    set: HashSet<Approval>,
+}
+
+impl Approvals {
+    /// No approvals.
+    pub fn new() -> Approvals {
+        Approvals::default()
+    }
+    /// Adds an approval.
+    pub fn grant(&mut self, approval: Approval) -> &mut Self {
+        self.set.insert(approval);
+        self
+    }
+    /// Adds an approval (builder style).
+    pub fn with(mut self, approval: Approval) -> Self {
+        self.set.insert(approval);
+        self
+    }
+    /// Whether `tool` with `arguments` is approved.
+    pub fn approves(&self, tool: &str, arguments: &Value) -> bool {
+        !self.set.is_empty() && self.set.contains(&Approval::new(tool, arguments))
+    }
+    /// Whether there are no approvals.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+}
+
+impl FromIterator<Approval> for Approvals {
+    fn from_iter<I: IntoIterator<Item = Approval>>(iter: I) -> Self {
+        Approvals { set: iter.into_iter().collect() }
+    }
+}
+
+/// What a policy is asked about.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyRequest<'a> {
+    /// The tool.
+    pub tool: &'a ToolDefinition,
+    /// The arguments, already valid against the tool's schema.
+    pub arguments: &'a Value,
+    /// The tenant of the call.
+    pub tenant: Option<&'a str>,
+    /// The approvals the call carries.
+    pub approvals: &'a Approvals,
+}
+
+/// A policy's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyDecision {
+    /// Run the handler.
+    Allow,
+    /// Do not run it now: `approval_required`. The reason is shown to the model and the harness.
+    RequireApproval {
+        /// Why, e.g. "create_ticket changes state (effect: write)".
+        reason: String,
+    },
+    /// Never run it for this caller: `policy_denied`.
+    Deny {
+        /// Why, e.g. "tenant `acme` may not use destructive tools".
+        reason: String,
+    },
+}
+
+/// Decides whether a validated call may run.
+pub trait Policy: Send + Sync + 'static {
+    /// The decision for one call. Must not block.
+    fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision;
+}
+
+impl<F> Policy for F
+where
+    F: Fn(&PolicyRequest<'_>) -> PolicyDecision + Send + Sync + 'static,
+{
+    fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision {
+        self(request)
+    }
+}
+
+/// The default policy: `read` runs; `write` and `destructive` need an [`Approval`] for the exact arguments.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EffectPolicy;
+
+impl Policy for EffectPolicy {
+    fn decide(&self, r: &PolicyRequest<'_>) -> PolicyDecision {
+        match r.tool.effect() {
+            Effect::Read => PolicyDecision::Allow,
+            _ if r.approvals.approves(r.tool.name(), r.arguments) => PolicyDecision::Allow,
+            effect => PolicyDecision::RequireApproval {
+                reason: format!(
+                    "`{}` has effect `{effect}`; it runs only with an approval for these exact arguments",
+                    r.tool.name()
+                ),
+            },
+        }
+    }
+}
+
+impl fmt::Display for PolicyDecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyDecision::Allow => f.write_str("allow"),
+            PolicyDecision::RequireApproval { reason } => write!(f, "approval required: {reason}"),
+            PolicyDecision::Deny { reason } => write!(f, "denied: {reason}"),
+        }
+    }
+}
