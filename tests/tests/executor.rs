@@ -1,0 +1,392 @@
+//! The executor's fixed order, proved with handlers that count their invocations.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tool_core::{
+    Approval, CallContext, CallOptions, Executor, PolicyDecision, Registry, State, ToolCall, ToolError, ToolResult,
+    ToolView, tool,
+};
+
+static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
+static TICKETS: AtomicUsize = AtomicUsize::new(0);
+static PANICS: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct LookupArgs {
+    /// The incident id, e.g. INC-001.
+    incident_id: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct Incident {
+    incident_id: String,
+    service: String,
+    severity: Severity,
+    symptom: String,
+    evidence: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Severity {
+    Low,
+    High,
+}
+
+/// Look up one incident by its id.
+#[tool(effect = "read", version = "1.0")]
+async fn lookup_incident(args: LookupArgs) -> Result<Incident, ToolError> {
+    LOOKUPS.fetch_add(1, Ordering::SeqCst);
+    if args.incident_id != "INC-001" {
+        return Err(ToolError::new("not_found", format!("no incident {}", args.incident_id)));
+    }
+    Ok(Incident {
+        incident_id: "INC-001".into(),
+        service: "auth-api".into(),
+        severity: Severity::High,
+        symptom: "login returns 502".into(),
+        evidence: vec!["auth-api timeout".into(), "database pool exhausted".into()],
+    })
+}
+
+/// Open a ticket.
+#[tool(effect = "write", version = "1.0")]
+fn create_ticket(title: String, severity: Severity) -> String {
+    TICKETS.fetch_add(1, Ordering::SeqCst);
+    format!("TICKET-{}: {title} ({severity:?})", TICKETS.load(Ordering::SeqCst))
+}
+
+/// Always panics, with a message that must never reach the model.
+#[tool(effect = "read", version = "1.0")]
+fn explode() -> String {
+    PANICS.fetch_add(1, Ordering::SeqCst);
+    panic!("secret at /home/alice/.ssh/id_rsa: index out of bounds in core::slice");
+}
+
+/// Panics inside an async handler.
+#[tool(effect = "read", version = "1.0")]
+async fn explode_async() -> String {
+    panic!("async secret /etc/shadow");
+}
+
+/// Hangs far longer than its timeout.
+#[tool(effect = "read", version = "1.0", timeout_ms = 50)]
+async fn hang() -> String {
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    "never".into()
+}
+
+/// Blocks its thread longer than its timeout.
+#[tool(effect = "read", version = "1.0", timeout_ms = 50)]
+fn block_thread() -> String {
+    std::thread::sleep(Duration::from_millis(400));
+    "late".into()
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct Count {
+    /// At least one.
+    #[schemars(range(min = 1))]
+    count: u32,
+}
+
+/// Returns a value its own result schema forbids (count 0 where the schema says at least 1).
+#[tool(effect = "read", version = "1.0")]
+fn wrong_shape() -> Count {
+    Count { count: 0 }
+}
+
+/// Fails with an internal error whose text must stay in the logs.
+#[tool(effect = "read", version = "1.0")]
+fn fails_internally() -> Result<String, std::io::Error> {
+    Err(std::io::Error::other("connection refused to db.internal:5432 (src/db.rs:42)"))
+}
+
+/// Reports a reserved code, which the executor must not pass through.
+#[tool(effect = "read", version = "1.0")]
+fn claims_unknown_tool() -> Result<String, ToolError> {
+    Err(ToolError::new("unknown_tool", "pretending"))
+}
+
+struct Greeting(String);
+
+/// Uses shared state and the call context.
+#[tool(effect = "read", version = "1.0")]
+fn greet(state: State<Greeting>, name: String, ctx: CallContext) -> String {
+    format!("{} {name} ({})", state.0.0, ctx.call_id())
+}
+
+/// Needs state nobody registered.
+#[tool(effect = "read", version = "1.0")]
+fn needs_missing_state(_state: State<u128>) -> String {
+    "unreachable".into()
+}
+
+fn registry() -> Registry {
+    Registry::from_inventory().unwrap()
+}
+
+fn view(names: &[&str]) -> ToolView {
+    registry().view().names(names.iter().copied()).build().unwrap()
+}
+
+fn executor(names: &[&str]) -> Executor {
+    Executor::builder(view(names)).state(Greeting("hello".into())).build().unwrap()
+}
+
+fn code(r: &ToolResult) -> Option<&str> {
+    r.error.as_ref().map(|e| e.code.as_str())
+}
+
+fn assert_no_internals(r: &ToolResult) {
+    let text = serde_json::to_string(r).unwrap();
+    for needle in ["panicked", "secret", "/home/", "/etc/", ".rs", "::", "db.internal", "index out of bounds"] {
+        assert!(!text.contains(needle), "{needle:?} leaked into {text}");
+    }
+}
+
+/// Seed 000's four calls, as its table shows them.
+#[tokio::test]
+async fn seed_000_table() {
+    let ex = executor(&["lookup_incident", "create_ticket"]);
+    let calls = [
+        ToolCall::new("call-valid", "lookup_incident", json!({"incident_id": "INC-001"})),
+        ToolCall::new("call-unknown", "delete_prod", json!({})),
+        ToolCall::new("call-invalid", "lookup_incident", json!({"incident_id": 42})),
+        ToolCall::new("call-write", "create_ticket", json!({"title": "db pool", "severity": "high"})),
+    ];
+    let mut rows = Vec::new();
+    for c in calls {
+        let r = ex.call(c).await;
+        rows.push((r.call_id.clone(), r.tool_name.clone(), r.tool_version.clone(), r.ok, code(&r).map(str::to_owned)));
+    }
+    let v = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        rows,
+        vec![
+            (v("call-valid").unwrap(), v("lookup_incident").unwrap(), v("1.0"), true, None),
+            (v("call-unknown").unwrap(), v("delete_prod").unwrap(), None, false, v("unknown_tool")),
+            (v("call-invalid").unwrap(), v("lookup_incident").unwrap(), v("1.0"), false, v("invalid_arguments")),
+            (v("call-write").unwrap(), v("create_ticket").unwrap(), v("1.0"), false, v("approval_required")),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn success_result_has_the_stable_json_form() {
+    let ex = executor(&["lookup_incident"]);
+    let r = ex.call(ToolCall::new("call-valid", "lookup_incident", json!({"incident_id": "INC-001"}))).await;
+    assert_eq!(
+        serde_json::to_value(&r).unwrap(),
+        json!({
+            "call_id": "call-valid",
+            "tool_name": "lookup_incident",
+            "tool_version": "1.0",
+            "ok": true,
+            "executed": true,
+            "data": {
+                "incident_id": "INC-001",
+                "service": "auth-api",
+                "severity": "high",
+                "symptom": "login returns 502",
+                "evidence": ["auth-api timeout", "database pool exhausted"]
+            },
+            "error": null
+        })
+    );
+    let unknown = ex.call(ToolCall::new("call-unknown", "delete_prod", json!({}))).await;
+    let j = serde_json::to_value(&unknown).unwrap();
+    assert_eq!(j["tool_version"], Value::Null);
+    assert_eq!(j["executed"], false);
+    assert_eq!(j["data"], Value::Null);
+}
+
+#[tokio::test]
+async fn rejected_calls_never_run_the_handler() {
+    let ex = executor(&["lookup_incident", "create_ticket"]);
+    let before_l = LOOKUPS.load(Ordering::SeqCst);
+    let before_t = TICKETS.load(Ordering::SeqCst);
+    let rejected = [
+        ToolCall::new("1", "Lookup_incident", json!({"incident_id": "INC-001"})),
+        ToolCall::new("2", " lookup_incident", json!({"incident_id": "INC-001"})),
+        ToolCall::new("3", "lookup_incident ", json!({"incident_id": "INC-001"})),
+        ToolCall::new("4", "lookup_incidents", json!({"incident_id": "INC-001"})),
+        ToolCall::new("5", "lookup_incident", json!({"incident_id": 42})),
+        ToolCall::new("6", "lookup_incident", json!({})),
+        ToolCall::new("7", "lookup_incident", json!({"incident_id": "INC-001", "force": true})),
+        ToolCall::new("8", "lookup_incident", json!("INC-001")),
+        ToolCall::from_json_text("9", "lookup_incident", "{\"incident_id\": \"INC-001\"} trailing"),
+        ToolCall::new("10", "create_ticket", json!({"title": "x", "severity": "high"})),
+        ToolCall::new("11", "create_ticket", json!({"title": "x", "severity": "urgent"})),
+    ];
+    for c in rejected {
+        let r = ex.call(c).await;
+        assert!(!r.ok && !r.executed, "{r:?}");
+        assert_no_internals(&r);
+    }
+    assert_eq!(LOOKUPS.load(Ordering::SeqCst), before_l, "lookup handler ran for a rejected call");
+    assert_eq!(TICKETS.load(Ordering::SeqCst), before_t, "ticket handler ran for a rejected call");
+}
+
+#[tokio::test]
+async fn invalid_arguments_name_every_violation_by_pointer() {
+    let ex = executor(&["create_ticket"]);
+    let r = ex.call(ToolCall::new("c", "create_ticket", json!({"title": 7, "severity": "urgent", "extra": 1}))).await;
+    assert_eq!(code(&r), Some("invalid_arguments"));
+    let details = &r.error.as_ref().unwrap().details.as_ref().unwrap()["violations"];
+    let pointers: Vec<&str> = details.as_array().unwrap().iter().map(|v| v["pointer"].as_str().unwrap()).collect();
+    assert!(pointers.contains(&"/title"), "{pointers:?}");
+    assert!(pointers.contains(&"/severity"), "{pointers:?}");
+    let message = &r.error.as_ref().unwrap().message;
+    assert!(message.contains("/title") && message.contains("/severity"), "{message}");
+    assert_no_internals(&r);
+
+    // No coercion: a numeric string is not an integer, an integer is not a string.
+    let r = ex.call(ToolCall::new("c2", "create_ticket", json!({"title": "t", "severity": 1}))).await;
+    assert_eq!(code(&r), Some("invalid_arguments"));
+}
+
+#[tokio::test]
+async fn an_approval_is_bound_to_the_exact_arguments() {
+    let ex = executor(&["create_ticket"]);
+    let a = json!({"title": "db pool", "severity": "high"});
+    let b = json!({"title": "drop tables", "severity": "high"});
+    let opts = CallOptions::new().approve(Approval::new("create_ticket", &a));
+    let before = TICKETS.load(Ordering::SeqCst);
+
+    let r = ex.call_with(ToolCall::new("b", "create_ticket", b), &opts).await;
+    assert_eq!(code(&r), Some("approval_required"));
+    assert_eq!(TICKETS.load(Ordering::SeqCst), before, "approval for A ran B");
+
+    // Same arguments, other key order: still approved (canonical form).
+    let a_reordered: Value = serde_json::from_str(r#"{"severity": "high", "title": "db pool"}"#).unwrap();
+    let r = ex.call_with(ToolCall::new("a", "create_ticket", a_reordered), &opts).await;
+    assert!(r.ok, "{r:?}");
+    assert_eq!(TICKETS.load(Ordering::SeqCst), before + 1);
+
+    // An approval for another tool does not count.
+    let other = CallOptions::new().approve(Approval::new("lookup_incident", &a));
+    let r = ex.call_with(ToolCall::new("a2", "create_ticket", a.clone()), &other).await;
+    assert_eq!(code(&r), Some("approval_required"));
+    let details = r.error.unwrap().details.unwrap();
+    assert_eq!(details["approve"]["arguments"], a, "the result says what to approve");
+}
+
+#[tokio::test]
+async fn business_errors_keep_the_tools_code() {
+    let ex = executor(&["lookup_incident"]);
+    let r = ex.call(ToolCall::new("c", "lookup_incident", json!({"incident_id": "INC-404"}))).await;
+    assert!(r.executed && !r.ok);
+    assert_eq!(code(&r), Some("not_found"));
+    assert_eq!(r.error.unwrap().message, "no incident INC-404");
+}
+
+#[tokio::test]
+async fn faulty_handlers_get_their_codes_and_later_calls_still_succeed() {
+    let ex = executor(&[
+        "explode",
+        "explode_async",
+        "hang",
+        "block_thread",
+        "fails_internally",
+        "claims_unknown_tool",
+        "lookup_incident",
+        "needs_missing_state",
+        "wrong_shape",
+    ]);
+    let cases = [
+        ("explode", "tool_internal_error"),
+        ("explode_async", "tool_internal_error"),
+        ("hang", "timeout"),
+        ("block_thread", "timeout"),
+        ("fails_internally", "tool_internal_error"),
+        ("claims_unknown_tool", "tool_internal_error"),
+        ("needs_missing_state", "tool_internal_error"),
+        ("wrong_shape", "invalid_tool_output"),
+    ];
+    for (name, expected) in cases {
+        let r = ex.call(ToolCall::new(format!("call-{name}"), name, json!({}))).await;
+        assert_eq!(code(&r), Some(expected), "{name}: {r:?}");
+        assert!(r.executed, "{name} started");
+        assert_eq!(r.tool_version.as_deref(), Some("1.0"));
+        assert_no_internals(&r);
+        let ok = ex.call(ToolCall::new("after", "lookup_incident", json!({"incident_id": "INC-001"}))).await;
+        assert!(ok.ok, "a call after {name} failed: {ok:?}");
+    }
+    assert!(PANICS.load(Ordering::SeqCst) >= 1);
+}
+
+#[tokio::test]
+async fn output_is_validated_against_the_result_schema() {
+    // A dynamic tool declares a result schema and returns something else.
+    let def = tool_core::ToolDefinition::builder("liar")
+        .description("Claims to return an object.")
+        .output_schema(json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}))
+        .handler(|_a, _c| async { Ok(json!({"n": "not a number"})) })
+        .build()
+        .unwrap();
+    let registry = Registry::builder().without_inventory().tool(def).build().unwrap();
+    let ex = Executor::new(registry.all().clone()).unwrap();
+    let r = ex.call(ToolCall::new("c", "liar", json!({}))).await;
+    assert_eq!(code(&r), Some("invalid_tool_output"));
+    assert!(r.executed);
+    assert_eq!(r.data, None, "the invalid result is withheld");
+}
+
+#[tokio::test]
+async fn shared_state_and_context_are_injected() {
+    let ex = executor(&["greet"]);
+    let r = ex.call(ToolCall::new("call-7", "greet", json!({"name": "ada"}))).await;
+    assert_eq!(r.data, Some(json!("hello ada (call-7)")));
+    // Injected parameters are not part of the schema.
+    let schema = ex.view().get("greet").unwrap().input_schema().clone();
+    assert_eq!(schema["properties"].as_object().unwrap().keys().collect::<Vec<_>>(), ["name"]);
+}
+
+#[tokio::test]
+async fn a_custom_policy_sees_tenant_and_can_deny() {
+    let ex = Executor::builder(view(&["lookup_incident"]))
+        .policy(|r: &tool_core::policy::PolicyRequest<'_>| match r.tenant {
+            Some("blocked") => PolicyDecision::Deny { reason: "tenant `blocked` may not use tools".into() },
+            _ => PolicyDecision::Allow,
+        })
+        .build()
+        .unwrap();
+    let call = || ToolCall::new("c", "lookup_incident", json!({"incident_id": "INC-001"}));
+    let denied = ex.call_with(call(), &CallOptions::new().tenant("blocked")).await;
+    assert_eq!(code(&denied), Some("policy_denied"));
+    assert!(!denied.executed);
+    assert!(ex.call_with(call(), &CallOptions::new().tenant("acme")).await.ok);
+}
+
+#[test]
+fn ten_thousand_concurrent_calls_each_get_exactly_one_result() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
+    rt.block_on(async {
+        let ex = executor(&["lookup_incident", "greet"]);
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..10_000 {
+            let ex = ex.clone();
+            set.spawn(async move {
+                let call = if i % 2 == 0 {
+                    ToolCall::new(format!("c{i}"), "lookup_incident", json!({"incident_id": "INC-001"}))
+                } else {
+                    ToolCall::new(format!("c{i}"), "greet", json!({"name": format!("n{i}")}))
+                };
+                ex.call(call).await
+            });
+        }
+        let mut seen = std::collections::HashSet::new();
+        while let Some(r) = set.join_next().await {
+            let r = r.unwrap();
+            assert!(r.ok, "{r:?}");
+            assert!(seen.insert(r.call_id.clone()), "duplicate result for {}", r.call_id);
+        }
+        assert_eq!(seen.len(), 10_000);
+    });
+}
