@@ -519,6 +519,9 @@ fn invalid_arguments_body(violations: &[crate::validate::Violation]) -> ErrorBod
         .with_details(json!({ "violations": violations }))
 }
 
+/// A handler's result, or the payload of its panic.
+type Caught = Result<Result<Value, ToolError>, Box<dyn Any + Send>>;
+
 async fn run_handler(
     handler: &Handler,
     arguments: Value,
@@ -530,8 +533,7 @@ async fn run_handler(
         tracing::error!(call_id = ctx.call_id(), "the executor needs a Tokio runtime (with time enabled)");
         return HandlerOutcome::Error(ToolError::internal("no Tokio runtime"));
     }
-    let fut: Pin<Box<dyn Future<Output = Result<Result<Value, ToolError>, Box<dyn Any + Send>>> + Send>> = match handler
-    {
+    let fut: Pin<Box<dyn Future<Output = Caught> + Send>> = match handler {
         Handler::Async(f) => Box::pin(CatchUnwind(Box::pin(async move { f(arguments, ctx).await }))),
         Handler::Dynamic(h) => {
             let h = h.clone();

@@ -13,7 +13,7 @@ pub enum Args {
     /// No argument parameters: the schema is an empty object.
     None,
     /// One parameter whose type is the args struct.
-    Struct { ty: Type },
+    Struct { ty: Box<Type> },
     /// Named parameters gathered into a generated struct.
     Gathered(Vec<GatheredParam>),
 }
@@ -31,7 +31,7 @@ pub enum Param {
     /// A field of the generated args struct.
     Field(Ident),
     /// A `CallContext` / `State<T>` filled from the call.
-    Injected(Type),
+    Injected(Box<Type>),
 }
 
 pub enum Output {
@@ -265,14 +265,14 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
                 &pt.ty,
                 "#[tool] parameters must be owned: arguments are deserialized per call; take e.g. `String` instead of `&str`",
             );
-            params.push(Param::Injected(ty));
+            params.push(Param::Injected(Box::new(ty)));
             continue;
         }
         if is_injected(&ty) {
             if has_arg_attr {
                 cx.error_spanned_by(&pt.ty, "#[arg] does not apply to injected parameters (`CallContext`, `State<T>`)");
             }
-            params.push(Param::Injected(ty));
+            params.push(Param::Injected(Box::new(ty)));
             continue;
         }
         let ident = match &*pt.pat {
@@ -300,7 +300,7 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
             }
         }
         let _ = idx;
-        Args::Struct { ty }
+        Args::Struct { ty: Box::new(ty) }
     } else {
         let mut fields = Vec::new();
         for (_, ident, ty, _, description, span) in args_params {

@@ -1,0 +1,106 @@
+//! Every call shows up as one `tool_call` span with its outcome, without the user writing code, and internal
+//! failure details go to a `tracing` event tagged with the call id, never into the result.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+use tool_core::{Executor, Registry, ToolCall, tool};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// Echoes a word.
+#[tool(effect = "read", version = "2.3")]
+fn echo_word(word: String) -> String {
+    word
+}
+
+/// Fails with a detail that belongs in the logs only.
+#[tool(effect = "read", version = "1.0")]
+fn leaky() -> Result<String, std::io::Error> {
+    Err(std::io::Error::other("password=hunter2 at /srv/app/config.toml"))
+}
+
+#[derive(Default)]
+struct Fields(HashMap<String, String>);
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}").trim_matches('"').to_owned());
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+#[derive(Clone, Default)]
+struct Capture {
+    closed_spans: Arc<Mutex<Vec<HashMap<String, String>>>>,
+    events: Arc<Mutex<Vec<HashMap<String, String>>>>,
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut f = Fields::default();
+        attrs.record(&mut f);
+        f.0.insert("span_name".into(), attrs.metadata().name().into());
+        ctx.span(id).unwrap().extensions_mut().insert(f);
+    }
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if let Some(f) = ctx.span(id).unwrap().extensions_mut().get_mut::<Fields>() {
+            values.record(f);
+        }
+    }
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let mut f = Fields::default();
+        event.record(&mut f);
+        self.events.lock().unwrap().push(f.0);
+    }
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        if let Some(f) = ctx.span(&id).unwrap().extensions_mut().remove::<Fields>() {
+            self.closed_spans.lock().unwrap().push(f.0);
+        }
+    }
+}
+
+#[test]
+fn each_call_is_one_span_with_its_outcome_and_details_stay_in_events() {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let registry = Registry::from_inventory().unwrap();
+    let ex = Executor::new(registry.view().names(["echo_word", "leaky"]).build().unwrap()).unwrap();
+    let (ok, bad, unknown) = rt.block_on(async {
+        (
+            ex.call(ToolCall::new("c-ok", "echo_word", json!({"word": "hi"}))).await,
+            ex.call(ToolCall::new("c-bad", "leaky", json!({}))).await,
+            ex.call(ToolCall::new("c-unknown", "nope", json!({}))).await,
+        )
+    });
+    assert!(ok.ok && !bad.ok && !unknown.ok);
+
+    let spans = capture.closed_spans.lock().unwrap().clone();
+    let calls: Vec<_> = spans.iter().filter(|s| s["span_name"] == "tool_call").collect();
+    assert_eq!(calls.len(), 3, "{spans:?}");
+    let by_id = |id: &str| calls.iter().find(|s| s["call_id"] == id).unwrap();
+    let s = by_id("c-ok");
+    assert_eq!(s["tool_name"], "echo_word");
+    assert_eq!(s["tool_version"], "2.3");
+    assert_eq!(s["effect"], "read");
+    assert_eq!(s["outcome"], "ok");
+    assert_eq!(s["executed"], "true");
+    assert!(s.contains_key("duration_us"));
+    assert_eq!(by_id("c-bad")["outcome"], "tool_internal_error");
+    assert_eq!(by_id("c-unknown")["outcome"], "unknown_tool");
+    assert_eq!(by_id("c-unknown")["executed"], "false");
+
+    let events = capture.events.lock().unwrap().clone();
+    let detail = events.iter().find(|e| e.get("call_id").map(String::as_str) == Some("c-bad")).expect("an event for c-bad");
+    assert!(detail["error"].contains("hunter2"), "the detail is logged: {detail:?}");
+    let json = serde_json::to_string(&bad).unwrap();
+    assert!(!json.contains("hunter2") && !json.contains("/srv/"), "{json}");
+}
