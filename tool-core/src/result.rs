@@ -1,0 +1,408 @@
+//! [`ToolResult`]: what the executor answers for one call, and its rendering into each provider's tool-result
+//! message.
+//!
+//! The JSON form is stable and has every key, always:
+//!
+//! ```json
+//! {"call_id": "call_1", "tool_name": "add", "tool_version": "1.0.0", "ok": true, "executed": true,
+//!  "data": {"sum": 5}, "error": null}
+//! ```
+//!
+//! The text the model reads (the `content` of every rendering) is the JSON of `data` on success and of
+//! `{"error": {"code", "message", "details"}}` on failure.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::call::is_generated_call_id;
+
+/// The outcome of one tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The id of the call this answers.
+    pub call_id: String,
+    /// The tool's name (as registered; as the model wrote it, shortened, when the tool is unknown).
+    pub tool_name: String,
+    /// The tool's version; `null` when the tool is unknown.
+    pub tool_version: Option<String>,
+    /// Whether the call succeeded.
+    pub ok: bool,
+    /// Whether the handler ran: `false` for rejections before it (unknown tool, invalid arguments, approval).
+    pub executed: bool,
+    /// The tool's output on success; `null` on error.
+    pub data: Option<Value>,
+    /// The error on failure; `null` on success.
+    pub error: Option<ErrorBody>,
+}
+
+/// A failure as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// Stable `snake_case` code: `unknown_tool`, `invalid_arguments`, `approval_required`, the tool's own codes,
+    /// `tool_internal_error`, `invalid_tool_output`, `timeout`.
+    pub code: String,
+    /// A message for the model.
+    pub message: String,
+    /// Structured details (e.g. the violations of `invalid_arguments`), or `null`.
+    pub details: Option<Value>,
+}
+
+impl ErrorBody {
+    /// An error without details.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> ErrorBody {
+        ErrorBody { code: code.into(), message: message.into(), details: None }
+    }
+
+    /// Sets the details.
+    pub fn with_details(mut self, details: Value) -> ErrorBody {
+        self.details = Some(details);
+        self
+    }
+}
+
+/// `{"error": <ErrorBody>}` without cloning the body.
+#[derive(Serialize)]
+struct ErrorEnvelope<'a> {
+    error: Option<&'a ErrorBody>,
+}
+
+impl ToolResult {
+    /// A successful call: `ok` and `executed` are `true`, `error` is `null`.
+    pub fn success(
+        call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        tool_version: Option<String>,
+        data: Value,
+    ) -> ToolResult {
+        ToolResult {
+            call_id: call_id.into(),
+            tool_name: tool_name.into(),
+            tool_version,
+            ok: true,
+            executed: true,
+            data: Some(data),
+            error: None,
+        }
+    }
+
+    /// A failed call: `ok` is `false`, `data` is `null`. `executed` says whether the handler ran.
+    pub fn failure(
+        call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        tool_version: Option<String>,
+        executed: bool,
+        error: ErrorBody,
+    ) -> ToolResult {
+        ToolResult {
+            call_id: call_id.into(),
+            tool_name: tool_name.into(),
+            tool_version,
+            ok: false,
+            executed,
+            data: None,
+            error: Some(error),
+        }
+    }
+
+    /// The error code, if the call failed.
+    pub fn code(&self) -> Option<&str> {
+        self.error.as_ref().map(|e| e.code.as_str())
+    }
+
+    /// The stable JSON form, every key present.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("call_id".into(), Value::String(self.call_id.clone()));
+        m.insert("tool_name".into(), Value::String(self.tool_name.clone()));
+        m.insert("tool_version".into(), self.tool_version.clone().map_or(Value::Null, Value::String));
+        m.insert("ok".into(), Value::Bool(self.ok));
+        m.insert("executed".into(), Value::Bool(self.executed));
+        m.insert("data".into(), self.data.clone().unwrap_or(Value::Null));
+        m.insert("error".into(), self.error.as_ref().map_or(Value::Null, error_body_json));
+        Value::Object(m)
+    }
+
+    /// The text the model reads: the JSON of `data` on success (`null` if there is none), of
+    /// `{"error": {"code", "message", "details"}}` on failure. Written as `serde_json` writes it.
+    pub fn content_text(&self) -> String {
+        let text = if self.ok {
+            match &self.data {
+                Some(data) => serde_json::to_string(data),
+                None => Ok("null".to_owned()),
+            }
+        } else {
+            serde_json::to_string(&ErrorEnvelope { error: self.error.as_ref() })
+        };
+        // Serializing a `Value` or plain strings cannot fail.
+        text.unwrap_or_else(|_| "null".to_owned())
+    }
+
+    /// Whether this renders as an error to the provider.
+    fn is_error(&self) -> bool {
+        !self.ok
+    }
+
+    /// An Ollama `/api/chat` message answering the call:
+    /// `{"role": "tool", "tool_name": <tool name>, "tool_call_id": <call id>, "content": <text>}`.
+    pub fn to_ollama_message(&self) -> Value {
+        json!({
+            "role": "tool",
+            "tool_name": self.tool_name,
+            "tool_call_id": self.call_id,
+            "content": self.content_text(),
+        })
+    }
+
+    /// An OpenAI Chat Completions message: `{"role": "tool", "tool_call_id": <call id>, "content": <text>}`.
+    pub fn to_openai_message(&self) -> Value {
+        json!({
+            "role": "tool",
+            "tool_call_id": self.call_id,
+            "content": self.content_text(),
+        })
+    }
+
+    /// An OpenAI Responses API input item: `{"type": "function_call_output", "call_id": <call id>, "output":
+    /// <text>}`.
+    pub fn to_openai_responses_item(&self) -> Value {
+        json!({
+            "type": "function_call_output",
+            "call_id": self.call_id,
+            "output": self.content_text(),
+        })
+    }
+
+    /// An Anthropic Messages content block (inside a `user` message): `{"type": "tool_result", "tool_use_id": <call
+    /// id>, "content": <text>, "is_error": <bool>}`.
+    pub fn to_anthropic_block(&self) -> Value {
+        json!({
+            "type": "tool_result",
+            "tool_use_id": self.call_id,
+            "content": self.content_text(),
+            "is_error": self.is_error(),
+        })
+    }
+
+    /// A Gemini content part (inside a `user`-role content): `{"functionResponse": {"name": <tool name>, "id":
+    /// <call id>, "response": {"output": <data>}}}`, or `"response": {"error": {"code", "message", "details"}}` on
+    /// failure.
+    ///
+    /// `id` is left out when the call id is empty or was generated by [`crate::call::ToolCall::from_gemini`]
+    /// (Gemini sent none; see [`crate::call::is_generated_call_id`]).
+    pub fn to_gemini_part(&self) -> Value {
+        let response = if self.is_error() {
+            json!({"error": self.error.as_ref().map_or(Value::Null, error_body_json)})
+        } else {
+            json!({"output": self.data.clone().unwrap_or(Value::Null)})
+        };
+        let mut function_response = Map::new();
+        function_response.insert("name".into(), Value::String(self.tool_name.clone()));
+        if !self.call_id.is_empty() && !is_generated_call_id(&self.call_id) {
+            function_response.insert("id".into(), Value::String(self.call_id.clone()));
+        }
+        function_response.insert("response".into(), response);
+        json!({ "functionResponse": Value::Object(function_response) })
+    }
+
+    /// An MCP `tools/call` result (`CallToolResult`): `{"content": [{"type": "text", "text": <text>}],
+    /// "structuredContent": ..., "isError": <bool>}`.
+    ///
+    /// `structuredContent` is `data` when it is a JSON object, `{"error": {...}}` on failure, and left out when
+    /// `data` is not an object (MCP requires an object there).
+    pub fn to_mcp_call_tool_result(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("content".into(), json!([{"type": "text", "text": self.content_text()}]));
+        if self.is_error() {
+            let error = self.error.as_ref().map_or(Value::Null, error_body_json);
+            m.insert("structuredContent".into(), json!({ "error": error }));
+        } else if let Some(data @ Value::Object(_)) = &self.data {
+            m.insert("structuredContent".into(), data.clone());
+        }
+        m.insert("isError".into(), Value::Bool(self.is_error()));
+        Value::Object(m)
+    }
+}
+
+fn error_body_json(e: &ErrorBody) -> Value {
+    json!({
+        "code": e.code,
+        "message": e.message,
+        "details": e.details.clone().unwrap_or(Value::Null),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok() -> ToolResult {
+        ToolResult::success("call_1", "add", Some("1.0.0".into()), json!({"sum": 5}))
+    }
+
+    fn failed() -> ToolResult {
+        ToolResult::failure(
+            "call_2",
+            "delete_incident",
+            Some("2.1.0".into()),
+            false,
+            ErrorBody::new("approval_required", "needs approval").with_details(json!({"effect": "destructive"})),
+        )
+    }
+
+    fn unknown() -> ToolResult {
+        ToolResult::failure("c3", "nope", None, false, ErrorBody::new("unknown_tool", "no tool named \"nope\""))
+    }
+
+    const ERR_TEXT: &str =
+        r#"{"error":{"code":"approval_required","message":"needs approval","details":{"effect":"destructive"}}}"#;
+
+    #[test]
+    fn constructors() {
+        let r = ok();
+        assert!(r.ok && r.executed);
+        assert_eq!(r.data, Some(json!({"sum": 5})));
+        assert_eq!(r.error, None);
+        assert_eq!(r.code(), None);
+        let r = failed();
+        assert!(!r.ok && !r.executed);
+        assert_eq!(r.data, None);
+        assert_eq!(r.code(), Some("approval_required"));
+        let r = ToolResult::failure("c", "t", None, true, ErrorBody::new("timeout", "too slow"));
+        assert!(r.executed);
+        assert_eq!(r.error.as_ref().unwrap().details, None);
+    }
+
+    #[test]
+    fn stable_json_form_has_every_key() {
+        let expected = json!({
+            "call_id": "call_1", "tool_name": "add", "tool_version": "1.0.0",
+            "ok": true, "executed": true, "data": {"sum": 5}, "error": null
+        });
+        assert_eq!(ok().to_json(), expected);
+        assert_eq!(serde_json::to_value(ok()).unwrap(), expected);
+        assert_eq!(
+            serde_json::to_string(&unknown()).unwrap(),
+            r#"{"call_id":"c3","tool_name":"nope","tool_version":null,"ok":false,"executed":false,"data":null,"error":{"code":"unknown_tool","message":"no tool named \"nope\"","details":null}}"#
+        );
+        assert_eq!(unknown().to_json(), serde_json::to_value(unknown()).unwrap());
+        assert_eq!(failed().to_json(), serde_json::to_value(failed()).unwrap());
+        // Round trip.
+        for r in [ok(), failed(), unknown()] {
+            let back: ToolResult = serde_json::from_value(r.to_json()).unwrap();
+            assert_eq!(back, r);
+        }
+    }
+
+    #[test]
+    fn content_text() {
+        assert_eq!(ok().content_text(), r#"{"sum":5}"#);
+        assert_eq!(failed().content_text(), ERR_TEXT);
+        let r = ToolResult::success("c", "t", None, json!("plain"));
+        assert_eq!(r.content_text(), r#""plain""#);
+        let r = ToolResult::success("c", "t", None, Value::Null);
+        assert_eq!(r.content_text(), "null");
+    }
+
+    #[test]
+    fn ollama() {
+        assert_eq!(
+            ok().to_ollama_message(),
+            json!({"role": "tool", "tool_name": "add", "tool_call_id": "call_1", "content": "{\"sum\":5}"})
+        );
+        assert_eq!(
+            failed().to_ollama_message(),
+            json!({"role": "tool", "tool_name": "delete_incident", "tool_call_id": "call_2", "content": ERR_TEXT})
+        );
+    }
+
+    #[test]
+    fn openai() {
+        assert_eq!(
+            ok().to_openai_message(),
+            json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"sum\":5}"})
+        );
+        assert_eq!(
+            failed().to_openai_message(),
+            json!({"role": "tool", "tool_call_id": "call_2", "content": ERR_TEXT})
+        );
+    }
+
+    #[test]
+    fn openai_responses() {
+        assert_eq!(
+            ok().to_openai_responses_item(),
+            json!({"type": "function_call_output", "call_id": "call_1", "output": "{\"sum\":5}"})
+        );
+        assert_eq!(
+            failed().to_openai_responses_item(),
+            json!({"type": "function_call_output", "call_id": "call_2", "output": ERR_TEXT})
+        );
+    }
+
+    #[test]
+    fn anthropic() {
+        assert_eq!(
+            ok().to_anthropic_block(),
+            json!({"type": "tool_result", "tool_use_id": "call_1", "content": "{\"sum\":5}", "is_error": false})
+        );
+        assert_eq!(
+            failed().to_anthropic_block(),
+            json!({"type": "tool_result", "tool_use_id": "call_2", "content": ERR_TEXT, "is_error": true})
+        );
+    }
+
+    #[test]
+    fn gemini() {
+        assert_eq!(
+            ok().to_gemini_part(),
+            json!({"functionResponse": {"name": "add", "id": "call_1", "response": {"output": {"sum": 5}}}})
+        );
+        assert_eq!(
+            failed().to_gemini_part(),
+            json!({"functionResponse": {"name": "delete_incident", "id": "call_2", "response": {"error": {
+                "code": "approval_required", "message": "needs approval", "details": {"effect": "destructive"}
+            }}}})
+        );
+        // A generated id (Gemini sent none) is not sent back; nor is an empty one.
+        let call = crate::call::ToolCall::from_gemini(&json!({"functionCall": {"name": "add", "args": {}}}), 0);
+        let r = ToolResult::success(call.id(), "add", None, json!(7));
+        assert_eq!(r.to_gemini_part(), json!({"functionResponse": {"name": "add", "response": {"output": 7}}}));
+        let r = ToolResult::success("", "add", None, json!(7));
+        assert_eq!(r.to_gemini_part(), json!({"functionResponse": {"name": "add", "response": {"output": 7}}}));
+    }
+
+    #[test]
+    fn mcp() {
+        assert_eq!(
+            ok().to_mcp_call_tool_result(),
+            json!({"content": [{"type": "text", "text": "{\"sum\":5}"}], "structuredContent": {"sum": 5}, "isError": false})
+        );
+        assert_eq!(
+            failed().to_mcp_call_tool_result(),
+            json!({
+                "content": [{"type": "text", "text": ERR_TEXT}],
+                "structuredContent": {"error": {"code": "approval_required", "message": "needs approval", "details": {"effect": "destructive"}}},
+                "isError": true
+            })
+        );
+        // Not an object: no structuredContent.
+        let r = ToolResult::success("c", "t", None, json!([1, 2]));
+        assert_eq!(
+            r.to_mcp_call_tool_result(),
+            json!({"content": [{"type": "text", "text": "[1,2]"}], "isError": false})
+        );
+        let r = ToolResult::success("c", "t", None, json!("s"));
+        assert_eq!(
+            r.to_mcp_call_tool_result(),
+            json!({"content": [{"type": "text", "text": "\"s\""}], "isError": false})
+        );
+    }
+
+    #[test]
+    fn error_details_null_is_rendered() {
+        assert_eq!(
+            unknown().content_text(),
+            r#"{"error":{"code":"unknown_tool","message":"no tool named \"nope\"","details":null}}"#
+        );
+    }
+}
