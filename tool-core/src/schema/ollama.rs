@@ -1,0 +1,540 @@
+//! Ollama `/api/chat` `tools` entries.
+//!
+//! Ollama reads each tool's `parameters` into a fixed structure and silently loses what does not fit: a `$ref`
+//! property becomes `{}`, and `oneOf`, `anyOf`, `allOf`, `const`, `format`, `pattern`, numeric bounds,
+//! `minLength`/`maxLength`, `minItems`/`maxItems` and `default` are dropped. So the parameters keel sends are
+//! rewritten into the subset that survives, and what would be lost is said in words instead:
+//!
+//! * every `$ref` is inlined; `$defs`, `$schema` and `title` go. A recursive type cannot be inlined: at the point
+//!   where it would repeat, a stand-in `{"type": "object", "description": "... Recursive: same shape as `tree`."}`
+//!   takes its place;
+//! * an `Option<T>` (`anyOf [T, null]`, `"type": [t, "null"]`) becomes plain `T` (it is already absent from
+//!   `required`);
+//! * a unit enum becomes `{"type": "string", "enum": [...]}`, with the variants' doc comments in the description
+//!   (`Values: "low" = Lowest; "high" = Highest.`);
+//! * a data enum (tagged, untagged, externally tagged) becomes one object whose properties are all the variants'
+//!   (the tag's values merged into one `enum`; `required` only what every variant requires), described as
+//!   `One of: {kind: "circle", r} | {kind: "square", side}.`;
+//! * constraints become description sentences: `Format: date-time. Minimum: 0. Pattern: ^INC-[0-9]+$.`; maps
+//!   (`additionalProperties` with a schema) say `Map with any keys; each value: string.`
+//!
+//! The result is a description for the model, not a validator: the executor still validates the arguments
+//! against the canonical schema, so anything the model gets wrong comes back as `invalid_arguments`.
+
+use serde_json::{Map, Value, json};
+
+use super::transform::{self, MAX_DEPTH, OnRecursion};
+use crate::definition::ToolDefinition;
+
+/// Keywords Ollama drops that are worth a sentence, in the order the sentences appear.
+const FOLDED: &[&str] = &[
+    "format",
+    "pattern",
+    "minimum",
+    "exclusiveMinimum",
+    "maximum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "default",
+    "examples",
+    "deprecated",
+    "contentEncoding",
+    "contentMediaType",
+];
+
+/// Keywords removed without a trace: metadata, and validation that has no readable short form.
+const DROPPED: &[&str] = &[
+    "$schema",
+    "$id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$dynamicRef",
+    "$ref",
+    "$comment",
+    "$defs",
+    "definitions",
+    "title",
+    "readOnly",
+    "writeOnly",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "contentSchema",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "contains",
+    "minContains",
+    "maxContains",
+];
+
+/// The tool as an Ollama `tools` entry, named by [`ToolDefinition::name`].
+pub(crate) fn render(def: &ToolDefinition) -> Value {
+    tool(def.name(), def.description(), def.input_schema())
+}
+
+/// `{"type": "function", "function": {"name", "description", "parameters"}}`.
+pub(crate) fn tool(name: &str, description: &str, canonical: &Value) -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": parameters(canonical),
+        }
+    })
+}
+
+/// The canonical input schema in the subset Ollama keeps (see the module docs).
+pub(crate) fn parameters(canonical: &Value) -> Value {
+    let inlined = transform::inline_refs(canonical, OnRecursion::Stub).schema;
+    let mut params = simplify(inlined, 0);
+    if let Value::Object(map) = &mut params {
+        // Ollama's parameters always carry `type`, `properties` and `required`.
+        if !map.contains_key("type") && map.contains_key("properties") {
+            map.insert("type".to_owned(), Value::String("object".to_owned()));
+        }
+        if map.get("type").and_then(Value::as_str) == Some("object") {
+            map.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+            map.entry("required").or_insert_with(|| Value::Array(Vec::new()));
+        }
+    }
+    params
+}
+
+/// Rewrites one (already inlined) schema and everything under it.
+fn simplify(schema: Value, depth: usize) -> Value {
+    let mut map = match schema {
+        Value::Object(map) => map,
+        Value::Bool(true) => return json!({"description": "Any JSON value."}),
+        Value::Bool(false) => return json!({"description": "No value is accepted."}),
+        other => return other,
+    };
+    let mut notes = shallow(&mut map, depth);
+    if depth > MAX_DEPTH {
+        return Value::Object(map);
+    }
+
+    if let Some(Value::Object(props)) = map.remove("properties") {
+        let props: Map<String, Value> = props.into_iter().map(|(k, v)| (k, simplify(v, depth + 1))).collect();
+        map.insert("properties".to_owned(), Value::Object(props));
+    }
+
+    let tuple = match map.remove("prefixItems") {
+        Some(Value::Array(items)) => Some(items),
+        other => {
+            if let Some(v) = other {
+                map.insert("prefixItems".to_owned(), v);
+            }
+            match map.remove("items") {
+                Some(Value::Array(items)) => Some(items),
+                Some(items) => {
+                    map.insert("items".to_owned(), simplify(items, depth + 1));
+                    None
+                }
+                None => None,
+            }
+        }
+    };
+    map.remove("prefixItems");
+    map.remove("additionalItems");
+    if let Some(items) = tuple {
+        // The tuple's length is in the note already.
+        let len = Value::from(items.len());
+        if map.get("minItems") == Some(&len) && map.get("maxItems") == Some(&len) {
+            map.remove("minItems");
+            map.remove("maxItems");
+        }
+        let parts: Vec<String> = items.into_iter().map(|i| transform::summarize(&simplify(i, depth + 1))).collect();
+        notes.push(format!("Tuple: [{}].", parts.join(", ")));
+    }
+
+    let has_properties = map.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty());
+    match map.remove("additionalProperties") {
+        Some(Value::Bool(true)) if !has_properties => notes.push("Any keys and values.".to_owned()),
+        Some(values @ Value::Object(_)) => {
+            let values = transform::summarize(&simplify(values, depth + 1));
+            let lead = if has_properties { "Other keys allowed" } else { "Map with any keys" };
+            notes.push(format!("{lead}; each value: {values}."));
+        }
+        _ => {}
+    }
+    if let Some(Value::Object(patterns)) = map.remove("patternProperties") {
+        for (pattern, values) in patterns {
+            notes.push(format!("Keys matching {pattern}: {}.", transform::summarize(&simplify(values, depth + 1))));
+        }
+    }
+    if let Some(Value::Object(names)) = map.remove("propertyNames") {
+        if let Some(Value::String(p)) = names.get("pattern") {
+            notes.push(format!("Keys must match {p}."));
+        } else if let Some(Value::Array(values)) = names.get("enum") {
+            let values: Vec<String> = values.iter().map(transform::short_json).collect();
+            notes.push(format!("Keys: {}.", values.join(" | ")));
+        }
+    }
+
+    notes.extend(transform::fold_keywords(&mut map, FOLDED));
+    for k in DROPPED {
+        map.remove(*k);
+    }
+    transform::append_notes(&mut map, &notes);
+    Value::Object(map)
+}
+
+/// The rewrites at this level only (no recursion into properties or items): metadata removal, `allOf` merging,
+/// null stripping, literal unions to `enum`, `const` to `enum`, data unions to one object. Returns the notes they
+/// produced.
+fn shallow(map: &mut Map<String, Value>, depth: usize) -> Vec<String> {
+    let mut notes = Vec::new();
+    for k in ["$schema", "$id", "$anchor", "$comment", "title", "$defs", "definitions", "readOnly", "writeOnly"] {
+        map.remove(k);
+    }
+    if depth > MAX_DEPTH {
+        return notes;
+    }
+    if !transform::merge_all_of(map) {
+        // What cannot be merged exactly is merged loosely: the first branch to say something wins.
+        if let Some(Value::Array(branches)) = map.remove("allOf") {
+            for branch in branches {
+                if let Value::Object(mut b) = branch {
+                    notes.extend(shallow(&mut b, depth + 1));
+                    for (k, v) in b {
+                        map.entry(k).or_insert(v);
+                    }
+                }
+            }
+        }
+    }
+    transform::strip_null(map);
+    if let Some(docs) = transform::collapse_literal_union(map)
+        && let Some(note) = transform::values_note(&docs)
+    {
+        notes.push(note);
+    }
+    if let Some(c) = map.remove("const") {
+        map.insert("enum".to_owned(), Value::Array(vec![c]));
+    }
+    for keyword in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = map.remove(keyword) {
+            notes.extend(merge_union(map, branches, depth));
+        }
+    }
+    notes
+}
+
+/// Folds a union Ollama would drop into the schema itself: the branches' types side by side, the object branches'
+/// properties merged, and a note listing the alternatives.
+fn merge_union(map: &mut Map<String, Value>, branches: Vec<Value>, depth: usize) -> Vec<String> {
+    let mut types: Vec<String> = Vec::new();
+    let mut add_type = |t: &str| {
+        if !types.iter().any(|x| x == t) {
+            types.push(t.to_owned());
+        }
+    };
+    let mut summaries = Vec::new();
+    let mut object_required: Option<Vec<Value>> = None;
+    let mut merged_props: Map<String, Value> = Map::new();
+
+    for branch in branches {
+        let mut b = match branch {
+            Value::Object(b) => b,
+            Value::Bool(true) => {
+                summaries.push("any value".to_owned());
+                continue;
+            }
+            _ => continue,
+        };
+        let branch_notes = shallow(&mut b, depth + 1);
+        let is_object = b.get("properties").is_some()
+            || b.get("type").and_then(Value::as_str) == Some("object")
+            || b.get("additionalProperties").is_some();
+        // Primitive branches keep their constraints in their own summary.
+        let mut constraint_notes = if is_object { Vec::new() } else { transform::fold_keywords(&mut b, FOLDED) };
+        let mut summary = transform::summarize(&Value::Object(b.clone()));
+        if let Some(rest) = summary.strip_prefix("object ") {
+            summary = rest.to_owned();
+        }
+        constraint_notes.splice(0..0, branch_notes);
+        let doc = b.get("description").and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty());
+        let extra: Vec<String> =
+            doc.map(|d| d.trim_end_matches('.').to_owned()).into_iter().chain(constraint_notes).collect();
+        if !extra.is_empty() {
+            summary = format!("{summary} ({})", extra.join(" ").trim_end_matches('.'));
+        }
+        summaries.push(summary);
+
+        match b.get("type") {
+            Some(Value::String(t)) => add_type(t),
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).for_each(&mut add_type),
+            _ if is_object => add_type("object"),
+            _ => {
+                if let Some(Value::Array(values)) = b.get("enum") {
+                    for v in values {
+                        add_type(match v {
+                            Value::String(_) => "string",
+                            Value::Bool(_) => "boolean",
+                            Value::Number(n) if n.is_f64() => "number",
+                            Value::Number(_) => "integer",
+                            Value::Array(_) => "array",
+                            Value::Object(_) => "object",
+                            Value::Null => "null",
+                        });
+                    }
+                }
+            }
+        }
+
+        if is_object {
+            let required: Vec<Value> = b.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+            object_required = Some(match object_required {
+                None => required,
+                Some(so_far) => so_far.into_iter().filter(|r| required.contains(r)).collect(),
+            });
+            if let Some(Value::Object(props)) = b.remove("properties") {
+                for (name, prop) in props {
+                    match merged_props.get_mut(&name) {
+                        Some(existing) => merge_property(existing, prop),
+                        None => {
+                            merged_props.insert(name, prop);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    if !map.contains_key("type") {
+        match types.len() {
+            0 => {}
+            1 => {
+                map.insert("type".to_owned(), Value::String(types.remove(0)));
+            }
+            _ => {
+                map.insert("type".to_owned(), Value::Array(types.into_iter().map(Value::String).collect()));
+            }
+        }
+    }
+    if !merged_props.is_empty() {
+        let props = map.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(props) = props {
+            for (name, prop) in merged_props {
+                props.entry(name).or_insert(prop);
+            }
+        }
+    }
+    if let Some(required) = object_required
+        && !required.is_empty()
+    {
+        let own = map.entry("required").or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(own) = own {
+            for r in required {
+                if !own.contains(&r) {
+                    own.push(r);
+                }
+            }
+        }
+    }
+    if summaries.is_empty() { Vec::new() } else { vec![format!("One of: {}.", summaries.join(" | "))] }
+}
+
+/// Merges a property that several union branches declare: a tag's values become one `enum`; otherwise the first
+/// branch's schema stays, with the types of both.
+fn merge_property(existing: &mut Value, other: Value) {
+    let (Value::Object(a), Value::Object(b)) = (existing, other) else { return };
+    let literals = |m: &Map<String, Value>| -> Option<Vec<Value>> {
+        match (m.get("const"), m.get("enum")) {
+            (Some(c), _) => Some(vec![c.clone()]),
+            (None, Some(Value::Array(v))) => Some(v.clone()),
+            _ => None,
+        }
+    };
+    if let (Some(mut values), Some(more)) = (literals(a), literals(&b)) {
+        for v in more {
+            if !values.contains(&v) {
+                values.push(v);
+            }
+        }
+        a.remove("const");
+        a.insert("enum".to_owned(), Value::Array(values));
+    }
+    if let (Some(ta), Some(tb)) = (a.get("type").cloned(), b.get("type")) {
+        let mut all: Vec<Value> = match ta {
+            Value::Array(ts) => ts,
+            t => vec![t],
+        };
+        let more: Vec<Value> = match tb {
+            Value::Array(ts) => ts.clone(),
+            t => vec![t.clone()],
+        };
+        for t in more {
+            if !all.contains(&t) {
+                all.push(t);
+            }
+        }
+        let merged = if all.len() == 1 { all.remove(0) } else { Value::Array(all) };
+        a.insert("type".to_owned(), merged);
+    }
+    if !a.contains_key("description")
+        && let Some(d) = b.get("description")
+    {
+        a.insert("description".to_owned(), d.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::schema::fixtures::{self, Everything, Node, walk_schemas};
+
+    fn params_of<T: schemars::JsonSchema>() -> Value {
+        let def = fixtures::definition("incident.search", fixtures::schema::<T>());
+        let rendered = def.render(crate::schema::Provider::Ollama).clone();
+        assert_eq!(rendered["type"], "function");
+        assert_eq!(rendered["function"]["name"], "incident.search");
+        assert_eq!(rendered["function"]["description"], "Searches incidents.");
+        rendered["function"]["parameters"].clone()
+    }
+
+    #[test]
+    fn no_references_definitions_or_titles_anywhere() {
+        let p = params_of::<Everything>();
+        assert!(!fixtures::contains_key_anywhere(&p, "$ref"));
+        assert!(!fixtures::contains_key_anywhere(&p, "$defs"));
+        assert!(!fixtures::contains_key_anywhere(&p, "$schema"));
+        walk_schemas(&p, &mut |s| {
+            for k in ["title", "anyOf", "oneOf", "allOf", "const", "format", "pattern", "minimum", "maximum", "default"]
+            {
+                assert!(s.get(k).is_none(), "`{k}` left in {s}");
+            }
+            if let Some(t) = s.get("type").and_then(Value::as_array) {
+                assert!(!t.iter().any(|t| t == "null"), "null type left in {s}");
+            }
+        });
+        assert_eq!(p["type"], "object");
+        assert!(p["required"].is_array());
+    }
+
+    #[test]
+    fn optional_fields_are_plain_and_not_required() {
+        let p = params_of::<Everything>();
+        let required: Vec<&str> = p["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        assert!(!required.contains(&"maxCount"));
+        assert!(!required.contains(&"work"));
+        assert!(required.contains(&"homeAddress"));
+        assert_eq!(p["properties"]["maxCount"]["type"], "integer");
+        assert_eq!(p["properties"]["maxCount"]["description"], "At most this many. Minimum: 0.");
+        // Option<struct>: the struct, inline.
+        assert_eq!(p["properties"]["work"]["type"], "object");
+        assert_eq!(p["properties"]["work"]["properties"]["street"]["type"], "string");
+    }
+
+    #[test]
+    fn nested_structs_vecs_and_enums_are_inline_with_docs() {
+        let p = params_of::<Everything>();
+        let home = &p["properties"]["homeAddress"];
+        assert_eq!(home["type"], "object");
+        // The field's doc comment wins over the type's.
+        assert_eq!(home["description"], "Where they live.");
+        assert_eq!(home["properties"]["street"]["description"], "Street and number.");
+        assert_eq!(home["required"], json!(["street"]));
+        assert!(home.get("additionalProperties").is_none());
+
+        let list = &p["properties"]["previous"];
+        assert_eq!(list["type"], "array");
+        assert_eq!(list["items"]["type"], "object");
+        assert_eq!(list["items"]["properties"]["zip"]["type"], "string");
+
+        let sev = &p["properties"]["severity"];
+        assert_eq!(sev["type"], "string");
+        assert_eq!(sev["enum"], json!(["low", "high"]));
+        assert_eq!(
+            sev["description"],
+            "How bad it is. Values: \"low\" = Nobody is paged; \"high\" = Everyone is paged."
+        );
+
+        let plain = &p["properties"]["color"];
+        assert_eq!(plain, &json!({"type": "string", "enum": ["Red", "Green"]}));
+
+        // Option<unit enum>: still an enum, not required.
+        assert_eq!(p["properties"]["secondary"]["enum"], json!(["low", "high"]));
+    }
+
+    #[test]
+    fn constraints_are_folded_into_descriptions() {
+        let p = params_of::<Everything>();
+        assert_eq!(p["properties"]["ticket"]["description"], "The ticket id. Pattern: ^INC-[0-9]+$.");
+        assert_eq!(p["properties"]["since"]["description"], "Format: date-time.");
+        assert_eq!(p["properties"]["limit"]["description"], "Minimum: 1. Maximum: 100. Default: 10.");
+        assert_eq!(p["properties"]["small"]["description"], "Minimum: 0. Maximum: 255.");
+        assert_eq!(p["properties"]["title"]["description"], "Minimum length: 1. Maximum length: 80.");
+        assert_eq!(p["properties"]["labels"]["description"], "Map with any keys; each value: string.");
+        assert_eq!(p["properties"]["labels"]["type"], "object");
+        assert_eq!(p["properties"]["pair"]["description"], "Tuple: [string, integer].");
+        // A property named like a keyword is still a property.
+        assert_eq!(p["properties"]["title"]["type"], "string");
+    }
+
+    #[test]
+    fn data_enums_become_one_object_with_a_note() {
+        let p = params_of::<Everything>();
+        let shape = &p["properties"]["shape"];
+        assert_eq!(shape["type"], "object");
+        assert_eq!(shape["properties"]["kind"]["enum"], json!(["circle", "square"]));
+        assert_eq!(shape["required"], json!(["kind"]));
+        assert_eq!(
+            shape["description"],
+            "One of: {kind: \"circle\", radius} (A circle) | {kind: \"square\", side} (A square)."
+        );
+        let id = &p["properties"]["id"];
+        assert_eq!(id["type"], json!(["integer", "string"]));
+        assert_eq!(id["description"], "One of: integer | string.");
+    }
+
+    #[test]
+    fn flattened_enum_merges_into_the_struct() {
+        let p = params_of::<fixtures::Flattened>();
+        assert_eq!(p["type"], "object");
+        assert_eq!(p["required"], json!(["top", "kind"]));
+        assert_eq!(p["properties"]["kind"]["enum"], json!(["circle", "square"]));
+        assert_eq!(p["properties"]["top"]["type"], "string");
+        assert!(p.get("unevaluatedProperties").is_none());
+        assert!(p.get("oneOf").is_none());
+    }
+
+    #[test]
+    fn recursion_is_cut_with_a_stand_in() {
+        let p = params_of::<Everything>();
+        let children = &p["properties"]["tree"]["properties"]["children"];
+        assert_eq!(children["type"], "array");
+        assert_eq!(
+            children["items"],
+            json!({"type": "object", "description": "A tree. Recursive: same shape as `tree`."})
+        );
+
+        // Recursion through the root.
+        let p = params_of::<Node>();
+        assert_eq!(
+            p["properties"]["children"]["items"],
+            json!({"type": "object", "description": "A tree. Recursive: same shape as the top-level arguments."})
+        );
+    }
+
+    #[test]
+    fn hostile_inputs_do_not_panic() {
+        for s in fixtures::hostile_schemas() {
+            let _ = parameters(&s);
+        }
+    }
+}
