@@ -33,16 +33,40 @@ pub struct ToolAttr {
     pub tags: Option<Spanned<Vec<String>>>,
     pub blocking: Option<Spanned<bool>>,
     pub krate: Option<Spanned<syn::Path>>,
+    /// Every key written, valid or not: a bad value must not also read as a missing key.
+    seen: Vec<String>,
 }
 
-fn set<T>(cx: &Ctxt, slot: &mut Option<Spanned<T>>, key: &syn::Path, value: Option<Spanned<T>>) {
-    let Some(value) = value else { return };
-    if slot.is_some() {
-        cx.error_spanned_by(key, format_args!("duplicate `{}` in #[tool(...)]; give each key once", key_name(key)));
-        return;
+impl ToolAttr {
+    /// Whether `key` was written (whatever its value).
+    pub fn has(&self, key: &str) -> bool {
+        self.seen.iter().any(|k| k == key)
     }
-    *slot = Some(value);
 }
+
+fn set<T>(slot: &mut Option<Spanned<T>>, value: Option<Spanned<T>>) {
+    if value.is_some() {
+        *slot = value;
+    }
+}
+
+fn value_example(key: &str) -> &'static str {
+    match key {
+        "effect" => "effect = \"read\"",
+        "version" => "version = \"1.0\"",
+        "name" => "name = \"incident.search\"",
+        "description" => "description = \"Looks up one incident by its id.\"",
+        "idempotent" => "idempotent = true",
+        "timeout_ms" => "timeout_ms = 5000",
+        "tags" => "tags = [\"incident\"]",
+        "blocking" => "blocking = false",
+        "crate" => "crate = \"keel\"",
+        _ => "key = value",
+    }
+}
+
+const KNOWN: &[&str] =
+    &["effect", "version", "name", "description", "idempotent", "timeout_ms", "tags", "blocking", "crate"];
 
 fn key_name(path: &syn::Path) -> String {
     path.get_ident().map(|i| i.to_string()).unwrap_or_else(|| quote::quote!(#path).to_string().replace(' ', ""))
@@ -93,6 +117,12 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
     for meta in metas {
         let nv = match meta {
             Meta::NameValue(nv) => nv,
+            Meta::Path(p) if KNOWN.contains(&key_name(&p).as_str()) => {
+                let k = key_name(&p);
+                cx.error_spanned_by(&p, format_args!("`{k}` needs a value: write `{}`", value_example(&k)));
+                attr.seen.push(k);
+                continue;
+            }
             other => {
                 cx.error_spanned_by(&other, format_args!("expected `key = value`; #[tool(...)] keys are: {KEYS}"));
                 continue;
@@ -100,7 +130,15 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
         };
         let key = &nv.path;
         let v = &nv.value;
-        match key_name(key).as_str() {
+        let k = key_name(key);
+        if KNOWN.contains(&k.as_str()) {
+            if attr.has(&k) {
+                cx.error_spanned_by(key, format_args!("duplicate `{k}` in #[tool(...)]; give each key once"));
+                continue;
+            }
+            attr.seen.push(k.clone());
+        }
+        match k.as_str() {
             "effect" => {
                 let parsed = str_lit(cx, "effect", v, "\"read\"").and_then(|s| {
                     let e = match s.value.as_str() {
@@ -119,7 +157,7 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
                     };
                     Some(Spanned { value: e, span: s.span })
                 });
-                set(cx, &mut attr.effect, key, parsed);
+                set(&mut attr.effect, parsed);
             }
             "version" => {
                 let parsed = str_lit(cx, "version", v, "\"1.0\"").and_then(|s| {
@@ -137,18 +175,21 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
                         None
                     }
                 });
-                set(cx, &mut attr.version, key, parsed);
+                set(&mut attr.version, parsed);
             }
             "name" => {
                 let parsed =
                     str_lit(cx, "name", v, "\"incident.search\"").and_then(|s| match tool_names::validate(&s.value) {
                         Ok(()) => Some(s),
                         Err(e) => {
-                            cx.error_at(s.span, e);
+                            match tool_names::suggest(&s.value) {
+                                Some(fix) => cx.error_at(s.span, format_args!("{e}; did you mean \"{fix}\"?")),
+                                None => cx.error_at(s.span, e),
+                            }
                             None
                         }
                     });
-                set(cx, &mut attr.name, key, parsed);
+                set(&mut attr.name, parsed);
             }
             "description" => {
                 let parsed = str_lit(cx, "description", v, "\"Looks up one incident by its id.\"").and_then(|s| {
@@ -162,10 +203,10 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
                         Some(s)
                     }
                 });
-                set(cx, &mut attr.description, key, parsed);
+                set(&mut attr.description, parsed);
             }
-            "idempotent" => set(cx, &mut attr.idempotent, key, bool_lit(cx, "idempotent", v)),
-            "blocking" => set(cx, &mut attr.blocking, key, bool_lit(cx, "blocking", v)),
+            "idempotent" => set(&mut attr.idempotent, bool_lit(cx, "idempotent", v)),
+            "blocking" => set(&mut attr.blocking, bool_lit(cx, "blocking", v)),
             "timeout_ms" => {
                 let parsed = match lit_of(v) {
                     Some(Lit::Int(i)) => match i.base10_parse::<u64>() {
@@ -180,7 +221,7 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
                         None
                     }
                 };
-                set(cx, &mut attr.timeout_ms, key, parsed);
+                set(&mut attr.timeout_ms, parsed);
             }
             "tags" => {
                 let parsed = match v {
@@ -213,7 +254,7 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
                         None
                     }
                 };
-                set(cx, &mut attr.tags, key, parsed);
+                set(&mut attr.tags, parsed);
             }
             "crate" => {
                 let parsed =
@@ -227,7 +268,7 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
                             None
                         }
                     });
-                set(cx, &mut attr.krate, key, parsed);
+                set(&mut attr.krate, parsed);
             }
             other => {
                 cx.error_spanned_by(key, format_args!("unknown key `{other}` in #[tool(...)]; the keys are: {KEYS}"))

@@ -1,7 +1,7 @@
 //! Code generation from a validated [`Tool`]. Generated code reaches the runtime only through
 //! `<root>::__private`, names prelude items by absolute path, and hides its items in `const _: () = { .. };`.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
@@ -52,7 +52,7 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         }
     };
     let input_schema = match (&tool.args, &args_ty) {
-        (Args::Struct { ty }, _) => quote_spanned!(ty.span()=> #private::schema_for::<#ty>()),
+        (Args::Struct { ty }, _) => quote_spanned!(ty.span()=> #private::args_schema_for::<#ty>()),
         (_, Some(ty)) => quote!(#private::schema_for::<#ty>()),
         (_, None) => quote!(#private::empty_object_schema()),
     };
@@ -74,15 +74,19 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         if tool.is_async { quote!(#fn_ident(#(#call_args),*).await) } else { quote!(#fn_ident(#(#call_args),*)) };
 
     let (output_schema, convert) = match &tool.output {
-        Output::Result { ok, span } => (
-            quote_spanned!(ok.span()=> #private::schema_for::<#ok>()),
-            quote_spanned!(*span=> #private::output_result(#call)),
-        ),
-        Output::Plain { ty } => (
-            quote_spanned!(ty.span()=> #private::schema_for::<#ty>()),
-            quote_spanned!(ty.span()=> #private::output(#call)),
-        ),
-        Output::Unit => (quote!(#private::schema_for::<()>()), quote!(#private::output(#call))),
+        Output::Result { ok, err } => {
+            let err = match err {
+                Some(e) => quote_spanned!(e.span()=> #e),
+                None => quote!(_),
+            };
+            let convert_fn = quote_spanned!(ok.span()=> #private::output_result::<#ok, #err>);
+            (quote_spanned!(ok.span()=> #private::output_schema_for::<#ok>()), quote!(#convert_fn(#call)))
+        }
+        Output::Plain { ty } => {
+            let convert_fn = quote_spanned!(ty.span()=> #private::output::<#ty>);
+            (quote_spanned!(ty.span()=> #private::output_schema_for::<#ty>()), quote!(#convert_fn(#call)))
+        }
+        Output::Unit => (quote!(#private::output_schema_for::<()>()), quote!(#private::output(#call))),
     };
 
     let value_ty = quote!(#private::serde_json::Value);
@@ -112,23 +116,25 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         )
     };
 
+    // Spanned at the name so that E0428 for a duplicate points at both names, not at the attributes.
     let guard = format_ident!("__keel_tool_name_{}", tool_names::guard_suffix(name), span = tool.name_span);
+    let guard_def = quote_spanned! {tool.name_span=>
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! #guard { () => {}; }
+    };
     let fn_name_str = fn_ident.to_string();
     let fn_name_str = fn_name_str.strip_prefix("r#").unwrap_or(&fn_name_str);
     let loc_span = fn_ident.span();
     let file = quote_spanned!(loc_span=> #private::core::file!());
     let line = quote_spanned!(loc_span=> #private::core::line!());
     let module_path = quote_spanned!(loc_span=> #private::core::module_path!());
-    let unused_ctx = Span::call_site();
-    let _ = unused_ctx;
 
     quote! {
         #func
 
         // One guard per tool name: a second tool with the same name in this crate is E0428 at both names.
-        #[doc(hidden)]
-        #[macro_export]
-        macro_rules! #guard { () => {}; }
+        #guard_def
 
         #[allow(non_snake_case, clippy::needless_question_mark, clippy::unit_arg)]
         const _: () = {

@@ -35,8 +35,8 @@ pub enum Param {
 }
 
 pub enum Output {
-    /// `-> Result<T, E>` (or an alias `Result<T>`): `T` is the result type.
-    Result { ok: Type, span: Span },
+    /// `-> Result<T, E>` (or an alias `Result<T>`, whose `E` is left to inference): `T` is the result type.
+    Result { ok: Type, err: Option<Type> },
     /// `-> T`.
     Plain { ty: Type },
     /// No return type.
@@ -211,7 +211,11 @@ fn output(cx: &Ctxt, ret: &ReturnType) -> Output {
         && let PathArguments::AngleBracketed(args) = &seg.arguments
         && let Some(GenericArgument::Type(ok)) = args.args.first()
     {
-        return Output::Result { ok: ok.clone(), span: ty.span() };
+        let err = match args.args.iter().nth(1) {
+            Some(GenericArgument::Type(e)) => Some(e.clone()),
+            _ => None,
+        };
+        return Output::Result { ok: ok.clone(), err };
     }
     Output::Plain { ty: ty.clone() }
 }
@@ -332,7 +336,10 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
             if let Err(e) = tool_names::validate(&n) {
                 cx.error_spanned_by(
                     &sig.ident,
-                    format_args!("{e}; the fn name is the default tool name: rename the fn or add `name = \"...\"`"),
+                    format_args!(
+                        "{e}; the fn name is the default tool name: rename the fn or add `name = \"{}\"`",
+                        tool_names::suggest(&n).unwrap_or_else(|| "...".to_owned())
+                    ),
                 );
             }
             (n, sig.ident.span())
@@ -341,6 +348,7 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
     let description = match (&attr.description, doc_description(&func.attrs)) {
         (Some(d), _) => Some(d.value.clone()),
         (None, Some(d)) => Some(d),
+        (None, None) if attr.has("description") => None,
         (None, None) => {
             cx.error_spanned_by(
                 &func.sig.ident,
@@ -353,11 +361,13 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
         }
     };
     let sig = &func.sig;
+    // A key written with a bad value has its own error already; only an absent key is "missing".
     let effect = match &attr.effect {
         Some(e) => Some(e.value),
+        None if attr.has("effect") => None,
         None => {
-            cx.error_spanned_by(
-                &sig.ident,
+            cx.error_at(
+                Span::call_site(),
                 "missing `effect`: add effect = \"read\", \"write\" or \"destructive\" to #[tool(...)]",
             );
             None
@@ -365,9 +375,10 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
     };
     let version = match &attr.version {
         Some(v) => Some(v.value.clone()),
+        None if attr.has("version") => None,
         None => {
-            cx.error_spanned_by(
-                &sig.ident,
+            cx.error_at(
+                Span::call_site(),
                 "missing `version`: add version = \"1.0\" (MAJOR.MINOR or MAJOR.MINOR.PATCH) to #[tool(...)]",
             );
             None

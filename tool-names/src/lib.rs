@@ -98,6 +98,37 @@ fn validate_segment(name: &str, segment: &str) -> Result<(), NameError> {
     Ok(())
 }
 
+/// The closest valid name to `raw`, if there is one: camelCase and kebab-case become snake_case, other characters
+/// become `_`, doubled or stray `_` and empty segments are dropped (`getTinyImage` -> `get_tiny_image`,
+/// `Incident-Search` -> `incident_search`, `echo-all` -> `echo_all`). `None` when nothing valid is left (e.g. a
+/// segment would start with a digit) or the result exceeds 64 characters.
+pub fn suggest(raw: &str) -> Option<String> {
+    let mut segments = Vec::new();
+    for segment in raw.split('.') {
+        let mut out = String::new();
+        let mut prev: Option<char> = None;
+        for c in segment.chars() {
+            if c.is_ascii_uppercase() {
+                if prev.is_some_and(|p| p.is_ascii_lowercase() || p.is_ascii_digit()) {
+                    out.push('_');
+                }
+                out.push(c.to_ascii_lowercase());
+            } else if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                out.push(c);
+            } else {
+                out.push('_');
+            }
+            prev = Some(c);
+        }
+        let cleaned: Vec<&str> = out.split('_').filter(|p| !p.is_empty()).collect();
+        if !cleaned.is_empty() {
+            segments.push(cleaned.join("_"));
+        }
+    }
+    let name = segments.join(".");
+    validate(&name).ok().map(|()| name)
+}
+
 /// The provider wire name of a valid tool name: `.` becomes `-`.
 pub fn to_wire(name: &str) -> String {
     name.replace('.', "-")
@@ -188,6 +219,18 @@ mod tests {
         // `a.b` and `a__b` cannot both be valid, so the mapping cannot collide.
         assert_eq!(guard_suffix("a.b"), "a__b");
         assert!(validate("a__b").is_err());
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(suggest("getTinyImage").as_deref(), Some("get_tiny_image"));
+        assert_eq!(suggest("Incident-Search").as_deref(), Some("incident_search"));
+        assert_eq!(suggest("echo-all").as_deref(), Some("echo_all"));
+        assert_eq!(suggest("lookup__incident").as_deref(), Some("lookup_incident"));
+        assert_eq!(suggest("a..b_").as_deref(), Some("a.b"));
+        assert_eq!(suggest("HTTPServer").as_deref(), Some("httpserver"));
+        assert_eq!(suggest("1abc"), None);
+        assert_eq!(suggest("!!!"), None);
     }
 
     #[test]

@@ -1,0 +1,12 @@
+use tool_core::tool;
+
+/// Looks up an incident.
+#[tool(effect = "read", version = "1.0")]
+fn lookup_incident(
+    /// The incident id.
+    id: String,
+) -> String {
+    id
+}
+
+fn main() {}

@@ -1,0 +1,21 @@
+mod incidents {
+    use tool_core::tool;
+
+    /// Searches incidents.
+    #[tool(effect = "read", version = "1.0")]
+    pub fn search(query: String) -> Vec<String> {
+        vec![query]
+    }
+}
+
+mod tickets {
+    use tool_core::tool;
+
+    /// Searches tickets.
+    #[tool(effect = "read", version = "1.0")]
+    pub fn search(query: String) -> Vec<String> {
+        vec![query]
+    }
+}
+
+fn main() {}

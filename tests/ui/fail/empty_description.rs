@@ -1,0 +1,8 @@
+use tool_core::tool;
+
+#[tool(effect = "read", version = "1.0", description = "")]
+fn lookup_incident(id: String) -> String {
+    id
+}
+
+fn main() {}

@@ -1,0 +1,15 @@
+use schemars::JsonSchema;
+use tool_core::tool;
+
+#[derive(JsonSchema)]
+struct Summary {
+    open: u32,
+}
+
+/// Summarises the incident queue.
+#[tool(effect = "read", version = "1.0")]
+fn summary() -> Summary {
+    Summary { open: 1 }
+}
+
+fn main() {}

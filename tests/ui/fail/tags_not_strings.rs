@@ -1,0 +1,9 @@
+use tool_core::tool;
+
+/// Looks up an incident.
+#[tool(effect = "read", version = "1.0", tags = [incident, 7])]
+fn lookup_incident(id: String) -> String {
+    id
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use tool_core::tool;
+
+/// Looks up an incident.
+#[tool(effect = "read", version = "v1.0")]
+fn lookup_incident(id: String) -> String {
+    id
+}
+
+fn main() {}

@@ -1,0 +1,12 @@
+use tool_core::{Registry, tool};
+
+/// Says hello.
+#[tool(effect = "read", version = "1.0", crate = "tool_core")]
+fn greet(name: String) -> String {
+    format!("hello, {name}")
+}
+
+fn main() {
+    let registry = Registry::from_inventory().expect("unique tool names");
+    assert!(registry.get("greet").is_some(), "greet is registered");
+}
