@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tool_core::{Executor, Registry, ToolCall, ToolError, ToolResult, tool};
 
-/// Arguments of [`lookup_incident`].
+/// Which incident to look up.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LookupArgs {

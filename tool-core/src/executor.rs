@@ -379,14 +379,18 @@ impl Executor {
         };
 
         // 2. Arguments valid against the schema the model saw.
-        let arguments = match call.into_arguments() {
+        let mut arguments = match call.into_arguments() {
             Ok(v) => v,
             Err(e) => return fail(false, ErrorBody::new("invalid_arguments", e.to_string())),
         };
         if let Err(v) = check_limits(&arguments, &self.inner.limits) {
             return fail(false, invalid_arguments_body(std::slice::from_ref(&v)));
         }
-        if !compiled.input.is_valid(&arguments) {
+        // A model in OpenAI strict mode says "not given" with `null` for optional properties; those nulls are
+        // dropped (only on the slow path, so a valid call pays nothing) and the call is checked again.
+        if !compiled.input.is_valid(&arguments)
+            && (def.schemas().remove_optional_nulls(&mut arguments) == 0 || !compiled.input.is_valid(&arguments))
+        {
             let violations = compiled.input.validate(&arguments).err().unwrap_or_default();
             return fail(false, invalid_arguments_body(&violations));
         }
@@ -515,7 +519,8 @@ fn internal_body(call_id: &str) -> ErrorBody {
 }
 
 fn invalid_arguments_body(violations: &[crate::validate::Violation]) -> ErrorBody {
-    ErrorBody::new("invalid_arguments", format!("the arguments do not match the tool's schema: {}", summary(violations)))
+    let listed = summary(violations).replace('\n', "; ");
+    ErrorBody::new("invalid_arguments", format!("the arguments do not match the tool's schema: {listed}"))
         .with_details(json!({ "violations": violations }))
 }
 

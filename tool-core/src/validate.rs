@@ -418,7 +418,7 @@ fn convert(err: &ValidationError<'_>, root: &Value, sink: &mut Sink, nesting: us
             sink.push(Violation::new(
                 join_pointer(path, name),
                 format!("required property `{}`", name_preview(name)),
-                "missing",
+                "nothing",
             ));
         }
         ValidationErrorKind::AdditionalProperties { unexpected }
@@ -953,7 +953,7 @@ mod tests {
     #[test]
     fn required_property_pointer_is_the_would_be_path() {
         let v = one(incident_schema(), json!({}));
-        assert_eq!(v, Violation::new("/incident_id", "required property `incident_id`", "missing"));
+        assert_eq!(v, Violation::new("/incident_id", "required property `incident_id`", "nothing"));
     }
 
     #[test]
@@ -976,7 +976,7 @@ mod tests {
         got.sort();
         let mut want = vec![
             "/count: expected a number at least 0; found -1",
-            "/incident_id: expected required property `incident_id`; found missing",
+            "/incident_id: expected required property `incident_id`; found nothing",
             "/severity: expected string; found 3",
             "/severity: expected one of: \"low\", \"high\"; found 3",
             "/tags: expected at most 2 items; found an array of 3 items",
@@ -1132,7 +1132,7 @@ mod tests {
         assert_eq!(
             v,
             vec![
-                Violation::new("/addr/street", "required property `street`", "missing"),
+                Violation::new("/addr/street", "required property `street`", "nothing"),
                 Violation::new("/addr/zip", "string", "75001"),
             ]
         );

@@ -16,19 +16,6 @@ use crate::name;
 use crate::registry::Registry;
 use crate::schema::Provider;
 
-const PROVIDERS: usize = 6;
-
-fn provider_slot(p: Provider) -> usize {
-    match p {
-        Provider::Ollama => 0,
-        Provider::OpenAiChat => 1,
-        Provider::OpenAiResponses => 2,
-        Provider::Anthropic => 3,
-        Provider::Gemini => 4,
-        Provider::Mcp => 5,
-    }
-}
-
 /// A fixed set of tools: the model-visible list and the executor's allowlist, from the same definitions.
 #[derive(Clone)]
 pub struct ToolView {
@@ -39,7 +26,7 @@ struct Inner {
     /// Sorted by name.
     tools: Vec<Arc<ToolDefinition>>,
     index: HashMap<Box<str>, usize>,
-    rendered: [OnceLock<Vec<Value>>; PROVIDERS],
+    rendered: [OnceLock<Vec<Value>>; Provider::ALL.len()],
 }
 
 impl fmt::Debug for ToolView {
@@ -95,7 +82,7 @@ impl ToolView {
 
     /// The view's tools in `provider`'s format, in name order; rendered once and cached.
     pub fn schemas(&self, provider: Provider) -> &[Value] {
-        self.inner.rendered[provider_slot(provider)]
+        self.inner.rendered[provider.slot()]
             .get_or_init(|| self.inner.tools.iter().map(|d| d.render(provider).clone()).collect())
     }
 
