@@ -11,7 +11,6 @@
 use std::fmt;
 use std::io::Write as _;
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::canonical::{Fnv1a, write_canonical};
@@ -258,8 +257,15 @@ fn parse_arguments(text: &str) -> Result<Value, ArgumentsError> {
     }
     let mut de = serde_json::Deserializer::from_str(text);
     // `Deserializer` keeps its default recursion limit (128): deeper text is an error, not a stack overflow.
-    let value = match Value::deserialize(&mut de) {
+    let value = match serde::de::DeserializeSeed::deserialize(UniqueKeys, &mut de) {
         Ok(v) => v,
+        Err(e) if e.to_string().starts_with(DUPLICATE_KEY) => {
+            return Err(ArgumentsError::new(format!(
+                "arguments must be a JSON object whose keys appear once; a key is repeated (line {}, column {})",
+                e.line(),
+                e.column()
+            )));
+        }
         Err(e) => {
             return Err(ArgumentsError::new(format!(
                 "arguments must be a JSON object; the text is not valid JSON (line {}, column {})",
@@ -278,6 +284,68 @@ fn parse_arguments(text: &str) -> Result<Value, ArgumentsError> {
     require_object(value)
 }
 
+const DUPLICATE_KEY: &str = "duplicate key";
+
+/// Builds a `Value` like `Value::deserialize`, but refuses an object that repeats a key: parsers disagree on which
+/// repetition wins, so accepting one would let the text mean different things to different readers.
+struct UniqueKeys;
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(UniqueKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+        while let Some(v) = seq.next_element_seed(UniqueKeys)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(DUPLICATE_KEY));
+            }
+            let value = map.next_value_seed(UniqueKeys)?;
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
 /// A string field of an optional object; empty when missing or not a string.
 fn string_field(obj: Option<&Value>, key: &str) -> String {
     obj.and_then(|o| o.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned()
@@ -289,6 +357,22 @@ fn id_or_generated(id: Option<&Value>, index: usize, name: &str, arguments: &Res
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(Value::Number(n)) => n.to_string(),
         _ => generated_call_id(index, name, arguments.as_ref().ok()),
+    }
+}
+
+#[cfg(test)]
+mod unique_key_tests {
+    use super::*;
+
+    #[test]
+    fn repeated_keys_are_refused_at_any_depth() {
+        for text in [r#"{"a": 1, "a": 2}"#, r#"{"o": {"b": 1, "b": 1}}"#, r#"{"l": [{"c": 1, "c": 2}]}"#] {
+            let call = ToolCall::from_json_text("c", "t", text);
+            let err = call.arguments().unwrap_err();
+            assert!(err.message.contains("a key is repeated"), "{text}: {}", err.message);
+        }
+        let ok = ToolCall::from_json_text("c", "t", r#"{"a": 1, "o": {"a": 2}, "l": [1, 2.5, null, true, "s"]}"#);
+        assert_eq!(ok.arguments().unwrap()["l"], serde_json::json!([1, 2.5, null, true, "s"]));
     }
 }
 

@@ -85,7 +85,8 @@ fn compiled(def: &ToolDefinition) -> Result<&CompiledTool, &str> {
                             take an args struct or named parameters"
                     .to_owned());
             }
-            let input = CompiledSchema::compile(input).map_err(|e| format!("argument schema: {e}"))?;
+            let input = CompiledSchema::compile(&def.schemas().input_for_validation())
+                .map_err(|e| format!("argument schema: {e}"))?;
             let output = match def.output_schema() {
                 Some(s) => Some(CompiledSchema::compile(s).map_err(|e| format!("result schema: {e}"))?),
                 None => None,
@@ -188,11 +189,8 @@ impl ExecutorBuilder {
     }
     /// Compiles every schema of the view and builds the executor; every problem is reported at once.
     pub fn build(self) -> Result<Executor, ExecutorError> {
-        let problems: Vec<(String, String)> = self
-            .view
-            .iter()
-            .filter_map(|d| compiled(d).err().map(|e| (d.name().to_owned(), e.to_owned())))
-            .collect();
+        let problems: Vec<(String, String)> =
+            self.view.iter().filter_map(|d| compiled(d).err().map(|e| (d.name().to_owned(), e.to_owned()))).collect();
         if !problems.is_empty() {
             return Err(ExecutorError { problems });
         }
@@ -283,7 +281,11 @@ impl<F: Future> Future for CatchUnwind<F> {
 }
 
 fn panic_text(panic: &(dyn Any + Send)) -> &str {
-    panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("<non-string panic payload>")
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("<non-string panic payload>")
 }
 
 fn truncate_name(name: &str) -> String {
@@ -358,7 +360,9 @@ impl Executor {
                 false,
                 ErrorBody::new(
                     "unknown_tool",
-                    format!("no tool named {name:?} is available; call one of the tools you were given, by its exact name"),
+                    format!(
+                        "no tool named {name:?} is available; call one of the tools you were given, by its exact name"
+                    ),
                 ),
             );
         };
@@ -435,7 +439,11 @@ impl Executor {
         // 5. Business error, internal error, timeout.
         let value = match outcome {
             HandlerOutcome::Value(v) => v,
-            HandlerOutcome::Error(err) => return fail(true, self.error_body(def, &call_id, err)),
+            // Arguments that pass the schema but not deserialization never reach the fn: not executed.
+            HandlerOutcome::Error(err) => {
+                let executed = !matches!(err.repr, Repr::ArgumentsMismatch(_));
+                return fail(executed, self.error_body(def, &call_id, err));
+            }
             HandlerOutcome::Panicked(panic) => {
                 tracing::error!(call_id = %call_id, tool_name = def.name(), panic = panic_text(&*panic), "tool handler panicked");
                 return fail(true, internal_body(&call_id));
@@ -500,7 +508,12 @@ impl Executor {
                 internal_body(call_id)
             }
             Repr::ArgumentsMismatch(detail) => {
-                tracing::warn!(call_id, tool_name = def.name(), detail, "arguments passed the schema but not deserialization");
+                tracing::warn!(
+                    call_id,
+                    tool_name = def.name(),
+                    detail,
+                    "arguments passed the schema but not deserialization"
+                );
                 ErrorBody::new(
                     "invalid_arguments",
                     "the arguments match the schema but could not be converted to the tool's parameters \

@@ -113,6 +113,14 @@ pub struct ToolSchemas {
 }
 
 impl ToolSchemas {
+    /// The canonical input schema with the ranges of fixed-width integer formats spelled out as bounds: what the
+    /// executor compiles for validation (the renderers keep the format alone, which says the same to a model).
+    pub(crate) fn input_for_validation(&self) -> Value {
+        let mut v = self.input.clone();
+        transform::bound_integers(&mut v);
+        v
+    }
+
     /// Canonicalises `input` (closes every object schema, when `input` is an object schema) and keeps `output` as
     /// it is.
     pub(crate) fn new(mut input: Value, output: Option<Value>) -> ToolSchemas {

@@ -299,6 +299,38 @@ pub(crate) fn close_objects(root: &mut Value) {
     walk(root, true, &partial, 0);
 }
 
+/// Adds the range of a fixed-width integer `format` (schemars writes `"format": "uint32"` with `"minimum": 0` but no
+/// maximum) as `minimum`/`maximum`, so that out-of-range numbers fail validation with a pointer instead of failing
+/// deserialization later, and the model sees the range. Existing bounds are kept.
+pub(crate) fn bound_integers(root: &mut Value) {
+    fn range(format: &str) -> Option<(Value, Value)> {
+        Some(match format {
+            "int8" => (i8::MIN.into(), i8::MAX.into()),
+            "int16" => (i16::MIN.into(), i16::MAX.into()),
+            "int32" => (i32::MIN.into(), i32::MAX.into()),
+            "int64" | "int" => (i64::MIN.into(), i64::MAX.into()),
+            "uint8" => (0.into(), u8::MAX.into()),
+            "uint16" => (0.into(), u16::MAX.into()),
+            "uint32" => (0.into(), u32::MAX.into()),
+            "uint64" | "uint" => (0.into(), u64::MAX.into()),
+            _ => return None,
+        })
+    }
+    fn walk(schema: &mut Value, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        if let Value::Object(map) = schema
+            && let Some((min, max)) = map.get("format").and_then(Value::as_str).and_then(range)
+        {
+            map.entry("minimum").or_insert(min);
+            map.entry("maximum").or_insert(max);
+        }
+        for_each_child_mut(schema, |_, _, child| walk(child, depth + 1));
+    }
+    walk(root, 0);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // References
 // ---------------------------------------------------------------------------------------------------------------

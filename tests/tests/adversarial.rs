@@ -1,0 +1,224 @@
+//! The adversarial catalogue: hostile names and argument texts, each with the code it must end in, and a handler
+//! that counts its invocations to prove none of them ran it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+use tool_core::validate::Limits;
+use tool_core::{Executor, Registry, ToolCall, ToolResult, tool};
+
+static RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// Look up one incident by its id.
+#[tool(effect = "read", version = "1.0")]
+fn lookup_incident(incident_id: String, #[arg(description = "How many events")] limit: Option<u32>) -> String {
+    RUNS.fetch_add(1, Ordering::SeqCst);
+    format!("{incident_id} {limit:?}")
+}
+
+/// Delete an incident for good.
+#[tool(effect = "destructive", version = "1.0")]
+fn delete_incident(incident_id: String) -> bool {
+    RUNS.fetch_add(1, Ordering::SeqCst);
+    !incident_id.is_empty()
+}
+
+enum Args {
+    Value(Value),
+    Text(String),
+}
+
+struct Case {
+    what: &'static str,
+    name: String,
+    args: Args,
+    code: &'static str,
+}
+
+fn v(what: &'static str, name: &str, args: Value, code: &'static str) -> Case {
+    Case { what, name: name.to_owned(), args: Args::Value(args), code }
+}
+
+fn t(what: &'static str, name: &str, text: String, code: &'static str) -> Case {
+    Case { what, name: name.to_owned(), args: Args::Text(text), code }
+}
+
+fn catalogue() -> Vec<Case> {
+    let ok = || json!({"incident_id": "INC-1"});
+    let ok_text = || r#"{"incident_id": "INC-1"}"#.to_owned();
+    vec![
+        // Names.
+        v("upper case", "LOOKUP_INCIDENT", ok(), "unknown_tool"),
+        v("one upper-case letter", "Lookup_incident", ok(), "unknown_tool"),
+        v("leading space", " lookup_incident", ok(), "unknown_tool"),
+        v("trailing space", "lookup_incident ", ok(), "unknown_tool"),
+        v("trailing newline", "lookup_incident\n", ok(), "unknown_tool"),
+        v("inner space", "lookup _incident", ok(), "unknown_tool"),
+        v("tab", "lookup\t_incident", ok(), "unknown_tool"),
+        v("Cyrillic o homoglyphs", "l\u{043e}\u{043e}kup_incident", ok(), "unknown_tool"),
+        v("Greek omicron homoglyph", "lo\u{03bf}kup_incident", ok(), "unknown_tool"),
+        v("zero-width space", "lookup\u{200b}_incident", ok(), "unknown_tool"),
+        v("zero-width joiner at the end", "lookup_incident\u{200d}", ok(), "unknown_tool"),
+        v("byte-order mark", "\u{feff}lookup_incident", ok(), "unknown_tool"),
+        v("fullwidth letters", "ｌｏｏｋｕｐ_incident", ok(), "unknown_tool"),
+        v("path traversal", "../lookup_incident", ok(), "unknown_tool"),
+        v("relative path", "./lookup_incident", ok(), "unknown_tool"),
+        v("Rust path", "a::b", ok(), "unknown_tool"),
+        v("crate path", "crate::lookup_incident", ok(), "unknown_tool"),
+        v("module path of the fn", "adversarial::lookup_incident", ok(), "unknown_tool"),
+        v("wire name form", "lookup-incident", ok(), "unknown_tool"),
+        v("plural (nearest name)", "lookup_incidents", ok(), "unknown_tool"),
+        v("empty name", "", ok(), "unknown_tool"),
+        v("10 kB name", &"a".repeat(10_000), ok(), "unknown_tool"),
+        v("NUL byte", "lookup_incident\0", ok(), "unknown_tool"),
+        // Argument texts.
+        t("trailing garbage", "lookup_incident", ok_text() + " trailing", "invalid_arguments"),
+        t("two objects", "lookup_incident", ok_text() + &ok_text(), "invalid_arguments"),
+        t("null", "lookup_incident", "null".into(), "invalid_arguments"),
+        t("array", "lookup_incident", r#"["INC-1"]"#.into(), "invalid_arguments"),
+        t("string", "lookup_incident", r#""INC-1""#.into(), "invalid_arguments"),
+        t("double-encoded object", "lookup_incident", serde_json::to_string(&ok_text()).unwrap(), "invalid_arguments"),
+        t("not JSON (OpenAI-style)", "lookup_incident", "incident_id=INC-1".into(), "invalid_arguments"),
+        t("single quotes", "lookup_incident", "{'incident_id': 'INC-1'}".into(), "invalid_arguments"),
+        t("byte-order mark before JSON", "lookup_incident", format!("\u{feff}{}", ok_text()), "invalid_arguments"),
+        t(
+            "NaN spelled out",
+            "lookup_incident",
+            r#"{"incident_id": "INC-1", "limit": NaN}"#.into(),
+            "invalid_arguments",
+        ),
+        t(
+            "Infinity spelled out",
+            "lookup_incident",
+            r#"{"incident_id": "INC-1", "limit": Infinity}"#.into(),
+            "invalid_arguments",
+        ),
+        t(
+            "duplicate keys",
+            "lookup_incident",
+            r#"{"incident_id": "INC-1", "incident_id": "INC-2"}"#.into(),
+            "invalid_arguments",
+        ),
+        t("100,000 nested arrays", "lookup_incident", "[".repeat(100_000) + &"]".repeat(100_000), "invalid_arguments"),
+        t(
+            "100,000 nested objects",
+            "lookup_incident",
+            r#"{"a":"#.repeat(100_000) + "1" + &"}".repeat(100_000),
+            "invalid_arguments",
+        ),
+        t(
+            "10 MB string",
+            "lookup_incident",
+            format!(r#"{{"incident_id": "{}"}}"#, "x".repeat(10_000_000)),
+            "invalid_arguments",
+        ),
+        // Argument values.
+        v(
+            "integer beyond u64",
+            "lookup_incident",
+            json!({"incident_id": "INC-1", "limit": 18446744073709551616.0}),
+            "invalid_arguments",
+        ),
+        t(
+            "integer beyond i64/u64 as text",
+            "lookup_incident",
+            r#"{"incident_id": "INC-1", "limit": 100000000000000000000000}"#.into(),
+            "invalid_arguments",
+        ),
+        v(
+            "integer beyond u32",
+            "lookup_incident",
+            json!({"incident_id": "INC-1", "limit": 4294967296u64}),
+            "invalid_arguments",
+        ),
+        v(
+            "negative for unsigned",
+            "lookup_incident",
+            json!({"incident_id": "INC-1", "limit": -1}),
+            "invalid_arguments",
+        ),
+        v(
+            "fraction for integer",
+            "lookup_incident",
+            json!({"incident_id": "INC-1", "limit": 1.5}),
+            "invalid_arguments",
+        ),
+        v(
+            "numeric string for integer",
+            "lookup_incident",
+            json!({"incident_id": "INC-1", "limit": "5"}),
+            "invalid_arguments",
+        ),
+        v("number for string", "lookup_incident", json!({"incident_id": 1}), "invalid_arguments"),
+        v("extra property", "lookup_incident", json!({"incident_id": "INC-1", "force": true}), "invalid_arguments"),
+        v("missing required", "lookup_incident", json!({}), "invalid_arguments"),
+        v("null where an object belongs", "lookup_incident", Value::Null, "invalid_arguments"),
+        v("array where an object belongs", "lookup_incident", json!([1]), "invalid_arguments"),
+        v("deep value", "lookup_incident", deep(200), "invalid_arguments"),
+        // Policy.
+        v("destructive without approval", "delete_incident", ok(), "approval_required"),
+    ]
+}
+
+/// `{"incident_id": [[[...]]]}` nested `depth` levels (built iteratively).
+fn deep(depth: usize) -> Value {
+    let mut inner = json!(1);
+    for _ in 0..depth {
+        inner = Value::Array(vec![inner]);
+    }
+    json!({"incident_id": inner})
+}
+
+fn call_of(i: usize, case: &Case) -> ToolCall {
+    match &case.args {
+        Args::Value(v) => ToolCall::new(format!("case-{i}"), case.name.clone(), v.clone()),
+        Args::Text(t) => ToolCall::from_json_text(format!("case-{i}"), case.name.clone(), t),
+    }
+}
+
+fn assert_clean(r: &ToolResult, requested_name: &str) {
+    // The model's own name may be echoed back; nothing else may carry internals.
+    let text = serde_json::to_string(r)
+        .unwrap()
+        .replace(&serde_json::to_string(requested_name).unwrap()[1..].trim_end_matches('"').to_owned(), "<name>");
+    assert!(text.len() < 8_000, "the result echoes too much: {} bytes", text.len());
+    for needle in ["panicked", ".rs:", "::", "serde", "invalid type:", "alloc::"] {
+        assert!(!text.contains(needle), "{needle:?} in {text}");
+    }
+}
+
+#[tokio::test]
+async fn every_catalogue_case_ends_in_its_code_and_runs_nothing() {
+    let registry = Registry::from_inventory().unwrap();
+    let ex = Executor::new(registry.view().names(["lookup_incident", "delete_incident"]).build().unwrap()).unwrap();
+    let cases = catalogue();
+    assert!(cases.len() >= 30, "{} cases", cases.len());
+    let before = RUNS.load(Ordering::SeqCst);
+    for (i, case) in cases.iter().enumerate() {
+        let r = ex.call(call_of(i, case)).await;
+        assert_eq!(r.error.as_ref().map(|e| e.code.as_str()), Some(case.code), "{}: {r:?}", case.what);
+        assert!(!r.executed, "{} executed", case.what);
+        assert_eq!(r.call_id, format!("case-{i}"));
+        assert_clean(&r, &case.name);
+    }
+    assert_eq!(RUNS.load(Ordering::SeqCst), before, "a handler ran for a catalogue case");
+
+    // The same executor still serves a valid call.
+    let ok = ex.call(ToolCall::new("ok", "lookup_incident", json!({"incident_id": "INC-1", "limit": 3}))).await;
+    assert!(ok.ok, "{ok:?}");
+}
+
+#[tokio::test]
+async fn limits_are_configurable_and_name_themselves() {
+    let registry = Registry::from_inventory().unwrap();
+    let view = registry.view().names(["lookup_incident"]).build().unwrap();
+    let ex = Executor::builder(view).limits(Limits { max_depth: 2, max_bytes: 64 }).build().unwrap();
+    let deep = ex.call(ToolCall::new("d", "lookup_incident", json!({"incident_id": [[1]]}))).await;
+    let e = deep.error.unwrap();
+    assert_eq!(e.code, "invalid_arguments");
+    assert!(e.message.contains("deep") || e.message.contains("depth") || e.message.contains("nest"), "{}", e.message);
+    let big = ex.call(ToolCall::new("b", "lookup_incident", json!({"incident_id": "x".repeat(100)}))).await;
+    let e = big.error.unwrap();
+    assert_eq!(e.code, "invalid_arguments");
+    assert!(e.message.contains("64") || e.message.contains("bytes"), "{}", e.message);
+}
