@@ -128,6 +128,7 @@ struct Inner {
     policy: Arc<dyn Policy>,
     default_timeout: Duration,
     limits: Limits,
+    output_limits: Limits,
 }
 
 /// Runs calls against one [`ToolView`] in the fixed order. Cheap to clone; calls may run concurrently.
@@ -154,6 +155,7 @@ pub struct ExecutorBuilder {
     policy: Arc<dyn Policy>,
     default_timeout: Duration,
     limits: Limits,
+    output_limits: Limits,
 }
 
 impl ExecutorBuilder {
@@ -187,6 +189,12 @@ impl ExecutorBuilder {
         self.limits = limits;
         self
     }
+    /// Size and depth limits on results (default: depth 128, 8 MiB): a larger result is withheld as
+    /// `invalid_tool_output` instead of flooding the model's context.
+    pub fn output_limits(mut self, limits: Limits) -> Self {
+        self.output_limits = limits;
+        self
+    }
     /// Compiles every schema of the view and builds the executor; every problem is reported at once.
     pub fn build(self) -> Result<Executor, ExecutorError> {
         let problems: Vec<(String, String)> =
@@ -201,6 +209,7 @@ impl ExecutorBuilder {
                 policy: self.policy,
                 default_timeout: self.default_timeout,
                 limits: self.limits,
+                output_limits: self.output_limits,
             }),
         })
     }
@@ -313,6 +322,7 @@ impl Executor {
             policy: Arc::new(EffectPolicy),
             default_timeout: Duration::from_secs(30),
             limits: Limits::default(),
+            output_limits: Limits { max_depth: 128, max_bytes: 8 * 1024 * 1024 },
         }
     }
 
@@ -460,7 +470,17 @@ impl Executor {
             }
         };
 
-        // 6. The result valid against the result schema.
+        // 6. The result within the output limits and valid against the result schema.
+        if let Err(v) = check_limits(&value, &self.inner.output_limits) {
+            tracing::error!(call_id = %call_id, tool_name = def.name(), limit = %v, "tool result exceeds the output limits");
+            return fail(
+                true,
+                ErrorBody::new(
+                    "invalid_tool_output",
+                    format!("the tool produced a result larger than allowed ({}); it was withheld", v.expected),
+                ),
+            );
+        }
         if let Some(output) = &compiled.output
             && !output.is_valid(&value)
         {
