@@ -20,23 +20,19 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::definition::{StaticTool, ToolDefinition};
 use crate::name;
 use crate::view::{ToolView, ViewBuilder};
 
 /// An immutable set of uniquely named tools. Cheap to clone, `Send + Sync`.
+///
+/// A registry is a [`ToolView`] of every tool plus the guarantee that its names are unique; choose subsets with
+/// [`Registry::view`].
 #[derive(Clone)]
 pub struct Registry {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    /// Sorted by name.
-    tools: Vec<Arc<ToolDefinition>>,
-    index: HashMap<Box<str>, usize>,
-    all: OnceLock<ToolView>,
+    all: ToolView,
 }
 
 impl fmt::Debug for Registry {
@@ -58,42 +54,42 @@ impl Registry {
 
     /// The tool named `name` (exact match).
     pub fn get(&self, name: &str) -> Option<&ToolDefinition> {
-        self.get_arc(name).map(|d| &**d)
+        self.all.get(name).map(|d| &**d)
     }
 
     /// The shared definition named `name` (exact match).
     pub fn get_arc(&self, name: &str) -> Option<&Arc<ToolDefinition>> {
-        self.inner.index.get(name).map(|&i| &self.inner.tools[i])
+        self.all.get(name)
     }
 
     /// The tool whose provider wire name is `wire` (`incident-search` -> `incident.search`).
     pub fn get_by_wire_name(&self, wire: &str) -> Option<&ToolDefinition> {
-        name::from_wire(wire).and_then(|n| self.get(&n))
+        self.all.get_by_wire_name(wire).map(|d| &**d)
     }
 
     /// The names, sorted.
     pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        self.inner.tools.iter().map(|d| d.name())
+        self.all.names()
     }
 
     /// The definitions, sorted by name.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &Arc<ToolDefinition>> + '_ {
-        self.inner.tools.iter()
+        self.all.iter()
     }
 
     /// How many tools.
     pub fn len(&self) -> usize {
-        self.inner.tools.len()
+        self.all.len()
     }
 
     /// Whether there are no tools.
     pub fn is_empty(&self) -> bool {
-        self.inner.tools.is_empty()
+        self.all.is_empty()
     }
 
     /// A view of every tool (model-visible list and executor allowlist in one object).
     pub fn all(&self) -> &ToolView {
-        self.inner.all.get_or_init(|| ToolView::new(self.inner.tools.clone()))
+        &self.all
     }
 
     /// Chooses a subset of tools for one run or turn.
@@ -103,12 +99,12 @@ impl Registry {
 
     /// Every tool in `provider`'s format; shorthand for `self.all().schemas(provider)`.
     pub fn schemas(&self, provider: crate::Provider) -> &[serde_json::Value] {
-        self.all().schemas(provider)
+        self.all.schemas(provider)
     }
 
     /// Every tool in Ollama's format; shorthand for `self.all().ollama_schemas()`.
     pub fn ollama_schemas(&self) -> &[serde_json::Value] {
-        self.all().ollama_schemas()
+        self.all.ollama_schemas()
     }
 }
 
@@ -217,10 +213,7 @@ impl RegistryBuilder {
             return Err(RegistryError { problems });
         }
 
-        let mut tools: Vec<Arc<ToolDefinition>> = by_name.into_values().map(Arc::new).collect();
-        tools.sort_unstable_by(|a, b| a.name().cmp(b.name()));
-        let index = tools.iter().enumerate().map(|(i, d)| (Box::from(d.name()), i)).collect();
-        Ok(Registry { inner: Arc::new(Inner { tools, index, all: OnceLock::new() }) })
+        Ok(Registry { all: ToolView::new(by_name.into_values().map(Arc::new).collect()) })
     }
 }
 
