@@ -36,7 +36,7 @@ pub enum Param {
 
 pub enum Output {
     /// `-> Result<T, E>` (or an alias `Result<T>`, whose `E` is left to inference): `T` is the result type.
-    Result { ok: Type, err: Option<Type> },
+    Result { ok: Box<Type>, err: Option<Box<Type>> },
     /// `-> T`.
     Plain { ty: Type },
     /// No return type.
@@ -212,10 +212,10 @@ fn output(cx: &Ctxt, ret: &ReturnType) -> Output {
         && let Some(GenericArgument::Type(ok)) = args.args.first()
     {
         let err = match args.args.iter().nth(1) {
-            Some(GenericArgument::Type(e)) => Some(e.clone()),
+            Some(GenericArgument::Type(e)) => Some(Box::new(e.clone())),
             _ => None,
         };
-        return Output::Result { ok: ok.clone(), err };
+        return Output::Result { ok: Box::new(ok.clone()), err };
     }
     Output::Plain { ty: ty.clone() }
 }
