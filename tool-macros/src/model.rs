@@ -38,7 +38,7 @@ pub enum Output {
     /// `-> Result<T, E>` (or an alias `Result<T>`, whose `E` is left to inference): `T` is the result type.
     Result { ok: Box<Type>, err: Option<Box<Type>> },
     /// `-> T`.
-    Plain { ty: Type },
+    Plain { ty: Box<Type> },
     /// No return type.
     Unit,
 }
@@ -217,7 +217,7 @@ fn output(cx: &Ctxt, ret: &ReturnType) -> Output {
         };
         return Output::Result { ok: Box::new(ok.clone()), err };
     }
-    Output::Plain { ty: ty.clone() }
+    Output::Plain { ty: Box::new(ty.clone()) }
 }
 
 pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool> {
