@@ -99,7 +99,8 @@ fn each_call_is_one_span_with_its_outcome_and_details_stay_in_events() {
     assert_eq!(by_id("c-unknown")["executed"], "false");
 
     let events = capture.events.lock().unwrap().clone();
-    let detail = events.iter().find(|e| e.get("call_id").map(String::as_str) == Some("c-bad")).expect("an event for c-bad");
+    let detail =
+        events.iter().find(|e| e.get("call_id").map(String::as_str) == Some("c-bad")).expect("an event for c-bad");
     assert!(detail["error"].contains("hunter2"), "the detail is logged: {detail:?}");
     let json = serde_json::to_string(&bad).unwrap();
     assert!(!json.contains("hunter2") && !json.contains("/srv/"), "{json}");

@@ -40,7 +40,10 @@ mod tickets {
 
     /// Open a ticket for an incident.
     #[tool(effect = "write", version = "1.2", name = "ticket.create", tags = ["incident", "ticket"])]
-    pub fn create_ticket(#[arg(description = "The incident the ticket is about")] incident_id: String, title: String) -> String {
+    pub fn create_ticket(
+        #[arg(description = "The incident the ticket is about")] incident_id: String,
+        title: String,
+    ) -> String {
         format!("{incident_id}: {title}")
     }
 }
@@ -69,11 +72,8 @@ fn tools_from_two_modules_and_two_crates_are_registered() {
 fn model_list_equals_allowlist_equals_inventory() {
     let registry = Registry::from_inventory().unwrap();
     let view = registry.all();
-    let ollama: BTreeSet<String> = view
-        .ollama_schemas()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-        .collect();
+    let ollama: BTreeSet<String> =
+        view.ollama_schemas().iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect();
     let executor = Executor::new(view.clone()).unwrap();
     let allow: BTreeSet<String> = executor.view().names().map(str::to_owned).collect();
     assert_eq!(ollama, allow);

@@ -79,7 +79,12 @@ async fn a_repeated_call_id_is_a_terminal_error_and_nothing_after_it_runs() {
     assert_eq!(b.results.len(), 1);
     assert_eq!(b.not_executed.iter().map(|n| n.call_id.as_str()).collect::<Vec<_>>(), ["call-3"]);
     assert_eq!(run.state().steps(), 1);
-    assert!(run.log().events().iter().any(|e| matches!(&e.kind, EventKind::ToolRejected { code, .. } if code == "duplicate_call_id")));
+    assert!(
+        run.log()
+            .events()
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::ToolRejected { code, .. } if code == "duplicate_call_id"))
+    );
 
     // A finished run executes nothing more.
     let after = run.process_batch(vec![ToolCall::new("call-9", "read_task_cards", json!({}))]).await;

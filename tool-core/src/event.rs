@@ -181,7 +181,8 @@ impl<W: Write + Send> JsonLinesWriter<W> {
 impl<W: Write + Send> EventSink for JsonLinesWriter<W> {
     fn record(&self, event: &Event) {
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        let res = serde_json::to_writer(&mut *out, event).map_err(std::io::Error::from).and_then(|()| out.write_all(b"\n"));
+        let res =
+            serde_json::to_writer(&mut *out, event).map_err(std::io::Error::from).and_then(|()| out.write_all(b"\n"));
         if let Err(e) = res.and_then(|()| out.flush()) {
             tracing::warn!(error = %e, run_id = %event.run_id, "could not write an event to the JSON Lines log");
         }
