@@ -3,17 +3,17 @@
 //! The compile-fail and pass cases use separate `TestCases`: trybuild only runs `cargo check` for a set without
 //! pass cases, which is faster, and a pass case is a full program that must link and run.
 //!
-//! Regenerate the expected output with `TRYBUILD=overwrite cargo test -p keel-tests --test ui`, then read every
-//! changed `.stderr`. Files under `ui/fail/support/` are modules the cases include, not cases themselves.
+//! Regenerate the expected output with `TRYBUILD=overwrite cargo test -p keel-ui-tests --test ui`, then read every
+//! changed `.stderr`. Files under `fail/support/` are modules the cases include, not cases themselves.
 
 #[test]
 fn ui_fail() {
     let t = trybuild::TestCases::new();
-    t.compile_fail("ui/fail/*.rs");
+    t.compile_fail("fail/*.rs");
 }
 
 #[test]
 fn ui_pass() {
     let t = trybuild::TestCases::new();
-    t.pass("ui/pass/*.rs");
+    t.pass("pass/*.rs");
 }
