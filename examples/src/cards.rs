@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tool_core::run::{BatchOutcome, DefaultDecider, Decider, Decision, Run, RunState, StopPolicy};
+use tool_core::run::{BatchOutcome, Decider, Decision, DefaultDecider, Run, RunState, StopPolicy};
 use tool_core::{Executor, Registry, State, ToolCall, ToolError, ToolResult, tool};
 
 /// The cards a bureau works on; `available: false` simulates the missing file.
@@ -53,7 +53,8 @@ pub fn validate_task_card(
         return Err(cards_unavailable());
     }
     if !store.cards.iter().any(|c| c.task_id == task_id) {
-        return Err(ToolError::new("card_not_found", "there is no card with that id").with_details(json!({ "task_id": task_id })));
+        return Err(ToolError::new("card_not_found", "there is no card with that id")
+            .with_details(json!({ "task_id": task_id })));
     }
     store.validated.lock().unwrap_or_else(|p| p.into_inner()).push(task_id);
     Ok(true)
@@ -149,7 +150,10 @@ pub async fn scenarios() -> Vec<Scenario> {
     // stop-after-decision: an unknown name first; the allowed call after it must not run.
     let mut run = Run::new(executor(store(true))).with_id("stop-after-decision").with_decider(bureau_decider);
     let b = run
-        .process_batch(vec![call("call-X", "delete_everything", json!({})), call("call-2", "read_task_cards", json!({}))])
+        .process_batch(vec![
+            call("call-X", "delete_everything", json!({})),
+            call("call-2", "read_task_cards", json!({})),
+        ])
         .await;
     out.push(Scenario { name: "stop-after-decision", run, batches: vec![b] });
 

@@ -1,0 +1,386 @@
+//! An MCP server built only from `#[tool]` declarations: every tool the official conformance suite's tools
+//! scenarios call, plus a few keel tools that show each outcome of the executor over MCP.
+//!
+//! ```text
+//! cargo run -p examples --example conformance_server                            # stdio
+//! cargo run -p examples --example conformance_server -- --http 127.0.0.1:8765   # http://127.0.0.1:8765/mcp
+//! npx @modelcontextprotocol/conformance@0.1.13 server --url http://127.0.0.1:8765/mcp
+//! ```
+//!
+//! `--http` accepts loopback addresses only; port 0 picks a free port. In HTTP mode the endpoint is printed on
+//! stdout as `listening on http://ADDR/mcp`. Logs go to stderr (`RUST_LOG` to change the level).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tool_core::{CallContext, Content, ContentBlock, EmbeddedResource, Executor, LogLevel, Registry, ToolError, tool};
+use tool_mcp::McpServer;
+use tool_mcp::rmcp::model::ElicitRequestParams;
+
+/// A 1x1 red PNG.
+const RED_PIXEL_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+
+/// Every tool this server lists, in the order of the conformance scenarios, then keel's own.
+const TOOLS: &[&str] = &[
+    "test_simple_text",
+    "test_image_content",
+    "test_audio_content",
+    "test_embedded_resource",
+    "test_multiple_content_types",
+    "test_tool_with_logging",
+    "test_error_handling",
+    "test_tool_with_progress",
+    "test_sampling",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
+    "json_schema_2020_12_tool",
+    "add_numbers",
+    "echo_text",
+    "lookup_note",
+    "delete_note",
+    "fail_internally",
+];
+
+/// A tiny WAV file: 8 kHz, mono, 8-bit PCM, 80 samples of silence (10 ms).
+fn tiny_wav() -> Vec<u8> {
+    let samples = 80u32;
+    let mut wav = Vec::with_capacity(44 + samples as usize);
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + samples).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes()); // fmt chunk size
+    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&8000u32.to_le_bytes()); // sample rate
+    wav.extend_from_slice(&8000u32.to_le_bytes()); // byte rate
+    wav.extend_from_slice(&1u16.to_le_bytes()); // block align
+    wav.extend_from_slice(&8u16.to_le_bytes()); // bits per sample
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&samples.to_le_bytes());
+    wav.resize(44 + samples as usize, 128);
+    wav
+}
+
+// ---- The conformance suite's tools ----
+
+/// Returns a simple text response.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn test_simple_text() -> Content {
+    Content::text("This is a simple text response for testing.")
+}
+
+/// Returns a 1x1 red PNG image.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn test_image_content() -> Content {
+    Content::image(RED_PIXEL_PNG, "image/png")
+}
+
+/// Returns a short silent WAV clip.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn test_audio_content() -> Content {
+    Content::from(ContentBlock::audio_bytes(&tiny_wav(), "audio/wav"))
+}
+
+/// Returns an embedded text resource.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn test_embedded_resource() -> Content {
+    Content::resource(EmbeddedResource::text(
+        "test://embedded-resource",
+        "text/plain",
+        "This is an embedded resource content.",
+    ))
+}
+
+/// Returns text, an image and an embedded resource in one result.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn test_multiple_content_types() -> Content {
+    Content::text("Multiple content types test:").with(ContentBlock::image(RED_PIXEL_PNG, "image/png")).with(
+        ContentBlock::resource(EmbeddedResource::text(
+            "test://mixed-content-resource",
+            "application/json",
+            json!({"test": "data", "value": 123}).to_string(),
+        )),
+    )
+}
+
+/// Sends three log messages while it runs, 50 ms apart.
+#[tool(effect = "read", version = "1.0")]
+async fn test_tool_with_logging(ctx: CallContext) -> Content {
+    ctx.log(LogLevel::Info, "Tool execution started");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    ctx.log(LogLevel::Info, "Tool processing data");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    ctx.log(LogLevel::Info, "Tool execution completed");
+    Content::text("Tool with logging executed successfully")
+}
+
+/// Always fails with a business error.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn test_error_handling() -> Result<Content, ToolError> {
+    Err(ToolError::new("intentional_error", "This tool intentionally returns an error for testing"))
+}
+
+/// Reports progress 0, 50 and 100 of 100, 50 ms apart (when the request carries a progress token).
+#[tool(effect = "read", version = "1.0")]
+async fn test_tool_with_progress(ctx: CallContext) -> Content {
+    ctx.progress(0.0, Some(100.0), Some("started"));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    ctx.progress(50.0, Some(100.0), Some("halfway"));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    ctx.progress(100.0, Some(100.0), Some("done"));
+    Content::text("Tool with progress executed successfully")
+}
+
+fn mcp_request(feature: &str) -> Result<tool_mcp::McpRequest, ToolError> {
+    tool_mcp::current_request()
+        .ok_or_else(|| ToolError::new("not_available", format!("{feature} needs an MCP client session")))
+}
+
+/// Asks the client's LLM (MCP sampling) to answer a prompt.
+#[tool(effect = "read", version = "1.0")]
+#[allow(deprecated)] // MCP sampling is deprecated from protocol 2026-07-28 on; the suite's clients use older revisions.
+async fn test_sampling(
+    #[arg(description = "The prompt to send to the LLM")] prompt: String,
+) -> Result<Content, ToolError> {
+    let request = mcp_request("sampling")?;
+    let supported = request.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some());
+    if !supported {
+        return Err(ToolError::new("not_supported", "the client does not support sampling"));
+    }
+    use tool_mcp::rmcp::model::{CreateMessageRequestParams, SamplingMessage};
+    let params = CreateMessageRequestParams::new(vec![SamplingMessage::user_text(prompt)], 100);
+    let result = request.peer.create_message(params).await.map_err(ToolError::internal)?;
+    let text = result.message.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
+    Ok(Content::text(format!("LLM response: {text}")))
+}
+
+/// Sends `elicitation/create` with `message` and `schema`, and describes the answer.
+async fn elicit(message: &str, schema: Value, label: &str) -> Result<Content, ToolError> {
+    let request = mcp_request("elicitation")?;
+    let supported = request.peer.peer_info().is_some_and(|info| info.capabilities.elicitation.is_some());
+    if !supported {
+        return Err(ToolError::new("not_supported", "the client does not support elicitation"));
+    }
+    let params: ElicitRequestParams =
+        serde_json::from_value(json!({"mode": "form", "message": message, "requestedSchema": schema}))
+            .map_err(ToolError::internal)?;
+    let result = request.peer.create_elicitation(params).await.map_err(ToolError::internal)?;
+    let action = serde_json::to_value(&result.action).map_err(ToolError::internal)?;
+    let action = action.as_str().unwrap_or("unknown").to_owned();
+    let content = result.content.unwrap_or(Value::Null);
+    Ok(Content::text(format!("{label}: action={action}, content={content}")))
+}
+
+/// Asks the user for a username and an email address (MCP elicitation).
+#[tool(effect = "read", version = "1.0")]
+async fn test_elicitation(
+    #[arg(description = "The message to show the user")] message: String,
+) -> Result<Content, ToolError> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"}
+        },
+        "required": ["username", "email"]
+    });
+    elicit(&message, schema, "User response").await
+}
+
+/// Asks the user for values of every primitive type, each with a default (SEP-1034).
+#[tool(effect = "read", version = "1.0")]
+async fn test_elicitation_sep1034_defaults() -> Result<Content, ToolError> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5},
+            "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "default": true}
+        }
+    });
+    elicit("Please review the default values", schema, "Elicitation completed").await
+}
+
+/// Asks the user to choose from every kind of enum (SEP-1330).
+#[tool(effect = "read", version = "1.0")]
+async fn test_elicitation_sep1330_enums() -> Result<Content, ToolError> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"}
+            ]},
+            "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+            "titledMulti": {"type": "array", "items": {"anyOf": [
+                {"const": "value1", "title": "First Choice"},
+                {"const": "value2", "title": "Second Choice"},
+                {"const": "value3", "title": "Third Choice"}
+            ]}}
+        }
+    });
+    elicit("Please choose options", schema, "Elicitation completed").await
+}
+
+/// A postal address.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(rename = "address")]
+#[allow(dead_code)]
+struct Address {
+    street: Option<String>,
+    city: Option<String>,
+}
+
+/// Arguments using JSON Schema 2020-12 features (`$defs`, `$ref`).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Json2020Args {
+    name: Option<String>,
+    address: Option<Address>,
+}
+
+/// Tool with JSON Schema 2020-12 features
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn json_schema_2020_12_tool(args: Json2020Args) -> Content {
+    let city = args.address.and_then(|a| a.city).unwrap_or_else(|| "nowhere".to_owned());
+    Content::text(format!("{} lives in {city}", args.name.unwrap_or_else(|| "someone".to_owned())))
+}
+
+// ---- keel's own: one tool per outcome ----
+
+/// The sum of two integers.
+#[derive(Serialize, JsonSchema)]
+struct Sum {
+    /// `a + b`.
+    sum: i64,
+}
+
+/// Adds two integers (a structured result).
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn add_numbers(
+    #[arg(description = "The first term")] a: i64,
+    #[arg(description = "The second term")] b: i64,
+) -> Result<Sum, ToolError> {
+    a.checked_add(b).map(|sum| Sum { sum }).ok_or_else(|| ToolError::new("overflow", "the sum does not fit in 64 bits"))
+}
+
+/// Echoes a message (a plain string result).
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn echo_text(#[arg(description = "What to echo")] message: String) -> String {
+    message
+}
+
+/// A note.
+#[derive(Serialize, JsonSchema)]
+struct Note {
+    /// The note's id.
+    id: String,
+    /// Its text.
+    text: String,
+}
+
+/// Looks up a note by id; only `n1` exists (a business error otherwise).
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn lookup_note(#[arg(description = "The note id, e.g. n1")] id: String) -> Result<Note, ToolError> {
+    if id == "n1" {
+        Ok(Note { id, text: "remember the milk".to_owned() })
+    } else {
+        Err(ToolError::new("not_found", format!("no note {id:?}")).with_details(json!({"known": ["n1"]})))
+    }
+}
+
+/// Deletes a note (destructive: needs an approval bound to its arguments).
+#[tool(effect = "destructive", version = "1.0", blocking = false)]
+fn delete_note(#[arg(description = "The note id")] id: String) -> Note {
+    Note { id, text: String::new() }
+}
+
+/// Fails with an internal error whose text must never reach the client.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn fail_internally() -> Result<Note, ToolError> {
+    Err(ToolError::internal(std::io::Error::other(
+        "connection to postgres://keel:hunter2@db.internal:5432 failed (src/store.rs:42)",
+    )))
+}
+
+// ---- main ----
+
+enum Mode {
+    Stdio,
+    Http(SocketAddr),
+}
+
+fn parse_args() -> Result<Mode, String> {
+    let mut args = std::env::args().skip(1);
+    let mut mode = Mode::Stdio;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--http" => {
+                let addr = args.next().ok_or("--http needs an address, e.g. 127.0.0.1:8765")?;
+                let addr: SocketAddr = addr.parse().map_err(|e| format!("--http {addr}: {e}"))?;
+                if !addr.ip().is_loopback() {
+                    return Err(format!("--http {addr}: only loopback addresses are served"));
+                }
+                mode = Mode::Http(addr);
+            }
+            "-h" | "--help" => {
+                return Err("usage: conformance_server [--http 127.0.0.1:PORT]  (stdio without --http)".to_owned());
+            }
+            other => return Err(format!("unknown argument {other:?}; try --help")),
+        }
+    }
+    Ok(mode)
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,rmcp=error".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(message) = run().await {
+        eprintln!("conformance_server: {message}");
+        std::process::exit(2);
+    }
+}
+
+async fn run() -> Result<(), String> {
+    let mode = parse_args()?;
+    let registry = Registry::from_inventory().map_err(|e| e.to_string())?;
+    let view = registry.view().names(TOOLS.iter().copied()).build().map_err(|e| e.to_string())?;
+    let executor = Executor::new(view).map_err(|e| e.to_string())?;
+    let server = McpServer::builder(executor)
+        .name("keel-conformance")
+        .title("keel conformance server")
+        .build()
+        .map_err(|e| e.to_string())?;
+    match mode {
+        Mode::Stdio => server.serve_stdio().await.map_err(|e| e.to_string()),
+        Mode::Http(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("binding {addr}: {e}"))?;
+            let local = listener.local_addr().map_err(|e| e.to_string())?;
+            println!("listening on http://{local}/mcp");
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            let on_signal = shutdown.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    on_signal.cancel();
+                }
+            });
+            server.serve_http(listener, "/mcp", shutdown).await.map_err(|e| e.to_string())
+        }
+    }
+}

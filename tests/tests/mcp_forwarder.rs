@@ -1,0 +1,517 @@
+//! Remote MCP tools imported as keel tools (`tool_mcp::client`): namespaced names, schemas from `tools/list`,
+//! arguments validated locally before forwarding, results validated against `outputSchema`, one forwarder per
+//! tool held by the registry.
+//!
+//! Peers:
+//! - our own server (`tool_mcp::McpServer`) over Streamable HTTP on a loopback port, and a misbehaving server
+//!   written against rmcp directly, in process — always run;
+//! - the example `examples/examples/conformance_server.rs`, spawned over stdio;
+//! - the reference `@modelcontextprotocol/server-everything` (npm), spawned over stdio with `node`.
+//!
+//! The last two need files that `scripts/mcp-conformance.sh` prepares: the example binary
+//! (`target/debug/examples/conformance_server`, or `KEEL_CONFORMANCE_SERVER`) and server-everything
+//! (`target/ci-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js`, or
+//! `KEEL_SERVER_EVERYTHING`). Without them the tests print why and pass, unless `CI` is set: then they fail.
+//! To run them locally: `scripts/mcp-conformance.sh` (which runs them too), or after it once,
+//! `cargo test -p keel-tests --test mcp_forwarder`.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tool_core::definition::Handler;
+use tool_core::{
+    Approval, CallOptions, Content, ContentBlock, Effect, Executor, Origin, Registry, ToolCall, ToolError, ToolResult,
+    tool,
+};
+use tool_mcp::client::{ImportProblem, RemoteServer, RemoteTools};
+use tool_mcp::names::NameMappingError;
+use tool_mcp::rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use tool_mcp::rmcp::service::RequestContext;
+use tool_mcp::rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use tool_mcp::{Forwarder, McpServer};
+
+// ---- The tools our own server serves (the "remote" side) ----
+
+#[derive(Serialize, JsonSchema)]
+struct Sum {
+    sum: i64,
+}
+
+/// Echoes a message.
+#[tool(effect = "read", version = "2.0", blocking = false)]
+fn fw_echo(message: String) -> String {
+    format!("remote: {message}")
+}
+
+/// Adds two integers.
+#[tool(effect = "read", version = "2.0", blocking = false)]
+fn fw_add(a: i64, b: i64) -> Sum {
+    Sum { sum: a + b }
+}
+
+/// Looks up a record; none exists.
+#[tool(effect = "read", version = "2.0", blocking = false)]
+fn fw_lookup(id: String) -> Result<Sum, ToolError> {
+    Err(ToolError::new("not_found", format!("no record {id:?}")).with_details(json!({"id": id})))
+}
+
+/// Deletes a record.
+#[tool(effect = "destructive", version = "2.0", blocking = false)]
+fn fw_delete(id: String) -> Sum {
+    Sum { sum: id.len() as i64 }
+}
+
+/// Returns an image.
+#[tool(effect = "read", version = "2.0", blocking = false)]
+fn fw_image() -> Content {
+    Content::text("a pixel").with(ContentBlock::image_bytes(&[0xff, 0, 0], "image/png"))
+}
+
+/// Fails internally.
+#[tool(effect = "read", version = "2.0", blocking = false)]
+fn fw_internal() -> Result<Sum, ToolError> {
+    Err(ToolError::internal(std::io::Error::other("password=swordfish at /var/lib/remote")))
+}
+
+const REMOTE_TOOLS: &[&str] = &["fw_echo", "fw_add", "fw_lookup", "fw_delete", "fw_image", "fw_internal"];
+
+// ---- Local tools whose names collide with remote ones ----
+
+/// The local echo.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn echo(message: String) -> String {
+    format!("local: {message}")
+}
+
+/// The local add.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn add_numbers(a: i64, b: i64) -> i64 {
+    a - b
+}
+
+// ---- Helpers ----
+
+async fn bounded<F: Future<Output = ()>>(f: F) {
+    tokio::time::timeout(Duration::from_secs(90), f).await.expect("test timed out");
+}
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// The file a test needs: from `var`, else `default`. Missing: `None` (the test passes, saying why), or a panic
+/// when `CI` is set.
+fn prerequisite(var: &str, default: Option<PathBuf>, what: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(var).map(PathBuf::from).or(default);
+    if let Some(p) = path.as_ref().filter(|p| p.is_file()) {
+        return Some(p.clone());
+    }
+    let shown = path.map_or_else(|| "(unknown path)".to_owned(), |p| p.display().to_string());
+    let message = format!(
+        "{what} not found at {shown} (set {var}, or run scripts/mcp-conformance.sh, which installs and builds it)"
+    );
+    assert!(!ci(), "CI is set, so a missing prerequisite is a failure: {message}");
+    eprintln!("skipping: {message}");
+    None
+}
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `target/<profile>/examples/conformance_server`, next to this test binary's `deps` directory.
+fn example_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.join("examples").join(format!("conformance_server{}", std::env::consts::EXE_SUFFIX)))
+}
+
+fn node_available() -> bool {
+    let ok = std::process::Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(ok || !ci(), "CI is set and `node` is not on PATH");
+    ok
+}
+
+async fn run(executor: &Executor, name: &str, args: Value) -> ToolResult {
+    executor.call(ToolCall::new(format!("c-{name}"), name, args)).await
+}
+
+fn same_forwarder(registry: &Registry, remote: &RemoteTools, name: &str) -> bool {
+    let Some(def) = registry.get(name) else { return false };
+    let Handler::Dynamic(held) = def.handler() else { return false };
+    let Some(forwarder) = remote.forwarder(name) else { return false };
+    std::ptr::addr_eq(Arc::as_ptr(held), Arc::as_ptr(forwarder))
+}
+
+fn forwarder<'a>(remote: &'a RemoteTools, name: &str) -> &'a Forwarder {
+    remote.forwarder(name).unwrap_or_else(|| panic!("no forwarder {name}"))
+}
+
+// ---- Our own server over Streamable HTTP ----
+
+#[tokio::test(flavor = "multi_thread")]
+async fn own_server_over_http() {
+    bounded(async {
+        let inventory = Registry::from_inventory().expect("registry");
+        let served = Executor::new(inventory.view().names(REMOTE_TOOLS.iter().copied()).build().unwrap()).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let server = McpServer::new(served).unwrap();
+        let serving = {
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move { server.serve_http(listener, "/mcp", shutdown).await })
+        };
+
+        let own = RemoteServer::connect_http("own", &url).await.expect("connect");
+        let remote = own.import().await.expect("import");
+        let names: Vec<&str> = remote.names().collect();
+        assert_eq!(
+            names,
+            ["own.fw_add", "own.fw_delete", "own.fw_echo", "own.fw_image", "own.fw_internal", "own.fw_lookup"]
+        );
+        // Schemas come from the server's tools/list.
+        let listed = own.list_tools().await.unwrap();
+        let fw_add = listed.iter().find(|t| t.name == "fw_add").unwrap();
+        let def = remote.definitions().iter().find(|d| d.name() == "own.fw_add").unwrap();
+        assert_eq!(def.output_schema(), Some(&Value::Object((*fw_add.output_schema.clone().unwrap()).clone())));
+        assert_eq!(def.version(), env!("CARGO_PKG_VERSION"), "the remote server's version");
+        assert_eq!(def.effect(), Effect::Read);
+        let delete = remote.definitions().iter().find(|d| d.name() == "own.fw_delete").unwrap();
+        assert_eq!(delete.effect(), Effect::Destructive, "from destructiveHint");
+
+        // The local `fw_echo` (served above) and the remote one coexist: namespaced, not overwritten.
+        let registry = Registry::builder().tools(remote.definitions().iter().map(clone_def)).build().unwrap();
+        assert!(matches!(registry.get("fw_echo").unwrap().origin(), Origin::Compiled { .. }));
+        assert!(matches!(registry.get("own.fw_echo").unwrap().origin(), Origin::Dynamic { .. }));
+
+        // One forwarder per tool, and it is the one the registry holds.
+        for name in remote.names() {
+            assert!(same_forwarder(&registry, &remote, name), "{name}: the registry holds another forwarder");
+        }
+        let ptrs: std::collections::HashSet<*const Forwarder> = remote.forwarders().values().map(Arc::as_ptr).collect();
+        assert_eq!(ptrs.len(), remote.forwarders().len());
+
+        let executor = Executor::new(registry.view().tag("mcp:own").build().unwrap()).unwrap();
+        let local = Executor::new(registry.view().names(["fw_echo"]).build().unwrap()).unwrap();
+        assert_eq!(run(&local, "fw_echo", json!({"message": "x"})).await.data, Some(json!("remote: x")));
+
+        // ok
+        let r = run(&executor, "own.fw_add", json!({"a": 1, "b": 2})).await;
+        assert_eq!(r.data, Some(json!({"sum": 3})), "{r:?}");
+        let add = forwarder(&remote, "own.fw_add");
+        assert_eq!((add.calls(), add.failures(), add.origin()), (1, 0, "fw_add"));
+        let r = run(&executor, "own.fw_echo", json!({"message": "hi"})).await;
+        assert_eq!(r.data, Some(json!([{"type": "text", "text": "\"remote: hi\""}])), "content, as blocks");
+
+        // Invalid arguments never leave the process.
+        let r = run(&executor, "own.fw_add", json!({"a": "1", "b": 2})).await;
+        assert_eq!(r.code(), Some("invalid_arguments"));
+        assert!(!r.executed);
+        assert_eq!(add.calls(), 1, "not forwarded");
+
+        // Business error: the remote's code and details.
+        let r = run(&executor, "own.fw_lookup", json!({"id": "r7"})).await;
+        let e = r.error.as_ref().unwrap();
+        assert_eq!((e.code.as_str(), e.details.clone()), ("not_found", Some(json!({"id": "r7"}))));
+        assert_eq!(forwarder(&remote, "own.fw_lookup").failures(), 1);
+
+        // Local policy first: the destructive remote tool needs a local approval before anything is sent; with it,
+        // the remote's own policy still applies.
+        let r = run(&executor, "own.fw_delete", json!({"id": "a"})).await;
+        assert_eq!(r.code(), Some("approval_required"));
+        assert_eq!(forwarder(&remote, "own.fw_delete").calls(), 0);
+        let options = CallOptions::new().approve(Approval::new("own.fw_delete", &json!({"id": "a"})));
+        let r = executor.call_with(ToolCall::new("c", "own.fw_delete", json!({"id": "a"})), &options).await;
+        assert_eq!(r.code(), Some("remote_approval_required"), "{r:?}");
+        assert_eq!(forwarder(&remote, "own.fw_delete").calls(), 1);
+
+        // Content passes through.
+        let r = run(&executor, "own.fw_image", json!({})).await;
+        assert_eq!(r.data.as_ref().unwrap()[1]["type"], "image");
+        assert_eq!(r.data.as_ref().unwrap()[1]["data"], "/wAA");
+
+        // The remote's internal error stays generic.
+        let r = run(&executor, "own.fw_internal", json!({})).await;
+        assert_eq!(r.code(), Some("remote_tool_internal_error"));
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(!text.contains("swordfish") && !text.contains("/var/lib"), "{text}");
+
+        // Served again over MCP, the imported content tool still answers with blocks.
+        let again = McpServer::new(executor.clone()).unwrap();
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            if let Ok(s) = again.serve(server_io).await {
+                let _ = s.waiting().await;
+            }
+        });
+        let client = ().serve(client_io).await.expect("client");
+        let r = client
+            .peer()
+            .call_tool(CallToolRequestParams::new("own.fw_image").with_arguments(Default::default()))
+            .await
+            .unwrap();
+        assert_eq!(r.content.len(), 2);
+        assert!(r.content[1].as_image().is_some());
+        let _ = client.cancel().await;
+
+        own.close().await;
+        let r = run(&executor, "own.fw_add", json!({"a": 1, "b": 2})).await;
+        assert_eq!(r.code(), Some("tool_internal_error"), "a closed connection is an internal error");
+        shutdown.cancel();
+        let _ = serving.await;
+    })
+    .await;
+}
+
+/// Another definition with the same contract and the same forwarder (definitions are not `Clone`).
+fn clone_def(d: &tool_core::ToolDefinition) -> tool_core::ToolDefinition {
+    d.renamed(d.name().to_owned()).expect("valid name")
+}
+
+// ---- A misbehaving server, in process ----
+
+/// Lists the given tools and answers every call with `answer`.
+#[derive(Clone)]
+struct Scripted {
+    tools: Vec<Tool>,
+    answer: CallToolResult,
+}
+
+impl ServerHandler for Scripted {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        _: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        Ok(CallToolResponse::Complete(self.answer.clone()))
+    }
+}
+
+fn scripted_tool(name: &'static str, output: Option<Value>) -> Tool {
+    let input = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+    let Value::Object(input) = input else { unreachable!() };
+    let mut tool = Tool::new(Cow::Borrowed(name), "scripted", Arc::new(input));
+    if let Some(Value::Object(o)) = output {
+        tool.output_schema = Some(Arc::new(o));
+    }
+    tool
+}
+
+async fn connect_scripted(namespace: &str, server: Scripted) -> RemoteServer {
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        if let Ok(s) = server.serve(server_io).await {
+            let _ = s.waiting().await;
+        }
+    });
+    RemoteServer::connect(namespace, client_io).await.expect("connect")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn remote_output_is_validated_against_its_output_schema() {
+    bounded(async {
+        let server = Scripted {
+            tools: vec![scripted_tool(
+                "countThings",
+                Some(json!({"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]})),
+            )],
+            answer: CallToolResult::structured(json!({"count": "many"})),
+        };
+        let liar = connect_scripted("liar", server).await;
+        // No annotations: `destructive` by MCP's defaults, unless the importer says otherwise.
+        let cautious = liar.import().await.expect("import");
+        assert_eq!(cautious.definitions()[0].effect(), Effect::Destructive);
+        let remote = liar.importer().effect("countThings", Effect::Read).import().await.expect("import");
+        assert_eq!(remote.names().collect::<Vec<_>>(), ["liar.count_things"]);
+        assert_eq!(forwarder(&remote, "liar.count_things").origin(), "countThings");
+        let registry = Registry::builder().without_inventory().tools(remote.definitions().iter().map(clone_def));
+        let executor = Executor::new(registry.build().unwrap().all().clone()).unwrap();
+        let r = run(&executor, "liar.count_things", json!({"n": 1})).await;
+        assert_eq!(r.code(), Some("invalid_tool_output"), "{r:?}");
+        assert!(r.executed);
+        assert_eq!(forwarder(&remote, "liar.count_things").calls(), 1);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn colliding_and_unmappable_names_are_reported() {
+    bounded(async {
+        let server = Scripted {
+            tools: vec![
+                scripted_tool("get-thing", None),
+                scripted_tool("get_thing", None),
+                scripted_tool("getThing", None),
+                scripted_tool("3d-model", None),
+                scripted_tool("fine", None),
+            ],
+            answer: CallToolResult::success(vec![]),
+        };
+        let srv = connect_scripted("srv", server).await;
+        let err = srv.import().await.expect_err("collisions are errors");
+        assert_eq!(err.problems().len(), 2, "{err}");
+        assert!(err.problems().contains(&ImportProblem::Collision {
+            name: "srv.get_thing".to_owned(),
+            origins: vec!["get-thing".to_owned(), "getThing".to_owned(), "get_thing".to_owned()],
+        }));
+        assert!(err.problems().iter().any(|p| matches!(p, ImportProblem::Unmappable(NameMappingError::StartsWithDigit { origin, .. }) if origin == "3d-model")));
+        let text = err.to_string();
+        assert!(text.contains("get-thing") && text.contains("3d-model"), "{text}");
+
+        let e = srv.importer().effect("nope", Effect::Read).import().await.expect_err("unknown override");
+        assert!(e.problems().contains(&ImportProblem::UnknownOverride("nope".to_owned())));
+        assert!(RemoteServer::connect("Bad.Name", tokio::io::duplex(64).0).await.is_err(), "invalid namespace");
+    })
+    .await;
+}
+
+// ---- The example binary over stdio ----
+
+#[tokio::test(flavor = "multi_thread")]
+async fn example_server_over_stdio() {
+    let Some(bin) = prerequisite("KEEL_CONFORMANCE_SERVER", example_binary(), "the example conformance_server binary")
+    else {
+        return;
+    };
+    bounded(async {
+        let mut cmd = tokio::process::Command::new(&bin);
+        cmd.env("RUST_LOG", "off");
+        let conformance = RemoteServer::connect_child("conformance", cmd).await.expect("connect");
+        let remote = conformance.import().await.expect("import");
+        for name in
+            ["conformance.add_numbers", "conformance.test_image_content", "conformance.json_schema_2020_12_tool"]
+        {
+            assert!(remote.forwarder(name).is_some(), "{name}");
+        }
+        // The local `add_numbers` and the remote one coexist.
+        let registry = Registry::builder().tools(remote.definitions().iter().map(clone_def)).build().unwrap();
+        let executor = Executor::new(
+            registry
+                .view()
+                .names([
+                    "add_numbers",
+                    "conformance.add_numbers",
+                    "conformance.test_image_content",
+                    "conformance.lookup_note",
+                    "conformance.test_sampling",
+                ])
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(run(&executor, "add_numbers", json!({"a": 5, "b": 3})).await.data, Some(json!(2)));
+        assert_eq!(
+            run(&executor, "conformance.add_numbers", json!({"a": 5, "b": 3})).await.data,
+            Some(json!({"sum": 8}))
+        );
+        assert!(same_forwarder(&registry, &remote, "conformance.add_numbers"));
+
+        let r = run(&executor, "conformance.add_numbers", json!({"a": 5})).await;
+        assert_eq!(r.code(), Some("invalid_arguments"));
+        assert_eq!(forwarder(&remote, "conformance.add_numbers").calls(), 1, "rejected locally");
+
+        let r = run(&executor, "conformance.test_image_content", json!({})).await;
+        assert_eq!(r.data.as_ref().unwrap()[0]["mimeType"], "image/png", "{r:?}");
+        let r = run(&executor, "conformance.lookup_note", json!({"id": "n2"})).await;
+        assert_eq!(r.code(), Some("not_found"));
+        // This client declares no sampling capability; the remote tool says so.
+        let r = run(&executor, "conformance.test_sampling", json!({"prompt": "hi"})).await;
+        assert_eq!(r.code(), Some("not_supported"), "{r:?}");
+        conformance.close().await;
+    })
+    .await;
+}
+
+// ---- The reference server-everything over stdio ----
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_everything_over_stdio() {
+    let default =
+        workspace_root().join("target/ci-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let Some(script) = prerequisite("KEEL_SERVER_EVERYTHING", Some(default), "@modelcontextprotocol/server-everything")
+    else {
+        return;
+    };
+    if !node_available() {
+        eprintln!("skipping: node is not on PATH");
+        return;
+    }
+    bounded(async {
+        let mut cmd = tokio::process::Command::new("node");
+        cmd.arg(&script).arg("stdio");
+        let everything = RemoteServer::connect_child("everything", cmd).await.expect("connect");
+        let listed = everything.list_tools().await.expect("tools/list");
+        let remote = everything.import().await.expect("import");
+        assert_eq!(remote.names().count(), listed.len(), "every tool imported");
+        for (name, origin) in [
+            ("everything.echo", "echo"),
+            ("everything.get_sum", "get-sum"),
+            ("everything.get_tiny_image", "get-tiny-image"),
+            ("everything.get_structured_content", "get-structured-content"),
+        ] {
+            assert_eq!(forwarder(&remote, name).origin(), origin);
+        }
+
+        // A local `echo` and the remote one coexist: namespaced, not overwritten.
+        let registry = Registry::builder().tools(remote.definitions().iter().map(clone_def)).build().unwrap();
+        assert!(matches!(registry.get("echo").unwrap().origin(), Origin::Compiled { .. }));
+        assert!(same_forwarder(&registry, &remote, "everything.echo"));
+        let read_only = registry.view().tag("mcp:everything").effects([Effect::Read]).build().unwrap();
+        let executor = Executor::new(read_only.clone()).expect("every schema compiles");
+        let local = Executor::new(registry.view().names(["echo"]).build().unwrap()).unwrap();
+        assert_eq!(run(&local, "echo", json!({"message": "hi"})).await.data, Some(json!("local: hi")));
+
+        let r = run(&executor, "everything.echo", json!({"message": "hi"})).await;
+        assert_eq!(r.data, Some(json!([{"type": "text", "text": "Echo: hi"}])), "{r:?}");
+
+        let r = run(&executor, "everything.get_sum", json!({"a": 2, "b": 3})).await;
+        let text = r.data.as_ref().and_then(|d| d[0]["text"].as_str()).unwrap_or_default().to_owned();
+        assert!(text.contains('5'), "{r:?}");
+
+        // Invalid arguments are caught locally, against the server's own schema.
+        let r = run(&executor, "everything.get_sum", json!({"a": "two", "b": 3})).await;
+        assert_eq!(r.code(), Some("invalid_arguments"));
+        assert_eq!(r.error.as_ref().unwrap().details.as_ref().unwrap()["violations"][0]["pointer"], "/a");
+        assert_eq!(forwarder(&remote, "everything.get_sum").calls(), 1, "not forwarded");
+
+        let r = run(&executor, "everything.get_tiny_image", json!({})).await;
+        let blocks = r.data.clone().unwrap_or_default();
+        let image = blocks.as_array().and_then(|b| b.iter().find(|c| c["type"] == "image")).cloned();
+        assert!(image.is_some_and(|i| i["mimeType"] == "image/png"), "{r:?}");
+
+        // A tool with an outputSchema: structured data, validated against it.
+        let r = run(&executor, "everything.get_structured_content", json!({"location": "Chicago"})).await;
+        assert!(r.ok, "{r:?}");
+        assert!(r.data.as_ref().is_some_and(Value::is_object), "{r:?}");
+        let def = registry.get("everything.get_structured_content").unwrap();
+        assert!(def.output_schema().is_some_and(|s| s["type"] == "object"));
+
+        // Not read-only per its annotations: not in the read-only view, so not callable there.
+        let r = run(&executor, "everything.toggle_simulated_logging", json!({})).await;
+        assert_eq!(r.code(), Some("unknown_tool"));
+        assert_eq!(registry.get("everything.toggle_simulated_logging").unwrap().effect(), Effect::Write);
+        everything.close().await;
+    })
+    .await;
+}

@@ -1,0 +1,516 @@
+//! Importing a remote MCP server's tools as keel tools (feature `client`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use tool_core::{Executor, Registry};
+//! use tool_mcp::client::RemoteServer;
+//!
+//! let mut cmd = tokio::process::Command::new("npx");
+//! cmd.args(["-y", "@modelcontextprotocol/server-everything"]);
+//! let everything = RemoteServer::connect_child("everything", cmd).await?;
+//! let remote = everything.import().await?; // everything.echo, everything.get_tiny_image, ...
+//! let registry = Registry::builder().tools(remote.into_definitions()).build()?;
+//! let executor = Executor::new(registry.view().tag("mcp:everything").build()?)?;
+//! # Ok(()) }
+//! ```
+//!
+//! Each remote tool becomes a [`ToolDefinition`] named `<namespace>.<tool>` ([`crate::names`]): two servers
+//! imported under two namespaces cannot collide with each other or with local tools. Its schemas are the server's
+//! `tools/list` entry: the executor validates arguments against `inputSchema` *before* forwarding (an invalid call
+//! never reaches the server), and results against `outputSchema` when there is one (`invalid_tool_output`
+//! otherwise). A tool without `outputSchema` returns its content blocks as a [`Content`](tool_core::Content)
+//! value, so serving the registry again over MCP passes them through unchanged.
+//! Each definition is tagged `mcp` and `mcp:<namespace>` (for views), its version is the server's
+//! `serverInfo.version` when that reads `MAJOR.MINOR[.PATCH]` (else `1.0`), and its description is the remote's.
+//!
+//! Each definition holds its own [`Forwarder`] (shared by nothing else), so per-tool limits and metrics live with
+//! the tool in the registry. The forwarder sends `tools/call` with the remote's original name, maps the outcome
+//! ([`crate::render::remote_outcome`]) and cancels the remote call (`notifications/cancelled`) when the local call
+//! is cancelled or times out. The remote's progress and log notifications are not relayed to the local call.
+//!
+//! Effects come from the remote's annotations unless overridden ([`Importer::effect`]): `readOnlyHint: true` is
+//! `read`, `destructiveHint: false` is `write`, anything else `destructive` (MCP's defaults). Annotations are hints
+//! from the server you chose to connect to; [`Importer::trust_annotations`]`(false)` treats every tool as
+//! `destructive` unless overridden, so nothing runs without an approval.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion, Tool,
+};
+use rmcp::service::{RunningService, ServiceError};
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+use serde_json::Value;
+use tool_core::definition::{BoxFuture, DynHandler};
+use tool_core::{CallContext, Effect, ToolDefinition, ToolError};
+
+use crate::names::{self, NameMappingError};
+use crate::render;
+
+/// Why connecting to a remote server failed.
+#[derive(Debug)]
+pub struct ConnectError {
+    message: String,
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "connecting to the MCP server failed: {}", self.message)
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+impl ConnectError {
+    fn new(message: impl fmt::Display) -> ConnectError {
+        ConnectError { message: message.to_string() }
+    }
+}
+
+/// One reason a remote tool could not be imported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ImportProblem {
+    /// `tools/list` failed.
+    ListFailed(String),
+    /// The remote name has no keel name.
+    Unmappable(NameMappingError),
+    /// Several remote names map to the same keel name.
+    Collision {
+        /// The keel name.
+        name: String,
+        /// The remote names, sorted.
+        origins: Vec<String>,
+    },
+    /// The remote entry does not make a valid definition (e.g. its input schema is not an object schema).
+    InvalidDefinition {
+        /// The remote name.
+        origin: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An [`Importer::effect`] override names a tool the server does not list.
+    UnknownOverride(String),
+}
+
+impl fmt::Display for ImportProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImportProblem::ListFailed(e) => write!(f, "tools/list failed: {e}"),
+            ImportProblem::Unmappable(e) => e.fmt(f),
+            ImportProblem::Collision { name, origins } => {
+                write!(f, "MCP tools {} all map to `{name}`; import them under different servers", origins.join(", "))
+            }
+            ImportProblem::InvalidDefinition { origin, reason } => write!(f, "MCP tool {origin:?}: {reason}"),
+            ImportProblem::UnknownOverride(o) => {
+                write!(f, "effect override names {o:?}, which the server does not list")
+            }
+        }
+    }
+}
+
+/// Why an import failed: every problem found, not only the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportError {
+    namespace: String,
+    problems: Vec<ImportProblem>,
+}
+
+impl ImportError {
+    /// The problems.
+    pub fn problems(&self) -> &[ImportProblem] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for ImportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "importing the tools of MCP server `{}` failed ({} problem(s))",
+            self.namespace,
+            self.problems.len()
+        )?;
+        for p in &self.problems {
+            write!(f, "\n- {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ImportError {}
+
+/// The rmcp client handler of a connection.
+struct KeelClient {
+    info: InitializeRequestParams,
+}
+
+impl ClientHandler for KeelClient {
+    fn get_info(&self) -> InitializeRequestParams {
+        self.info.clone()
+    }
+}
+
+struct Connection {
+    namespace: String,
+    peer: Peer<RoleClient>,
+    version: String,
+    running: Mutex<Option<RunningService<RoleClient, KeelClient>>>,
+}
+
+/// A connection to one MCP server, imported under one namespace. Cheap to clone; the connection closes when the
+/// last clone and the last imported definition are dropped, or on [`RemoteServer::close`].
+#[derive(Clone)]
+pub struct RemoteServer {
+    conn: Arc<Connection>,
+}
+
+impl fmt::Debug for RemoteServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteServer").field("namespace", &self.conn.namespace).finish_non_exhaustive()
+    }
+}
+
+impl RemoteServer {
+    /// Connects over any rmcp client transport and runs the `initialize` handshake. `namespace` must be one keel
+    /// name segment (`everything`, `files`); the tools become `<namespace>.<tool>`.
+    pub async fn connect<T, E, A>(namespace: &str, transport: T) -> Result<RemoteServer, ConnectError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        if !names::is_valid_namespace(namespace) {
+            return Err(ConnectError::new(NameMappingError::InvalidNamespace { namespace: namespace.to_owned() }));
+        }
+        let info = InitializeRequestParams::new(
+            ClientCapabilities::default(),
+            Implementation::new("keel", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+        let client = KeelClient { info };
+        let running = client.serve(transport).await.map_err(ConnectError::new)?;
+        let peer = running.peer().clone();
+        let version = peer
+            .peer_info()
+            .and_then(|i| i.server_info.as_ref().map(|s| s.version.clone()))
+            .filter(|v| tool_core::name::is_valid_version(v))
+            .unwrap_or_else(|| "1.0".to_owned());
+        Ok(RemoteServer {
+            conn: Arc::new(Connection {
+                namespace: namespace.to_owned(),
+                peer,
+                version,
+                running: Mutex::new(Some(running)),
+            }),
+        })
+    }
+
+    /// Spawns `command` (an MCP server speaking stdio) and connects to it. The child's stderr is inherited; it is
+    /// killed when the connection closes.
+    pub async fn connect_child(
+        namespace: &str,
+        command: tokio::process::Command,
+    ) -> Result<RemoteServer, ConnectError> {
+        let transport = rmcp::transport::TokioChildProcess::new(command).map_err(ConnectError::new)?;
+        RemoteServer::connect(namespace, transport).await
+    }
+
+    /// Connects to a Streamable HTTP server at `url` (e.g. `http://127.0.0.1:8080/mcp`).
+    #[cfg(feature = "http")]
+    pub async fn connect_http(namespace: &str, url: &str) -> Result<RemoteServer, ConnectError> {
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
+        RemoteServer::connect(namespace, transport).await
+    }
+
+    /// The namespace the tools are imported under.
+    pub fn namespace(&self) -> &str {
+        &self.conn.namespace
+    }
+
+    /// The rmcp peer, for anything beyond tools.
+    pub fn peer(&self) -> &Peer<RoleClient> {
+        &self.conn.peer
+    }
+
+    /// The server's `tools/list`, every page.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ServiceError> {
+        self.conn.peer.list_all_tools().await
+    }
+
+    /// Imports every tool with the default settings; see [`Importer`].
+    pub async fn import(&self) -> Result<RemoteTools, ImportError> {
+        self.importer().import().await
+    }
+
+    /// Imports with settings: effect overrides, trust in annotations, a timeout.
+    pub fn importer(&self) -> Importer {
+        Importer { server: self.clone(), effects: BTreeMap::new(), trust_annotations: true, timeout: None }
+    }
+
+    /// Closes the connection (the child process is stopped). Imported tools answer `tool_internal_error`
+    /// afterwards.
+    pub async fn close(&self) {
+        let running = self.conn.running.lock().ok().and_then(|mut r| r.take());
+        if let Some(running) = running {
+            let _ = running.cancel().await;
+        }
+    }
+}
+
+/// Import settings; see [`RemoteServer::importer`].
+#[must_use]
+pub struct Importer {
+    server: RemoteServer,
+    effects: BTreeMap<String, Effect>,
+    trust_annotations: bool,
+    timeout: Option<Duration>,
+}
+
+impl Importer {
+    /// The effect of remote tool `origin` (its MCP name), whatever its annotations say.
+    pub fn effect(mut self, origin: impl Into<String>, effect: Effect) -> Self {
+        self.effects.insert(origin.into(), effect);
+        self
+    }
+    /// Whether the effects follow the remote's annotations (default `true`); with `false`, every tool without an
+    /// override is `destructive`.
+    pub fn trust_annotations(mut self, trust: bool) -> Self {
+        self.trust_annotations = trust;
+        self
+    }
+    /// The timeout of every imported tool (default: the executor's).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Lists the remote tools and builds one definition (and one forwarder) per tool. Unmappable names, name
+    /// collisions and invalid entries are all reported; nothing is dropped silently.
+    pub async fn import(self) -> Result<RemoteTools, ImportError> {
+        let conn = &self.server.conn;
+        let fail = |problems| ImportError { namespace: conn.namespace.clone(), problems };
+        let tools = self.server.list_tools().await.map_err(|e| fail(vec![ImportProblem::ListFailed(e.to_string())]))?;
+        let mut problems = Vec::new();
+        let mut by_name: BTreeMap<String, Vec<&Tool>> = BTreeMap::new();
+        for tool in &tools {
+            match names::map_tool_name(&conn.namespace, &tool.name) {
+                Ok(name) => by_name.entry(name).or_default().push(tool),
+                Err(e) => problems.push(ImportProblem::Unmappable(e)),
+            }
+        }
+        for o in self.effects.keys() {
+            if !tools.iter().any(|t| t.name == o.as_str()) {
+                problems.push(ImportProblem::UnknownOverride(o.clone()));
+            }
+        }
+        let mut definitions = Vec::new();
+        let mut forwarders = BTreeMap::new();
+        for (name, origins) in by_name {
+            let [tool] = origins.as_slice() else {
+                let mut origins: Vec<String> = origins.iter().map(|t| t.name.to_string()).collect();
+                origins.sort();
+                problems.push(ImportProblem::Collision { name, origins });
+                continue;
+            };
+            match self.definition(&name, tool) {
+                Ok((def, forwarder)) => {
+                    definitions.push(def);
+                    forwarders.insert(name, forwarder);
+                }
+                Err(reason) => {
+                    problems.push(ImportProblem::InvalidDefinition { origin: tool.name.to_string(), reason })
+                }
+            }
+        }
+        if !problems.is_empty() {
+            return Err(fail(problems));
+        }
+        Ok(RemoteTools { definitions, forwarders })
+    }
+
+    fn effect_of(&self, tool: &Tool) -> Effect {
+        if let Some(e) = self.effects.get(tool.name.as_ref()) {
+            return *e;
+        }
+        let Some(a) = tool.annotations.as_ref().filter(|_| self.trust_annotations) else { return Effect::Destructive };
+        match (a.read_only_hint, a.destructive_hint) {
+            (Some(true), _) => Effect::Read,
+            (_, Some(false)) => Effect::Write,
+            _ => Effect::Destructive,
+        }
+    }
+
+    fn definition(&self, name: &str, tool: &Tool) -> Result<(ToolDefinition, Arc<Forwarder>), String> {
+        let conn = &self.server.conn;
+        let effect = self.effect_of(tool);
+        let structured = tool.output_schema.is_some();
+        let forwarder = Arc::new(Forwarder {
+            inner: Arc::new(ForwarderInner {
+                conn: conn.clone(),
+                name: name.to_owned(),
+                origin: tool.name.to_string(),
+                structured,
+                calls: AtomicU64::new(0),
+                failures: AtomicU64::new(0),
+            }),
+        });
+        let description = tool
+            .description
+            .as_deref()
+            .filter(|d| !d.trim().is_empty())
+            .map_or_else(|| format!("{} (tool of MCP server {})", tool.name, conn.namespace), str::to_owned);
+        let idempotent = tool
+            .annotations
+            .as_ref()
+            .filter(|_| self.trust_annotations)
+            .and_then(|a| a.idempotent_hint)
+            .unwrap_or(effect == Effect::Read);
+        let output = match &tool.output_schema {
+            Some(s) => Value::Object((**s).clone()),
+            None => tool_core::content::content_schema(),
+        };
+        let mut builder = ToolDefinition::builder(name.to_owned())
+            .description(description)
+            .version(conn.version.clone())
+            .effect(effect)
+            .idempotent(idempotent)
+            .tag("mcp")
+            .tag(format!("mcp:{}", conn.namespace))
+            .source(format!("mcp:{} tool {:?}", conn.namespace, tool.name))
+            .input_schema(Value::Object((*tool.input_schema).clone()))
+            .output_schema(output)
+            .shared_handler(forwarder.clone());
+        if let Some(t) = self.timeout {
+            builder = builder.timeout(t);
+        }
+        let def = builder.build().map_err(|e| e.to_string())?;
+        Ok((def, forwarder))
+    }
+}
+
+/// The imported tools of one server: definitions for a registry, and their forwarders.
+pub struct RemoteTools {
+    definitions: Vec<ToolDefinition>,
+    forwarders: BTreeMap<String, Arc<Forwarder>>,
+}
+
+impl fmt::Debug for RemoteTools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteTools").field("tools", &self.forwarders.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl RemoteTools {
+    /// The keel names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.forwarders.keys().map(String::as_str)
+    }
+    /// The definitions, to add with [`RegistryBuilder::tools`](tool_core::RegistryBuilder::tools).
+    pub fn definitions(&self) -> &[ToolDefinition] {
+        &self.definitions
+    }
+    /// The forwarder of the tool named `name` (the same instance its definition holds).
+    pub fn forwarder(&self, name: &str) -> Option<&Arc<Forwarder>> {
+        self.forwarders.get(name)
+    }
+    /// Every forwarder, by keel name.
+    pub fn forwarders(&self) -> &BTreeMap<String, Arc<Forwarder>> {
+        &self.forwarders
+    }
+    /// The definitions, by value.
+    pub fn into_definitions(self) -> Vec<ToolDefinition> {
+        self.definitions
+    }
+}
+
+/// Forwards one remote tool's calls: held by its definition (and so by the registry), one per tool.
+pub struct Forwarder {
+    inner: Arc<ForwarderInner>,
+}
+
+struct ForwarderInner {
+    conn: Arc<Connection>,
+    name: String,
+    origin: String,
+    structured: bool,
+    calls: AtomicU64,
+    failures: AtomicU64,
+}
+
+impl fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Forwarder")
+            .field("name", &self.inner.name)
+            .field("origin", &self.inner.origin)
+            .field("calls", &self.calls())
+            .field("failures", &self.failures())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Forwarder {
+    /// The keel name, e.g. `everything.get_tiny_image`.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+    /// The remote's name, e.g. `getTinyImage`, used on the wire.
+    pub fn origin(&self) -> &str {
+        &self.inner.origin
+    }
+    /// The namespace (server) it belongs to.
+    pub fn namespace(&self) -> &str {
+        &self.inner.conn.namespace
+    }
+    /// Calls forwarded so far (each one was sent to the remote server).
+    pub fn calls(&self) -> u64 {
+        self.inner.calls.load(Ordering::Relaxed)
+    }
+    /// Forwarded calls that failed (remote error, protocol or transport failure).
+    pub fn failures(&self) -> u64 {
+        self.inner.failures.load(Ordering::Relaxed)
+    }
+}
+
+impl ForwarderInner {
+    async fn forward(&self, arguments: Value, ctx: CallContext) -> Result<Value, ToolError> {
+        let Value::Object(arguments) = arguments else {
+            return Err(ToolError::internal(std::io::Error::other("validated arguments are not an object")));
+        };
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let params = CallToolRequestParams::new(self.origin.clone()).with_arguments(arguments);
+        // Dropping the request (local timeout or cancellation) sends `notifications/cancelled` to the remote.
+        let outcome = tokio::select! {
+            r = self.conn.peer.call_tool(params) => r,
+            () = ctx.cancellation().cancelled() => {
+                return Err(ToolError::internal(std::io::Error::other("call cancelled")));
+            }
+        };
+        let result = match outcome {
+            Ok(r) => render::remote_outcome(r, self.structured),
+            Err(ServiceError::McpError(e)) => Err(ToolError::new(
+                "remote_rejected",
+                format!("the MCP server rejected the call to {:?} (JSON-RPC error {})", self.origin, e.code.0),
+            )
+            .with_details(render::rpc_error_details(e.code.0, &e.message))),
+            Err(e) => {
+                tracing::warn!(tool = %self.name, error = %e, "forwarding to the MCP server failed");
+                Err(ToolError::internal(std::io::Error::other(format!("forwarding to {} failed: {e}", self.name))))
+            }
+        };
+        if result.is_err() {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+impl DynHandler for Forwarder {
+    fn call(&self, arguments: Value, ctx: CallContext) -> BoxFuture<Result<Value, ToolError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.forward(arguments, ctx).await })
+    }
+}

@@ -1,0 +1,36 @@
+//! keel over MCP.
+//!
+//! * [`server`] (feature `server`, default): serve a [`ToolView`](tool_core::ToolView) as an MCP server over stdio,
+//!   and with the `http` feature over Streamable HTTP. `tools/list` is the view rendered for MCP, `tools/call` goes
+//!   through the [`Executor`](tool_core::Executor), so what clients see and what may run stay one thing.
+//! * [`client`] (feature `client`): import a remote MCP server's tools into a registry as `<server>.<tool>`
+//!   definitions, each with its own forwarder; arguments are validated locally before forwarding.
+//! * [`names`]: the deterministic mapping from MCP tool names to keel names.
+//! * [`render`]: between executor results and MCP `CallToolResult`s.
+//!
+//! Built on [`rmcp`], the official Rust SDK (re-exported), so transports and protocol revisions are the SDK's.
+//!
+//! | feature | default | what it brings |
+//! |---|---|---|
+//! | `server` | yes | [`server::McpServer`], stdio transport |
+//! | `client` | no | [`client::RemoteServer`], child-process (stdio) transport |
+//! | `http` | no | Streamable HTTP: [`server::McpServer::serve_http`] with `server`, `RemoteServer::connect_http` with `client` |
+//! | `elicitation` | no | rmcp's elicitation requests, for tools that ask the user through [`server::current_request`] |
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub use rmcp;
+
+#[cfg(feature = "client")]
+pub mod client;
+#[cfg(all(feature = "http", feature = "server"))]
+mod http;
+pub mod names;
+pub mod render;
+#[cfg(feature = "server")]
+pub mod server;
+
+#[cfg(feature = "client")]
+pub use client::{Forwarder, RemoteServer, RemoteTools};
+#[cfg(feature = "server")]
+pub use server::{McpRequest, McpServer, McpSession, current_request};

@@ -1,0 +1,215 @@
+//! Between keel results and MCP `CallToolResult`s, in both directions.
+//!
+//! Serving ([`call_tool_result`]):
+//!
+//! * success of a [`Content`](tool_core::Content) tool (its result schema carries the content marker): the blocks
+//!   are the `content`, with no `structuredContent`;
+//! * other success: `structuredContent` is the data when it is an object, and `content` is one text block with the
+//!   same data as JSON ([`ToolResult::to_mcp_call_tool_result`]);
+//! * failure: `isError: true`, a text block with `{"error": {"code", "message", "details"}}`, and the same object
+//!   as `structuredContent` unless the tool declares an `outputSchema` (clients such as the TypeScript SDK check
+//!   any `structuredContent` against the `outputSchema`, error or not, and would reject the error object).
+//!
+//! Importing ([`remote_outcome`]) maps a remote `CallToolResult` back to a handler outcome.
+
+use rmcp::model::{CallToolResult, ContentBlock, ResultType};
+use serde_json::{Map, Value, json};
+use tool_core::error::is_valid_tool_code;
+use tool_core::{ErrorBody, ToolError, ToolResult};
+
+/// Longest remote text carried into an error message, in characters.
+const MAX_REMOTE_TEXT: usize = 2000;
+
+/// Renders an executor result as an MCP `CallToolResult`.
+///
+/// `content_tool`: the tool's result schema is [`Content`](tool_core::Content)'s. `has_output_schema`: the tool's
+/// `tools/list` entry carries an `outputSchema`.
+pub fn call_tool_result(result: &ToolResult, content_tool: bool, has_output_schema: bool) -> CallToolResult {
+    if result.ok && content_tool {
+        let blocks = result.data.clone().map(serde_json::from_value::<Vec<ContentBlock>>);
+        match blocks {
+            Some(Ok(blocks)) => return complete(CallToolResult::success(blocks)),
+            _ => {
+                // The executor validated the data against the content schema, so this is a mismatch between that
+                // schema and the SDK's content types: an internal error, logged, not shown.
+                tracing::error!(
+                    call_id = %result.call_id,
+                    tool_name = %result.tool_name,
+                    "content result could not be converted to MCP content blocks"
+                );
+                let failed = ToolResult::failure(
+                    result.call_id.clone(),
+                    result.tool_name.clone(),
+                    result.tool_version.clone(),
+                    true,
+                    ErrorBody::new(
+                        "tool_internal_error",
+                        format!(
+                            "the tool failed with an internal error; it was logged under call id {:?}",
+                            result.call_id
+                        ),
+                    ),
+                );
+                return call_tool_result(&failed, false, has_output_schema);
+            }
+        }
+    }
+    let mut value = result.to_mcp_call_tool_result();
+    if !result.ok
+        && has_output_schema
+        && let Some(obj) = value.as_object_mut()
+    {
+        obj.remove("structuredContent");
+    }
+    match serde_json::from_value::<CallToolResult>(value) {
+        Ok(r) => complete(r),
+        Err(e) => {
+            tracing::error!(call_id = %result.call_id, error = %e, "CallToolResult rendering failed");
+            complete(CallToolResult::error(vec![ContentBlock::text(result.content_text())]))
+        }
+    }
+}
+
+fn complete(mut r: CallToolResult) -> CallToolResult {
+    r.result_type = Some(ResultType::COMPLETE);
+    r
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// The text blocks of a result, joined by newlines.
+fn joined_text(r: &CallToolResult) -> String {
+    r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.as_str())).collect::<Vec<_>>().join("\n")
+}
+
+/// What a remote tool call amounts to for the local executor.
+///
+/// * `isError: true`: a business error. A keel-style `{"error": {"code", "message", "details"}}` (in
+///   `structuredContent` or as the text) keeps its code when the code is one a tool may use; an executor code of
+///   the remote (`invalid_arguments`, `approval_required`, ...) becomes `remote_<code>`; anything else is
+///   `remote_error` with the remote's text.
+/// * success of a tool with an `outputSchema` (`structured`): the `structuredContent` (`null` when missing, which
+///   the executor's output check then rejects);
+/// * other success: the content blocks as JSON, i.e. a [`Content`](tool_core::Content) value.
+pub fn remote_outcome(r: CallToolResult, structured: bool) -> Result<Value, ToolError> {
+    if r.is_error == Some(true) {
+        return Err(remote_error(&r));
+    }
+    if structured {
+        return Ok(r.structured_content.unwrap_or(Value::Null));
+    }
+    serde_json::to_value(&r.content).map_err(ToolError::internal)
+}
+
+fn keel_error(r: &CallToolResult) -> Option<Map<String, Value>> {
+    let from_structured = r.structured_content.as_ref().and_then(|s| s.get("error")).and_then(Value::as_object);
+    if let Some(e) = from_structured {
+        return Some(e.clone());
+    }
+    let text = r.content.first()?.as_text()?;
+    let parsed: Value = serde_json::from_str(&text.text).ok()?;
+    parsed.get("error").and_then(Value::as_object).cloned()
+}
+
+fn remote_error(r: &CallToolResult) -> ToolError {
+    if let Some(e) = keel_error(r)
+        && let Some(code) = e.get("code").and_then(Value::as_str)
+    {
+        let message = truncate(e.get("message").and_then(Value::as_str).unwrap_or_default(), MAX_REMOTE_TEXT);
+        let details = e.get("details").cloned().unwrap_or(Value::Null);
+        let local_code = if is_valid_tool_code(code) {
+            code.to_owned()
+        } else {
+            let prefixed = format!("remote_{code}");
+            if is_valid_tool_code(&prefixed) { prefixed } else { "remote_error".to_owned() }
+        };
+        let err = ToolError::new(local_code, message);
+        return if details.is_null() { err } else { err.with_details(details) };
+    }
+    let text = joined_text(r);
+    let message = if text.trim().is_empty() {
+        "the remote tool reported an error without a message".to_owned()
+    } else {
+        truncate(&text, MAX_REMOTE_TEXT)
+    };
+    ToolError::new("remote_error", message)
+}
+
+/// `{"code": ..., "message": ...}` of a remote JSON-RPC error, for a business error's details.
+pub fn rpc_error_details(code: i32, message: &str) -> Value {
+    json!({ "rpc_code": code, "rpc_message": truncate(message, MAX_REMOTE_TEXT) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(data: Value) -> ToolResult {
+        ToolResult::success("1", "t", Some("1.0".into()), data)
+    }
+
+    fn failed() -> ToolResult {
+        ToolResult::failure("2", "t", Some("1.0".into()), true, ErrorBody::new("not_found", "no such thing"))
+    }
+
+    #[test]
+    fn success_object_is_structured_and_text() {
+        let r = call_tool_result(&ok(json!({"a": 1})), false, true);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["structuredContent"], json!({"a": 1}));
+        assert_eq!(v["content"], json!([{"type": "text", "text": "{\"a\":1}"}]));
+        assert_eq!(v["isError"], false);
+    }
+
+    #[test]
+    fn content_tool_serves_blocks() {
+        let data = json!([{"type": "text", "text": "hi"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}]);
+        let v = serde_json::to_value(call_tool_result(&ok(data.clone()), true, false)).unwrap();
+        assert_eq!(v["content"], data);
+        assert!(v.get("structuredContent").is_none());
+    }
+
+    #[test]
+    fn errors_keep_structure_unless_an_output_schema_forbids_it() {
+        let v = serde_json::to_value(call_tool_result(&failed(), false, false)).unwrap();
+        assert_eq!(v["isError"], true);
+        assert_eq!(v["structuredContent"]["error"]["code"], "not_found");
+        let v = serde_json::to_value(call_tool_result(&failed(), false, true)).unwrap();
+        assert!(v.get("structuredContent").is_none());
+        let text: Value = serde_json::from_str(v["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text["error"]["code"], "not_found");
+    }
+
+    #[test]
+    fn remote_errors_map_to_business_codes() {
+        let keel = |code: &str| {
+            let r = call_tool_result(
+                &ToolResult::failure("1", "t", None, false, ErrorBody::new(code, "m").with_details(json!({"x": 1}))),
+                false,
+                true,
+            );
+            remote_outcome(r, false).unwrap_err()
+        };
+        assert_eq!(keel("not_found").code(), "not_found");
+        assert_eq!(keel("approval_required").code(), "remote_approval_required");
+        assert_eq!(keel("tool_internal_error").code(), "remote_tool_internal_error");
+        let plain = CallToolResult::error(vec![ContentBlock::text("boom")]);
+        let e = remote_outcome(plain, false).unwrap_err();
+        assert_eq!(e.code(), "remote_error");
+        assert!(e.to_string().contains("boom"));
+    }
+
+    #[test]
+    fn remote_success() {
+        let r = CallToolResult::structured(json!({"sum": 3}));
+        assert_eq!(remote_outcome(r.clone(), true).unwrap(), json!({"sum": 3}));
+        assert_eq!(remote_outcome(r, false).unwrap(), json!([{"type": "text", "text": "{\"sum\":3}"}]));
+        let r = CallToolResult::success(vec![ContentBlock::text("x")]);
+        assert_eq!(remote_outcome(r, true).unwrap(), Value::Null);
+    }
+}

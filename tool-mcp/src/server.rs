@@ -1,0 +1,511 @@
+//! Serving a [`ToolView`] as an MCP server.
+//!
+//! [`McpServer`] wraps an [`Executor`]: `tools/list` is the executor's view rendered for MCP
+//! ([`ToolView::schemas`]`(`[`Provider::Mcp`]`)`: `inputSchema`, `outputSchema`, the four annotations), and
+//! `tools/call` runs through [`Executor::call_with`], so the fixed order (registered, arguments valid, policy,
+//! handler, result valid) holds over the wire exactly as in process.
+//!
+//! | outcome | over MCP |
+//! |---|---|
+//! | unknown tool | JSON-RPC error `-32602` with the executor's `unknown_tool` message |
+//! | `invalid_arguments`, `approval_required`, `policy_denied`, business errors, `tool_internal_error`, `timeout`, `invalid_tool_output` | `CallToolResult` with `isError: true`, the error as JSON text, and as `structuredContent` when the tool has no `outputSchema` |
+//! | success | `structuredContent` (an object) and the same JSON as text; a [`Content`](tool_core::Content) tool's blocks as `content` |
+//!
+//! Each call's [`CallContext`](tool_core::CallContext) gets a [`Notifier`] bound to the session:
+//! [`CallContext::log`](tool_core::CallContext::log) sends `notifications/message` at or above the level the client
+//! chose with `logging/setLevel` (default `info`), and
+//! [`CallContext::progress`](tool_core::CallContext::progress) sends `notifications/progress` only when the request
+//! carried a `progressToken`, with strictly increasing values. Notifications are sent in order and flushed before
+//! the result. Cancellation from the client (`notifications/cancelled`) cancels the call's context.
+//!
+//! An `async` tool can reach the client session itself (sampling, elicitation) through [`current_request`].
+//!
+//! Transports: stdio ([`McpServer::serve_stdio`]), any rmcp transport ([`McpServer::serve`]) and, with the `http`
+//! feature, Streamable HTTP ([`McpServer::serve_http`]). Every protocol revision the SDK knows is supported.
+//!
+//! ```no_run
+//! use tool_core::{Executor, Registry};
+//! use tool_mcp::McpServer;
+//!
+//! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry = Registry::from_inventory()?;
+//! let executor = Executor::new(registry.view().tag("public").build()?)?;
+//! McpServer::builder(executor).name("incident-desk").build()?.serve_stdio().await?;
+//! # Ok(()) }
+//! ```
+
+// MCP logging (`logging/setLevel`, `notifications/message`) is deprecated by SEP-2577 from protocol 2026-07-28 on;
+// peers on earlier revisions (every client today) still use it, so the server keeps supporting it.
+#![allow(deprecated)]
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, ProgressToken, RequestId,
+    RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+};
+use rmcp::service::{RequestContext, RunningService, ServiceExt};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tool_core::content::is_content_schema;
+use tool_core::{CallOptions, Executor, LogLevel, Notifier, Provider, ToolCall, ToolView};
+
+use crate::render;
+
+/// Builds [`CallOptions`] (tenant, approvals) for one `tools/call`, from the request and its context (which
+/// carries the HTTP request parts under the `http` feature). The server adds the notifier and cancellation.
+pub type CallOptionsFn = dyn Fn(&CallToolRequestParams, &RequestContext<RoleServer>) -> CallOptions + Send + Sync;
+
+/// How long the server waits, after a call, for its notifications to be written before sending the result.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Notifications queued per call before new ones are dropped.
+const NOTIFICATION_QUEUE: usize = 1024;
+
+/// Why an [`McpServer`] could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerError {
+    problems: Vec<(String, String)>,
+}
+
+impl McpServerError {
+    /// `(tool name, problem)` pairs.
+    pub fn problems(&self) -> &[(String, String)] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for McpServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the MCP server could not be built:")?;
+        for (tool, p) in &self.problems {
+            write!(f, "\n- tool `{tool}`: {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for McpServerError {}
+
+/// One listed tool and what the server needs to know to render its results.
+struct Listed {
+    tool: Tool,
+    content: bool,
+    has_output_schema: bool,
+}
+
+struct Shared {
+    executor: Executor,
+    tools: Vec<Listed>,
+    index: HashMap<String, usize>,
+    info: Implementation,
+    instructions: Option<String>,
+    call_options: Option<Arc<CallOptionsFn>>,
+}
+
+/// An MCP server over one executor (and so one view). Cheap to clone; each client session gets its own
+/// [`McpSession`] (its own log level).
+#[derive(Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpServer")
+            .field("name", &self.shared.info.name)
+            .field("tools", &self.shared.tools.iter().map(|t| t.tool.name.as_ref()).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`McpServer`]; see [`McpServer::builder`].
+#[must_use]
+pub struct McpServerBuilder {
+    executor: Executor,
+    name: String,
+    version: String,
+    title: Option<String>,
+    instructions: Option<String>,
+    call_options: Option<Arc<CallOptionsFn>>,
+}
+
+impl McpServerBuilder {
+    /// The server name reported in `initialize` (default `keel`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+    /// The server version reported in `initialize` (default: this crate's version).
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+    /// A human-readable title reported in `initialize`.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+    /// Instructions for the client's model, reported in `initialize`.
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+    /// Per-call options (tenant, approvals) from the request; see [`CallOptionsFn`]. Default: none.
+    pub fn call_options(
+        mut self,
+        f: impl Fn(&CallToolRequestParams, &RequestContext<RoleServer>) -> CallOptions + Send + Sync + 'static,
+    ) -> Self {
+        self.call_options = Some(Arc::new(f));
+        self
+    }
+
+    /// Renders the view's tools for MCP and builds the server. Every tool whose entry is not a valid MCP tool is
+    /// reported at once.
+    pub fn build(self) -> Result<McpServer, McpServerError> {
+        let view: &ToolView = self.executor.view();
+        let mut problems = Vec::new();
+        let mut tools = Vec::with_capacity(view.len());
+        for (def, entry) in view.iter().zip(view.schemas(Provider::Mcp)) {
+            let content = def.output_schema().is_some_and(is_content_schema);
+            let mut entry = entry.clone();
+            if content && let Some(obj) = entry.as_object_mut() {
+                // Content is served as blocks, never as structuredContent: no outputSchema.
+                obj.remove("outputSchema");
+            }
+            match serde_json::from_value::<Tool>(entry) {
+                Ok(tool) => {
+                    let has_output_schema = tool.output_schema.is_some();
+                    tools.push(Listed { tool, content, has_output_schema });
+                }
+                Err(e) => problems.push((def.name().to_owned(), format!("not a valid MCP tool entry: {e}"))),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(McpServerError { problems });
+        }
+        let index = tools.iter().enumerate().map(|(i, t)| (t.tool.name.to_string(), i)).collect();
+        let mut info = Implementation::new(self.name, self.version);
+        info.title = self.title;
+        Ok(McpServer {
+            shared: Arc::new(Shared {
+                executor: self.executor,
+                tools,
+                index,
+                info,
+                instructions: self.instructions,
+                call_options: self.call_options,
+            }),
+        })
+    }
+}
+
+impl McpServer {
+    /// A server with default settings over `executor`'s view.
+    pub fn new(executor: Executor) -> Result<McpServer, McpServerError> {
+        McpServer::builder(executor).build()
+    }
+
+    /// A builder for a server over `executor`'s view.
+    pub fn builder(executor: Executor) -> McpServerBuilder {
+        McpServerBuilder {
+            executor,
+            name: "keel".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            title: None,
+            instructions: None,
+            call_options: None,
+        }
+    }
+
+    /// The `tools/list` entries, in name order.
+    pub fn tools(&self) -> impl ExactSizeIterator<Item = &Tool> + '_ {
+        self.shared.tools.iter().map(|t| &t.tool)
+    }
+
+    /// The executor every call goes through.
+    pub fn executor(&self) -> &Executor {
+        &self.shared.executor
+    }
+
+    /// A handler for one client session (its own log level). The HTTP transport makes one per session.
+    pub fn session(&self) -> McpSession {
+        McpSession { shared: self.shared.clone(), level: Arc::new(AtomicU8::new(level_rank(LogLevel::Info))) }
+    }
+
+    /// Serves one session over any rmcp transport; returns once the session is established.
+    pub async fn serve<T, E, A>(
+        &self,
+        transport: T,
+    ) -> Result<RunningService<RoleServer, McpSession>, rmcp::service::ServerInitializeError>
+    where
+        T: rmcp::transport::IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        self.session().serve(transport).await
+    }
+
+    /// Serves one session on this process's stdin/stdout until the client disconnects.
+    pub async fn serve_stdio(&self) -> Result<(), ServeError> {
+        let running = self.serve(rmcp::transport::stdio()).await.map_err(|e| ServeError(e.to_string()))?;
+        running.waiting().await.map_err(|e| ServeError(e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// Why serving stopped with an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeError(pub String);
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MCP server error: {}", self.0)
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// The rmcp [`ServerHandler`] of one client session.
+#[derive(Clone)]
+pub struct McpSession {
+    shared: Arc<Shared>,
+    level: Arc<AtomicU8>,
+}
+
+impl fmt::Debug for McpSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpSession").field("level", &self.level.load(Ordering::Relaxed)).finish_non_exhaustive()
+    }
+}
+
+fn level_rank(level: LogLevel) -> u8 {
+    match level {
+        LogLevel::Debug => 0,
+        LogLevel::Info => 1,
+        LogLevel::Notice => 2,
+        LogLevel::Warning => 3,
+        LogLevel::Error => 4,
+        LogLevel::Critical => 5,
+        LogLevel::Alert => 6,
+        LogLevel::Emergency => 7,
+    }
+}
+
+fn mcp_level_rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+fn mcp_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Notice => LoggingLevel::Notice,
+        LogLevel::Warning => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+        LogLevel::Critical => LoggingLevel::Critical,
+        LogLevel::Alert => LoggingLevel::Alert,
+        LogLevel::Emergency => LoggingLevel::Emergency,
+    }
+}
+
+/// The MCP request a tool is serving: the client session's peer, the request id and `_meta`.
+///
+/// Available to `async` tools (which run on the request's task) through [`current_request`]; not to plain `fn`
+/// tools, which run on the blocking pool.
+#[derive(Clone, Debug)]
+pub struct McpRequest {
+    /// The client session: send it requests (sampling, elicitation) and notifications.
+    pub peer: Peer<RoleServer>,
+    /// The JSON-RPC id of the `tools/call` request.
+    pub id: RequestId,
+    /// The request's `_meta`.
+    pub meta: RequestMetaObject,
+}
+
+tokio::task_local! {
+    static CURRENT: McpRequest;
+}
+
+/// The MCP request the current task is serving, if it is an MCP `tools/call` (see [`McpRequest`]).
+pub fn current_request() -> Option<McpRequest> {
+    CURRENT.try_with(Clone::clone).ok()
+}
+
+enum Note {
+    Log(LoggingMessageNotificationParam),
+    Progress(ProgressNotificationParam),
+    Flush(oneshot::Sender<()>),
+}
+
+/// Sends one call's log messages and progress to the client, in order, through a per-call queue.
+struct PeerNotifier {
+    tx: mpsc::Sender<Note>,
+    min_level: u8,
+    progress_token: Option<ProgressToken>,
+    last_progress: Mutex<Option<f64>>,
+}
+
+impl Notifier for PeerNotifier {
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        if level_rank(level) < self.min_level {
+            return;
+        }
+        let mut param = LoggingMessageNotificationParam::new(mcp_level(level), data);
+        if let Some(logger) = logger {
+            param = param.with_logger(logger);
+        }
+        if self.tx.try_send(Note::Log(param)).is_err() {
+            tracing::debug!("MCP log notification dropped (queue full or call over)");
+        }
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let Some(token) = &self.progress_token else { return };
+        if !progress.is_finite() || total.is_some_and(|t| !t.is_finite()) {
+            return;
+        }
+        {
+            let Ok(mut last) = self.last_progress.lock() else { return };
+            // MCP requires progress to increase with each notification.
+            if last.is_some_and(|l| progress <= l) {
+                return;
+            }
+            *last = Some(progress);
+        }
+        let mut param = ProgressNotificationParam::new(token.clone(), progress);
+        if let Some(total) = total {
+            param = param.with_total(total);
+        }
+        if let Some(message) = message {
+            param = param.with_message(message);
+        }
+        if self.tx.try_send(Note::Progress(param)).is_err() {
+            tracing::debug!("MCP progress notification dropped (queue full or call over)");
+        }
+    }
+}
+
+/// Forwards queued notifications to the peer until flushed.
+async fn forward_notifications(peer: Peer<RoleServer>, mut rx: mpsc::Receiver<Note>) {
+    while let Some(note) = rx.recv().await {
+        let sent = match note {
+            Note::Log(p) => peer.notify_logging_message(p).await,
+            Note::Progress(p) => peer.notify_progress(p).await,
+            Note::Flush(done) => {
+                let _ = done.send(());
+                return;
+            }
+        };
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, "MCP notification not delivered");
+        }
+    }
+}
+
+impl McpSession {
+    async fn run_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let shared = &self.shared;
+        let mut options = match &shared.call_options {
+            Some(f) => f(&request, &context),
+            None => CallOptions::new(),
+        };
+        let min_level = context.meta.log_level().map_or_else(|| self.level.load(Ordering::Relaxed), mcp_level_rank);
+        let (tx, rx) = mpsc::channel(NOTIFICATION_QUEUE);
+        let sender_task = tokio::spawn(forward_notifications(context.peer.clone(), rx));
+        let notifier = Arc::new(PeerNotifier {
+            tx: tx.clone(),
+            min_level,
+            progress_token: context.meta.get_progress_token(),
+            last_progress: Mutex::new(None),
+        });
+        options = options.notifier(notifier).cancellation(context.ct.clone());
+
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let call = ToolCall::new(context.id.to_string(), request.name.to_string(), arguments);
+        let scope = McpRequest { peer: context.peer.clone(), id: context.id.clone(), meta: context.meta.clone() };
+        let result = CURRENT.scope(scope, shared.executor.call_with(call, &options)).await;
+
+        // Everything the handler sent goes out before the result (within a bound: a stuck peer cannot hold it).
+        let flush = async move {
+            let (done_tx, done_rx) = oneshot::channel();
+            if tx.send(Note::Flush(done_tx)).await.is_ok() {
+                let _ = done_rx.await;
+            }
+        };
+        if tokio::time::timeout(FLUSH_TIMEOUT, flush).await.is_err() {
+            tracing::debug!("MCP notifications of a call were not all written before its result");
+        }
+        drop(sender_task);
+
+        if result.code() == Some("unknown_tool") && !result.executed {
+            let message = result.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        let listed = shared.index.get(result.tool_name.as_str()).and_then(|&i| shared.tools.get(i));
+        let (content, has_output_schema) = listed.map_or((false, false), |l| (l.content, l.has_output_schema));
+        Ok(CallToolResponse::Complete(render::call_tool_result(&result, content, has_output_schema)))
+    }
+}
+
+impl ServerHandler for McpSession {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder().enable_logging().enable_tools().build();
+        let mut config = ServerConfig::new(capabilities).with_server_info(self.shared.info.clone());
+        if let Some(instructions) = &self.shared.instructions {
+            config = config.with_instructions(instructions.clone());
+        }
+        config
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.shared.tools.iter().map(|t| t.tool.clone()).collect()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.shared.index.get(name).and_then(|&i| self.shared.tools.get(i)).map(|t| t.tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.run_call(request, context).await
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.level.store(mcp_level_rank(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [rmcp::model::ProtocolVersion]> {
+        Cow::Borrowed(rmcp::model::ProtocolVersion::KNOWN_VERSIONS)
+    }
+}
