@@ -35,11 +35,13 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 use crate::definition::ToolDefinition;
+pub use lint::{Finding, Severity, lint, lint_all};
 
 mod anthropic;
 #[cfg(test)]
 mod fixtures;
 mod gemini;
+pub mod lint;
 mod mcp;
 mod ollama;
 mod openai;

@@ -1,0 +1,191 @@
+//! [`Agent`]: the one loop every model goes through.
+
+use std::fmt;
+
+use tool_core::run::{Decision, EventKind, NotExecuted, Run};
+
+use crate::model::{ChatModel, Message, Mode, ModelError, Turn};
+
+/// The loop: ask the model, run its tool calls through the [`Run`], send the results back, until the model
+/// answers without tool calls, the run's decider stops it, or the turn budget runs out.
+///
+/// Seed 004's semantics come from the [`Run`]: the calls of one response are processed in order, a decision is
+/// taken after each observation, a terminal decision (`error`, `needs_input`) stops the batch and the rest of it
+/// is reported as not executed, steps count executed calls only, a repeated call id is a terminal error. The loop
+/// adds the turns around it:
+///
+/// | what happens | terminal | `RunFinished.reason` |
+/// |---|---|---|
+/// | the model answers without tool calls | `done` | `model_finished` |
+/// | a decision after an observation is not `continue` | that decision | `after_observation` (or `duplicate_call_id`) |
+/// | `max_turns` model turns, each with tool calls | `error` | `max_turns` |
+/// | the model cannot be reached or answers something malformed | `error` | `model_error` (and `Err`) |
+///
+/// The tools sent to the model are the run's executor view, so the model sees exactly what may run.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use tool_agent::{Agent, Message, Replay};
+/// use tool_core::{Executor, Registry, run::{Decision, Run}};
+///
+/// let replay = Replay::from_jsonl(r#"{"message": {"role": "assistant", "content": "Nothing to do."}}"#, "inline")
+///     .unwrap();
+/// let registry = Registry::builder().without_inventory().build().unwrap();
+/// let mut run = Run::new(Executor::new(registry.all().clone()).unwrap());
+/// let mut messages = vec![Message::user("Hello?")];
+/// let outcome = Agent::new(&replay).run(&mut run, &mut messages).await.unwrap();
+/// assert_eq!(outcome.terminal, Decision::Done);
+/// assert_eq!(outcome.answer.as_deref(), Some("Nothing to do."));
+/// # });
+/// ```
+#[derive(Debug, Clone)]
+pub struct Agent<M> {
+    model: M,
+    max_turns: u32,
+}
+
+/// How a run through the loop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentOutcome {
+    /// The run's terminal decision.
+    pub terminal: Decision,
+    /// Why: `model_finished`, `after_observation`, `duplicate_call_id`, `max_turns`.
+    pub reason: String,
+    /// The model's final text, when it finished (`terminal == done`).
+    pub answer: Option<String>,
+    /// Model turns taken.
+    pub turns: u32,
+    /// Executed tool calls.
+    pub steps: u32,
+    /// Calls the model asked for that never ran because the run stopped.
+    pub not_executed: Vec<NotExecuted>,
+    /// Whether the replies came from a model or a recording.
+    pub mode: Mode,
+}
+
+/// Why the loop could not go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The model failed on this turn; the run was finished with `error` (`model_error`).
+    Model {
+        /// The 1-based turn.
+        turn: u32,
+        /// What went wrong.
+        error: ModelError,
+    },
+    /// The run had already ended before the loop started.
+    RunEnded {
+        /// Its terminal decision.
+        terminal: Decision,
+    },
+}
+
+impl fmt::Display for AgentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AgentError::Model { turn, error } => write!(f, "turn {turn}: {error}"),
+            AgentError::RunEnded { terminal } => {
+                write!(f, "the run has already ended ({terminal}); start a new run for a new question")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AgentError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AgentError::Model { error, .. } => Some(error),
+            AgentError::RunEnded { .. } => None,
+        }
+    }
+}
+
+impl<M: ChatModel> Agent<M> {
+    /// A loop over `model` with at most 8 model turns.
+    pub fn new(model: M) -> Agent<M> {
+        Agent { model, max_turns: 8 }
+    }
+
+    /// The most model turns one run may take (at least 1).
+    #[must_use]
+    pub fn max_turns(mut self, turns: u32) -> Self {
+        self.max_turns = turns.max(1);
+        self
+    }
+
+    /// The model.
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    /// Runs the loop on `run`, starting from `messages` (system and user messages, usually) and appending every
+    /// assistant message and tool result to it. The run's event log records every request, observation and
+    /// decision, and ends with `run_finished`; on `Err` too, so the caller keeps the transcript and the log.
+    pub async fn run(&self, run: &mut Run, messages: &mut Vec<Message>) -> Result<AgentOutcome, AgentError> {
+        if let Some(terminal) = run.terminal() {
+            return Err(AgentError::RunEnded { terminal });
+        }
+        let view = run.executor().view().clone();
+        let mode = self.model.mode();
+        let mut not_executed = Vec::new();
+        let mut answer = None;
+        let mut turns = 0;
+        while run.terminal().is_none() {
+            if turns == self.max_turns {
+                run.finish(Decision::Error, "max_turns");
+                break;
+            }
+            turns += 1;
+            let reply = match self.model.chat(Turn { messages: messages.as_slice(), tools: &view }).await {
+                Ok(reply) => reply,
+                Err(error) => {
+                    tracing::warn!(run_id = run.id(), turn = turns, %error, "model turn failed");
+                    run.finish(Decision::Error, "model_error");
+                    return Err(AgentError::Model { turn: turns, error });
+                }
+            };
+            let calls = reply.calls.clone();
+            if calls.is_empty() {
+                answer = Some(reply.content.clone());
+                messages.push(Message::Assistant(reply));
+                run.finish(Decision::Done, "model_finished");
+                break;
+            }
+            messages.push(Message::Assistant(reply));
+            let batch = run.process_batch(calls).await;
+            messages.extend(batch.results.into_iter().map(Message::Tool));
+            not_executed.extend(batch.not_executed);
+        }
+        let reason = run
+            .log()
+            .events()
+            .iter()
+            .rev()
+            .find_map(|e| match &e.kind {
+                EventKind::RunFinished { reason, .. } => Some(reason.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Ok(AgentOutcome {
+            terminal: run.terminal().unwrap_or(Decision::Error),
+            reason,
+            answer,
+            turns,
+            steps: run.state().steps(),
+            not_executed,
+            mode,
+        })
+    }
+}
+
+/// The transcript of a conversation, one line per message, headed by where the replies came from:
+/// `mode: replay` / `origin: synthetic_script <file> ...` or `mode: live` / `origin: ollama qwen3 at ...`.
+pub fn transcript(model: &dyn ChatModel, messages: &[Message]) -> Vec<String> {
+    let mut lines = vec![format!("mode: {}", model.mode()), format!("origin: {}", model.label())];
+    if model.mode() == Mode::Replay {
+        lines.push("note: a replay shows how the harness handles these responses, not how a model behaves".into());
+    }
+    lines.extend(messages.iter().map(Message::display_line));
+    lines
+}

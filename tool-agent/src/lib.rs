@@ -1,0 +1,65 @@
+//! keel's agent loop: a model proposes tool calls, keel's [`Run`](tool_core::run::Run) decides what runs, and the
+//! results go back to the model, until it answers or the run's rules stop it.
+//!
+//! One trait, three models, one loop:
+//!
+//! | model | speaks | tools sent | call names | `arguments` |
+//! |---|---|---|---|---|
+//! | [`OllamaClient`] | Ollama `POST /api/chat` | [`ollama_schemas()`](tool_core::ToolView::ollama_schemas) | as registered | object; `id` generated when missing |
+//! | [`OpenAiClient`] | Chat Completions `POST {base}/chat/completions` (OpenAI, Ollama's `/v1`, ...) | `schemas(Provider::OpenAiChat)` | wire names, mapped back | JSON text |
+//! | [`Replay`] | recorded responses of either kind, JSON Lines | (recorded) | as above | as above |
+//!
+//! [`Agent::run`] is the only loop. It sends the conversation and exactly the executor's view, runs each reply's
+//! calls through [`Run::process_batch`](tool_core::run::Run::process_batch) (seed 004: a decision after every
+//! observation, the rest of a batch not executed after a terminal decision, steps counting executed calls only),
+//! appends the results as `role: tool` messages (Ollama: `tool_name` and `tool_call_id`; OpenAI: `tool_call_id`)
+//! and asks again, until the model answers without tool calls (`done`), the decider stops the run, or
+//! `max_turns` is reached (`error`).
+//!
+//! ```no_run
+//! use tool_agent::{Agent, Message, OllamaClient};
+//! use tool_core::{Executor, Registry, run::Run};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry = Registry::from_inventory()?;
+//! let view = registry.view().tag("incident").build()?;
+//! let mut run = Run::new(Executor::new(view)?);
+//! let model = OllamaClient::new("http://localhost:11434", "qwen3")?;
+//! let mut messages = vec![Message::system("You are the on-call assistant."), Message::user("What is INC-001?")];
+//! let outcome = Agent::new(model).max_turns(6).run(&mut run, &mut messages).await?;
+//! println!("{} ({}): {}", outcome.terminal, outcome.reason, outcome.answer.unwrap_or_default());
+//! for event in run.log().events() {
+//!     println!("{}", event.display_line());
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Everything is bounded: model turns (`max_turns`), each request (`timeout`, `connect_timeout`), each response
+//! body (`max_response_bytes`), and the run's own step and retry limits. Failures of the HTTP layer and malformed
+//! responses are [`ModelError`] values, never panics.
+//!
+//! # Features
+//!
+//! | feature | default | what it brings |
+//! |---|---|---|
+//! | `rustls` | no | HTTPS, through reqwest's rustls backend (with its own crypto provider); without it only `http://` base URLs work, which is enough for a local Ollama |
+//! | `stub` | no | [`stub::StubServer`], a local HTTP server answering from recorded responses, for tests |
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod agent;
+mod http;
+mod model;
+mod ollama;
+mod openai;
+mod replay;
+#[cfg(feature = "stub")]
+pub mod stub;
+mod wire;
+
+pub use agent::{Agent, AgentError, AgentOutcome, transcript};
+pub use http::HttpConfig;
+pub use model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn, WireFormat};
+pub use ollama::{OllamaBuilder, OllamaClient};
+pub use openai::{OpenAiBuilder, OpenAiClient};
+pub use replay::{Replay, ReplayOrigin, SeenTurn};

@@ -1,0 +1,156 @@
+//! [`OllamaClient`]: Ollama's native `/api/chat`.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::http::{Http, HttpConfig, base_url};
+use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
+use crate::wire;
+
+/// A client for Ollama's `POST /api/chat` with `"stream": false`.
+///
+/// Each turn sends the conversation, the view's [`ollama_schemas`](tool_core::ToolView::ollama_schemas) as
+/// `tools` (omitted when the view is empty), and any `options`; it reads `message.content` and
+/// `message.tool_calls` (arguments are an object; a missing `id`, as on servers older than late 2025, becomes a
+/// stable generated one). Results go back as `{"role": "tool", "tool_name", "tool_call_id", "content"}`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), tool_agent::ModelError> {
+/// let model = tool_agent::OllamaClient::builder("http://localhost:11434", "qwen3")
+///     .timeout(std::time::Duration::from_secs(60))
+///     .option("temperature", 0)
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct OllamaClient {
+    base: String,
+    url: String,
+    model: String,
+    http: Http,
+    options: Map<String, Value>,
+    extra: Map<String, Value>,
+}
+
+/// Builds an [`OllamaClient`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct OllamaBuilder {
+    base: String,
+    model: String,
+    http: HttpConfig,
+    options: Map<String, Value>,
+    extra: Map<String, Value>,
+}
+
+impl OllamaBuilder {
+    /// The whole-request timeout (default 120 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.http.timeout = timeout;
+        self
+    }
+    /// The connect timeout (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.http.connect_timeout = timeout;
+        self
+    }
+    /// The largest response body accepted (default 8 MiB).
+    pub fn max_response_bytes(mut self, limit: usize) -> Self {
+        self.http.max_response_bytes = limit;
+        self
+    }
+    /// One of Ollama's `options` (`temperature`, `num_ctx`, `seed`, ...).
+    pub fn option(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.options.insert(key.into(), value.into());
+        self
+    }
+    /// Another top-level request field (`think`, `keep_alive`, `format`, ...). `model`, `messages`, `tools` and
+    /// `stream` are set by the client.
+    pub fn field(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.extra.insert(key.into(), value.into());
+        self
+    }
+    /// Checks the base URL and builds the client.
+    pub fn build(self) -> Result<OllamaClient, ModelError> {
+        let base = base_url(&self.base)?;
+        if self.model.trim().is_empty() {
+            return Err(ModelError::Config { message: "the model name is empty".into() });
+        }
+        Ok(OllamaClient {
+            url: format!("{base}/api/chat"),
+            base,
+            model: self.model,
+            http: Http::new(self.http)?,
+            options: self.options,
+            extra: self.extra,
+        })
+    }
+}
+
+impl OllamaClient {
+    /// A builder for `model` on the server at `base_url` (e.g. `http://localhost:11434`).
+    pub fn builder(base_url: impl Into<String>, model: impl Into<String>) -> OllamaBuilder {
+        OllamaBuilder {
+            base: base_url.into(),
+            model: model.into(),
+            http: HttpConfig::default(),
+            options: Map::new(),
+            extra: Map::new(),
+        }
+    }
+
+    /// A client with the default limits.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Result<OllamaClient, ModelError> {
+        OllamaClient::builder(base_url, model).build()
+    }
+
+    /// The `/api/chat` URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The model name.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The HTTP limits.
+    pub fn http_config(&self) -> HttpConfig {
+        self.http.config()
+    }
+
+    /// The request body of one turn.
+    pub fn request_body(&self, turn: &Turn<'_>) -> Value {
+        let mut body = self.extra.clone();
+        body.insert("model".into(), Value::String(self.model.clone()));
+        body.insert("messages".into(), Value::Array(wire::ollama_messages(turn.messages)));
+        let tools = turn.tools.ollama_schemas();
+        if !tools.is_empty() {
+            body.insert("tools".into(), Value::Array(tools.to_vec()));
+        }
+        body.insert("stream".into(), Value::Bool(false));
+        if !self.options.is_empty() {
+            body.insert("options".into(), Value::Object(self.options.clone()));
+        }
+        Value::Object(body)
+    }
+}
+
+impl ChatModel for OllamaClient {
+    fn mode(&self) -> Mode {
+        Mode::Live
+    }
+
+    fn label(&self) -> String {
+        format!("ollama {} at {}", self.model, self.base)
+    }
+
+    fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
+        Box::pin(async move {
+            let body = self.request_body(&turn);
+            let response = self.http.post_json(&self.url, &body, None).await?;
+            wire::parse_ollama(&response, turn.calls_so_far(), Mode::Live)
+        })
+    }
+}

@@ -1,0 +1,175 @@
+//! [`OpenAiClient`]: OpenAI-compatible Chat Completions (OpenAI, Ollama's `/v1`, vLLM, llama.cpp, ...).
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tool_core::Provider;
+
+use crate::http::{Http, HttpConfig, base_url};
+use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
+use crate::wire;
+
+/// A client for `POST {base}/chat/completions`.
+///
+/// Each turn sends the conversation and the view's tools in OpenAI's format (`view.schemas(Provider::OpenAiChat)`:
+/// wire names such as `incident-search`, strict mode where the schema allows). Tool calls come back with wire
+/// names and `arguments` as JSON text; names are mapped back with
+/// [`ToolView::get_by_wire_name`](tool_core::ToolView::get_by_wire_name). Results go back as `{"role": "tool",
+/// "tool_call_id", "content"}`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), tool_agent::ModelError> {
+/// // Ollama speaks Chat Completions under /v1 too.
+/// let model = tool_agent::OpenAiClient::builder("http://localhost:11434/v1", "qwen3").build()?;
+/// // HTTPS needs tool-agent's `rustls` feature.
+/// let openai = tool_agent::OpenAiClient::builder("https://api.openai.com/v1", "gpt-4.1-mini")
+///     .api_key(std::env::var("OPENAI_API_KEY").unwrap_or_default())
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct OpenAiClient {
+    base: String,
+    url: String,
+    model: String,
+    api_key: Option<String>,
+    http: Http,
+    extra: Map<String, Value>,
+}
+
+impl fmt::Debug for OpenAiClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiClient")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`OpenAiClient`].
+#[derive(Clone)]
+#[must_use]
+pub struct OpenAiBuilder {
+    base: String,
+    model: String,
+    api_key: Option<String>,
+    http: HttpConfig,
+    extra: Map<String, Value>,
+}
+
+impl fmt::Debug for OpenAiBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiBuilder").field("base", &self.base).field("model", &self.model).finish_non_exhaustive()
+    }
+}
+
+impl OpenAiBuilder {
+    /// Sends `Authorization: Bearer <key>` (an empty key sends nothing).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        let key = key.into();
+        self.api_key = if key.is_empty() { None } else { Some(key) };
+        self
+    }
+    /// The whole-request timeout (default 120 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.http.timeout = timeout;
+        self
+    }
+    /// The connect timeout (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.http.connect_timeout = timeout;
+        self
+    }
+    /// The largest response body accepted (default 8 MiB).
+    pub fn max_response_bytes(mut self, limit: usize) -> Self {
+        self.http.max_response_bytes = limit;
+        self
+    }
+    /// Another request field (`temperature`, `parallel_tool_calls`, `tool_choice`, `seed`, ...). `model`,
+    /// `messages` and `tools` are set by the client.
+    pub fn field(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.extra.insert(key.into(), value.into());
+        self
+    }
+    /// Checks the base URL and builds the client.
+    pub fn build(self) -> Result<OpenAiClient, ModelError> {
+        let base = base_url(&self.base)?;
+        if self.model.trim().is_empty() {
+            return Err(ModelError::Config { message: "the model name is empty".into() });
+        }
+        Ok(OpenAiClient {
+            url: format!("{base}/chat/completions"),
+            base,
+            model: self.model,
+            api_key: self.api_key,
+            http: Http::new(self.http)?,
+            extra: self.extra,
+        })
+    }
+}
+
+impl OpenAiClient {
+    /// A builder for `model` at `base_url`, the URL that ends before `/chat/completions` (e.g.
+    /// `https://api.openai.com/v1`, `http://localhost:11434/v1`).
+    pub fn builder(base_url: impl Into<String>, model: impl Into<String>) -> OpenAiBuilder {
+        OpenAiBuilder {
+            base: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            http: HttpConfig::default(),
+            extra: Map::new(),
+        }
+    }
+
+    /// A client with the default limits and no API key.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Result<OpenAiClient, ModelError> {
+        OpenAiClient::builder(base_url, model).build()
+    }
+
+    /// The `/chat/completions` URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The model name.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The HTTP limits.
+    pub fn http_config(&self) -> HttpConfig {
+        self.http.config()
+    }
+
+    /// The request body of one turn.
+    pub fn request_body(&self, turn: &Turn<'_>) -> Value {
+        let mut body = self.extra.clone();
+        body.insert("model".into(), Value::String(self.model.clone()));
+        body.insert("messages".into(), Value::Array(wire::openai_messages(turn.messages)));
+        let tools = turn.tools.schemas(Provider::OpenAiChat);
+        if !tools.is_empty() {
+            body.insert("tools".into(), Value::Array(tools.to_vec()));
+        }
+        Value::Object(body)
+    }
+}
+
+impl ChatModel for OpenAiClient {
+    fn mode(&self) -> Mode {
+        Mode::Live
+    }
+
+    fn label(&self) -> String {
+        format!("openai-compatible {} at {}", self.model, self.base)
+    }
+
+    fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
+        Box::pin(async move {
+            let body = self.request_body(&turn);
+            let response = self.http.post_json(&self.url, &body, self.api_key.as_deref()).await?;
+            wire::parse_openai(&response, turn.tools, turn.calls_so_far(), Mode::Live)
+        })
+    }
+}

@@ -1,0 +1,428 @@
+//! The `keel` command line over the tools linked into the binary.
+//!
+//! ```text
+//! keel list [--format ollama|openai|openai-responses|anthropic|gemini|mcp] [--tag T]...
+//! keel schema NAME
+//! keel call NAME [--args JSON] [--approve]
+//! keel check [--json] [--deny-warnings]
+//! keel lock [--path keel.lock] [--force]
+//! keel lock --check [--strict] [--path keel.lock]
+//! ```
+//!
+//! `#[tool]` registers through `inventory`, so the command sees exactly the tools of the crates its binary links.
+//! Build it over your own tools with a two-line `main` (in `src/bin/keel.rs` of your workspace, depending on
+//! `tool-cli`, `tool-core` and your tool crates):
+//!
+//! ```ignore
+//! tool_core::link_tools!(my_tools);
+//! fn main() -> std::process::ExitCode { tool_cli::main() }
+//! ```
+//!
+//! Tools that take [`State<T>`](tool_core::State) need that state to run under `keel call`; give it with
+//! [`Cli::executor`]:
+//!
+//! ```ignore
+//! tool_core::link_tools!(my_tools);
+//! fn main() -> std::process::ExitCode {
+//!     tool_cli::Cli::new().executor(|b| b.state(my_tools::Store::open_readonly())).main()
+//! }
+//! ```
+//!
+//! Exit codes: 0 success; 1 a failed check, a lock violation, a tool call that did not succeed, an unknown tool;
+//! 2 a usage error.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+use tool_core::lock::{self, Lock, ToolStatus};
+use tool_core::schema::{Finding, Severity, lint_all};
+use tool_core::{Approval, CallOptions, Executor, ExecutorBuilder, Provider, Registry, ToolCall, ToolView};
+
+/// The `keel` command over the tools linked into this binary: `tool_cli::main()` in a binary's `main`.
+pub fn main() -> ExitCode {
+    Cli::new().main()
+}
+
+type Configure = Box<dyn Fn(ExecutorBuilder) -> ExecutorBuilder + Send + Sync>;
+
+/// The command, configurable: another registry than the inventory, state for the tools `keel call` runs.
+#[must_use]
+pub struct Cli {
+    registry: Option<Registry>,
+    configure: Option<Configure>,
+}
+
+impl Default for Cli {
+    fn default() -> Self {
+        Cli::new()
+    }
+}
+
+impl std::fmt::Debug for Cli {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cli").field("registry", &self.registry).finish_non_exhaustive()
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "keel", version, about = "List, inspect, call, check and lock the keel tools linked into this binary")]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the tools: a table, or exactly what a provider is sent (`--format`).
+    List {
+        /// Print the provider's tool list as JSON (the same values `ToolView::schemas` returns).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+        /// Only tools carrying this tag (repeat for tools carrying all of them).
+        #[arg(long = "tag", value_name = "T")]
+        tags: Vec<String>,
+    },
+    /// Print one tool's contract: version, effect, description, canonical argument and result schemas.
+    Schema {
+        /// The tool name.
+        name: String,
+    },
+    /// Run one call through the executor (validation, policy, handler) and print the ToolResult.
+    Call {
+        /// The tool name.
+        name: String,
+        /// The arguments, a JSON object.
+        #[arg(long, default_value = "{}", value_name = "JSON")]
+        args: String,
+        /// Approve exactly this call (needed for `write` and `destructive` tools).
+        #[arg(long)]
+        approve: bool,
+    },
+    /// Report what each provider will silently drop or reject; exits 1 on errors.
+    Check {
+        /// Print the findings as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 on warnings too.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
+    /// Write the schema lock, or check the tools against it (`--check`).
+    Lock {
+        /// Check instead of writing: exit 1 when a schema changed without the version bump it needs, or a tool
+        /// appeared or vanished.
+        #[arg(long)]
+        check: bool,
+        /// With `--check`: also exit 1 when the lock is out of date (a bumped tool not yet recorded).
+        #[arg(long, requires = "check")]
+        strict: bool,
+        /// Write even when the current lock shows a schema change without its version bump.
+        #[arg(long, conflicts_with = "check")]
+        force: bool,
+        /// The lock file.
+        #[arg(long, default_value = lock::DEFAULT_PATH)]
+        path: PathBuf,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Ollama,
+    Openai,
+    OpenaiResponses,
+    Anthropic,
+    Gemini,
+    Mcp,
+}
+
+impl Format {
+    fn provider(self) -> Provider {
+        match self {
+            Format::Ollama => Provider::Ollama,
+            Format::Openai => Provider::OpenAiChat,
+            Format::OpenaiResponses => Provider::OpenAiResponses,
+            Format::Anthropic => Provider::Anthropic,
+            Format::Gemini => Provider::Gemini,
+            Format::Mcp => Provider::Mcp,
+        }
+    }
+}
+
+/// A failure of a command: its message and exit code.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+fn fail(code: u8, message: impl Into<String>) -> Failure {
+    Failure { code, message: message.into() }
+}
+
+type Outcome = Result<u8, Failure>;
+
+fn io(e: std::io::Error) -> Failure {
+    fail(1, format!("cannot write the output: {e}"))
+}
+
+impl Cli {
+    /// Over the inventory (every `#[tool]` linked into the binary).
+    pub fn new() -> Cli {
+        Cli { registry: None, configure: None }
+    }
+
+    /// Over this registry instead of the inventory.
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Configures the executor `keel call` uses (state, policy, timeout).
+    pub fn executor(mut self, configure: impl Fn(ExecutorBuilder) -> ExecutorBuilder + Send + Sync + 'static) -> Self {
+        self.configure = Some(Box::new(configure));
+        self
+    }
+
+    /// Runs with the process's arguments, printing to stdout and stderr.
+    pub fn main(self) -> ExitCode {
+        let stdout = std::io::stdout();
+        let stderr = std::io::stderr();
+        let code = self.run(std::env::args_os(), &mut stdout.lock(), &mut stderr.lock());
+        ExitCode::from(code)
+    }
+
+    /// Runs with `args` (the first is the program name), writing to `out` and `err`; returns the exit code.
+    pub fn run<I, T>(&self, args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let args = match Args::try_parse_from(args) {
+            Ok(a) => a,
+            Err(e) => {
+                let text = e.render().to_string();
+                let _ = if e.use_stderr() { err.write_all(text.as_bytes()) } else { out.write_all(text.as_bytes()) };
+                return u8::try_from(e.exit_code()).unwrap_or(2);
+            }
+        };
+        let registry = match &self.registry {
+            Some(r) => r.clone(),
+            None => match Registry::from_inventory() {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = writeln!(err, "keel: {e}");
+                    return 1;
+                }
+            },
+        };
+        let result = match args.command {
+            Command::List { format, tags } => list(&registry, format, &tags, out),
+            Command::Schema { name } => schema(&registry, &name, out),
+            Command::Call { name, args, approve } => self.call(&registry, &name, &args, approve, out),
+            Command::Check { json, deny_warnings } => check(&registry, json, deny_warnings, out),
+            Command::Lock { check: true, strict, path, .. } => lock_check(&registry, &path, strict, out),
+            Command::Lock { check: false, force, path, .. } => lock_write(&registry, &path, force, out),
+        };
+        match result {
+            Ok(code) => code,
+            Err(f) => {
+                let _ = writeln!(err, "keel: {}", f.message);
+                f.code
+            }
+        }
+    }
+
+    fn call(&self, registry: &Registry, name: &str, args: &str, approve: bool, out: &mut dyn Write) -> Outcome {
+        let mut builder = Executor::builder(registry.all().clone());
+        if let Some(configure) = &self.configure {
+            builder = configure(builder);
+        }
+        let executor = builder.build().map_err(|e| fail(1, e.to_string()))?;
+        let call = ToolCall::from_json_text("cli-1", name, args);
+        let mut options = CallOptions::new();
+        if approve && let Ok(arguments) = call.arguments() {
+            options = options.approve(Approval::new(name, arguments));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
+        let result = runtime.block_on(executor.call_with(call, &options));
+        let text = serde_json::to_string_pretty(&result).map_err(|e| fail(1, e.to_string()))?;
+        writeln!(out, "{text}").map_err(io)?;
+        Ok(if result.ok { 0 } else { 1 })
+    }
+}
+
+fn view(registry: &Registry, tags: &[String]) -> Result<ToolView, Failure> {
+    let mut builder = registry.view();
+    for t in tags {
+        builder = builder.tag(t.clone());
+    }
+    builder.build().map_err(|e| fail(1, e.to_string()))
+}
+
+fn list(registry: &Registry, format: Option<Format>, tags: &[String], out: &mut dyn Write) -> Outcome {
+    let view = view(registry, tags)?;
+    if let Some(format) = format {
+        let text = serde_json::to_string_pretty(view.schemas(format.provider())).map_err(|e| fail(1, e.to_string()))?;
+        writeln!(out, "{text}").map_err(io)?;
+        return Ok(0);
+    }
+    let rows: Vec<[String; 5]> = view
+        .iter()
+        .map(|d| {
+            let first_line = d.description().lines().next().unwrap_or("").to_owned();
+            [
+                d.name().to_owned(),
+                d.version().to_owned(),
+                d.effect().to_string(),
+                d.tags().collect::<Vec<_>>().join(","),
+                shorten(&first_line, 72),
+            ]
+        })
+        .collect();
+    table(out, ["NAME", "VERSION", "EFFECT", "TAGS", "DESCRIPTION"], &rows).map_err(io)?;
+    writeln!(out, "({} tools)", rows.len()).map_err(io)?;
+    Ok(0)
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let mut s: String = text.chars().take(max).collect();
+        s.push('…');
+        s
+    }
+}
+
+fn table<const N: usize>(out: &mut dyn Write, header: [&str; N], rows: &[[String; N]]) -> std::io::Result<()> {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut line = |cells: Vec<&str>| -> std::io::Result<()> {
+        let padded: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        writeln!(out, "{}", padded.join("  ").trim_end())
+    };
+    line(header.to_vec())?;
+    for row in rows {
+        line(row.iter().map(String::as_str).collect())?;
+    }
+    Ok(())
+}
+
+fn unknown_tool(registry: &Registry, name: &str) -> Failure {
+    let names: Vec<&str> = registry.names().collect();
+    fail(1, format!("no tool named {name:?}; the linked tools are: {}", names.join(", ")))
+}
+
+fn schema(registry: &Registry, name: &str, out: &mut dyn Write) -> Outcome {
+    let def = registry.get(name).ok_or_else(|| unknown_tool(registry, name))?;
+    let strict = match def.openai_strictness() {
+        Ok(()) => Value::Bool(true),
+        Err(reason) => Value::String(reason),
+    };
+    let value = json!({
+        "name": def.name(),
+        "wire_name": def.wire_name(),
+        "version": def.version(),
+        "effect": def.effect(),
+        "idempotent": def.idempotent(),
+        "tags": def.tags().collect::<Vec<_>>(),
+        "description": def.description(),
+        "input": def.input_schema(),
+        "output": def.output_schema(),
+        "openai_strict": strict,
+        "fingerprints": {
+            "input": lock::fingerprint(def.input_schema()),
+            "output": def.output_schema().map(lock::fingerprint),
+        },
+    });
+    let text = serde_json::to_string_pretty(&value).map_err(|e| fail(1, e.to_string()))?;
+    writeln!(out, "{text}").map_err(io)?;
+    Ok(0)
+}
+
+fn check(registry: &Registry, json: bool, deny_warnings: bool, out: &mut dyn Write) -> Outcome {
+    let findings = lint_all(registry.iter().map(|d| &**d));
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    let (errors, warnings, infos) = (count(Severity::Error), count(Severity::Warning), count(Severity::Info));
+    if json {
+        let text = serde_json::to_string_pretty(&findings).map_err(|e| fail(1, e.to_string()))?;
+        writeln!(out, "{text}").map_err(io)?;
+    } else {
+        let mut tools: Vec<&str> = findings.iter().map(|f| f.tool.as_str()).collect();
+        tools.dedup();
+        for tool in tools {
+            writeln!(out, "{tool}").map_err(io)?;
+            let mut of_tool: Vec<&Finding> = findings.iter().filter(|f| f.tool == tool).collect();
+            of_tool.sort_by_key(|f| std::cmp::Reverse(f.severity));
+            for f in of_tool {
+                let provider = f.provider.map_or("all", Provider::as_str);
+                writeln!(out, "  {:<7}  {:<11}  {}", f.severity.as_str(), provider, f.message).map_err(io)?;
+            }
+        }
+        writeln!(out, "check: {} tools, {errors} error(s), {warnings} warning(s), {infos} note(s)", registry.len())
+            .map_err(io)?;
+    }
+    Ok(if errors > 0 || (deny_warnings && warnings > 0) { 1 } else { 0 })
+}
+
+fn read_lock(path: &PathBuf) -> Result<String, Failure> {
+    std::fs::read_to_string(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            fail(1, format!("there is no lock at {}; run `keel lock` to write one", path.display()))
+        } else {
+            fail(1, format!("cannot read {}: {e}", path.display()))
+        }
+    })
+}
+
+fn lock_check(registry: &Registry, path: &PathBuf, strict: bool, out: &mut dyn Write) -> Outcome {
+    let text = read_lock(path)?;
+    let report = lock::check(registry, &text).map_err(|e| fail(1, format!("{}: {e}", path.display())))?;
+    if report.is_current() {
+        writeln!(out, "{}: {} tool(s), the lock is current", path.display(), report.tools.len()).map_err(io)?;
+        return Ok(0);
+    }
+    writeln!(out, "{}: {report}", path.display()).map_err(io)?;
+    Ok(if !report.is_ok() || strict { 1 } else { 0 })
+}
+
+fn lock_write(registry: &Registry, path: &PathBuf, force: bool, out: &mut dyn Write) -> Outcome {
+    if !force && let Ok(old) = std::fs::read_to_string(path) {
+        // Regenerating must not launder a schema change whose version was not bumped.
+        if let Ok(report) = lock::check(registry, &old) {
+            let violations: Vec<String> = report
+                .errors()
+                .filter(|t| matches!(t.status, ToolStatus::NeedsBump { .. } | ToolStatus::VersionDecreased { .. }))
+                .map(ToString::to_string)
+                .collect();
+            if !violations.is_empty() {
+                return Err(fail(
+                    1,
+                    format!(
+                        "not writing {}: bump the versions first (or pass --force):\n{}",
+                        path.display(),
+                        violations.join("\n")
+                    ),
+                ));
+            }
+        }
+    }
+    let lock = Lock::of_registry(registry);
+    std::fs::write(path, lock.to_json()).map_err(|e| fail(1, format!("cannot write {}: {e}", path.display())))?;
+    writeln!(out, "wrote {} ({} tools)", path.display(), lock.tools.len()).map_err(io)?;
+    Ok(0)
+}
