@@ -67,15 +67,17 @@ extern crate self as tool_core;
 
 pub mod call;
 pub mod canonical;
+pub mod content;
 pub mod context;
 pub mod definition;
 pub mod error;
 pub mod event;
 pub mod executor;
+pub mod lock;
 pub mod policy;
 pub mod registry;
-pub mod run;
 pub mod result;
+pub mod run;
 pub mod schema;
 pub mod validate;
 pub mod view;
@@ -88,15 +90,16 @@ pub mod name {
     pub use tool_names::{MAX_NAME_LEN, NameError, from_wire, is_valid_version, parse_version, to_wire, validate};
 }
 
+pub use call::ToolCall;
+pub use content::{Content, ContentBlock, EmbeddedResource};
 pub use context::{CallContext, FromCallContext, LogLevel, Notifier, State, StateMap};
 pub use definition::{DynHandler, Effect, Handler, Origin, SourceLocation, ToolDefinition, ToolDefinitionBuilder};
-pub use call::ToolCall;
 pub use error::ToolError;
 pub use executor::{CallOptions, Executor, ExecutorBuilder, ExecutorError};
 pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision};
+pub use registry::{Registry, RegistryBuilder, RegistryError};
 pub use result::{ErrorBody, ToolResult};
 pub use run::{Decision, Run};
-pub use registry::{Registry, RegistryBuilder, RegistryError};
 pub use schema::{Provider, ToolSchemas};
 pub use view::{ToolDescriptions, ToolView, ViewBuilder};
 
