@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The test command: installs the external test peers (npm, pip; under target/, nothing committed), runs the MCP
+# conformance suite and the Python SDK client against the example server, then every Rust test of the workspace,
+# then the schema-lock check of the `keel` binary. Exits non-zero on any failure.
+#
+#   bash scripts/test-all.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== MCP interoperability (conformance suite, Python SDK client, forwarder tests)"
+# The Rust MCP tests run with the rest below; they find the peers this step installed.
+MCP_SKIP_RUST_TESTS=1 bash scripts/mcp-conformance.sh
+
+echo "== cargo test --workspace"
+cargo test --workspace
+
+echo "== schema lock"
+cargo run -q -p tool-cli --bin keel -- lock --check --strict
