@@ -270,7 +270,11 @@ enum HandlerOutcome {
     Value(Value),
     Error(ToolError),
     Panicked(Box<dyn Any + Send>),
-    TimedOut(Duration),
+    /// The deadline passed; `started` says whether the handler had begun (a blocking one may still be queued).
+    TimedOut {
+        after: Duration,
+        started: bool,
+    },
     Cancelled,
 }
 
@@ -458,10 +462,10 @@ impl Executor {
                 tracing::error!(call_id = %call_id, tool_name = def.name(), panic = panic_text(&*panic), "tool handler panicked");
                 return fail(true, internal_body(&call_id));
             }
-            HandlerOutcome::TimedOut(t) => {
-                tracing::warn!(call_id = %call_id, tool_name = def.name(), timeout_ms = t.as_millis() as u64, "tool handler timed out");
+            HandlerOutcome::TimedOut { after: t, started } => {
+                tracing::warn!(call_id = %call_id, tool_name = def.name(), timeout_ms = t.as_millis() as u64, started, "tool handler timed out");
                 return fail(
-                    true,
+                    started,
                     ErrorBody::new("timeout", format!("the tool did not finish within {} ms", t.as_millis())),
                 );
             }
@@ -571,6 +575,8 @@ async fn run_handler(
         tracing::error!(call_id = ctx.call_id(), "the executor needs a Tokio runtime (with time enabled)");
         return HandlerOutcome::Error(ToolError::internal("no Tokio runtime"));
     }
+    // Whether the handler has begun: async handlers begin when first polled, blocking ones when a thread takes them.
+    let began = Arc::new(std::sync::atomic::AtomicBool::new(!matches!(handler, Handler::Blocking(_))));
     let fut: Pin<Box<dyn Future<Output = Caught> + Send>> = match handler {
         Handler::Async(f) => Box::pin(CatchUnwind(Box::pin(async move { f(arguments, ctx).await }))),
         Handler::Dynamic(h) => {
@@ -583,7 +589,15 @@ async fn run_handler(
         }
         Handler::Blocking(f) => {
             let f = *f;
-            let join = tokio::task::spawn_blocking(move || f(arguments, ctx));
+            // A handler still queued for a blocking thread when its call ended (timeout, cancellation) never starts.
+            let flag = began.clone();
+            let join = tokio::task::spawn_blocking(move || {
+                if ctx.is_cancelled() {
+                    return Err(ToolError::internal("the call ended before a blocking thread was free"));
+                }
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                f(arguments, ctx)
+            });
             Box::pin(async move {
                 match join.await {
                     Ok(r) => Ok(r),
@@ -593,13 +607,19 @@ async fn run_handler(
             })
         }
     };
+    let started = std::time::Instant::now();
     tokio::select! {
         biased;
         r = tokio::time::timeout(timeout, fut) => match r {
+            // A handler that blocked its thread past the deadline finishes before the timer can fire: late is late.
+            Ok(_) if started.elapsed() > timeout => HandlerOutcome::TimedOut { after: timeout, started: true },
             Ok(Ok(Ok(v))) => HandlerOutcome::Value(v),
             Ok(Ok(Err(e))) => HandlerOutcome::Error(e),
             Ok(Err(panic)) => HandlerOutcome::Panicked(panic),
-            Err(_) => HandlerOutcome::TimedOut(timeout),
+            Err(_) => HandlerOutcome::TimedOut {
+                after: timeout,
+                started: began.load(std::sync::atomic::Ordering::SeqCst),
+            },
         },
         () = token.cancelled() => HandlerOutcome::Cancelled,
     }
