@@ -1,0 +1,145 @@
+//! Registry build and `ollama_schemas()` (first and cached call) with 200 compiled tools and 1,000/10,000
+//! run-time tools.
+//!
+//! - The 1,000/10,000-tool registries are built with `Registry::builder().without_inventory().tools(defs)` from
+//!   run-time `ToolDefinition::builder` definitions ([`keel_bench::dynamic`]); the definitions are made in the
+//!   untimed setup.
+//! - The 200 compiled tools are this binary's `#[tool]`s ([`keel_bench::generated`]), collected by
+//!   `Registry::from_inventory()` (which also holds the 4 fixture tools: 204 in all).
+//! - "first call" times `ollama_schemas()` on a registry that has never rendered (schemas generated,
+//!   canonicalised and rendered for every tool); "cached call" times it again on the same registry.
+//! - "view per turn" times what a harness does each turn: choose a view by names, then `ollama_schemas()` on it
+//!   (the per-tool renderings are cached on the shared definitions; the view's list is new).
+//!
+//! ```sh
+//! cargo bench -p keel-bench --bench registry -- --warm-up-time 1 --measurement-time 3
+//! ```
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use keel_bench::{dynamic, generated};
+use tool_core::Registry;
+
+const SIZES: [usize; 2] = [1_000, 10_000];
+
+fn dynamic_registry(n: usize, input: &serde_json::Value, output: &serde_json::Value) -> Registry {
+    Registry::builder().without_inventory().tools(dynamic::definitions(n, input, output)).build().expect("unique names")
+}
+
+fn inventory_registry() -> Registry {
+    let registry = Registry::from_inventory().expect("unique names");
+    assert!(registry.len() > generated::COUNT, "the generated tools are linked ({} tools)", registry.len());
+    registry
+}
+
+fn build(c: &mut Criterion) {
+    let (input, output) = dynamic::schemas();
+    let mut g = c.benchmark_group("registry/build");
+    g.sample_size(20);
+    for n in SIZES {
+        g.bench_with_input(BenchmarkId::new("builder().without_inventory().tools(run-time defs)", n), &n, |b, &n| {
+            b.iter_batched(
+                || dynamic::definitions(n, &input, &output),
+                |defs| Registry::builder().without_inventory().tools(defs).build().expect("unique names"),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    let compiled = inventory_registry().len();
+    g.bench_with_input(BenchmarkId::new("from_inventory() (compiled #[tool]s)", compiled), &(), |b, _| {
+        b.iter_batched(|| (), |()| Registry::from_inventory().expect("unique names"), BatchSize::SmallInput)
+    });
+    g.finish();
+}
+
+fn ollama_schemas(c: &mut Criterion) {
+    let (input, output) = dynamic::schemas();
+    let compiled = inventory_registry().len();
+
+    let mut g = c.benchmark_group("registry/ollama_schemas first call");
+    g.sample_size(10);
+    g.bench_with_input(BenchmarkId::new("compiled", compiled), &(), |b, _| {
+        b.iter_batched(
+            inventory_registry,
+            |r| {
+                black_box(r.ollama_schemas().len());
+                r
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    for n in SIZES {
+        g.bench_with_input(BenchmarkId::new("run-time", n), &n, |b, &n| {
+            b.iter_batched(
+                || dynamic_registry(n, &input, &output),
+                |r| {
+                    black_box(r.ollama_schemas().len());
+                    r
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("registry/ollama_schemas cached call");
+    let registry = inventory_registry();
+    assert_eq!(registry.ollama_schemas().len(), compiled);
+    g.bench_with_input(BenchmarkId::new("compiled", compiled), &(), |b, _| {
+        b.iter(|| black_box(&registry).ollama_schemas().len())
+    });
+    for n in SIZES {
+        let registry = dynamic_registry(n, &input, &output);
+        assert_eq!(registry.ollama_schemas().len(), n);
+        g.bench_with_input(BenchmarkId::new("run-time", n), &n, |b, _| {
+            b.iter(|| black_box(&registry).ollama_schemas().len())
+        });
+    }
+    g.finish();
+
+    // Per turn: a new view (by names) over a registry whose definitions have rendered before.
+    let mut g = c.benchmark_group("registry/view per turn + ollama_schemas");
+    let names: Vec<String> = registry.names().filter(|n| n.starts_with("generated.")).map(str::to_owned).collect();
+    assert_eq!(names.len(), generated::COUNT);
+    for k in [40, generated::COUNT] {
+        let chosen = &names[..k];
+        g.bench_with_input(BenchmarkId::new("view build only", k), &k, |b, _| {
+            b.iter_batched(
+                || (),
+                |()| registry.view().names(chosen.iter().cloned()).build().expect("known names"),
+                BatchSize::SmallInput,
+            )
+        });
+        g.bench_with_input(BenchmarkId::new("ollama_schemas() on a new view only", k), &k, |b, _| {
+            b.iter_batched(
+                || registry.view().names(chosen.iter().cloned()).build().expect("known names"),
+                |view| {
+                    black_box(view.ollama_schemas().len());
+                    view
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        g.bench_with_input(BenchmarkId::new("compiled tools in view", k), &k, |b, _| {
+            b.iter_batched(
+                || (),
+                |()| {
+                    let view = registry.view().names(chosen.iter().cloned()).build().expect("known names");
+                    black_box(view.ollama_schemas().len());
+                    view
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    targets = build, ollama_schemas
+}
+criterion_main!(benches);

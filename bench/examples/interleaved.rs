@@ -1,0 +1,203 @@
+//! The executor comparisons again, interleaved: every round times one chunk of calls of each contender in turn, so a
+//! load change on a shared machine hits all contenders of a round alike. Reports, per contender, the median time
+//! per call over the rounds and the median over rounds of its ratio to the reference of its group (both numbers of
+//! one ratio come from the same round).
+//!
+//! ```sh
+//! cargo run --release -p keel-bench --example interleaved -- [ROUNDS] [CALLS_PER_CHUNK]
+//! ```
+//!
+//! The criterion benches (`cargo bench -p keel-bench --bench executor`) remain the reference figures; this is the
+//! cross-check when the machine is not idle. Same runtime (current-thread, time enabled), same inputs built outside
+//! the timed region, outputs dropped outside it.
+
+use std::time::{Duration, Instant};
+
+use keel_bench::proposed::ProposedExecutor;
+use keel_bench::rmcp_peer::RmcpHarness;
+use keel_bench::{fixture, floor, keel};
+use serde_json::Value;
+use tokio::runtime::Runtime;
+use tool_core::run::{Run, StopPolicy};
+use tool_core::{Executor, ToolCall};
+
+#[derive(Clone, Copy)]
+enum Contender {
+    Floor,
+    Keel(&'static str, bool),
+    Rmcp,
+    Run,
+    Proposed(&'static str, bool),
+    ProposedNoContext,
+}
+
+struct Setup {
+    rt: Runtime,
+    executor: Executor,
+    rmcp: RmcpHarness,
+    proposed: ProposedExecutor,
+    no_ctx: ProposedExecutor,
+    valid: Value,
+    invalid: Value,
+}
+
+/// Times `m` calls of `c` (inputs built before, outputs dropped after the timed loop).
+fn chunk(s: &Setup, c: Contender, m: usize) -> Duration {
+    let stop = StopPolicy { max_steps: u32::MAX, max_retries: u32::MAX };
+    s.rt.block_on(async {
+        match c {
+            Contender::Floor => {
+                let inputs: Vec<Value> = (0..m).map(|_| s.valid.clone()).collect();
+                let mut out = Vec::with_capacity(m);
+                let t = Instant::now();
+                for a in inputs {
+                    out.push(floor::dispatch("search_incidents", a).await);
+                }
+                t.elapsed()
+            }
+            Contender::Keel(name, valid) => {
+                let args = if valid { &s.valid } else { &s.invalid };
+                let inputs: Vec<ToolCall> = (0..m).map(|_| ToolCall::new("call-1", name, args.clone())).collect();
+                let mut out = Vec::with_capacity(m);
+                let t = Instant::now();
+                for call in inputs {
+                    out.push(s.executor.call(call).await);
+                }
+                t.elapsed()
+            }
+            Contender::Proposed(name, valid) => {
+                let args = if valid { &s.valid } else { &s.invalid };
+                let inputs: Vec<ToolCall> = (0..m).map(|_| ToolCall::new("call-1", name, args.clone())).collect();
+                let mut out = Vec::with_capacity(m);
+                let t = Instant::now();
+                for call in inputs {
+                    out.push(s.proposed.call(call).await);
+                }
+                t.elapsed()
+            }
+            Contender::ProposedNoContext => {
+                let inputs: Vec<ToolCall> =
+                    (0..m).map(|_| ToolCall::new("call-1", "search_incidents", s.valid.clone())).collect();
+                let mut out = Vec::with_capacity(m);
+                let t = Instant::now();
+                for call in inputs {
+                    out.push(s.no_ctx.call(call).await);
+                }
+                t.elapsed()
+            }
+            Contender::Rmcp => {
+                let obj = s.valid.as_object().expect("an object");
+                let inputs: Vec<_> = (0..m).map(|_| RmcpHarness::params("search_incidents", obj.clone())).collect();
+                let mut out = Vec::with_capacity(m);
+                let t = Instant::now();
+                for p in inputs {
+                    out.push(s.rmcp.call(p).await);
+                }
+                t.elapsed()
+            }
+            Contender::Run => {
+                let inputs: Vec<(Run, ToolCall)> = (0..m)
+                    .map(|_| {
+                        let run = Run::new(s.executor.clone()).with_stop_policy(stop);
+                        (run, ToolCall::new("call-1", "search_incidents", s.valid.clone()))
+                    })
+                    .collect();
+                let mut out = Vec::with_capacity(m);
+                let t = Instant::now();
+                for (mut run, call) in inputs {
+                    let outcome = run.process_batch(vec![call]).await;
+                    out.push((run, outcome));
+                }
+                t.elapsed()
+            }
+        }
+    })
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let rounds: usize = args.next().map_or(101, |s| s.parse().expect("ROUNDS is a number"));
+    let m: usize = args.next().map_or(500, |s| s.parse().expect("CALLS_PER_CHUNK is a number"));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().enable_io().build().expect("a runtime");
+    let rmcp = rt.block_on(async { RmcpHarness::start() });
+    let executor = keel::executor();
+    let s = Setup {
+        rt,
+        proposed: ProposedExecutor::new(executor.view()),
+        no_ctx: ProposedExecutor::without_call_context(executor.view()),
+        executor,
+        rmcp,
+        valid: fixture::valid_arguments(),
+        invalid: fixture::invalid_arguments(),
+    };
+
+    // The blocking pool gets its own group, last: its threads and their cross-thread frees slow down whatever runs
+    // next to them.
+    let groups: [(&str, Vec<(&str, Contender)>); 4] = [
+        (
+            "valid call",
+            vec![
+                ("floor (match + serde, no validation)", Contender::Floor),
+                ("keel inline (blocking = false)", Contender::Keel("search_incidents", true)),
+                ("keel async fn", Contender::Keel("search_incidents_async", true)),
+                ("rmcp ToolRouter::call", Contender::Rmcp),
+                ("proposed path prototype (inline)", Contender::Proposed("search_incidents", true)),
+                ("proposed + no per-call context (inline)", Contender::ProposedNoContext),
+            ],
+        ),
+        (
+            "rejections",
+            vec![
+                ("valid call (inline)", Contender::Keel("search_incidents", true)),
+                ("unknown_tool", Contender::Keel("no_such_tool", true)),
+                ("invalid_arguments (1 violation)", Contender::Keel("search_incidents", false)),
+                ("approval_required", Contender::Keel("file_incident", true)),
+                ("proposed: valid call", Contender::Proposed("search_incidents", true)),
+                ("proposed: unknown_tool", Contender::Proposed("no_such_tool", true)),
+                ("proposed: invalid_arguments", Contender::Proposed("search_incidents", false)),
+                ("proposed: approval_required", Contender::Proposed("file_incident", true)),
+            ],
+        ),
+        (
+            "run overhead",
+            vec![
+                ("Executor::call", Contender::Keel("search_incidents", true)),
+                ("Run::process_batch (1 call, in-memory log)", Contender::Run),
+            ],
+        ),
+        (
+            "blocking pool",
+            vec![
+                ("keel inline (blocking = false)", Contender::Keel("search_incidents", true)),
+                ("keel blocking pool (default)", Contender::Keel("search_incidents_blocking", true)),
+            ],
+        ),
+    ];
+
+    println!("{rounds} rounds x {m} calls per contender and round; median per call, median per-round ratio");
+    for (group, contenders) in &groups {
+        // Warm-up: one chunk each.
+        for (_, c) in contenders {
+            chunk(&s, *c, m);
+        }
+        let mut per_call: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); contenders.len()];
+        for _ in 0..rounds {
+            for (i, (_, c)) in contenders.iter().enumerate() {
+                per_call[i].push(chunk(&s, *c, m).as_secs_f64() * 1e9 / m as f64);
+            }
+        }
+        println!("\n{group} (ratio to: {})", contenders[0].0);
+        for (i, (label, _)) in contenders.iter().enumerate() {
+            let mut ratios: Vec<f64> = per_call[i].iter().zip(&per_call[0]).map(|(x, r)| x / r).collect();
+            let ratio = median(&mut ratios);
+            let ns = median(&mut per_call[i].clone());
+            println!("  {label:<48} {:>10.1} ns  {ratio:6.2}x", ns);
+        }
+    }
+}

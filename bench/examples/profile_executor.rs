@@ -1,0 +1,144 @@
+//! A fixed number of calls of one contender, for instruction-level profiling of the executor path.
+//!
+//! ```sh
+//! CARGO_PROFILE_RELEASE_DEBUG=true cargo build --release -p keel-bench --example profile_executor
+//! valgrind --tool=callgrind --toggle-collect='*profile_executor::timed_poll*' \
+//!     --callgrind-out-file=target/callgrind.keel.out target/release/examples/profile_executor keel 20000
+//! callgrind_annotate --inclusive=yes target/callgrind.keel.out | head -60
+//! ```
+//!
+//! Contenders: `floor`, `keel` (inline handler), `keel-async`, `keel-blocking`, `rmcp`, `unknown`, `invalid`,
+//! `approval`, `run`, `proposed` (the prototype of `keel_bench::proposed`; also `proposed-invalid`,
+//! `proposed-approval`, `proposed-unknown`, `proposed-no-context`), and `registry` (a registry build of N run-time
+//! definitions). Only `timed_poll` (and what it calls) is collected with the `--toggle-collect` above, so building each
+//! call's input is left out, as in the criterion benches.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll};
+
+use keel_bench::proposed::ProposedExecutor;
+use keel_bench::rmcp_peer::RmcpHarness;
+use keel_bench::{fixture, floor, keel};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData};
+use serde_json::Value;
+use tool_core::run::{Run, StopPolicy};
+use tool_core::{Executor, ToolCall, ToolResult};
+
+/// Polls `fut` in a frame of its own (never inlined), so that a profiler can attribute exactly the work done
+/// while polling it: building the future happens inside this frame too, as the future is made lazily.
+#[inline(never)]
+fn timed_poll<F: Future>(fut: std::pin::Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    fut.poll(cx)
+}
+
+/// Builds a registry of `defs` in a frame of its own (matched by the same `--toggle-collect` pattern).
+#[inline(never)]
+fn timed_poll_registry_build(defs: Vec<tool_core::ToolDefinition>) -> tool_core::Registry {
+    tool_core::Registry::builder().without_inventory().tools(defs).build().expect("unique names")
+}
+
+async fn timed<F: Future>(make: impl FnOnce() -> F) -> F::Output {
+    let mut fut = pin!(timed_make(make));
+    std::future::poll_fn(|cx| timed_poll(fut.as_mut(), cx)).await
+}
+
+/// The future is made (and the input moved in) inside the first timed poll.
+async fn timed_make<F: Future>(make: impl FnOnce() -> F) -> F::Output {
+    make().await
+}
+
+async fn timed_keel(executor: &Executor, call: ToolCall) -> ToolResult {
+    timed(|| executor.call(call)).await
+}
+
+async fn timed_proposed(executor: &ProposedExecutor, call: ToolCall) -> ToolResult {
+    timed(|| executor.call(call)).await
+}
+
+async fn timed_floor(arguments: Value) -> Result<Value, String> {
+    timed(|| floor::dispatch("search_incidents", arguments)).await
+}
+
+async fn timed_rmcp(rmcp: &RmcpHarness, params: CallToolRequestParams) -> Result<CallToolResponse, ErrorData> {
+    timed(|| rmcp.call(params)).await
+}
+
+async fn timed_run(run: &mut Run, call: ToolCall) {
+    black_box(timed(|| run.process_batch(vec![call])).await);
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let contender = args.next().unwrap_or_else(|| "keel".to_owned());
+    let n: usize = args.next().map_or(10_000, |s| s.parse().expect("a number of calls"));
+    if contender == "registry" {
+        // `n` run-time definitions, built untimed; only the registry build is collected.
+        let (input, output) = keel_bench::dynamic::schemas();
+        let defs = keel_bench::dynamic::definitions(n, &input, &output);
+        black_box(timed_poll_registry_build(defs));
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a Tokio runtime");
+    let executor = keel::executor();
+    let valid = fixture::valid_arguments();
+    let invalid = fixture::invalid_arguments();
+    rt.block_on(async {
+        let keel_call = |name: &str, args: &Value| ToolCall::new("call-1", name, args.clone());
+        match contender.as_str() {
+            "floor" => {
+                for _ in 0..n {
+                    black_box(timed_floor(valid.clone()).await.expect("floor answers"));
+                }
+            }
+            "rmcp" => {
+                let rmcp = RmcpHarness::start();
+                let obj = valid.as_object().expect("an object").clone();
+                for _ in 0..n {
+                    let params = RmcpHarness::params("search_incidents", obj.clone());
+                    black_box(timed_rmcp(&rmcp, params).await.expect("rmcp answers"));
+                }
+            }
+            p if p.starts_with("proposed") => {
+                let proposed = if p == "proposed-no-context" {
+                    ProposedExecutor::without_call_context(executor.view())
+                } else {
+                    ProposedExecutor::new(executor.view())
+                };
+                let (name, args) = match p {
+                    "proposed" | "proposed-no-context" => ("search_incidents", &valid),
+                    "proposed-invalid" => ("search_incidents", &invalid),
+                    "proposed-approval" => ("file_incident", &valid),
+                    _ => ("no_such_tool", &valid),
+                };
+                for _ in 0..n {
+                    black_box(timed_proposed(&proposed, keel_call(name, args)).await);
+                }
+            }
+            "run" => {
+                let stop = StopPolicy { max_steps: u32::MAX, max_retries: u32::MAX };
+                for _ in 0..n {
+                    let mut run = Run::new(executor.clone()).with_stop_policy(stop);
+                    timed_run(&mut run, keel_call("search_incidents", &valid)).await;
+                }
+            }
+            other => {
+                let (name, args, code) = match other {
+                    "keel" => ("search_incidents", &valid, None),
+                    "keel-async" => ("search_incidents_async", &valid, None),
+                    "keel-blocking" => ("search_incidents_blocking", &valid, None),
+                    "unknown" => ("no_such_tool", &valid, Some("unknown_tool")),
+                    "invalid" => ("search_incidents", &invalid, Some("invalid_arguments")),
+                    "approval" => ("file_incident", &valid, Some("approval_required")),
+                    _ => panic!("unknown contender {other:?}"),
+                };
+                for _ in 0..n {
+                    let r = timed_keel(&executor, keel_call(name, args)).await;
+                    assert_eq!(r.code(), code);
+                    black_box(r);
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,320 @@
+//! A prototype of the executor path with the changes proposed in `BENCHMARKS.md` applied, built only from tool-core's
+//! public API, so that what the proposals buy is measured rather than guessed.
+//!
+//! It keeps the fixed order and every check of `Executor::call` (lookup, limits, argument validation, policy,
+//! handler with panics caught, result limits and validation, the per-call span and a `CallContext` with a fresh cancellation
+//! token that is cancelled when the call ends) and drops only what the profile shows is not needed on the path:
+//!
+//! 1. limits: [`check_limits_fast`], one bounded-recursion pass that adds an *upper bound* of the JSON size (no
+//!    number formatting, no escape scan) and falls back to tool-core's exact `check_limits` only when that bound
+//!    exceeds `max_bytes`;
+//! 2. inline handlers run directly under `catch_unwind`: no boxed future, no `tokio::time::timeout`, no `select!`
+//!    (a timeout cannot interrupt a synchronous inline handler anyway);
+//! 3. the call's id and name `String`s are moved into the result instead of copied (the name equals the
+//!    definition's: the lookup is exact);
+//! 4. lookup by binary search over the view's sorted names (no SipHash of the untrusted name);
+//! 5. no `Instant::now()`/`elapsed()` and no `span.record(..)` unless the span is enabled.
+//!
+//! Not a replacement for `Executor`: it runs `Handler::Inline` tools only (others answer `tool_internal_error`),
+//! and has no error-path niceties beyond what the benchmarks exercise.
+
+use std::fmt::Write as _;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use tool_core::policy::PolicyRequest;
+use tool_core::validate::{CompiledSchema, Limits, Violation, check_limits};
+use tool_core::{
+    Approvals, CallContext, EffectPolicy, ErrorBody, Handler, Policy, PolicyDecision, StateMap, ToolCall,
+    ToolDefinition, ToolResult, ToolView,
+};
+
+struct Entry {
+    def: Arc<ToolDefinition>,
+    input: CompiledSchema,
+    output: Option<CompiledSchema>,
+}
+
+/// The prototype executor over one view.
+pub struct ProposedExecutor {
+    /// Sorted by name (the view's order).
+    entries: Vec<Entry>,
+    state: Arc<StateMap>,
+    limits: Limits,
+    output_limits: Limits,
+    approvals: Approvals,
+    /// See [`ProposedExecutor::without_call_context`].
+    shared_context: Option<CallContext>,
+}
+
+impl ProposedExecutor {
+    /// Compiles the schemas of `view`.
+    pub fn new(view: &ToolView) -> ProposedExecutor {
+        let entries = view
+            .iter()
+            .map(|d| Entry {
+                def: d.clone(),
+                input: CompiledSchema::compile(d.input_schema()).expect("the fixture schemas compile"),
+                output: d.output_schema().map(|s| CompiledSchema::compile(s).expect("the fixture schemas compile")),
+            })
+            .collect();
+        ProposedExecutor {
+            entries,
+            state: Arc::new(StateMap::new()),
+            limits: Limits::default(),
+            // The executor's default output limits.
+            output_limits: Limits { max_depth: 128, max_bytes: 8 * 1024 * 1024 },
+            approvals: Approvals::new(),
+            shared_context: None,
+        }
+    }
+
+    /// Measures proposal 6 (tools that take no `CallContext`/`State` get no per-call context or token): the thunk
+    /// is handed a clone of one shared context (one atomic increment), which the fixture's thunks ignore. Only for
+    /// tools without injected parameters.
+    pub fn without_call_context(view: &ToolView) -> ProposedExecutor {
+        ProposedExecutor { shared_context: Some(CallContext::new("shared", "shared")), ..ProposedExecutor::new(view) }
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Entry> {
+        self.entries.binary_search_by(|e| e.def.name().cmp(name)).ok().map(|i| &self.entries[i])
+    }
+
+    /// Runs one call in the fixed order.
+    pub async fn call(&self, call: ToolCall) -> ToolResult {
+        let span = tracing::info_span!("tool_call", call_id = %call.id(), tool_name = tracing::field::Empty);
+        let started = (!span.is_disabled()).then(Instant::now);
+        let result = self.run(call);
+        if let Some(started) = started {
+            span.record("tool_name", result.tool_name.as_str());
+            tracing::trace!(parent: &span, duration_us = started.elapsed().as_micros() as u64, "done");
+        }
+        result
+    }
+
+    fn run(&self, call: ToolCall) -> ToolResult {
+        let (id, name, arguments) = call.into_parts();
+        let Some(entry) = self.lookup(&name) else {
+            let body = ErrorBody::new("unknown_tool", format!("no tool named {name:?} is available"));
+            return ToolResult::failure(id, name, None, false, body);
+        };
+        let def = &*entry.def;
+        let version = Some(def.version().to_owned());
+        let arguments = match arguments {
+            Ok(v) => v,
+            Err(e) => {
+                return ToolResult::failure(id, name, version, false, ErrorBody::new("invalid_arguments", e.message));
+            }
+        };
+        if let Err(v) = check_limits_fast(&arguments, &self.limits) {
+            return ToolResult::failure(id, name, version, false, invalid_arguments(vec![v]));
+        }
+        if !entry.input.is_valid(&arguments) {
+            let violations = entry.input.validate(&arguments).err().unwrap_or_default();
+            return ToolResult::failure(id, name, version, false, invalid_arguments(violations));
+        }
+        let request = PolicyRequest { tool: def, arguments: &arguments, tenant: None, approvals: &self.approvals };
+        match EffectPolicy.decide(&request) {
+            PolicyDecision::Allow => {}
+            PolicyDecision::RequireApproval { reason } => {
+                // The arguments are moved into the details, not serialized into a copy.
+                let mut approve = Map::new();
+                approve.insert("tool".to_owned(), Value::String(name.clone()));
+                approve.insert("arguments".to_owned(), arguments);
+                let details = json!({"effect": def.effect().as_str(), "approve": Value::Object(approve)});
+                let body = ErrorBody::new("approval_required", reason).with_details(details);
+                return ToolResult::failure(id, name, version, false, body);
+            }
+            PolicyDecision::Deny { reason } => {
+                return ToolResult::failure(id, name, version, false, ErrorBody::new("policy_denied", reason));
+            }
+        }
+        let Handler::Inline(f) = def.handler() else {
+            let body = ErrorBody::new("tool_internal_error", "the prototype runs inline handlers only");
+            return ToolResult::failure(id, name, version, false, body);
+        };
+        let outcome = match &self.shared_context {
+            Some(ctx) => std::panic::catch_unwind(AssertUnwindSafe(|| f(arguments, ctx.clone()))),
+            None => {
+                let token = CancellationToken::new();
+                let ctx = CallContext::builder(id.as_str(), def.name())
+                    .cancellation(token.clone())
+                    .state(self.state.clone())
+                    .build();
+                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| f(arguments, ctx)));
+                token.cancel();
+                outcome
+            }
+        };
+        let value = match outcome {
+            Ok(Ok(v)) => v,
+            Ok(Err(_)) | Err(_) => {
+                let body = ErrorBody::new("tool_internal_error", "the tool failed with an internal error");
+                return ToolResult::failure(id, name, version, true, body);
+            }
+        };
+        if check_limits_fast(&value, &self.output_limits).is_err() {
+            let body = ErrorBody::new("invalid_tool_output", "the tool produced a result larger than allowed");
+            return ToolResult::failure(id, name, version, true, body);
+        }
+        if let Some(output) = &entry.output
+            && !output.is_valid(&value)
+        {
+            let body =
+                ErrorBody::new("invalid_tool_output", "the tool produced a result that does not match its schema");
+            return ToolResult::failure(id, name, version, true, body);
+        }
+        ToolResult::success(id, name, version, value)
+    }
+}
+
+fn invalid_arguments(violations: Vec<Violation>) -> ErrorBody {
+    let message =
+        format!("the arguments do not match the tool's schema: {}", tool_core::validate::summary(&violations));
+    ErrorBody::new("invalid_arguments", message).with_details(json!({ "violations": violations }))
+}
+
+/// [`check_limits`] with a fast path: one pass that checks the depth exactly and sums an upper bound of the compact
+/// JSON size (strings and keys as if every byte were escaped as `\u00XX`, integers by digit count); only when that bound
+/// exceeds `max_bytes` is the exact `check_limits` run, so the answer is always exactly `check_limits`'s.
+///
+/// The recursion is bounded by `max_depth` (the walk stops one level past it), so it cannot overflow the stack on
+/// hostile input; above [`MAX_RECURSIVE_DEPTH`] the exact, explicit-stack version is used directly.
+pub fn check_limits_fast(v: &Value, limits: &Limits) -> Result<(), Violation> {
+    if limits.max_depth > MAX_RECURSIVE_DEPTH {
+        return check_limits(v, limits);
+    }
+    let mut upper = 0usize;
+    if bound(v, 0, limits.max_depth, &mut upper) && upper <= limits.max_bytes {
+        Ok(())
+    } else {
+        // Too deep, or possibly too big: the exact check says which, with the same violation.
+        check_limits(v, limits)
+    }
+}
+
+/// Above this `max_depth`, [`check_limits_fast`] does not recurse.
+pub const MAX_RECURSIVE_DEPTH: usize = 128;
+
+/// Adds an upper bound of `v`'s compact JSON size to `upper`; false when `v` nests deeper than `max_depth`.
+fn bound(v: &Value, depth: usize, max_depth: usize, upper: &mut usize) -> bool {
+    match v {
+        Value::Null | Value::Bool(true) => *upper += 4,
+        Value::Bool(false) => *upper += 5,
+        Value::Number(n) => {
+            *upper += match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => u.checked_ilog10().map_or(1, |d| d as usize + 1),
+                (None, Some(i)) => i.unsigned_abs().checked_ilog10().map_or(1, |d| d as usize + 1) + 1,
+                // Floats (rare in arguments) are measured exactly, as check_limits does.
+                _ => {
+                    let mut counter = Counter(0);
+                    let _ = write!(counter, "{n}");
+                    counter.0
+                }
+            }
+        }
+        Value::String(s) => *upper = upper.saturating_add(s.len().saturating_mul(6) + 2),
+        Value::Array(a) => {
+            if depth >= max_depth {
+                return false;
+            }
+            *upper += 2 + a.len().saturating_sub(1);
+            for x in a {
+                if !bound(x, depth + 1, max_depth, upper) {
+                    return false;
+                }
+            }
+        }
+        Value::Object(o) => {
+            if depth >= max_depth {
+                return false;
+            }
+            *upper += 2 + o.len().saturating_sub(1);
+            for (k, x) in o {
+                *upper = upper.saturating_add(k.len().saturating_mul(6) + 3);
+                if !bound(x, depth + 1, max_depth, upper) {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// Counts the bytes written through `fmt::Write`.
+struct Counter(usize);
+
+impl std::fmt::Write for Counter {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 += s.len();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The fast path answers exactly what `check_limits` answers, limit by limit.
+    #[test]
+    fn fast_limits_agree_with_exact_limits() {
+        let values = [
+            json!({}),
+            json!([]),
+            json!(null),
+            json!("\u{1}\"\\é"),
+            json!({"a": [1, -2, 2.5e-300, u64::MAX, i64::MIN, "x\ny"], "b": {"c": {"d": [[[]]]}}, "": false}),
+            crate::fixture::valid_arguments(),
+            json!({"s": "x".repeat(5000)}),
+        ];
+        for v in &values {
+            let exact_len = serde_json::to_string(v).expect("serializable").len();
+            for max_depth in [0, 1, 2, 3, 4, 5, 64, 128] {
+                for max_bytes in [0, 1, exact_len.saturating_sub(1), exact_len, exact_len + 1, 1 << 20] {
+                    let limits = Limits { max_depth, max_bytes };
+                    assert_eq!(check_limits_fast(v, &limits), check_limits(v, &limits), "{v} {limits:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fast_limits_do_not_recurse_past_max_depth() {
+        let mut v = json!(1);
+        for _ in 0..100_000 {
+            v = Value::Array(vec![v]);
+        }
+        let limits = Limits::default();
+        assert_eq!(check_limits_fast(&v, &limits), check_limits(&v, &limits));
+        // Drop without recursing 100,000 frames.
+        let mut stack = vec![v];
+        while let Some(Value::Array(mut a)) = stack.pop() {
+            stack.append(&mut a);
+        }
+    }
+
+    #[test]
+    fn proposed_executor_answers_like_the_executor() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime");
+        let executor = crate::keel::executor();
+        let proposed = ProposedExecutor::new(executor.view());
+        rt.block_on(async {
+            for (name, args) in [
+                ("search_incidents", crate::fixture::valid_arguments()),
+                ("search_incidents", crate::fixture::invalid_arguments()),
+                ("file_incident", crate::fixture::valid_arguments()),
+                ("no_such_tool", crate::fixture::valid_arguments()),
+            ] {
+                let a = executor.call(ToolCall::new("c", name, args.clone())).await;
+                let b = proposed.call(ToolCall::new("c", name, args)).await;
+                assert_eq!((a.ok, a.executed, a.code(), &a.data), (b.ok, b.executed, b.code(), &b.data), "{name}");
+                assert_eq!((&a.call_id, &a.tool_name, &a.tool_version), (&b.call_id, &b.tool_name, &b.tool_version));
+            }
+        });
+    }
+}
