@@ -1823,36 +1823,65 @@ fn json_identical(a: &Value, b: &Value) -> bool {
     tool_core::canonical::canonical_json(a) == tool_core::canonical::canonical_json(b)
 }
 
+/// Every string in `v` (object keys included), decoded.
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+        Value::Object(o) => {
+            for (k, v) in o {
+                out.push(k.clone());
+                strings(v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Asserts that the result holds no needle that the caller's input did not hold.
+///
+/// Needles are searched in the result's decoded strings (a JSON escape such as `\u0003` next to `::` is not a
+/// Rust path). The input counts in every form the result may echo it in: as sent, as JSON, escaped as Rust's
+/// `Debug` writes it (`\n`, `\u{3}`), and as a JSON pointer segment (`~0`, `~1`).
 pub fn assert_clean(result: &ToolResult, call: &ToolCall, input: &Input) {
-    let text = serde_json::to_string(result).expect("a result serializes");
     if !result.ok && result.code() != Some("approval_required") {
         let error = serde_json::to_string(&result.error).unwrap_or_default();
         assert!(error.len() <= MAX_ERROR_BYTES, "an error of {} bytes; input: {input:?}", error.len());
     }
-    let found: Vec<String> =
-        NEEDLES.iter().filter(|n| text.contains(*n)).map(|n| (*n).to_owned()).chain(rust_paths(&text)).collect();
+    let mut texts = Vec::new();
+    strings(&serde_json::to_value(result).expect("a result serializes"), &mut texts);
+    let found: Vec<String> = texts
+        .iter()
+        .flat_map(|t| NEEDLES.iter().filter(|n| t.contains(*n)).map(|n| (*n).to_owned()).chain(rust_paths(t)))
+        .collect();
     if found.is_empty() {
         return;
     }
     // Only what the caller sent may come back.
-    let mut source = String::new();
-    source.push_str(&input.id);
-    source.push_str(&input.name);
-    source.push_str(call.id());
-    source.push_str(call.name());
+    let mut sent = vec![input.id.clone(), input.name.clone(), call.id().to_owned(), call.name().to_owned()];
     match &input.args {
-        Args::Text(t) => source.push_str(t),
-        Args::Value(v) | Args::Provider(_, v) => source.push_str(&v.to_string()),
+        Args::Text(t) => sent.push(t.clone()),
+        Args::Value(v) | Args::Provider(_, v) => strings(v, &mut sent),
     }
     if let Ok(args) = call.arguments() {
-        source.push_str(&args.to_string());
+        strings(args, &mut sent);
+    }
+    let mut source = String::new();
+    for s in &sent {
+        source.push_str(s);
+        source.push('\n');
+        source.push_str(&format!("{s:?}"));
+        source.push('\n');
+        source.push_str(&serde_json::to_string(s).unwrap_or_default());
+        source.push('\n');
+        source.push_str(&s.replace('~', "~0").replace('/', "~1"));
+        source.push('\n');
     }
     for needle in found {
         assert!(
             source.contains(&needle),
             "{needle:?} reached the result without coming from the input; input: {input:?}\nresult: {}",
-            short(&text)
+            short(&serde_json::to_string(result).unwrap_or_default())
         );
     }
 }

@@ -376,3 +376,46 @@ fn data_that_looks_like_code_stays_data() {
     }
     assert_no_untracked_runs();
 }
+
+/// The leak check is about what the executor adds, not about how it escapes what the model sent: a control
+/// character before `::` becomes `\u0003::` in JSON and `\u{3}::` in a message, a `~` or `/` in a key becomes `~0::`
+/// or `~1::` in a JSON pointer: none is a Rust path (the fuzzer's first findings, all in the harness).
+#[test]
+fn escaped_input_next_to_colons_is_not_taken_for_a_leak() {
+    use serde_json::json;
+    let h = Harness::get();
+    let text = |name: &str, text: &str| Input {
+        id: "esc".into(),
+        name: name.to_owned(),
+        args: Args::Text(text.to_owned()),
+        approval: None,
+        deny: false,
+    };
+    assert_eq!(h.check(&text("x\u{3}::fu", "{}")).expect, Expect::Refused("unknown_tool"));
+    assert_eq!(h.check(&text("a\n::b", "{}")).expect, Expect::Refused("unknown_tool"));
+    let args = json!({"id": "a", "count": 2, "colour": "red", "k\n::v": 1, "t\t::u": "\u{3}::x", "a~::b/::c": 0});
+    let input = Input { args: Args::Value(args), ..text("fx.echo", "") };
+    assert_eq!(h.check(&input).expect, Expect::Refused("invalid_arguments"));
+}
+
+/// The leak check itself catches what it must: a path, a panic message, a Rust type path, serde wording.
+#[test]
+fn the_leak_check_catches_internals() {
+    use serde_json::json;
+    use tool_core::{ErrorBody, ToolResult};
+    let input =
+        Input { id: "x".into(), name: "ping".into(), args: Args::Value(json!({})), approval: None, deny: false };
+    let call = Harness::call_of(&input);
+    for leak in [
+        "thread 'main' panicked at src/lib.rs:3:5",
+        "expected alloc::string::String",
+        "invalid type: integer `5`, expected a string",
+        "missing field `id`",
+        "\"id\" is a required property",
+    ] {
+        let r = ToolResult::failure("x", "ping", Some("1.0".into()), true, ErrorBody::new("tool_internal_error", leak));
+        let caught =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| harness::assert_clean(&r, &call, &input)));
+        assert!(caught.is_err(), "the leak check missed {leak:?}");
+    }
+}
