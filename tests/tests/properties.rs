@@ -379,7 +379,8 @@ fn data_that_looks_like_code_stays_data() {
 
 /// The leak check is about what the executor adds, not about how it escapes what the model sent: a control
 /// character before `::` becomes `\u0003::` in JSON and `\u{3}::` in a message, a `~` or `/` in a key becomes `~0::`
-/// or `~1::` in a JSON pointer: none is a Rust path (the fuzzer's first findings, all in the harness).
+/// or `~1::` in a JSON pointer, a key `std:` becomes `/std:: expected` in a violation, keys `src` and `x` become
+/// `/src/x`: none of it is an internal (the fuzzer's first findings, all in the harness).
 #[test]
 fn escaped_input_next_to_colons_is_not_taken_for_a_leak() {
     use serde_json::json;
@@ -395,6 +396,11 @@ fn escaped_input_next_to_colons_is_not_taken_for_a_leak() {
     assert_eq!(h.check(&text("a\n::b", "{}")).expect, Expect::Refused("unknown_tool"));
     let args = json!({"id": "a", "count": 2, "colour": "red", "k\n::v": 1, "t\t::u": "\u{3}::x", "a~::b/::c": 0});
     let input = Input { args: Args::Value(args), ..text("fx.echo", "") };
+    assert_eq!(h.check(&input).expect, Expect::Refused("invalid_arguments"));
+    // Keys that end like a needle before the summary's `: expected`, or nest into one (`/src/x`).
+    let keys =
+        json!({"id": "a", "count": 2, "colour": "red", "std:": 1, "x.rs": 2, "invalid type": 3, "src": {"a": 1}});
+    let input = Input { args: Args::Value(keys), ..text("fx.echo", "") };
     assert_eq!(h.check(&input).expect, Expect::Refused("invalid_arguments"));
 }
 
