@@ -484,3 +484,25 @@ fn an_async_handler_blocking_past_its_timeout_ends_in_timeout() {
         assert_eq!(code(&r), Some("timeout"), "after {:?}: {r:?}", began.elapsed());
     });
 }
+
+/// An inline handler (`blocking = false`) that overruns its timeout.
+#[tool(effect = "read", version = "1.0", timeout_ms = 50, blocking = false)]
+fn overruns_inline(ctx: CallContext) -> String {
+    started(&ctx);
+    std::thread::sleep(Duration::from_millis(200));
+    "late".into()
+}
+
+/// An inline handler runs to completion on the caller's thread, so nothing can interrupt it; its late result is
+/// still answered `timeout`, like every other handler's.
+#[test]
+fn an_inline_handler_past_its_timeout_ends_in_timeout() {
+    runtime().block_on(async {
+        let ex = executor();
+        let began = Instant::now();
+        let r = ex.call(ToolCall::new("inline-late", "overruns_inline", json!({}))).await;
+        assert!(r.executed);
+        assert_eq!(code(&r), Some("timeout"), "after {:?}: {r:?}", began.elapsed());
+        assert_no_internals(&r);
+    });
+}

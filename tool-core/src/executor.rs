@@ -44,10 +44,11 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use tracing::field::Empty;
@@ -58,7 +59,7 @@ use crate::definition::{Handler, ToolDefinition};
 use crate::error::{Repr, ToolError, is_valid_tool_code};
 use crate::policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 use crate::result::{ErrorBody, ToolResult};
-use crate::validate::{CompiledSchema, Limits, check_limits, summary};
+use crate::validate::{CompiledSchema, Limits, Violation, check_limits, summary};
 use crate::view::ToolView;
 
 /// The longest requested name echoed back in an `unknown_tool` result.
@@ -87,8 +88,8 @@ fn compiled(def: &ToolDefinition) -> Result<&CompiledTool, &str> {
             }
             let input = CompiledSchema::compile(&def.schemas().input_for_validation())
                 .map_err(|e| format!("argument schema: {e}"))?;
-            let output = match def.output_schema() {
-                Some(s) => Some(CompiledSchema::compile(s).map_err(|e| format!("result schema: {e}"))?),
+            let output = match def.schemas().output_for_validation() {
+                Some(s) => Some(CompiledSchema::compile(&s).map_err(|e| format!("result schema: {e}"))?),
                 None => None,
             };
             Ok(CompiledTool { input, output })
@@ -352,20 +353,24 @@ impl Executor {
             executed = Empty,
             duration_us = Empty,
         );
-        let started = Instant::now();
+        // With no subscriber interested, the span is disabled: no clock reads and no field records.
+        let started = (!span.is_disabled()).then(Instant::now);
         let result = self.run(call, options, &span).instrument(span.clone()).await;
-        span.record("outcome", result.error.as_ref().map_or("ok", |e| e.code.as_str()));
-        span.record("executed", result.executed);
-        span.record("duration_us", started.elapsed().as_micros() as u64);
+        if let Some(started) = started {
+            span.record("outcome", result.error.as_ref().map_or("ok", |e| e.code.as_str()));
+            span.record("executed", result.executed);
+            span.record("duration_us", started.elapsed().as_micros() as u64);
+        }
         result
     }
 
     async fn run(&self, call: ToolCall, options: &CallOptions, span: &tracing::Span) -> ToolResult {
-        let call_id = call.id().to_owned();
+        // The call's strings move into the result: the lookup is exact, so `name` equals the definition's name.
+        let (call_id, name, arguments) = call.into_parts();
 
         // 1. Registered in this view? Exact match only.
-        let Some(def) = self.inner.view.get(call.name()) else {
-            let name = truncate_name(call.name());
+        let Some(def) = self.inner.view.get(&name) else {
+            let name = if name.len() <= MAX_ECHOED_NAME { name } else { truncate_name(&name) };
             span.record("tool_name", name.as_str());
             return ToolResult::failure(
                 call_id,
@@ -385,32 +390,35 @@ impl Executor {
         span.record("tool_version", def.version());
         span.record("effect", def.effect().as_str());
         let version = Some(def.version().to_owned());
-        let fail = |executed: bool, body: ErrorBody| {
-            ToolResult::failure(call_id.clone(), def.name().to_owned(), version.clone(), executed, body)
-        };
+        // Every early return moves the call's strings into its result (the body is built first: it may borrow them).
+        macro_rules! fail {
+            ($executed:expr, $body:expr $(,)?) => {{
+                let body = $body;
+                return ToolResult::failure(call_id, name, version, $executed, body);
+            }};
+        }
         let compiled = match compiled(def) {
             Ok(c) => c,
             Err(problem) => {
                 tracing::error!(call_id = %call_id, tool_name = def.name(), problem, "tool schema does not compile");
-                return fail(false, internal_body(&call_id));
+                fail!(false, internal_body(&call_id));
             }
         };
 
         // 2. Arguments valid against the schema the model saw.
-        let mut arguments = match call.into_arguments() {
+        let mut arguments = match arguments {
             Ok(v) => v,
-            Err(e) => return fail(false, ErrorBody::new("invalid_arguments", e.to_string())),
+            Err(e) => fail!(false, ErrorBody::new("invalid_arguments", e.to_string())),
         };
         if let Err(v) = check_limits(&arguments, &self.inner.limits) {
-            return fail(false, invalid_arguments_body(std::slice::from_ref(&v)));
+            fail!(false, invalid_arguments_body(vec![v]));
         }
         // A model in OpenAI strict mode says "not given" with `null` for optional properties; those nulls are
         // dropped (only on the slow path, so a valid call pays nothing) and the call is checked again.
         if !compiled.input.is_valid(&arguments)
             && (def.schemas().remove_optional_nulls(&mut arguments) == 0 || !compiled.input.is_valid(&arguments))
         {
-            let violations = compiled.input.validate(&arguments).err().unwrap_or_default();
-            return fail(false, invalid_arguments_body(&violations));
+            fail!(false, invalid_arguments_body(compiled.input.explain(&arguments)));
         }
 
         // 3. Policy.
@@ -423,15 +431,16 @@ impl Executor {
         match self.inner.policy.decide(&request) {
             PolicyDecision::Allow => {}
             PolicyDecision::RequireApproval { reason } => {
-                return fail(
-                    false,
-                    ErrorBody::new("approval_required", reason).with_details(json!({
-                        "effect": def.effect().as_str(),
-                        "approve": {"tool": def.name(), "arguments": &arguments},
-                    })),
-                );
+                // The arguments move into the details (what to approve), not a serialized copy.
+                let mut approve = Map::with_capacity(2);
+                approve.insert("tool".to_owned(), Value::String(def.name().to_owned()));
+                approve.insert("arguments".to_owned(), arguments);
+                let mut details = Map::with_capacity(2);
+                details.insert("effect".to_owned(), Value::String(def.effect().as_str().to_owned()));
+                details.insert("approve".to_owned(), Value::Object(approve));
+                fail!(false, ErrorBody::new("approval_required", reason).with_details(Value::Object(details)));
             }
-            PolicyDecision::Deny { reason } => return fail(false, ErrorBody::new("policy_denied", reason)),
+            PolicyDecision::Deny { reason } => fail!(false, ErrorBody::new("policy_denied", reason)),
         }
 
         // 4. The handler, under a timeout, with panics caught.
@@ -456,28 +465,28 @@ impl Executor {
             // Arguments that pass the schema but not deserialization never reach the fn: not executed.
             HandlerOutcome::Error(err) => {
                 let executed = !matches!(err.repr, Repr::ArgumentsMismatch(_));
-                return fail(executed, self.error_body(def, &call_id, err));
+                fail!(executed, self.error_body(def, &call_id, err));
             }
             HandlerOutcome::Panicked(panic) => {
                 tracing::error!(call_id = %call_id, tool_name = def.name(), panic = panic_text(&*panic), "tool handler panicked");
-                return fail(true, internal_body(&call_id));
+                fail!(true, internal_body(&call_id));
             }
             HandlerOutcome::TimedOut { after: t, started } => {
                 tracing::warn!(call_id = %call_id, tool_name = def.name(), timeout_ms = t.as_millis() as u64, started, "tool handler timed out");
-                return fail(
+                fail!(
                     started,
                     ErrorBody::new("timeout", format!("the tool did not finish within {} ms", t.as_millis())),
                 );
             }
             HandlerOutcome::Cancelled => {
-                return fail(true, ErrorBody::new("cancelled", "the call was cancelled before the tool finished"));
+                fail!(true, ErrorBody::new("cancelled", "the call was cancelled before the tool finished"));
             }
         };
 
         // 6. The result within the output limits and valid against the result schema.
         if let Err(v) = check_limits(&value, &self.inner.output_limits) {
             tracing::error!(call_id = %call_id, tool_name = def.name(), limit = %v, "tool result exceeds the output limits");
-            return fail(
+            fail!(
                 true,
                 ErrorBody::new(
                     "invalid_tool_output",
@@ -495,7 +504,7 @@ impl Executor {
                 violations = %summary(&violations),
                 "tool result does not match its result schema"
             );
-            return fail(
+            fail!(
                 true,
                 ErrorBody::new(
                     "invalid_tool_output",
@@ -505,7 +514,7 @@ impl Executor {
         }
 
         // 7. Ok.
-        ToolResult::success(call_id, def.name().to_owned(), version, value)
+        ToolResult::success(call_id, name, version, value)
     }
 
     fn error_body(&self, def: &ToolDefinition, call_id: &str, err: ToolError) -> ErrorBody {
@@ -555,10 +564,28 @@ fn internal_body(call_id: &str) -> ErrorBody {
     )
 }
 
-fn invalid_arguments_body(violations: &[crate::validate::Violation]) -> ErrorBody {
-    let listed = summary(violations).replace('\n', "; ");
-    ErrorBody::new("invalid_arguments", format!("the arguments do not match the tool's schema: {listed}"))
-        .with_details(json!({ "violations": violations }))
+fn invalid_arguments_body(violations: Vec<Violation>) -> ErrorBody {
+    let mut message = String::from("the arguments do not match the tool's schema: ");
+    for (i, line) in summary(&violations).split('\n').enumerate() {
+        if i > 0 {
+            message.push_str("; ");
+        }
+        message.push_str(line);
+    }
+    // The details hold the violations themselves, moved (the same object `serde` would write for each).
+    let listed = violations
+        .into_iter()
+        .map(|v| {
+            let mut entry = Map::with_capacity(3);
+            entry.insert("pointer".to_owned(), Value::String(v.pointer));
+            entry.insert("expected".to_owned(), Value::String(v.expected));
+            entry.insert("found".to_owned(), Value::String(v.found));
+            Value::Object(entry)
+        })
+        .collect();
+    let mut details = Map::with_capacity(1);
+    details.insert("violations".to_owned(), Value::Array(listed));
+    ErrorBody::new("invalid_arguments", message).with_details(Value::Object(details))
 }
 
 /// A handler's result, or the payload of its panic.
@@ -571,31 +598,28 @@ async fn run_handler(
     timeout: Duration,
     token: &CancellationToken,
 ) -> HandlerOutcome {
-    if tokio::runtime::Handle::try_current().is_err() {
-        tracing::error!(call_id = ctx.call_id(), "the executor needs a Tokio runtime (with time enabled)");
-        return HandlerOutcome::Error(ToolError::internal("no Tokio runtime"));
-    }
-    // Whether the handler has begun: async handlers begin when first polled, blocking ones when a thread takes them.
-    let began = Arc::new(std::sync::atomic::AtomicBool::new(!matches!(handler, Handler::Blocking(_))));
+    // Whether a blocking handler has begun (a thread took it); async handlers begin when first polled.
+    let mut began: Option<Arc<AtomicBool>> = None;
     let fut: Pin<Box<dyn Future<Output = Caught> + Send>> = match handler {
+        Handler::Inline(f) => return run_inline(*f, arguments, ctx, timeout),
+        _ if tokio::runtime::Handle::try_current().is_err() => {
+            tracing::error!(call_id = ctx.call_id(), "the executor needs a Tokio runtime (with time enabled)");
+            return HandlerOutcome::Error(ToolError::internal("no Tokio runtime"));
+        }
         Handler::Async(f) => Box::pin(CatchUnwind(Box::pin(async move { f(arguments, ctx).await }))),
         Handler::Dynamic(h) => {
             let h = h.clone();
             Box::pin(CatchUnwind(Box::pin(async move { h.call(arguments, ctx).await })))
         }
-        Handler::Inline(f) => {
-            let f = *f;
-            Box::pin(std::future::ready(std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx)))))
-        }
         Handler::Blocking(f) => {
             let f = *f;
             // A handler still queued for a blocking thread when its call ended (timeout, cancellation) never starts.
-            let flag = began.clone();
+            let flag = began.insert(Arc::new(AtomicBool::new(false))).clone();
             let join = tokio::task::spawn_blocking(move || {
                 if ctx.is_cancelled() {
                     return Err(ToolError::internal("the call ended before a blocking thread was free"));
                 }
-                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                flag.store(true, Ordering::SeqCst);
                 f(arguments, ctx)
             });
             Box::pin(async move {
@@ -607,7 +631,7 @@ async fn run_handler(
             })
         }
     };
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     tokio::select! {
         biased;
         r = tokio::time::timeout(timeout, fut) => match r {
@@ -618,9 +642,29 @@ async fn run_handler(
             Ok(Err(panic)) => HandlerOutcome::Panicked(panic),
             Err(_) => HandlerOutcome::TimedOut {
                 after: timeout,
-                started: began.load(std::sync::atomic::Ordering::SeqCst),
+                started: began.as_ref().is_none_or(|b| b.load(Ordering::SeqCst)),
             },
         },
         () = token.cancelled() => HandlerOutcome::Cancelled,
+    }
+}
+
+/// Runs a synchronous inline handler. It runs to completion on this thread, so no timer or cancellation could
+/// interrupt it: it is called directly (no boxed future, no timer, no runtime needed) and judged by the clock
+/// afterwards. Like an async handler that finishes on its first poll, it runs even if the call's token was already
+/// cancelled.
+fn run_inline(
+    f: fn(Value, CallContext) -> Result<Value, ToolError>,
+    arguments: Value,
+    ctx: CallContext,
+    timeout: Duration,
+) -> HandlerOutcome {
+    let started = Instant::now();
+    match std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx))) {
+        // Late is late, even for a handler nothing could interrupt.
+        Ok(_) if started.elapsed() > timeout => HandlerOutcome::TimedOut { after: timeout, started: true },
+        Ok(Ok(v)) => HandlerOutcome::Value(v),
+        Ok(Err(e)) => HandlerOutcome::Error(e),
+        Err(panic) => HandlerOutcome::Panicked(panic),
     }
 }

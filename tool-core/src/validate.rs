@@ -127,14 +127,85 @@ impl Default for Limits {
     }
 }
 
-/// Checks `v` against `limits` without recursion (an explicit stack, at most `max_depth` frames) and without
-/// allocating on values that contain no array or object.
+/// Checks `v` against `limits`, never recursing deeper than `max_depth` (at most [`MAX_RECURSIVE_DEPTH`] frames;
+/// above that an explicit stack is used) and without allocating.
+///
+/// A first pass checks the depth exactly and sums an *upper bound* of the compact JSON size (strings and keys as if
+/// every byte were escaped, integers by digit count); only when that bound exceeds `max_bytes` is the size counted
+/// exactly. Typical arguments are far below the limits, so the exact count (number formatting, escape scan) is
+/// skipped; the verdict is always the exact one.
 ///
 /// # Errors
 ///
 /// The first limit exceeded, as a [`Violation`]: for depth, the pointer is the container that is one level too
 /// deep; for size, the pointer is the root (`""`).
 pub fn check_limits(v: &Value, limits: &Limits) -> Result<(), Violation> {
+    if limits.max_depth <= MAX_RECURSIVE_DEPTH {
+        let mut upper = 0usize;
+        if size_bound(v, 0, limits.max_depth, &mut upper) && upper <= limits.max_bytes {
+            return Ok(());
+        }
+    }
+    // Too deep, or possibly too big: the exact walk says which, with its violation.
+    check_limits_exact(v, limits)
+}
+
+/// Above this `max_depth`, [`check_limits`] goes straight to its explicit-stack walk.
+pub const MAX_RECURSIVE_DEPTH: usize = 128;
+
+/// Adds an upper bound of `v`'s compact JSON size to `upper`; false when `v` nests deeper than `max_depth`.
+/// Recursion depth is at most `max_depth + 1`.
+fn size_bound(v: &Value, depth: usize, max_depth: usize, upper: &mut usize) -> bool {
+    fn digits(n: u64) -> usize {
+        n.checked_ilog10().map_or(1, |d| d as usize + 1)
+    }
+    let add = |upper: &mut usize, n: usize| *upper = upper.saturating_add(n);
+    match v {
+        Value::Null | Value::Bool(true) => add(upper, 4),
+        Value::Bool(false) => add(upper, 5),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => add(upper, digits(u)),
+            (None, Some(i)) => add(upper, digits(i.unsigned_abs()) + 1),
+            // Floats (rare in arguments) are measured exactly.
+            _ => {
+                let mut counter = CountingWriter(0);
+                let _ = write!(counter, "{n}");
+                add(upper, counter.0);
+            }
+        },
+        // At most 6 bytes (`\u00XX`) per byte, plus the quotes.
+        Value::String(s) => add(upper, s.len().saturating_mul(6).saturating_add(2)),
+        Value::Array(a) => {
+            if depth >= max_depth {
+                return false;
+            }
+            add(upper, 2 + a.len().saturating_sub(1));
+            for x in a {
+                if !size_bound(x, depth + 1, max_depth, upper) {
+                    return false;
+                }
+            }
+        }
+        Value::Object(o) => {
+            if depth >= max_depth {
+                return false;
+            }
+            add(upper, 2 + o.len().saturating_sub(1));
+            for (k, x) in o {
+                // The key, quoted, and the colon.
+                add(upper, k.len().saturating_mul(6).saturating_add(3));
+                if !size_bound(x, depth + 1, max_depth, upper) {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// The exact walk behind [`check_limits`]: no recursion (an explicit stack, at most `max_depth` frames), no
+/// allocation on values that contain no array or object.
+fn check_limits_exact(v: &Value, limits: &Limits) -> Result<(), Violation> {
     enum Frame<'a> {
         Array(std::iter::Enumerate<std::slice::Iter<'a, Value>>, usize),
         Object(serde_json::map::Iter<'a>, &'a str),
@@ -366,6 +437,13 @@ impl CompiledSchema {
         if self.validator.is_valid(instance) {
             return Ok(());
         }
+        Err(self.explain(instance))
+    }
+
+    /// The violations of an instance the caller already knows to be invalid ([`is_valid`](Self::is_valid) said
+    /// so): [`validate`](Self::validate) without its first, redundant check. Never empty: on a valid instance it
+    /// answers with one violation at the root.
+    pub fn explain(&self, instance: &Value) -> Vec<Violation> {
         let mut sink = Sink::default();
         for err in self.validator.iter_errors(instance) {
             convert(&err, instance, &mut sink, 0);
@@ -385,7 +463,7 @@ impl CompiledSchema {
             // `is_valid` and `iter_errors` disagreeing would be a validator bug; still answer with something true.
             out.push(Violation::new("", "a value valid against the schema", preview(instance)));
         }
-        Err(out)
+        out
     }
 }
 
@@ -1106,6 +1184,117 @@ mod tests {
         ]}}});
         let v = one(schema, json!({"sev": "urgent"}));
         assert_eq!(v, Violation::new("/sev", "one of: \"low\", \"high\"", "\"urgent\""));
+    }
+
+    /// Folding a `oneOf` of consts into an `enum` (what the executor compiles) does not change what is accepted,
+    /// and explains a violation the same way or better; for documented enums alone, inside `Option`, and with
+    /// typed branches.
+    #[test]
+    fn folded_documented_enum_explains_like_the_one_of() {
+        let sev = json!({"oneOf": [
+            {"const": "low", "description": "Low.", "type": "string"},
+            {"const": "medium", "description": "Medium.", "type": "string"},
+            {"const": "high", "description": "High.", "type": "string"}
+        ]});
+        let schemas = [
+            json!({"type": "object", "properties": {"sev": sev}, "required": ["sev"], "additionalProperties": false}),
+            json!({
+                "type": "object",
+                "properties": {"sev": {"anyOf": [{"$ref": "#/$defs/Sev"}, {"type": "null"}]}},
+                "$defs": {"Sev": sev}
+            }),
+            json!({"type": "object", "properties": {"n": {"oneOf": [{"const": 1}, {"const": 2, "title": "Two"}]}}}),
+        ];
+        let instances = [
+            json!({"sev": "low"}),
+            json!({"sev": "urgent"}),
+            json!({"sev": 3}),
+            json!({"sev": null}),
+            json!({"sev": {"a": 1}}),
+            json!({"sev": ["low"]}),
+            json!({"n": 1}),
+            json!({"n": 3}),
+            json!({"n": "1"}),
+            json!({}),
+        ];
+        for schema in &schemas {
+            let mut folded = schema.clone();
+            crate::schema::transform::fold_const_one_of(&mut folded);
+            assert_ne!(&folded, schema, "nothing was folded in {schema}");
+            let (a, b) = (compile(schema.clone()), compile(folded));
+            for instance in &instances {
+                assert_eq!(a.is_valid(instance), b.is_valid(instance), "{schema} {instance}");
+                match (a.validate(instance), b.validate(instance)) {
+                    // Where the texts differ, the folded one says more: typed branches and a value of another type
+                    // get the values instead of "exactly one of 3 alternatives", and inside an `Option` the `null`
+                    // is merged in ("one of: "low", ..., null").
+                    (Err(x), Err(y)) if x != y => {
+                        assert_eq!(x.len(), y.len(), "{x:?} {y:?}");
+                        for (x, y) in x.iter().zip(&y) {
+                            assert_eq!((&x.pointer, &x.found), (&y.pointer, &y.found));
+                            assert!(y.expected.starts_with("one of: "), "{y:?}");
+                            if x.expected.starts_with("one of: ") {
+                                assert!(y.expected.starts_with(&x.expected), "{x:?} {y:?}");
+                            } else {
+                                assert!(x.expected.starts_with("a value matching exactly one of"), "{x:?}");
+                            }
+                        }
+                    }
+                    (x, y) => assert_eq!(x, y, "{schema} {instance}"),
+                }
+            }
+        }
+    }
+
+    /// A `oneOf` whose consts repeat, or whose branch type does not fit its const, is not an `enum`: left alone.
+    #[test]
+    fn one_of_that_is_not_an_enum_is_not_folded() {
+        for schema in [
+            json!({"oneOf": [{"const": "a"}, {"const": "a"}]}),
+            json!({"oneOf": [{"const": "a", "type": "integer"}, {"const": "b"}]}),
+            json!({"oneOf": [{"const": 1}, {"type": "string", "minLength": 2}]}),
+            json!({"oneOf": []}),
+        ] {
+            let mut folded = schema.clone();
+            crate::schema::transform::fold_const_one_of(&mut folded);
+            assert_eq!(folded, schema);
+        }
+    }
+
+    /// The fast path of `check_limits` answers exactly what the exact walk answers, limit by limit, including at,
+    /// just below and just above the exact size.
+    #[test]
+    fn fast_limits_agree_with_exact_limits() {
+        let values = [
+            json!({}),
+            json!([]),
+            json!(null),
+            json!("\u{1}\"\\é"),
+            json!({"a": [1, -2, 2.5e-300, u64::MAX, i64::MIN, "x\ny"], "b": {"c": {"d": [[[]]]}}, "": false}),
+            json!({"s": "x".repeat(5000), "k\u{7f}\u{0}": true}),
+            incident_schema(),
+        ];
+        for v in &values {
+            let exact_len = serde_json::to_string(v).expect("serializable").len();
+            for max_depth in [0, 1, 2, 3, 4, 5, 64, 128, 129, 1000] {
+                for max_bytes in [0, 1, exact_len.saturating_sub(1), exact_len, exact_len + 1, 1 << 20] {
+                    let limits = Limits { max_depth, max_bytes };
+                    assert_eq!(check_limits(v, &limits), check_limits_exact(v, &limits), "{v} {limits:?}");
+                }
+            }
+        }
+    }
+
+    /// The fast path stops one level past `max_depth`: 100,000 levels do not overflow the stack.
+    #[test]
+    fn fast_limits_do_not_recurse_past_max_depth() {
+        let v = deep_array(100_000);
+        for max_depth in [64, MAX_RECURSIVE_DEPTH] {
+            let limits = Limits { max_depth, max_bytes: usize::MAX };
+            let err = check_limits(&v, &limits).expect_err("too deep");
+            assert_eq!(Err(err), check_limits_exact(&v, &limits));
+        }
+        drop_deep(v);
     }
 
     #[test]

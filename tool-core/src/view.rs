@@ -4,7 +4,6 @@
 //! may the executor run?" ([`ToolView::get`]), so the two cannot drift. A registry of 200 tools typically exposes
 //! 10 to 40 of them per turn through a view chosen by names, tags or effect.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -23,9 +22,9 @@ pub struct ToolView {
 }
 
 struct Inner {
-    /// Sorted by name.
+    /// Sorted by name, unique: looked up by binary search (a view holds tens of tools; a hash index costs more
+    /// to build and, for short names, about as much to query).
     tools: Vec<Arc<ToolDefinition>>,
-    index: HashMap<Box<str>, usize>,
     rendered: [OnceLock<Vec<Value>>; Provider::ALL.len()],
 }
 
@@ -41,13 +40,13 @@ impl ToolView {
     pub fn new(mut tools: Vec<Arc<ToolDefinition>>) -> ToolView {
         tools.sort_by(|a, b| a.name().cmp(b.name()));
         tools.dedup_by(|a, b| a.name() == b.name());
-        let index = tools.iter().enumerate().map(|(i, d)| (Box::from(d.name()), i)).collect();
-        ToolView { inner: Arc::new(Inner { tools, index, rendered: Default::default() }) }
+        ToolView { inner: Arc::new(Inner { tools, rendered: Default::default() }) }
     }
 
     /// The tool named `name`, if this view allows it. Exact match: no case folding, trimming or nearest name.
     pub fn get(&self, name: &str) -> Option<&Arc<ToolDefinition>> {
-        self.inner.index.get(name).map(|&i| &self.inner.tools[i])
+        let tools = &self.inner.tools;
+        tools.binary_search_by(|d| d.name().cmp(name)).ok().map(|i| &tools[i])
     }
 
     /// The tool whose provider wire name is `wire`, if this view allows it.
@@ -57,7 +56,7 @@ impl ToolView {
 
     /// Whether the view allows `name`.
     pub fn contains(&self, name: &str) -> bool {
-        self.inner.index.contains_key(name)
+        self.get(name).is_some()
     }
 
     /// The names, sorted: the executor's allowlist.

@@ -45,7 +45,7 @@ pub mod lint;
 mod mcp;
 mod ollama;
 mod openai;
-mod transform;
+pub(crate) mod transform;
 
 /// The providers whose tool formats keel renders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,12 +115,21 @@ pub struct ToolSchemas {
 }
 
 impl ToolSchemas {
-    /// The canonical input schema with the ranges of fixed-width integer formats spelled out as bounds: what the
-    /// executor compiles for validation (the renderers keep the format alone, which says the same to a model).
+    /// The canonical input schema with the ranges of fixed-width integer formats spelled out as bounds and
+    /// documented enums folded into `enum`s: what the executor compiles for validation (the renderers keep the
+    /// format and the per-value descriptions, which say the same to a model).
     pub(crate) fn input_for_validation(&self) -> Value {
         let mut v = self.input.clone();
         transform::bound_integers(&mut v);
+        transform::fold_const_one_of(&mut v);
         v
+    }
+
+    /// The result schema with documented enums folded into `enum`s: what the executor compiles for validation.
+    pub(crate) fn output_for_validation(&self) -> Option<Value> {
+        let mut v = self.output.clone()?;
+        transform::fold_const_one_of(&mut v);
+        Some(v)
     }
 
     /// Canonicalises `input` (closes every object schema, when `input` is an object schema) and keeps `output` as

@@ -599,9 +599,23 @@ fn check_limits(schema: &Value) -> Result<(), String> {
 /// that accept `null` (an `Option<T>`) and required ones are left alone. Nested objects, array items, map values
 /// and the matching branches of unions are handled too.
 pub(crate) fn remove_optional_nulls(canonical: &Value, arguments: &mut Value) -> usize {
+    // Most arguments hold no `null` at all: a non-allocating look first.
+    if !may_hold_null(arguments, 0) {
+        return 0;
+    }
     let mut removed = 0;
     clean(canonical, canonical, arguments, 0, &mut removed);
     removed
+}
+
+/// Whether `v` holds a `null`; past [`MAX_DEPTH`] it answers yes (the full pass has its own bound).
+fn may_hold_null(v: &Value, depth: usize) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => depth >= MAX_DEPTH || a.iter().any(|x| may_hold_null(x, depth + 1)),
+        Value::Object(o) => depth >= MAX_DEPTH || o.values().any(|x| may_hold_null(x, depth + 1)),
+        _ => false,
+    }
 }
 
 fn clean(root: &Value, schema: &Value, value: &mut Value, depth: usize, removed: &mut usize) {
@@ -619,15 +633,13 @@ fn clean(root: &Value, schema: &Value, value: &mut Value, depth: usize, removed:
                 .map(|r| r.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
             let extra = s.get("additionalProperties").filter(|v| v.is_object());
-            let keys: Vec<String> = object.keys().cloned().collect();
-            for key in keys {
-                let prop = props.and_then(|p| p.get(&key));
-                let Some(v) = object.get_mut(&key) else { continue };
+            let mut drop: Vec<String> = Vec::new();
+            for (key, v) in object.iter_mut() {
+                let prop = props.and_then(|p| p.get(key));
                 match prop {
                     Some(prop) if v.is_null() => {
                         if !required.contains(&key.as_str()) && !transform::accepts_null(root, prop) {
-                            object.remove(&key);
-                            *removed += 1;
+                            drop.push(key.clone());
                         }
                     }
                     Some(prop) => clean(root, prop, v, depth + 1, removed),
@@ -638,6 +650,10 @@ fn clean(root: &Value, schema: &Value, value: &mut Value, depth: usize, removed:
                     }
                 }
             }
+            for key in &drop {
+                object.remove(key);
+            }
+            *removed += drop.len();
             if let Some(Value::Array(all)) = s.get("allOf") {
                 for branch in all {
                     clean(root, branch, value, depth + 1, removed);

@@ -331,6 +331,56 @@ pub(crate) fn bound_integers(root: &mut Value) {
     walk(root, 0);
 }
 
+/// Folds every `oneOf` whose branches are all `{"const", "description"?, "title"?, "type"?}` (what schemars emits
+/// for an enum with documented variants) into one `enum` of the same values, for validation only: the rendered
+/// schemas keep the per-value descriptions. The set of accepted values is unchanged (the consts must be distinct and
+/// each branch's `type`, if any, must be the type of its const). The explanation of a violation is the same "one
+/// of: ..." or better (for a value of another type than typed branches, the `enum` lists the values where the
+/// `oneOf` said "exactly one of N alternatives"; inside an `Option` the `null` is merged into the list), and an
+/// `enum` is cheaper to check and far cheaper to explain (no sub-error per branch).
+pub(crate) fn fold_const_one_of(root: &mut Value) {
+    fn type_fits(t: Option<&Value>, v: &Value) -> bool {
+        let Some(t) = t else { return true };
+        match (t.as_str(), v) {
+            (Some("null"), Value::Null) | (Some("boolean"), Value::Bool(_)) | (Some("string"), Value::String(_)) => {
+                true
+            }
+            (Some("number"), Value::Number(_)) => true,
+            (Some("integer"), Value::Number(n)) => n.is_i64() || n.is_u64(),
+            _ => false,
+        }
+    }
+    fn consts(branches: &[Value]) -> Option<Vec<Value>> {
+        let mut values: Vec<Value> = Vec::with_capacity(branches.len());
+        for b in branches {
+            let b = b.as_object()?;
+            if !b.keys().all(|k| matches!(k.as_str(), "const" | "description" | "title" | "type")) {
+                return None;
+            }
+            let value = b.get("const")?;
+            if !type_fits(b.get("type"), value) || values.contains(value) {
+                return None;
+            }
+            values.push(value.clone());
+        }
+        (!values.is_empty()).then_some(values)
+    }
+    fn walk(schema: &mut Value, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        if let Value::Object(map) = schema
+            && !map.contains_key("enum")
+            && let Some(values) = map.get("oneOf").and_then(Value::as_array).and_then(|b| consts(b))
+        {
+            map.remove("oneOf");
+            map.insert("enum".to_owned(), Value::Array(values));
+        }
+        for_each_child_mut(schema, |_, _, child| walk(child, depth + 1));
+    }
+    walk(root, 0);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // References
 // ---------------------------------------------------------------------------------------------------------------
