@@ -345,6 +345,48 @@ impl ToolDefinition {
             compiled: OnceLock::new(),
         })
     }
+
+    /// A copy shown to the model under another contract: `name`, `description` and argument schema `input_schema`,
+    /// with the stricter of `effect` and this tool's effect. Handler, version, origin, tags, timeout, idempotency and
+    /// result schema stay this tool's.
+    ///
+    /// This is how a catalogue row narrows a compiled tool. The handler still deserializes what *this* tool's schema
+    /// describes, so `input_schema` must accept no more than this tool's input schema; checking that is the
+    /// caller's job (`tool-catalog` does). Fails like [`ToolDefinitionBuilder::build`] on a bad name, an empty
+    /// description or an input schema that is not an object schema.
+    pub fn derived(
+        &self,
+        name: impl Into<Cow<'static, str>>,
+        description: impl Into<Cow<'static, str>>,
+        input_schema: Value,
+        effect: Effect,
+    ) -> Result<ToolDefinition, DefinitionError> {
+        let name = name.into();
+        name::validate(&name).map_err(DefinitionError::Name)?;
+        let description = description.into();
+        if description.trim().is_empty() {
+            return Err(DefinitionError::MissingDescription(name.into_owned()));
+        }
+        if input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(DefinitionError::InputNotObject(name.into_owned()));
+        }
+        Ok(ToolDefinition {
+            wire_name: name::to_wire(&name),
+            name,
+            description,
+            version: self.version.clone(),
+            effect: self.effect.max(effect),
+            idempotent: self.idempotent,
+            timeout: self.timeout,
+            tags: self.tags.clone(),
+            origin: self.origin.clone(),
+            input_schema: SchemaSource::Value(input_schema),
+            output_schema: self.output_schema.clone(),
+            handler: self.handler.clone(),
+            schemas: OnceLock::new(),
+            compiled: OnceLock::new(),
+        })
+    }
 }
 
 /// Builds a [`ToolDefinition`] at run time. See [`ToolDefinition::builder`].
