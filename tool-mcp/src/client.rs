@@ -251,6 +251,33 @@ impl RemoteServer {
         Importer { server: self.clone(), effects: BTreeMap::new(), trust_annotations: true, timeout: None }
     }
 
+    /// A forwarder for remote tool `origin` (its MCP name) under the keel name `name`, without asking the server's
+    /// `tools/list`: for callers that describe the tool themselves, such as a catalogue row that supplies its own
+    /// schemas. `structured` says whether the tool has an `outputSchema`: its result is then the remote's
+    /// `structuredContent`, otherwise its content blocks as a [`Content`](tool_core::Content) value.
+    ///
+    /// Each call makes a new forwarder (with its own counters); hold on to it to keep per-tool state. The
+    /// connection is shared with every other forwarder of this server.
+    pub fn forwarder(&self, name: impl Into<String>, origin: impl Into<String>, structured: bool) -> Arc<Forwarder> {
+        Arc::new(Forwarder {
+            inner: Arc::new(ForwarderInner {
+                conn: self.conn.clone(),
+                name: name.into(),
+                origin: origin.into(),
+                structured,
+                calls: AtomicU64::new(0),
+                failures: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Whether the connection is closed ([`RemoteServer::close`], or the transport ended): forwarders of a closed
+    /// connection answer `tool_internal_error`.
+    pub fn is_closed(&self) -> bool {
+        let closed = self.conn.running.lock().map_or(true, |r| r.is_none());
+        closed || self.conn.peer.is_transport_closed()
+    }
+
     /// Closes the connection (the child process is stopped). Imported tools answer `tool_internal_error`
     /// afterwards.
     pub async fn close(&self) {
@@ -347,17 +374,7 @@ impl Importer {
     fn definition(&self, name: &str, tool: &Tool) -> Result<(ToolDefinition, Arc<Forwarder>), String> {
         let conn = &self.server.conn;
         let effect = self.effect_of(tool);
-        let structured = tool.output_schema.is_some();
-        let forwarder = Arc::new(Forwarder {
-            inner: Arc::new(ForwarderInner {
-                conn: conn.clone(),
-                name: name.to_owned(),
-                origin: tool.name.to_string(),
-                structured,
-                calls: AtomicU64::new(0),
-                failures: AtomicU64::new(0),
-            }),
-        });
+        let forwarder = self.server.forwarder(name, tool.name.to_string(), tool.output_schema.is_some());
         let description = tool
             .description
             .as_deref()
@@ -468,6 +485,11 @@ impl Forwarder {
     /// Calls forwarded so far (each one was sent to the remote server).
     pub fn calls(&self) -> u64 {
         self.inner.calls.load(Ordering::Relaxed)
+    }
+    /// Whether results are the remote's `structuredContent` (the tool has an `outputSchema`) rather than its
+    /// content blocks.
+    pub fn structured(&self) -> bool {
+        self.inner.structured
     }
     /// Forwarded calls that failed (remote error, protocol or transport failure).
     pub fn failures(&self) -> u64 {

@@ -20,6 +20,12 @@
 //!
 //! An `async` tool can reach the client session itself (sampling, elicitation) through [`current_request`].
 //!
+//! The view can change while clients are connected: [`McpServer::update`] swaps the executor and, when the
+//! `tools/list` entries differ, sends `notifications/tools/list_changed` to every session (the server advertises
+//! `tools.listChanged: true`). Sessions opened with `initialize` get the notification directly; on protocol
+//! 2026-07-28, clients ask for it with `subscriptions/listen` and get it on that stream. A catalogue whose rows
+//! change at run time (`tool-catalog`) serves through this.
+//!
 //! Transports: stdio ([`McpServer::serve_stdio`]), any rmcp transport ([`McpServer::serve`]) and, with the `http`
 //! feature, Streamable HTTP ([`McpServer::serve_http`]). Every protocol revision the SDK knows is supported.
 //!
@@ -42,15 +48,17 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, ProgressToken, RequestId,
-    RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+    RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
 };
-use rmcp::service::{RequestContext, RunningService, ServiceExt};
+use rmcp::service::{
+    NotificationContext, RequestContext, RunningService, ServiceExt, SubscriptionContext, SubscriptionSink,
+};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -100,17 +108,84 @@ struct Listed {
     has_output_schema: bool,
 }
 
-struct Shared {
+/// One executor and its rendered `tools/list`: what the server serves until [`McpServer::update`] swaps it.
+struct Listing {
     executor: Executor,
     tools: Vec<Listed>,
     index: HashMap<String, usize>,
+}
+
+impl Listing {
+    /// Renders the executor's view for MCP; every tool whose entry is not a valid MCP tool is reported at once.
+    fn new(executor: Executor) -> Result<Listing, McpServerError> {
+        let view: &ToolView = executor.view();
+        let mut problems = Vec::new();
+        let mut tools = Vec::with_capacity(view.len());
+        for (def, entry) in view.iter().zip(view.schemas(Provider::Mcp)) {
+            let content = def.output_schema().is_some_and(is_content_schema);
+            let mut entry = entry.clone();
+            if content && let Some(obj) = entry.as_object_mut() {
+                // Content is served as blocks, never as structuredContent: no outputSchema.
+                obj.remove("outputSchema");
+            }
+            match serde_json::from_value::<Tool>(entry) {
+                Ok(tool) => {
+                    let has_output_schema = tool.output_schema.is_some();
+                    tools.push(Listed { tool, content, has_output_schema });
+                }
+                Err(e) => problems.push((def.name().to_owned(), format!("not a valid MCP tool entry: {e}"))),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(McpServerError { problems });
+        }
+        let index = tools.iter().enumerate().map(|(i, t)| (t.tool.name.to_string(), i)).collect();
+        Ok(Listing { executor, tools, index })
+    }
+
+    fn same_tools(&self, other: &Listing) -> bool {
+        self.tools.len() == other.tools.len() && self.tools.iter().zip(&other.tools).all(|(a, b)| a.tool == b.tool)
+    }
+}
+
+/// The clients to tell when the tool list changes.
+#[derive(Default)]
+struct Listeners {
+    /// Sessions that completed `initialize` (protocol revisions up to 2025-11-25): sent an unscoped notification.
+    sessions: Vec<Peer<RoleServer>>,
+    /// `subscriptions/listen` streams that asked for tool-list changes (revision 2026-07-28 on), by a local id.
+    subscriptions: Vec<(u64, SubscriptionSink)>,
+    next_subscription: u64,
+}
+
+struct Shared {
+    listing: RwLock<Arc<Listing>>,
     info: Implementation,
     instructions: Option<String>,
     call_options: Option<Arc<CallOptionsFn>>,
+    listeners: Mutex<Listeners>,
 }
 
-/// An MCP server over one executor (and so one view). Cheap to clone; each client session gets its own
+impl Shared {
+    fn listing(&self) -> Arc<Listing> {
+        match self.listing.read() {
+            Ok(l) => l.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn listeners(&self) -> std::sync::MutexGuard<'_, Listeners> {
+        self.listeners.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// An MCP server over one executor (and so one view) at a time. Cheap to clone; each client session gets its own
 /// [`McpSession`] (its own log level).
+///
+/// The executor can be replaced while clients are connected ([`McpServer::update`]): calls already running finish
+/// on the executor they started with, later `tools/list` and `tools/call` requests see the new one, and every
+/// connected client is sent `notifications/tools/list_changed` when the list differs. The server advertises
+/// `tools.listChanged: true`.
 #[derive(Clone)]
 pub struct McpServer {
     shared: Arc<Shared>,
@@ -118,9 +193,10 @@ pub struct McpServer {
 
 impl fmt::Debug for McpServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let listing = self.shared.listing();
         f.debug_struct("McpServer")
             .field("name", &self.shared.info.name)
-            .field("tools", &self.shared.tools.iter().map(|t| t.tool.name.as_ref()).collect::<Vec<_>>())
+            .field("tools", &listing.tools.iter().map(|t| t.tool.name.as_ref()).collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
@@ -169,38 +245,16 @@ impl McpServerBuilder {
     /// Renders the view's tools for MCP and builds the server. Every tool whose entry is not a valid MCP tool is
     /// reported at once.
     pub fn build(self) -> Result<McpServer, McpServerError> {
-        let view: &ToolView = self.executor.view();
-        let mut problems = Vec::new();
-        let mut tools = Vec::with_capacity(view.len());
-        for (def, entry) in view.iter().zip(view.schemas(Provider::Mcp)) {
-            let content = def.output_schema().is_some_and(is_content_schema);
-            let mut entry = entry.clone();
-            if content && let Some(obj) = entry.as_object_mut() {
-                // Content is served as blocks, never as structuredContent: no outputSchema.
-                obj.remove("outputSchema");
-            }
-            match serde_json::from_value::<Tool>(entry) {
-                Ok(tool) => {
-                    let has_output_schema = tool.output_schema.is_some();
-                    tools.push(Listed { tool, content, has_output_schema });
-                }
-                Err(e) => problems.push((def.name().to_owned(), format!("not a valid MCP tool entry: {e}"))),
-            }
-        }
-        if !problems.is_empty() {
-            return Err(McpServerError { problems });
-        }
-        let index = tools.iter().enumerate().map(|(i, t)| (t.tool.name.to_string(), i)).collect();
+        let listing = Listing::new(self.executor)?;
         let mut info = Implementation::new(self.name, self.version);
         info.title = self.title;
         Ok(McpServer {
             shared: Arc::new(Shared {
-                executor: self.executor,
-                tools,
-                index,
+                listing: RwLock::new(Arc::new(listing)),
                 info,
                 instructions: self.instructions,
                 call_options: self.call_options,
+                listeners: Mutex::new(Listeners::default()),
             }),
         })
     }
@@ -224,14 +278,60 @@ impl McpServer {
         }
     }
 
-    /// The `tools/list` entries, in name order.
-    pub fn tools(&self) -> impl ExactSizeIterator<Item = &Tool> + '_ {
-        self.shared.tools.iter().map(|t| &t.tool)
+    /// The current `tools/list` entries, in name order.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.shared.listing().tools.iter().map(|t| t.tool.clone()).collect()
     }
 
-    /// The executor every call goes through.
-    pub fn executor(&self) -> &Executor {
-        &self.shared.executor
+    /// The executor new calls go through.
+    pub fn executor(&self) -> Executor {
+        self.shared.listing().executor.clone()
+    }
+
+    /// Serves `executor` from now on, and tells every connected client when the tool list changed.
+    ///
+    /// The new view is rendered first: a tool that is not a valid MCP entry fails the update and changes nothing.
+    /// Calls already running finish on the executor they started with. When the `tools/list` entries differ from
+    /// the current ones (names, descriptions, schemas, annotations), every session sends
+    /// `notifications/tools/list_changed`: sessions opened with `initialize` directly, and on protocol 2026-07-28
+    /// the `subscriptions/listen` streams that asked for tool-list changes. Returns whether the list changed; the
+    /// notifications have been handed to each session's transport when it returns.
+    pub async fn update(&self, executor: Executor) -> Result<bool, McpServerError> {
+        let listing = Arc::new(Listing::new(executor)?);
+        let changed = {
+            let mut current = self.shared.listing.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let changed = !current.same_tools(&listing);
+            *current = listing;
+            changed
+        };
+        if changed {
+            self.notify_tool_list_changed().await;
+        }
+        Ok(changed)
+    }
+
+    /// Sends `notifications/tools/list_changed` to every connected client (see [`McpServer::update`]); sessions
+    /// whose transport has closed are forgotten. Returns how many clients were sent the notification.
+    pub async fn notify_tool_list_changed(&self) -> usize {
+        let (sessions, subscriptions) = {
+            let mut listeners = self.shared.listeners();
+            listeners.sessions.retain(|p| !p.is_transport_closed());
+            (listeners.sessions.clone(), listeners.subscriptions.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>())
+        };
+        let mut sent = 0;
+        for peer in sessions {
+            match peer.notify_tool_list_changed().await {
+                Ok(()) => sent += 1,
+                Err(e) => tracing::debug!(error = %e, "tools/list_changed not delivered to a session"),
+            }
+        }
+        for sink in subscriptions {
+            match sink.notify_tool_list_changed().await {
+                Ok(()) => sent += 1,
+                Err(e) => tracing::debug!(error = %e, "tools/list_changed not delivered to a subscription"),
+            }
+        }
+        sent
     }
 
     /// A handler for one client session (its own log level). The HTTP transport makes one per session.
@@ -442,7 +542,8 @@ impl McpSession {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let call = ToolCall::new(context.id.to_string(), request.name.to_string(), arguments);
         let scope = McpRequest { peer: context.peer.clone(), id: context.id.clone(), meta: context.meta.clone() };
-        let result = CURRENT.scope(scope, shared.executor.call_with(call, &options)).await;
+        let listing = shared.listing();
+        let result = CURRENT.scope(scope, listing.executor.call_with(call, &options)).await;
 
         // Everything the handler sent goes out before the result (within a bound: a stuck peer cannot hold it).
         let flush = async move {
@@ -460,7 +561,7 @@ impl McpSession {
             let message = result.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
             return Err(ErrorData::invalid_params(message, None));
         }
-        let listed = shared.index.get(result.tool_name.as_str()).and_then(|&i| shared.tools.get(i));
+        let listed = listing.index.get(result.tool_name.as_str()).and_then(|&i| listing.tools.get(i));
         let (content, has_output_schema) = listed.map_or((false, false), |l| (l.content, l.has_output_schema));
         Ok(CallToolResponse::Complete(render::call_tool_result(&result, content, has_output_schema)))
     }
@@ -468,7 +569,8 @@ impl McpSession {
 
 impl ServerHandler for McpSession {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder().enable_logging().enable_tools().build();
+        let capabilities =
+            ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
         let mut config = ServerConfig::new(capabilities).with_server_info(self.shared.info.clone());
         if let Some(instructions) = &self.shared.instructions {
             config = config.with_instructions(instructions.clone());
@@ -481,11 +583,42 @@ impl ServerHandler for McpSession {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.shared.tools.iter().map(|t| t.tool.clone()).collect()))
+        let listing = self.shared.listing();
+        Ok(ListToolsResult::with_all_items(listing.tools.iter().map(|t| t.tool.clone()).collect()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.shared.index.get(name).and_then(|&i| self.shared.tools.get(i)).map(|t| t.tool.clone())
+        let listing = self.shared.listing();
+        listing.index.get(name).and_then(|&i| listing.tools.get(i)).map(|t| t.tool.clone())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut listeners = self.shared.listeners();
+        listeners.sessions.retain(|p| !p.is_transport_closed());
+        listeners.sessions.push(context.peer);
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed.filter(|&t| t);
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        if context.accepted().tools_list_changed != Some(true) {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let id = {
+            let mut listeners = self.shared.listeners();
+            let id = listeners.next_subscription;
+            listeners.next_subscription += 1;
+            listeners.subscriptions.push((id, context.sink().clone()));
+            id
+        };
+        context.cancelled().await;
+        self.shared.listeners().subscriptions.retain(|(i, _)| *i != id);
+        Ok(())
     }
 
     async fn call_tool(
