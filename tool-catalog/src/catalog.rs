@@ -1,0 +1,491 @@
+//! [`Catalog`]: the SQLite file, the allowlists and the resolution caches; [`CatalogView`]: one tenant's tools.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tool_core::{Executor, ExecutorError, Registry, ToolView};
+use tool_mcp::McpServer;
+use tool_mcp::server::McpServerError;
+
+use crate::error::{CatalogError, RowError};
+use crate::locator::{self, Endpoint, RustPath};
+use crate::lookup::{RegistryLookup, ToolLookup};
+use crate::resolve::{Policy, Resolved, Resolver, RowKey};
+use crate::row::{StoredRow, ToolRow};
+use crate::store::Store;
+
+/// How long connecting to a remote endpoint may take by default.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+type ExecutorFactory = dyn Fn(ToolView) -> Result<Executor, ExecutorError> + Send + Sync;
+
+/// Configures and opens a [`Catalog`]; see [`Catalog::builder`].
+#[must_use]
+pub struct CatalogBuilder {
+    lookup: Arc<dyn ToolLookup>,
+    modules: Vec<String>,
+    http_origins: Vec<String>,
+    stdio_commands: Vec<String>,
+    connect_timeout: Duration,
+    executor: Option<Arc<ExecutorFactory>>,
+}
+
+impl fmt::Debug for CatalogBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CatalogBuilder")
+            .field("modules", &self.modules)
+            .field("http_origins", &self.http_origins)
+            .field("stdio_commands", &self.stdio_commands)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CatalogBuilder {
+    /// Allows local rows to name compiled tools under the module `prefix` (`examples`, `my_crate::tools`), whole
+    /// segments only. Nothing is allowed by default.
+    pub fn allow_module(mut self, prefix: impl Into<String>) -> Self {
+        self.modules.push(prefix.into());
+        self
+    }
+
+    /// Allows remote rows to use Streamable HTTP endpoints of this origin (`http://127.0.0.1:8931`: scheme, host
+    /// and port; any path). Nothing is allowed by default.
+    pub fn allow_http_origin(mut self, origin: impl Into<String>) -> Self {
+        self.http_origins.push(origin.into());
+        self
+    }
+
+    /// Allows remote rows to start exactly this command line as an MCP server over stdio
+    /// (`npx -y @modelcontextprotocol/server-everything`: program and arguments, separated by spaces, run without a
+    /// shell). A row's `stdio:` locator must match an allowed command word for word.
+    pub fn allow_stdio_command(mut self, command_line: impl Into<String>) -> Self {
+        self.stdio_commands.push(command_line.into());
+        self
+    }
+
+    /// How long connecting to a remote endpoint may take (default 10 s) before the row is
+    /// `endpoint_unreachable`.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How [`CatalogView::executor`] builds the executor of a view (policy, state, timeouts). Default:
+    /// [`Executor::new`].
+    pub fn executor(
+        mut self,
+        build: impl Fn(ToolView) -> Result<Executor, ExecutorError> + Send + Sync + 'static,
+    ) -> Self {
+        self.executor = Some(Arc::new(build));
+        self
+    }
+
+    /// Checks the configuration and opens (creating or migrating) the SQLite file at `path`.
+    pub fn open(self, path: impl AsRef<Path>) -> Result<Catalog, CatalogError> {
+        let mut policy = Policy::default();
+        for m in &self.modules {
+            let p = RustPath::parse(m)
+                .ok_or_else(|| CatalogError::Config(format!("module prefix {m:?} is not a Rust path (`a::b`)")))?;
+            policy.modules.push(p);
+        }
+        for o in &self.http_origins {
+            match locator::parse_remote(o) {
+                Ok(Endpoint::Http { url, origin }) if url == format!("{origin}/") => policy.http_origins.push(origin),
+                _ => {
+                    return Err(CatalogError::Config(format!(
+                        "HTTP origin {o:?} is not `http(s)://host[:port]` (no path, no user info)"
+                    )));
+                }
+            }
+        }
+        for c in &self.stdio_commands {
+            let argv: Vec<String> = c.split(' ').filter(|w| !w.is_empty()).map(str::to_owned).collect();
+            if argv.is_empty() || c.chars().any(|ch| ch.is_control()) {
+                return Err(CatalogError::Config(format!("stdio command {c:?} is empty or holds control characters")));
+            }
+            policy.stdio_commands.push(argv);
+        }
+        let store = Store::open(path.as_ref())?;
+        Ok(Catalog {
+            inner: Arc::new(Inner {
+                store,
+                resolver: Resolver::new(policy, self.lookup, self.connect_timeout),
+                executor: self.executor,
+                writes: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+struct Inner {
+    store: Store,
+    resolver: Resolver,
+    executor: Option<Arc<ExecutorFactory>>,
+    /// Writes through this catalogue (SQLite's `data_version` counts only other connections' commits).
+    writes: AtomicU64,
+}
+
+/// A tool catalogue over one SQLite file. Cheap to clone.
+///
+/// See the [crate documentation](crate) for the table, the resolution order and the error codes.
+#[derive(Clone)]
+pub struct Catalog {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Catalog").field("path", &self.inner.store.path()).finish_non_exhaustive()
+    }
+}
+
+/// A token that changes whenever the catalogue's file changes (a commit by any connection); see
+/// [`Catalog::change_token`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeToken {
+    data_version: i64,
+    writes: u64,
+}
+
+impl Catalog {
+    /// A builder whose local rows resolve against the compiled tools of `registry`.
+    pub fn builder(registry: &Registry) -> CatalogBuilder {
+        Catalog::builder_with_lookup(RegistryLookup::new(registry))
+    }
+
+    /// A builder with another way to find compiled tools (e.g. an instrumented [`RegistryLookup`]).
+    pub fn builder_with_lookup(lookup: impl ToolLookup) -> CatalogBuilder {
+        CatalogBuilder {
+            lookup: Arc::new(lookup),
+            modules: Vec::new(),
+            http_origins: Vec::new(),
+            stdio_commands: Vec::new(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            executor: None,
+        }
+    }
+
+    /// The SQLite file.
+    pub fn path(&self) -> &Path {
+        self.inner.store.path()
+    }
+
+    /// Every row as stored, enabled or not, each with its `rowid` (or the `bad_row` error of a row whose columns
+    /// could not be read).
+    pub fn rows(&self) -> Result<Vec<StoredRow>, CatalogError> {
+        self.inner.store.rows(None)
+    }
+
+    /// Runs every check of resolution that needs no connection (row data, kind, locator, allowlists, the compiled
+    /// target and its contract, schemas): what [`Catalog::put`] runs before writing.
+    pub fn check(&self, row: &ToolRow) -> Result<(), RowError> {
+        self.inner.resolver.check(&row.reference(None), row)
+    }
+
+    /// Checks `row` (see [`Catalog::check`]) and stores it, replacing the row of the same name and tenant. A
+    /// refused row changes nothing. Returns the row's `rowid`.
+    pub fn put(&self, row: &ToolRow) -> Result<i64, CatalogError> {
+        self.check(row)?;
+        let id = self.inner.store.put(row)?;
+        self.inner.writes.fetch_add(1, Ordering::Relaxed);
+        Ok(id)
+    }
+
+    /// Enables or disables the row `name` of `tenant` (`None`: the row every tenant sees). Takes effect in the next
+    /// view. Returns whether the row exists.
+    pub fn set_enabled(&self, name: &str, tenant: Option<&str>, enabled: bool) -> Result<bool, CatalogError> {
+        let found = self.inner.store.set_enabled(name, tenant, enabled)?;
+        self.inner.writes.fetch_add(1, Ordering::Relaxed);
+        Ok(found)
+    }
+
+    /// Deletes the row `name` of `tenant` (`None`: the row every tenant sees). Returns whether it existed.
+    pub fn remove(&self, name: &str, tenant: Option<&str>) -> Result<bool, CatalogError> {
+        let found = self.inner.store.remove(name, tenant)?;
+        self.inner.writes.fetch_add(1, Ordering::Relaxed);
+        Ok(found)
+    }
+
+    /// Resolves one row (stored or not): the compiled tool of a local row, the forwarder of a remote one
+    /// (connecting if needed). A row that is not stored is forgotten by the next view of its tenant.
+    pub async fn resolve(&self, row: &ToolRow) -> Result<Resolved, RowError> {
+        self.inner.resolver.resolve(&row.reference(None), row).await
+    }
+
+    /// A token that changes whenever the file changes, through this catalogue or another connection (another
+    /// process, `sqlite3`): cheap to poll before building a view.
+    pub fn change_token(&self) -> Result<ChangeToken, CatalogError> {
+        Ok(ChangeToken {
+            data_version: self.inner.store.data_version()?,
+            writes: self.inner.writes.load(Ordering::Relaxed),
+        })
+    }
+
+    /// The tools `tenant` sees: its own rows and the rows of every tenant (a tenant's row overrides a row of the
+    /// same name for every tenant, including when it is disabled), enabled, resolved. Rows are read fresh from the
+    /// file, so an edit by any connection shows in the next view. A row that does not resolve is left out and
+    /// reported in [`CatalogView::problems`]; it never fails the view.
+    pub async fn view_for(&self, tenant: &str) -> Result<CatalogView, CatalogError> {
+        if tenant.is_empty() {
+            return Err(CatalogError::Config(
+                "the tenant is empty; use shared_view() for the rows every tenant sees".into(),
+            ));
+        }
+        self.build_view(Some(tenant.to_owned())).await
+    }
+
+    /// The tools every tenant sees: the rows whose tenant is `NULL`, enabled, resolved.
+    pub async fn shared_view(&self) -> Result<CatalogView, CatalogError> {
+        self.build_view(None).await
+    }
+
+    async fn build_view(&self, tenant: Option<String>) -> Result<CatalogView, CatalogError> {
+        let store = self.inner.store.clone();
+        let scope = tenant.clone();
+        let stored = tokio::task::spawn_blocking(move || match &scope {
+            Some(t) => store.rows(Some(t)),
+            None => store.rows(None).map(|rows| {
+                rows.into_iter()
+                    .filter(|r| r.row.as_ref().map_or_else(|e| e.row().tenant.is_none(), |r| r.tenant.is_none()))
+                    .collect()
+            }),
+        })
+        .await
+        .map_err(|e| CatalogError::store("reading the tools table", e))??;
+
+        // The most specific row of each name decides: the tenant's over every tenant's.
+        let mut problems = Vec::new();
+        let mut chosen: BTreeMap<String, (i64, ToolRow)> = BTreeMap::new();
+        let mut live_rows: HashSet<RowKey> = HashSet::new();
+        let mut live: Vec<ToolRow> = Vec::new();
+        for StoredRow { rowid, row } in stored {
+            match row {
+                Err(e) => problems.push(e),
+                Ok(row) => {
+                    if row.enabled {
+                        live_rows.insert((row.tenant.clone(), row.name.clone()));
+                        live.push(row.clone());
+                    }
+                    let replace = match chosen.get(&row.name) {
+                        None => true,
+                        Some((_, current)) => current.tenant.is_none() && row.tenant.is_some(),
+                    };
+                    if replace {
+                        chosen.insert(row.name.clone(), (rowid, row));
+                    }
+                }
+            }
+        }
+        let mut tools = Vec::new();
+        let mut resolved = Vec::new();
+        for (_, (rowid, row)) in chosen {
+            if !row.enabled {
+                continue;
+            }
+            match self.inner.resolver.resolve(&row.reference(Some(rowid)), &row).await {
+                Ok(r) => {
+                    tools.push(r.definition().clone());
+                    resolved.push((rowid, r));
+                }
+                Err(e) => problems.push(e),
+            }
+        }
+        let scopes: Vec<Option<String>> = match &tenant {
+            Some(t) => vec![None, Some(t.clone())],
+            None => vec![None],
+        };
+        self.inner.resolver.prune(&scopes, &live_rows, &live).await;
+        problems.sort_by_key(|e| e.row().rowid);
+        Ok(CatalogView {
+            tenant,
+            view: ToolView::new(tools),
+            resolved,
+            problems,
+            executor: self.inner.executor.clone(),
+        })
+    }
+}
+
+/// One tenant's tools, built from the catalogue's rows: the model-visible list and the executor's allowlist in one
+/// [`ToolView`], plus the rows that were left out and why.
+#[derive(Clone)]
+pub struct CatalogView {
+    tenant: Option<String>,
+    view: ToolView,
+    resolved: Vec<(i64, Resolved)>,
+    problems: Vec<RowError>,
+    executor: Option<Arc<ExecutorFactory>>,
+}
+
+impl fmt::Debug for CatalogView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CatalogView")
+            .field("tenant", &self.tenant)
+            .field("tools", &self.view.names().collect::<Vec<_>>())
+            .field("problems", &self.problems.iter().map(RowError::code).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl CatalogView {
+    /// The tenant (`None` for [`Catalog::shared_view`]).
+    pub fn tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
+    /// The view: what the model sees ([`ToolView::schemas`]) and what the executor allows ([`ToolView::get`]).
+    pub fn view(&self) -> &ToolView {
+        &self.view
+    }
+
+    /// The view, by value.
+    pub fn into_view(self) -> ToolView {
+        self.view
+    }
+
+    /// The rows that were left out, with why, in `rowid` order.
+    pub fn problems(&self) -> &[RowError] {
+        &self.problems
+    }
+
+    /// Each row in the view, by `rowid`, with what it resolved to.
+    pub fn resolved(&self) -> &[(i64, Resolved)] {
+        &self.resolved
+    }
+
+    /// What the row named `name` resolved to, if it is in the view.
+    pub fn resolution(&self, name: &str) -> Option<&Resolved> {
+        self.resolved.iter().map(|(_, r)| r).find(|r| r.definition().name() == name)
+    }
+
+    /// An executor over the view, built as the catalogue was configured ([`CatalogBuilder::executor`]).
+    pub fn executor(&self) -> Result<Executor, ExecutorError> {
+        match &self.executor {
+            Some(build) => build(self.view.clone()),
+            None => Executor::new(self.view.clone()),
+        }
+    }
+}
+
+/// What [`CatalogServer::refresh`] did.
+#[derive(Debug, Clone)]
+pub struct Refresh {
+    /// Whether the served `tools/list` changed (and `notifications/tools/list_changed` was sent).
+    pub changed: bool,
+    /// The rows left out of the new view.
+    pub problems: Vec<RowError>,
+}
+
+/// Serves one tenant's catalogue view over MCP and keeps it current: [`CatalogServer::refresh`] rebuilds the view
+/// and swaps it into the [`McpServer`], which sends `notifications/tools/list_changed` to connected clients when the
+/// list changed; [`CatalogServer::watch`] does so whenever the file changes. Cheap to clone.
+#[derive(Clone)]
+pub struct CatalogServer {
+    inner: Arc<ServerInner>,
+}
+
+struct ServerInner {
+    catalog: Catalog,
+    tenant: Option<String>,
+    server: McpServer,
+    refreshing: tokio::sync::Mutex<Option<ChangeToken>>,
+    problems: Mutex<Vec<RowError>>,
+}
+
+impl fmt::Debug for CatalogServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CatalogServer").field("tenant", &self.inner.tenant).finish_non_exhaustive()
+    }
+}
+
+fn build_error(e: impl fmt::Display) -> CatalogError {
+    CatalogError::Serve(e.to_string())
+}
+
+impl CatalogServer {
+    /// Builds `tenant`'s view (`None`: [`Catalog::shared_view`]) and an MCP server over it with `build` (e.g.
+    /// `McpServer::new`, or `|e| McpServer::builder(e).name("desk").build()`).
+    pub async fn new(
+        catalog: &Catalog,
+        tenant: Option<&str>,
+        build: impl FnOnce(Executor) -> Result<McpServer, McpServerError>,
+    ) -> Result<CatalogServer, CatalogError> {
+        let token = catalog.change_token()?;
+        let view = match tenant {
+            Some(t) => catalog.view_for(t).await?,
+            None => catalog.shared_view().await?,
+        };
+        let server = build(view.executor().map_err(build_error)?).map_err(build_error)?;
+        Ok(CatalogServer {
+            inner: Arc::new(ServerInner {
+                catalog: catalog.clone(),
+                tenant: tenant.map(str::to_owned),
+                server,
+                refreshing: tokio::sync::Mutex::new(Some(token)),
+                problems: Mutex::new(view.problems().to_vec()),
+            }),
+        })
+    }
+
+    /// The MCP server: serve it over any transport ([`McpServer::serve`], `serve_http`, `serve_stdio`).
+    pub fn server(&self) -> &McpServer {
+        &self.inner.server
+    }
+
+    /// The rows left out of the view being served.
+    pub fn problems(&self) -> Vec<RowError> {
+        self.inner.problems.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Rebuilds the view from the file and serves it; connected clients are sent
+    /// `notifications/tools/list_changed` when the list changed.
+    pub async fn refresh(&self) -> Result<Refresh, CatalogError> {
+        let mut last = self.inner.refreshing.lock().await;
+        let token = self.inner.catalog.change_token()?;
+        let view = match &self.inner.tenant {
+            Some(t) => self.inner.catalog.view_for(t).await?,
+            None => self.inner.catalog.shared_view().await?,
+        };
+        let executor = view.executor().map_err(build_error)?;
+        let changed = self.inner.server.update(executor).await.map_err(build_error)?;
+        *last = Some(token);
+        let problems = view.problems().to_vec();
+        *self.inner.problems.lock().unwrap_or_else(PoisonError::into_inner) = problems.clone();
+        Ok(Refresh { changed, problems })
+    }
+
+    /// Refreshes only when the file changed since the last refresh (see [`Catalog::change_token`]); `None` when it
+    /// did not.
+    pub async fn refresh_if_changed(&self) -> Result<Option<Refresh>, CatalogError> {
+        let unchanged = {
+            let last = self.inner.refreshing.lock().await;
+            *last == Some(self.inner.catalog.change_token()?)
+        };
+        if unchanged { Ok(None) } else { self.refresh().await.map(Some) }
+    }
+
+    /// Checks the file every `every` and refreshes when it changed, until `stop` is cancelled. Errors are logged
+    /// (`tracing`) and retried at the next tick.
+    pub fn watch(&self, every: Duration, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                if let Err(e) = this.refresh_if_changed().await {
+                    tracing::warn!(error = %e, "refreshing the catalogue view failed");
+                }
+            }
+        })
+    }
+}
