@@ -1,0 +1,780 @@
+//! The tool catalogue (`tool-catalog`): rows in a real SQLite file resolved to compiled tools or MCP forwarders.
+//!
+//! One test per error code; the instrumented lookup that bad rows never reach; edits by another SQLite connection
+//! showing in the next view; disabled rows neither listed nor callable; tenant scopes; a remote row called over a
+//! real MCP connection to a server started here (loopback only), with the same forwarder instance across
+//! resolutions; `notifications/tools/list_changed` received by real rmcp clients.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tool_catalog::{
+    Catalog, CatalogServer, LocalTarget, Lookup, RegistryLookup, Resolved, RowError, ToolLookup, ToolRow,
+};
+use tool_core::{Effect, Executor, Registry, ToolCall};
+use tool_mcp::McpServer;
+use tool_mcp::rmcp::model::{
+    ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion, ServerNotification,
+    SubscriptionFilter,
+};
+use tool_mcp::rmcp::service::{ClientServiceExt, NotificationContext};
+use tool_mcp::rmcp::{ClientHandler, ClientLifecycleMode, RoleClient, ServiceExt};
+
+tool_core::link_tools!(examples);
+
+// ---- Helpers ----
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("keel-catalog-{label}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+    fn db(&self) -> PathBuf {
+        self.0.join("tools.db")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn registry() -> Registry {
+    Registry::from_inventory().expect("registry")
+}
+
+fn catalog(db: &Path) -> Catalog {
+    Catalog::builder(&registry()).allow_module("examples::status").open(db).expect("open")
+}
+
+/// The compiled schema of a tool (what a row copies to keep the contract).
+fn compiled_schema(name: &str) -> Value {
+    registry().get(name).expect("linked").input_schema().clone()
+}
+
+fn status_row() -> ToolRow {
+    let r = registry();
+    let d = r.get("get_service_status").unwrap();
+    ToolRow::local(
+        "get_service_status",
+        d.description(),
+        d.input_schema().clone(),
+        "examples::status::get_service_status",
+    )
+}
+
+/// A row written straight into the file, past the catalogue's checks (the write side that lacked validation).
+fn insert_raw(db: &Path, name: &str, kind: &str, locator: &str, input_schema: &str, extra: &str) {
+    let conn = rusqlite::Connection::open(db).expect("second connection");
+    conn.execute(
+        "INSERT INTO tools (name, description, input_schema, kind, locator, version, effect, extra) \
+         VALUES (?1, 'A row.', ?2, ?3, ?4, '1.0', 'read', ?5)",
+        rusqlite::params![name, input_schema, kind, locator, extra],
+    )
+    .expect("insert");
+}
+
+const EMPTY_OBJECT: &str = r#"{"type": "object", "properties": {}}"#;
+
+/// The problem reported for row `name` in the shared view.
+async fn problem(catalog: &Catalog, name: &str) -> RowError {
+    let view = catalog.shared_view().await.expect("view");
+    assert!(!view.view().contains(name), "a bad row is never in the view");
+    view.problems()
+        .iter()
+        .find(|e| e.row().name == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no problem for {name}: {view:?}"))
+}
+
+async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
+    tokio::time::timeout(Duration::from_secs(60), f).await.expect("test timed out");
+}
+
+/// An MCP server hosting `search_incidents` on a loopback port: `(origin, url, shutdown)`.
+async fn start_remote() -> (String, String, CancellationToken) {
+    let view = registry().view().names(["search_incidents", "get_service_status"]).build().expect("view");
+    let server = McpServer::new(Executor::new(view).expect("executor")).expect("server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move { server.serve_http(listener, "/mcp", stop).await });
+    (format!("http://{addr}"), format!("http://{addr}/mcp"), shutdown)
+}
+
+fn search_row(url: &str) -> ToolRow {
+    ToolRow::remote(
+        "incident.search",
+        "Search recent incidents of one service.",
+        json!({
+            "type": "object",
+            "properties": {"service": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 5}},
+            "required": ["service"]
+        }),
+        url,
+        "search_incidents",
+    )
+    .effect(Effect::Read)
+    .output_schema(registry().get("search_incidents").unwrap().output_schema().unwrap().clone())
+}
+
+// ---- One test per error code ----
+
+#[tokio::test]
+async fn bad_row_a_column_of_the_wrong_shape() {
+    let dir = TempDir::new("bad-row");
+    let c = catalog(&dir.db());
+    insert_raw(&dir.db(), "broken_json", "local", "get_service_status", "{not json", "{}");
+    insert_raw(&dir.db(), "empty_schema", "remote", "http://127.0.0.1:1/mcp", "{}", r#"{"origin_name": "x"}"#);
+    insert_raw(&dir.db(), "Bad-Name", "local", "get_service_status", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "extra_list", "local", "get_service_status", EMPTY_OBJECT, "[1]");
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    conn.execute("INSERT INTO tools (name, description, input_schema, kind, locator, enabled) VALUES ('flag', 'd', ?1, 'local', 'x', 'yes')", [EMPTY_OBJECT]).unwrap();
+    conn.execute("INSERT INTO tools (name, description, input_schema, kind, locator, effect) VALUES ('fx', 'd', ?1, 'local', 'x', 'harmless')", [EMPTY_OBJECT]).unwrap();
+
+    for (name, column, says) in [
+        ("broken_json", "input_schema", "not valid JSON"),
+        ("empty_schema", "input_schema", "will not call"),
+        ("Bad-Name", "name", ""),
+        ("extra_list", "extra", "not a JSON object"),
+        ("flag", "enabled", "0 or 1"),
+        ("fx", "effect", "read, write or destructive"),
+    ] {
+        let e = problem(&c, name).await;
+        assert_eq!(e.code(), "bad_row", "{e}");
+        assert!(matches!(&e, RowError::BadRow { column: col, .. } if *col == column), "{e}");
+        let text = e.to_string();
+        assert!(text.contains(&format!("{name:?}")) && text.contains(says), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn kind_unknown_code_is_never_evaluated() {
+    let dir = TempDir::new("kind");
+    let c = catalog(&dir.db());
+    insert_raw(&dir.db(), "evil", "python", "__import__('os').system('touch /tmp/pwned')", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "shouting", "LOCAL", "get_service_status", EMPTY_OBJECT, "{}");
+    for name in ["evil", "shouting"] {
+        let e = problem(&c, name).await;
+        assert_eq!(e.code(), "kind_unknown", "{e}");
+        assert!(e.to_string().contains("never evaluates code"), "{e}");
+    }
+}
+
+#[tokio::test]
+async fn bad_locator_malformed_recipes() {
+    let dir = TempDir::new("bad-locator");
+    let c = catalog(&dir.db());
+    let cases = [
+        ("python_style", "local", "examples.status:get_service_status", "{}"),
+        ("single_colon", "local", "examples::status:get_service_status", "{}"),
+        ("with_call", "local", "examples::status::get_service_status()", "{}"),
+        ("spaced", "local", "examples::status:: get_service_status", "{}"),
+        ("empty", "local", "", "{}"),
+        ("remote_ftp", "remote", "ftp://127.0.0.1/mcp", r#"{"origin_name": "search_incidents"}"#),
+        ("remote_creds", "remote", "http://admin:pw@127.0.0.1:9/mcp", r#"{"origin_name": "search_incidents"}"#),
+        ("remote_no_origin", "remote", "http://127.0.0.1:9/mcp", "{}"),
+        ("remote_bad_origin", "remote", "http://127.0.0.1:9/mcp", r#"{"origin_name": "search incidents; rm"}"#),
+    ];
+    for (name, kind, locator, extra) in cases {
+        insert_raw(&dir.db(), name, kind, locator, EMPTY_OBJECT, extra);
+    }
+    for (name, ..) in cases {
+        let e = problem(&c, name).await;
+        assert_eq!(e.code(), "bad_locator", "{name}: {e}");
+        assert!(e.to_string().contains("lacked validation"), "{e}");
+    }
+}
+
+#[tokio::test]
+async fn module_not_allowed_by_path_and_by_name() {
+    let dir = TempDir::new("module");
+    let c = catalog(&dir.db());
+    // A path outside the allowlist; a tool name whose module (examples::desk) is outside it too; a prefix that
+    // matches only part of a segment.
+    insert_raw(&dir.db(), "path_join", "local", "std::path::Path::join", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "desk_tool", "local", "lookup_incident", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "look_alike", "local", "examples::statuses::get_service_status", EMPTY_OBJECT, "{}");
+    for (name, module) in
+        [("path_join", "std::path::Path"), ("desk_tool", "examples::desk"), ("look_alike", "examples::statuses")]
+    {
+        let e = problem(&c, name).await;
+        assert_eq!(e.code(), "module_not_allowed", "{e}");
+        assert!(e.to_string().contains(module) && e.to_string().contains("examples::status"), "{e}");
+    }
+    // Nothing is allowed by default.
+    let strict = Catalog::builder(&registry()).open(dir.db()).expect("open");
+    assert_eq!(strict.check(&status_row()).unwrap_err().code(), "module_not_allowed");
+}
+
+#[tokio::test]
+async fn target_missing_says_to_compare_code_versions() {
+    let dir = TempDir::new("missing");
+    let c = catalog(&dir.db());
+    insert_raw(&dir.db(), "gone_fn", "local", "examples::status::no_such_function", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "gone_name", "local", "renamed_long_ago", EMPTY_OBJECT, "{}");
+    for name in ["gone_fn", "gone_name"] {
+        let e = problem(&c, name).await;
+        assert_eq!(e.code(), "target_missing", "{e}");
+        assert!(e.to_string().contains("compare the deployed code version with the catalogue"), "{e}");
+        assert!(e.to_string().contains(&format!("{name:?}")), "names the row: {e}");
+    }
+}
+
+#[tokio::test]
+async fn not_callable_a_module_not_a_tool_fn() {
+    let dir = TempDir::new("not-callable");
+    let c = catalog(&dir.db());
+    insert_raw(&dir.db(), "the_module", "local", "examples::status", EMPTY_OBJECT, "{}");
+    let e = problem(&c, "the_module").await;
+    assert_eq!(e.code(), "not_callable", "{e}");
+    let RowError::NotCallable { holds, .. } = &e else { panic!("{e:?}") };
+    assert_eq!(holds, &["get_service_status", "search_incidents"]);
+    assert!(e.to_string().contains("holds get_service_status, search_incidents"), "{e}");
+}
+
+#[tokio::test]
+async fn version_mismatch_is_drift() {
+    let dir = TempDir::new("version");
+    let c = catalog(&dir.db());
+    for v in ["2.0", "1.1", "0.9"] {
+        let e = c.check(&status_row().version(v)).unwrap_err();
+        assert_eq!(e.code(), "version_mismatch", "{v}: {e}");
+        assert!(e.to_string().contains("compare the deployed code version"), "{e}");
+    }
+    c.check(&status_row().version("1.0")).expect("same version");
+}
+
+#[tokio::test]
+async fn effect_weakens_only_stricter_is_allowed() {
+    let dir = TempDir::new("effect");
+    let c = Catalog::builder(&registry()).allow_module("examples").open(dir.db()).expect("open");
+    let d = registry();
+    let ticket = d.get("create_ticket").unwrap();
+    let row = ToolRow::local("create_ticket", ticket.description(), ticket.input_schema().clone(), "create_ticket");
+    let e = c.check(&row.clone().effect(Effect::Read)).unwrap_err();
+    assert_eq!(e.code(), "effect_weakens", "{e}");
+    c.check(&row.clone().effect(Effect::Write)).expect("same effect");
+
+    // Stricter is fine: a read tool catalogued as write needs an approval.
+    c.put(&status_row().effect(Effect::Write)).expect("stricter");
+    let view = c.shared_view().await.unwrap();
+    let r = view
+        .executor()
+        .unwrap()
+        .call(ToolCall::new("c1", "get_service_status", json!({"service_name": "auth-api"})))
+        .await;
+    assert_eq!(r.code(), Some("approval_required"));
+}
+
+#[tokio::test]
+async fn schema_widens_is_refused_and_narrowing_applies() {
+    let dir = TempDir::new("schema");
+    let reg = registry();
+    let c = Catalog::builder(&reg).allow_module("examples::status").open(dir.db()).unwrap();
+    let base = compiled_schema("get_service_status");
+
+    let mut optional = base.clone();
+    optional["required"] = json!([]);
+    let mut extra_prop = base.clone();
+    extra_prop["properties"]["region"] = json!({"type": "string"});
+    let mut nullable = base.clone();
+    nullable["properties"]["service_name"]["type"] = json!(["string", "null"]);
+    let mut opened = base.clone();
+    opened["additionalProperties"] = json!(true);
+    for (label, schema, pointer) in [
+        ("optional", optional, ""),
+        ("extra property", extra_prop, "/properties/region"),
+        ("nullable", nullable, "/properties/service_name"),
+        ("opened", opened, ""),
+    ] {
+        let row = ToolRow::local("get_service_status", "Status.", schema, "examples::status::get_service_status");
+        let e = c.put(&row).unwrap_err();
+        assert_eq!(e.code(), "schema_widens", "{label}: {e}");
+        let tool_catalog::CatalogError::Row(e) = e else { unreachable!() };
+        let RowError::SchemaWidens { pointer: p, .. } = &*e else { panic!("{e:?}") };
+        assert_eq!(p, pointer, "{label}: {e}");
+        assert!(e.to_string().contains("\"get_service_status\"") && e.to_string().contains("never widen"), "{e}");
+    }
+    assert!(c.rows().unwrap().is_empty(), "a refused row changes nothing");
+
+    // A narrower row: only two services, described for this tenant. The model sees the row's schema and the
+    // executor validates against it; the handler is the compiled one.
+    let mut narrow = base.clone();
+    narrow["properties"]["service_name"]["enum"] = json!(["auth-api", "payments"]);
+    let row = ToolRow::local(
+        "service.status",
+        "Status of auth-api or payments.",
+        narrow,
+        "examples::status::get_service_status",
+    );
+    c.put(&row).expect("narrowing is allowed");
+    let view = c.shared_view().await.unwrap();
+    let Some(Resolved::Local { target, definition }) = view.resolution("service.status") else { panic!("{view:?}") };
+    assert!(
+        Arc::ptr_eq(target, reg.get_arc("get_service_status").unwrap()),
+        "the handler's definition is the registry's"
+    );
+    assert!(!Arc::ptr_eq(target, definition), "a narrowed row is served through a derived definition");
+    assert_eq!(definition.input_schema()["properties"]["service_name"]["enum"], json!(["auth-api", "payments"]));
+    assert_eq!(definition.description(), "Status of auth-api or payments.");
+    let ex = view.executor().unwrap();
+    let ok = ex.call(ToolCall::new("c1", "service.status", json!({"service_name": "payments"}))).await;
+    assert_eq!(ok.data.as_ref().unwrap()["owner"], "payments-team", "{ok:?}");
+    let refused = ex.call(ToolCall::new("c2", "service.status", json!({"service_name": "billing"}))).await;
+    assert_eq!((refused.code(), refused.executed), (Some("invalid_arguments"), false));
+}
+
+#[tokio::test]
+async fn endpoint_not_allowed_http_and_stdio() {
+    let dir = TempDir::new("endpoint");
+    let c = Catalog::builder(&registry())
+        .allow_http_origin("http://127.0.0.1:8931")
+        .allow_stdio_command("keel-mcp-test-server --stdio")
+        .open(dir.db())
+        .expect("open");
+    let row = |locator: &str| {
+        ToolRow::remote("r.t", "A remote tool.", json!({"type": "object", "properties": {}}), locator, "t")
+    };
+    for locator in [
+        "http://127.0.0.1:8932/mcp",
+        "https://127.0.0.1:8931/mcp",
+        "http://localhost:8931/mcp",
+        "stdio:sh -c id",
+        "stdio:keel-mcp-test-server --stdio --extra",
+    ] {
+        let e = c.check(&row(locator)).unwrap_err();
+        assert_eq!(e.code(), "endpoint_not_allowed", "{locator}: {e}");
+    }
+    c.check(&row("http://127.0.0.1:8931/mcp")).expect("allowed origin");
+    c.check(&row("stdio:keel-mcp-test-server  --stdio")).expect("allowed command");
+}
+
+#[tokio::test]
+async fn endpoint_unreachable_leaves_the_row_out() {
+    bounded(async {
+        let dir = TempDir::new("unreachable");
+        // A loopback port nothing listens on.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let c = Catalog::builder(&registry())
+            .allow_module("examples::status")
+            .allow_http_origin(format!("http://127.0.0.1:{port}"))
+            .connect_timeout(Duration::from_secs(5))
+            .open(dir.db())
+            .unwrap();
+        c.put(&status_row()).unwrap();
+        c.put(&search_row(&format!("http://127.0.0.1:{port}/mcp"))).unwrap();
+        let view = c.shared_view().await.unwrap();
+        assert_eq!(view.view().names().collect::<Vec<_>>(), ["get_service_status"]);
+        let [e] = view.problems() else { panic!("{view:?}") };
+        assert_eq!(e.code(), "endpoint_unreachable", "{e}");
+        assert!(e.to_string().contains("\"incident.search\""), "{e}");
+    })
+    .await;
+}
+
+// ---- Bad rows never reach the lookup ----
+
+/// Records every target looked up.
+struct CountingLookup {
+    inner: RegistryLookup,
+    seen: Arc<Mutex<Vec<LocalTarget>>>,
+}
+
+impl ToolLookup for CountingLookup {
+    fn lookup(&self, target: &LocalTarget) -> Lookup {
+        self.seen.lock().unwrap().push(target.clone());
+        self.inner.lookup(target)
+    }
+}
+
+#[tokio::test]
+async fn bad_rows_never_reach_the_lookup() {
+    let dir = TempDir::new("lookup");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let lookup = CountingLookup { inner: RegistryLookup::new(&registry()), seen: seen.clone() };
+    let c = Catalog::builder_with_lookup(lookup).allow_module("examples::status").open(dir.db()).unwrap();
+    insert_raw(&dir.db(), "out_of_bounds", "local", "std::process::Command::new", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "out_of_bounds_2", "local", "std::process::exit", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "malformed", "local", "examples.status:get_service_status", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "code", "exec", "examples::status::get_service_status", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "broken", "local", "examples::status::get_service_status", "{", "{}");
+    insert_raw(
+        &dir.db(),
+        "remote_elsewhere",
+        "remote",
+        "http://127.0.0.1:9/mcp",
+        EMPTY_OBJECT,
+        r#"{"origin_name": "x"}"#,
+    );
+
+    let view = c.shared_view().await.unwrap();
+    let codes: Vec<&str> = view.problems().iter().map(RowError::code).collect();
+    assert_eq!(
+        codes,
+        ["module_not_allowed", "module_not_allowed", "bad_locator", "kind_unknown", "bad_row", "endpoint_not_allowed"]
+    );
+    assert!(seen.lock().unwrap().is_empty(), "bad rows reached the lookup: {:?}", seen.lock().unwrap());
+    assert!(view.view().is_empty());
+
+    // The instrument works: a good row is looked up, exactly once per resolution.
+    insert_raw(
+        &dir.db(),
+        "fine",
+        "local",
+        "examples::status::get_service_status",
+        &compiled_schema("get_service_status").to_string(),
+        "{}",
+    );
+    let view = c.shared_view().await.unwrap();
+    assert_eq!(view.view().names().collect::<Vec<_>>(), ["fine"]);
+    assert_eq!(
+        seen.lock().unwrap().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["examples::status::get_service_status"]
+    );
+}
+
+// ---- Local rows are the registry's own definitions ----
+
+#[tokio::test]
+async fn a_local_row_resolves_to_the_registrys_definition() {
+    let dir = TempDir::new("identity");
+    let registry = registry();
+    let c = Catalog::builder(&registry).allow_module("examples::status").open(dir.db()).unwrap();
+    c.put(&status_row()).unwrap();
+    let by_name = ToolRow { locator: "get_service_status".into(), ..status_row() };
+    let compiled = registry.get_arc("get_service_status").unwrap();
+    for row in [status_row(), by_name] {
+        let Resolved::Local { target, definition } = c.resolve(&row).await.unwrap() else { panic!("local") };
+        assert!(Arc::ptr_eq(&target, compiled), "the same definition, not a copy");
+        assert!(Arc::ptr_eq(&definition, compiled), "an unchanged contract is served as is");
+    }
+    let view = c.shared_view().await.unwrap();
+    assert!(Arc::ptr_eq(view.view().get("get_service_status").unwrap(), compiled));
+}
+
+// ---- Edits, disabled rows, tenants ----
+
+#[tokio::test]
+async fn editing_the_file_changes_the_next_view() {
+    let dir = TempDir::new("edit");
+    let c = catalog(&dir.db());
+    c.put(&status_row()).unwrap();
+    let before = c.shared_view().await.unwrap();
+    assert_eq!(before.view().names().collect::<Vec<_>>(), ["get_service_status"]);
+
+    let other = rusqlite::Connection::open(dir.db()).unwrap();
+    let token = c.change_token().unwrap();
+    other
+        .execute("UPDATE tools SET description = 'Edited in the file.' WHERE name = 'get_service_status'", [])
+        .unwrap();
+    assert_ne!(c.change_token().unwrap(), token, "another connection's commit changes the token");
+    let after = c.shared_view().await.unwrap();
+    let d = after.view().get("get_service_status").unwrap();
+    assert_eq!(d.description(), "Edited in the file.");
+    assert_eq!(after.view().ollama_schemas()[0]["function"]["description"], "Edited in the file.");
+    // The view taken before is a snapshot: it keeps what it had.
+    assert_ne!(before.view().get("get_service_status").unwrap().description(), "Edited in the file.");
+
+    let schema = compiled_schema("search_incidents").to_string();
+    other
+        .execute(
+            "INSERT INTO tools (name, description, input_schema, kind, locator, effect) \
+             VALUES ('incidents', 'Search incidents.', ?1, 'local', 'examples::status::search_incidents', 'read')",
+            [schema],
+        )
+        .unwrap();
+    let added = c.shared_view().await.unwrap();
+    assert_eq!(added.view().names().collect::<Vec<_>>(), ["get_service_status", "incidents"]);
+    let r = added.executor().unwrap().call(ToolCall::new("c1", "incidents", json!({"service": "auth-api"}))).await;
+    assert_eq!(r.data.unwrap()["incidents"][0]["incident_id"], "INC-001");
+}
+
+#[tokio::test]
+async fn a_disabled_row_is_neither_listed_nor_callable() {
+    let dir = TempDir::new("disabled");
+    let c = catalog(&dir.db());
+    c.put(&status_row()).unwrap();
+    let call = || ToolCall::new("c1", "get_service_status", json!({"service_name": "auth-api"}));
+    let ex = c.shared_view().await.unwrap().executor().unwrap();
+    assert!(ex.call(call()).await.ok);
+
+    let other = rusqlite::Connection::open(dir.db()).unwrap();
+    other.execute("UPDATE tools SET enabled = 0 WHERE name = 'get_service_status'", []).unwrap();
+    let view = c.shared_view().await.unwrap();
+    assert!(view.view().is_empty() && view.problems().is_empty(), "{view:?}");
+    assert!(view.view().ollama_schemas().is_empty());
+    let r = view.executor().unwrap().call(call()).await;
+    assert_eq!((r.code(), r.executed), (Some("unknown_tool"), false));
+
+    assert!(c.set_enabled("get_service_status", None, true).unwrap());
+    assert!(c.shared_view().await.unwrap().executor().unwrap().call(call()).await.ok);
+    assert!(c.set_enabled("get_service_status", None, false).unwrap());
+    let r = c.shared_view().await.unwrap().executor().unwrap().call(call()).await;
+    assert_eq!(r.code(), Some("unknown_tool"));
+    assert!(!c.set_enabled("no_such_row", None, true).unwrap());
+}
+
+#[tokio::test]
+async fn tenants_see_their_rows_and_the_shared_ones() {
+    let dir = TempDir::new("tenants");
+    let c = catalog(&dir.db());
+    let search = compiled_schema("search_incidents");
+    c.put(&status_row()).unwrap();
+    c.put(&ToolRow::local("incidents", "Search incidents.", search.clone(), "search_incidents").tenant("acme"))
+        .unwrap();
+    c.put(&status_row().tenant("globex").enabled(false)).unwrap();
+    c.put(&ToolRow { description: "Acme's status tool.".into(), ..status_row().tenant("acme") }).unwrap();
+
+    let names = |v: &tool_catalog::CatalogView| v.view().names().map(str::to_owned).collect::<Vec<_>>();
+    let acme = c.view_for("acme").await.unwrap();
+    assert_eq!(names(&acme), ["get_service_status", "incidents"]);
+    assert_eq!(acme.view().get("get_service_status").unwrap().description(), "Acme's status tool.");
+    let globex = c.view_for("globex").await.unwrap();
+    assert!(names(&globex).is_empty(), "globex's disabled row hides the shared one: {globex:?}");
+    let initech = c.view_for("initech").await.unwrap();
+    assert_eq!(names(&initech), ["get_service_status"]);
+    assert_eq!(names(&c.shared_view().await.unwrap()), ["get_service_status"]);
+    let r = initech.executor().unwrap().call(ToolCall::new("c1", "incidents", json!({"service": "payments"}))).await;
+    assert_eq!(r.code(), Some("unknown_tool"), "another tenant's row is not callable");
+    assert_eq!(c.view_for("").await.unwrap_err().code(), "config_error");
+}
+
+#[tokio::test]
+async fn a_seed_shaped_table_is_migrated_on_open() {
+    let dir = TempDir::new("migrate");
+    {
+        let conn = rusqlite::Connection::open(dir.db()).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE tools (name TEXT, description TEXT, input_schema TEXT, kind TEXT, locator TEXT);",
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO tools VALUES ('get_service_status', 'Status.', ?1, 'local', 'examples::status::get_service_status')",
+            [compiled_schema("get_service_status").to_string()],
+        )
+        .unwrap();
+    }
+    let c = catalog(&dir.db());
+    let rows = c.rows().unwrap();
+    let row = rows[0].row.as_ref().unwrap();
+    assert_eq!(
+        (row.version.as_str(), row.effect.as_str(), row.enabled, &row.tenant),
+        ("1.0", "destructive", true, &None)
+    );
+    let view = c.shared_view().await.unwrap();
+    // Adopted rows need an approval until someone sets their effect.
+    assert_eq!(view.view().get("get_service_status").unwrap().effect(), Effect::Destructive);
+    let version: i64 =
+        rusqlite::Connection::open(dir.db()).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, tool_catalog::SCHEMA_VERSION);
+    drop(c);
+    catalog(&dir.db()); // opening again is a no-op
+}
+
+// ---- Remote rows over a real MCP connection ----
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_row_forwards_over_mcp_with_one_forwarder_instance() {
+    bounded(async {
+        let (origin, url, shutdown) = start_remote().await;
+        let dir = TempDir::new("remote");
+        let c = Catalog::builder(&registry()).allow_http_origin(&origin).open(dir.db()).unwrap();
+        c.put(&search_row(&url)).unwrap();
+
+        let first = c.shared_view().await.unwrap();
+        let second = c.shared_view().await.unwrap();
+        let Some(Resolved::Remote { forwarder: f1, definition: d1 }) = first.resolution("incident.search") else {
+            panic!("{first:?}")
+        };
+        let Some(Resolved::Remote { forwarder: f2, definition: d2 }) = second.resolution("incident.search") else {
+            panic!("{second:?}")
+        };
+        assert!(Arc::ptr_eq(f1, f2), "the same row yields the same forwarder");
+        assert!(Arc::ptr_eq(d1, d2));
+        let Resolved::Remote { forwarder: f3, .. } = c.resolve(&search_row(&url)).await.unwrap() else { panic!() };
+        assert!(Arc::ptr_eq(f1, &f3));
+        assert_eq!((f1.name(), f1.origin()), ("incident.search", "search_incidents"));
+
+        // The model sees the row's schema, and the executor validates against it before anything is sent.
+        assert_eq!(d1.input_schema()["properties"]["limit"]["maximum"], 5);
+        let ex = second.executor().unwrap();
+        let r = ex.call(ToolCall::new("c1", "incident.search", json!({"service": "payments", "limit": 1}))).await;
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.data.unwrap()["incidents"], json!([{"incident_id": "INC-104", "service": "payments", "title": "card authorisations time out"}]));
+        assert_eq!(f1.calls(), 1);
+        let r = ex.call(ToolCall::new("c2", "incident.search", json!({"service": "payments", "limit": 50}))).await;
+        assert_eq!(r.code(), Some("invalid_arguments"));
+        assert_eq!(f1.calls(), 1, "an invalid call never reaches the server");
+
+        // An edited recipe gets a new forwarder; an unrelated edit keeps it.
+        let conn = rusqlite::Connection::open(dir.db()).unwrap();
+        conn.execute("UPDATE tools SET description = 'Search incidents (edited).'", []).unwrap();
+        let edited = c.shared_view().await.unwrap();
+        let Some(Resolved::Remote { forwarder: f4, .. }) = edited.resolution("incident.search") else { panic!() };
+        assert!(Arc::ptr_eq(f1, f4), "the recipe did not change");
+        conn.execute("UPDATE tools SET extra = '{\"origin_name\": \"get_service_status\"}', input_schema = ?1, output_schema = NULL",
+            [json!({"type": "object", "properties": {"service_name": {"type": "string"}}, "required": ["service_name"]}).to_string()]).unwrap();
+        let rerouted = c.shared_view().await.unwrap();
+        let Some(Resolved::Remote { forwarder: f5, .. }) = rerouted.resolution("incident.search") else { panic!("{rerouted:?}") };
+        assert!(!Arc::ptr_eq(f1, f5), "a new origin name is a new forwarder");
+        assert_eq!(f5.origin(), "get_service_status");
+        let r = rerouted.executor().unwrap().call(ToolCall::new("c3", "incident.search", json!({"service_name": "auth-api"}))).await;
+        assert!(r.ok, "{r:?}");
+        // Without an output schema the result is the remote's content blocks.
+        let data = r.data.unwrap();
+        let text = data[0]["text"].as_str().unwrap_or_else(|| panic!("{data}")).to_owned();
+        assert!(text.contains("identity-team"), "{text}");
+        shutdown.cancel();
+    })
+    .await;
+}
+
+// ---- notifications/tools/list_changed ----
+
+/// A client that reports each `notifications/tools/list_changed`.
+#[derive(Clone)]
+struct ListWatcher {
+    tx: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for ListWatcher {
+    fn get_info(&self) -> InitializeRequestParams {
+        InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("keel-test", "0.1"))
+    }
+
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        let _ = self.tx.send(());
+    }
+}
+
+async fn next_change(rx: &mut mpsc::UnboundedReceiver<()>) {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("list_changed within 10 s").expect("open");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_served_view_sends_list_changed_on_refresh() {
+    bounded(async {
+        let dir = TempDir::new("list-changed");
+        let c = catalog(&dir.db());
+        c.put(&status_row()).unwrap();
+        let served = CatalogServer::new(&c, None, McpServer::new).await.unwrap();
+
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server = served.server().clone();
+        tokio::spawn(async move {
+            if let Ok(s) = server.serve(server_io).await {
+                let _ = s.waiting().await;
+            }
+        });
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let client = ListWatcher { tx }.serve(client_io).await.expect("handshake");
+        let caps = client.peer_info().unwrap().capabilities.tools.clone().unwrap();
+        assert_eq!(caps.list_changed, Some(true));
+        let names =
+            |tools: Vec<tool_mcp::rmcp::model::Tool>| tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>();
+        assert_eq!(names(client.peer().list_all_tools().await.unwrap()), ["get_service_status"]);
+
+        // Nothing changed: no notification.
+        assert!(!served.refresh().await.unwrap().changed);
+        assert!(rx.try_recv().is_err());
+
+        // Another connection adds a row and disables the first.
+        let other = rusqlite::Connection::open(dir.db()).unwrap();
+        other
+            .execute(
+                "INSERT INTO tools (name, description, input_schema, kind, locator, effect) \
+                 VALUES ('incidents', 'Search incidents.', ?1, 'local', 'search_incidents', 'read')",
+                [compiled_schema("search_incidents").to_string()],
+            )
+            .unwrap();
+        other.execute("UPDATE tools SET enabled = 0 WHERE name = 'get_service_status'", []).unwrap();
+        assert!(served.refresh().await.unwrap().changed);
+        next_change(&mut rx).await;
+        assert_eq!(names(client.peer().list_all_tools().await.unwrap()), ["incidents"]);
+        let gone = client
+            .peer()
+            .call_tool(
+                tool_mcp::rmcp::model::CallToolRequestParams::new("get_service_status")
+                    .with_arguments(json!({"service_name": "auth-api"}).as_object().cloned().unwrap()),
+            )
+            .await;
+        assert!(gone.is_err(), "a disabled row is not callable over MCP");
+        let _ = client.cancel().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_notifies_http_and_subscribed_clients_of_file_edits() {
+    bounded(async {
+        let dir = TempDir::new("watch");
+        let c = catalog(&dir.db());
+        c.put(&status_row()).unwrap();
+        let served = CatalogServer::new(&c, Some("acme"), McpServer::new).await.unwrap();
+        let stop = CancellationToken::new();
+        let watching = served.watch(Duration::from_millis(20), stop.clone());
+
+        // A Streamable HTTP client (protocol 2025-11-25, initialize handshake).
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let server = served.server().clone();
+        let http_stop = stop.clone();
+        tokio::spawn(async move { server.serve_http(listener, "/mcp", http_stop).await });
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let transport = tool_mcp::rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+        let http_client = ListWatcher { tx }.serve(transport).await.expect("http handshake");
+
+        // A protocol 2026-07-28 client, which asks for the notification with subscriptions/listen.
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server = served.server().clone();
+        tokio::spawn(async move {
+            if let Ok(s) = server.serve(server_io).await {
+                let _ = s.waiting().await;
+            }
+        });
+        let (tx2, _rx2) = mpsc::unbounded_channel();
+        let modern = ListWatcher { tx: tx2 }
+            .serve_with_lifecycle(
+                client_io,
+                ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
+            )
+            .await
+            .expect("discover");
+        let mut subscription =
+            modern.peer().listen(SubscriptionFilter::builder().tools_list_changed().build()).await.expect("listen");
+        assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
+
+        // An edit by another connection, picked up by the watcher.
+        let other = rusqlite::Connection::open(dir.db()).unwrap();
+        other.execute("UPDATE tools SET description = 'Status, as edited.'", []).unwrap();
+        next_change(&mut rx).await;
+        let note = tokio::time::timeout(Duration::from_secs(10), subscription.next()).await.expect("in time");
+        assert!(matches!(note, Ok(Some(ServerNotification::ToolListChangedNotification(_)))), "{note:?}");
+        let tools = http_client.peer().list_all_tools().await.unwrap();
+        assert_eq!(tools[0].description.as_deref(), Some("Status, as edited."));
+
+        stop.cancel();
+        let _ = watching.await;
+        let _ = http_client.cancel().await;
+        let _ = modern.cancel().await;
+    })
+    .await;
+}
