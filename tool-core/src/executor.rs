@@ -355,7 +355,10 @@ impl Executor {
         );
         // With no subscriber interested, the span is disabled: no clock reads and no field records.
         let started = (!span.is_disabled()).then(Instant::now);
-        let result = self.run(call, options, &span).instrument(span.clone()).await;
+        let result = match started {
+            Some(_) => self.run(call, options, &span).instrument(span.clone()).await,
+            None => self.run(call, options, &span).await,
+        };
         if let Some(started) = started {
             span.record("outcome", result.error.as_ref().map_or("ok", |e| e.code.as_str()));
             span.record("executed", result.executed);
