@@ -778,3 +778,72 @@ async fn watch_notifies_http_and_subscribed_clients_of_file_edits() {
     })
     .await;
 }
+
+// ---- A stdio endpoint from the allowlist ----
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// The example MCP server binary (`examples/examples/conformance_server.rs`), which `scripts/mcp-conformance.sh`
+/// builds before the Rust tests run (or `KEEL_CONFORMANCE_SERVER`). Missing: the test says why and passes, unless
+/// `CI` is set.
+fn conformance_server() -> Option<PathBuf> {
+    let default = std::env::current_exe().ok().and_then(|exe| {
+        Some(
+            exe.parent()?
+                .parent()?
+                .join("examples")
+                .join(format!("conformance_server{}", std::env::consts::EXE_SUFFIX)),
+        )
+    });
+    let path = std::env::var_os("KEEL_CONFORMANCE_SERVER").map(PathBuf::from).or(default);
+    match path.filter(|p| p.is_file()) {
+        Some(p) if !p.to_string_lossy().contains(' ') => Some(p),
+        other => {
+            let message = format!(
+                "the example conformance_server binary is not usable here ({other:?}; a stdio locator separates \
+                 words with spaces); build it with `cargo build -p examples --example conformance_server`"
+            );
+            assert!(!ci(), "CI is set, so a missing prerequisite is a failure: {message}");
+            eprintln!("skipping: {message}");
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stdio_row_starts_only_the_allowed_command() {
+    let Some(bin) = conformance_server() else { return };
+    bounded(async {
+        let dir = TempDir::new("stdio");
+        let command = bin.to_string_lossy().into_owned();
+        let c = Catalog::builder(&registry()).allow_stdio_command(&command).open(dir.db()).unwrap();
+        let row = ToolRow::remote(
+            "math.add",
+            "Add two integers.",
+            json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}),
+            format!("stdio:{command}"),
+            "add_numbers",
+        )
+        .effect(Effect::Read)
+        .output_schema(json!({"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]}));
+        c.put(&row).unwrap();
+        // The same program with another argument is another command line: refused before anything starts.
+        insert_raw(&dir.db(), "math.other", "remote", &format!("stdio:{command} --http 127.0.0.1:0"), EMPTY_OBJECT, r#"{"origin_name": "add_numbers"}"#);
+
+        let view = c.shared_view().await.unwrap();
+        assert_eq!(view.problems().iter().map(RowError::code).collect::<Vec<_>>(), ["endpoint_not_allowed"]);
+        let r = view.executor().unwrap().call(ToolCall::new("c1", "math.add", json!({"a": 2, "b": 3}))).await;
+        assert_eq!(r.data, Some(json!({"sum": 5})), "{r:?}");
+        let again = c.shared_view().await.unwrap();
+        let (Some(Resolved::Remote { forwarder: f1, .. }), Some(Resolved::Remote { forwarder: f2, .. })) =
+            (view.resolution("math.add"), again.resolution("math.add"))
+        else {
+            panic!("remote rows")
+        };
+        assert!(Arc::ptr_eq(f1, f2));
+        assert_eq!(f2.calls(), 1);
+    })
+    .await;
+}
