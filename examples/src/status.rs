@@ -45,8 +45,7 @@ pub struct SearchArgs {
     /// The affected service, e.g. `payments`.
     pub service: String,
     /// At most this many incidents (default 10).
-    #[serde(default)]
-    pub limit: Option<u32>,
+    pub limit: Option<i64>,
 }
 
 /// One incident found by a search.
@@ -75,7 +74,7 @@ pub fn search_incidents(args: SearchArgs) -> IncidentHits {
         ("INC-101", "payments", "refund webhook retries pile up"),
         ("INC-001", "auth-api", "login keeps returning 502"),
     ];
-    let limit = args.limit.unwrap_or(10) as usize;
+    let limit = usize::try_from(args.limit.unwrap_or(10)).unwrap_or(0);
     IncidentHits {
         incidents: all
             .iter()
