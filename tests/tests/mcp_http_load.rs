@@ -10,7 +10,8 @@
 //! exactly once, over the session of the client that sent it; that each handler that should run ran exactly once
 //! for its key and none ran for a rejected call; that memory stays bounded (peak RSS, and RSS growth between the
 //! end of the warm-up and the end of the load); and that every session is gone once its client closed (the server's
-//! side of each has stopped, and the runtime is back to the tasks it had before any client connected). The figures
+//! side of each has stopped, the server counts none in `notify_tool_list_changed`, which it counted all 100 in at the
+//! end of the load, and the runtime is back to the tasks it had before any client connected). The figures
 //! are printed (run with `--nocapture`). The test is bounded: it fails after its deadline instead of hanging, and
 //! listens on 127.0.0.1 only.
 //!
@@ -375,6 +376,9 @@ struct Observed {
     rss_end_of_load: u64,
     open_at_end_of_load: usize,
     open_after_close: usize,
+    /// Sessions the server itself counts (those it sends `tools/list_changed` to).
+    server_sessions_at_end_of_load: usize,
+    server_sessions_after_close: usize,
     close_took: Duration,
     tasks_idle: usize,
     tasks_after_close: usize,
@@ -418,6 +422,7 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
         assert!(addr.ip().is_loopback());
         let shutdown = tokio_util::sync::CancellationToken::new();
         let serving = {
+            let server = server.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move { server.serve_http(listener, "/mcp", shutdown).await })
         };
@@ -442,6 +447,7 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
             let wall = began.elapsed();
             let rss_end_of_load = memory_kib().1;
             let open_at_end_of_load = open_sessions();
+            let server_sessions_at_end_of_load = server.notify_tool_list_changed().await;
             gates.close.wait().await;
 
             let mut reports = Vec::with_capacity(CLIENTS);
@@ -455,6 +461,7 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
             }
             let open_after_close = open_sessions();
             let close_took = closing.elapsed();
+            let server_sessions_after_close = server.notify_tool_list_changed().await;
             while metrics.num_alive_tasks() > tasks_idle && closing.elapsed() < Duration::from_secs(10) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -465,6 +472,8 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
                 rss_end_of_load,
                 open_at_end_of_load,
                 open_after_close,
+                server_sessions_at_end_of_load,
+                server_sessions_after_close,
                 close_took,
                 tasks_idle,
                 tasks_after_close: metrics.num_alive_tasks(),
@@ -525,7 +534,7 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
         "mcp http load: {CLIENTS} clients x {IN_FLIGHT} in flight for {:.1?} (warm-up {warm_up:?}): {total} calls \
          ({executed} executed), {:.0} calls/s; latency p50 {:?}, p99 {:?}, max {:?}; RSS after warm-up {} MiB, end of \
          load {} MiB, after close {} MiB, growth {} KiB, peak (VmHWM) {} MiB; sessions open at end of load {}, after \
-         close {} (in {:.2?}); runtime tasks idle {}, after close {}",
+         close {} (in {:.2?}), counted by the server {} and {}; runtime tasks idle {}, after close {}",
         observed.wall,
         total as f64 / observed.wall.as_secs_f64(),
         percentile(&latencies, 0.5),
@@ -539,6 +548,8 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
         observed.open_at_end_of_load,
         observed.open_after_close,
         observed.close_took,
+        observed.server_sessions_at_end_of_load,
+        observed.server_sessions_after_close,
         observed.tasks_idle,
         observed.tasks_after_close,
     );
@@ -553,6 +564,8 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
     );
     assert_eq!(observed.open_at_end_of_load, CLIENTS, "sessions open while their clients were");
     assert_eq!(observed.open_after_close, 0, "sessions still open after their clients closed");
+    assert_eq!(observed.server_sessions_at_end_of_load, CLIENTS, "sessions the server counted during the load");
+    assert_eq!(observed.server_sessions_after_close, 0, "sessions the server counted after every client closed");
     assert!(
         observed.tasks_after_close <= observed.tasks_idle,
         "{} runtime tasks left after every client closed, {} before any connected",
