@@ -390,3 +390,43 @@ fn ten_thousand_concurrent_calls_each_get_exactly_one_result() {
         assert_eq!(seen.len(), 10_000);
     });
 }
+
+/// Waits far longer than any test; takes no context (the executor hands it a shared one).
+#[tool(effect = "read", version = "1.0", timeout_ms = 20000)]
+async fn waits_without_context() -> String {
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    "late".into()
+}
+
+/// Returns when its call is cancelled, saying what its context told it.
+#[tool(effect = "read", version = "1.0", timeout_ms = 20000)]
+async fn waits_for_cancellation(ctx: CallContext) -> String {
+    ctx.cancellation().cancelled().await;
+    format!("{} saw cancellation", ctx.call_id())
+}
+
+/// The caller's cancellation token ends a call, whether the handler reads its context or not; a handler that does
+/// sees its own call id and the cancellation.
+#[tokio::test]
+async fn the_callers_cancellation_ends_a_call_with_or_without_a_context() {
+    let ex = executor(&["waits_without_context", "waits_for_cancellation"]);
+    for name in ["waits_without_context", "waits_for_cancellation"] {
+        let parent = tokio_util::sync::CancellationToken::new();
+        let options = CallOptions::new().cancellation(parent.clone());
+        let cancel = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            parent.cancel();
+        });
+        let started = std::time::Instant::now();
+        let r = ex.call_with(ToolCall::new(format!("c-{name}"), name, json!({})), &options).await;
+        cancel.await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5), "{name}: cancellation was not seen");
+        match name {
+            // Nothing reads the token: the executor stops waiting.
+            "waits_without_context" => assert_eq!(r.code(), Some("cancelled"), "{r:?}"),
+            // The handler sees the token through its context and returns first (the handler is polled first).
+            _ => assert_eq!(r.data, Some(json!("c-waits_for_cancellation saw cancellation")), "{r:?}"),
+        }
+        assert!(r.executed);
+    }
+}

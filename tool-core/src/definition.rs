@@ -171,6 +171,8 @@ pub struct StaticTool {
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
     pub handler: Handler,
+    /// Whether the handler reads its `CallContext` (it injects `CallContext` or `State<T>`).
+    pub reads_context: bool,
 }
 
 inventory::collect!(StaticTool);
@@ -208,6 +210,8 @@ pub struct ToolDefinition {
     pub(crate) input_schema: SchemaSource,
     pub(crate) output_schema: Option<SchemaSource>,
     pub(crate) handler: Handler,
+    /// False only for compiled handlers that inject nothing: the executor then skips building a per-call context.
+    pub(crate) reads_context: bool,
     pub(crate) schemas: OnceLock<ToolSchemas>,
     pub(crate) compiled: OnceLock<Result<crate::executor::CompiledTool, String>>,
 }
@@ -259,6 +263,7 @@ impl ToolDefinition {
             input_schema: SchemaSource::Generated(t.input_schema),
             output_schema: Some(SchemaSource::Generated(t.output_schema)),
             handler: t.handler.clone(),
+            reads_context: t.reads_context,
             schemas: OnceLock::new(),
             compiled: OnceLock::new(),
         }
@@ -340,6 +345,7 @@ impl ToolDefinition {
             input_schema: self.input_schema.clone(),
             output_schema: self.output_schema.clone(),
             handler: self.handler.clone(),
+            reads_context: self.reads_context,
             // Rendered schemas carry the name, so the copy renders its own.
             schemas: OnceLock::new(),
             compiled: OnceLock::new(),
@@ -383,6 +389,7 @@ impl ToolDefinition {
             input_schema: SchemaSource::Value(input_schema),
             output_schema: self.output_schema.clone(),
             handler: self.handler.clone(),
+            reads_context: self.reads_context,
             schemas: OnceLock::new(),
             compiled: OnceLock::new(),
         })
@@ -530,6 +537,7 @@ impl ToolDefinitionBuilder {
             input_schema: SchemaSource::Value(input),
             output_schema: self.output_schema.map(SchemaSource::Value),
             handler,
+            reads_context: true,
             schemas: OnceLock::new(),
             compiled: OnceLock::new(),
         })

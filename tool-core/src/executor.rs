@@ -126,6 +126,8 @@ impl std::error::Error for ExecutorError {}
 struct Inner {
     view: ToolView,
     state: Arc<StateMap>,
+    /// Handed to handlers that never read their context (see `ToolDefinition::reads_context`).
+    unread_context: CallContext,
     policy: Arc<dyn Policy>,
     default_timeout: Duration,
     limits: Limits,
@@ -207,6 +209,7 @@ impl ExecutorBuilder {
             inner: Arc::new(Inner {
                 view: self.view,
                 state: Arc::new(self.state),
+                unread_context: CallContext::new("", ""),
                 policy: self.policy,
                 default_timeout: self.default_timeout,
                 limits: self.limits,
@@ -448,19 +451,28 @@ impl Executor {
 
         // 4. The handler, under a timeout, with panics caught.
         let timeout = def.timeout().unwrap_or(self.inner.default_timeout);
-        let token = match &options.cancellation {
-            Some(parent) => parent.child_token(),
-            None => CancellationToken::new(),
+        let handler = def.handler();
+        let outcome = if !def.reads_context && matches!(handler, Handler::Inline(_) | Handler::Async(_)) {
+            // A compiled handler that injects nothing never reads its context, and nothing of it outlives the call:
+            // it gets a shared one, and only the caller's cancellation (if any) is watched.
+            let ctx = self.inner.unread_context.clone();
+            run_handler(handler, &call_id, arguments, ctx, timeout, options.cancellation.as_ref()).await
+        } else {
+            let token = match &options.cancellation {
+                Some(parent) => parent.child_token(),
+                None => CancellationToken::new(),
+            };
+            let ctx = CallContext::builder(call_id.as_str(), def.name())
+                .tenant(options.tenant.clone())
+                .cancellation(token.clone())
+                .state(self.inner.state.clone())
+                .notifier(options.notifier.clone())
+                .build();
+            let outcome = run_handler(handler, &call_id, arguments, ctx, timeout, Some(&token)).await;
+            // The call is over either way: a handler still running in the background sees cancellation.
+            token.cancel();
+            outcome
         };
-        let ctx = CallContext::builder(call_id.as_str(), def.name())
-            .tenant(options.tenant.clone())
-            .cancellation(token.clone())
-            .state(self.inner.state.clone())
-            .notifier(options.notifier.clone())
-            .build();
-        let outcome = run_handler(def.handler(), arguments, ctx, timeout, &token).await;
-        // The call is over either way: a handler still running in the background sees cancellation.
-        token.cancel();
 
         // 5. Business error, internal error, timeout.
         let value = match outcome {
@@ -596,17 +608,18 @@ type Caught = Result<Result<Value, ToolError>, Box<dyn Any + Send>>;
 
 async fn run_handler(
     handler: &Handler,
+    call_id: &str,
     arguments: Value,
     ctx: CallContext,
     timeout: Duration,
-    token: &CancellationToken,
+    token: Option<&CancellationToken>,
 ) -> HandlerOutcome {
     // Whether a blocking handler has begun (a thread took it); async handlers begin when first polled.
     let mut began: Option<Arc<AtomicBool>> = None;
     let fut: Pin<Box<dyn Future<Output = Caught> + Send>> = match handler {
         Handler::Inline(f) => return run_inline(*f, arguments, ctx, timeout),
         _ if tokio::runtime::Handle::try_current().is_err() => {
-            tracing::error!(call_id = ctx.call_id(), "the executor needs a Tokio runtime (with time enabled)");
+            tracing::error!(call_id, "the executor needs a Tokio runtime (with time enabled)");
             return HandlerOutcome::Error(ToolError::internal("no Tokio runtime"));
         }
         Handler::Async(f) => Box::pin(CatchUnwind(Box::pin(async move { f(arguments, ctx).await }))),
@@ -648,7 +661,15 @@ async fn run_handler(
                 started: began.as_ref().is_none_or(|b| b.load(Ordering::SeqCst)),
             },
         },
-        () = token.cancelled() => HandlerOutcome::Cancelled,
+        () = cancelled(token) => HandlerOutcome::Cancelled,
+    }
+}
+
+/// Completes when `token` is cancelled; never without one.
+async fn cancelled(token: Option<&CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
     }
 }
 

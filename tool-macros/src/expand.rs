@@ -123,6 +123,8 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         #[macro_export]
         macro_rules! #guard { () => {}; }
     };
+    // A thunk that injects nothing never reads its `CallContext`: the executor can hand it a shared one.
+    let reads_context = tool.params.iter().any(|p| matches!(p, Param::Injected(_)));
     let fn_name_str = fn_ident.to_string();
     let fn_name_str = fn_name_str.strip_prefix("r#").unwrap_or(&fn_name_str);
     let loc_span = fn_ident.span();
@@ -159,6 +161,7 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
                     input_schema: __keel_input_schema,
                     output_schema: __keel_output_schema,
                     handler: #handler,
+                    reads_context: #reads_context,
                 }
             }
         };
