@@ -283,9 +283,9 @@ enum HandlerOutcome {
 }
 
 /// Polls a future and turns a panic into an error value.
-struct CatchUnwind<F>(Pin<Box<F>>);
+struct CatchUnwind<F: ?Sized>(Pin<Box<F>>);
 
-impl<F: Future> Future for CatchUnwind<F> {
+impl<F: Future + ?Sized> Future for CatchUnwind<F> {
     type Output = Result<F::Output, Box<dyn Any + Send>>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let fut = self.0.as_mut();
@@ -622,11 +622,16 @@ async fn run_handler(
             tracing::error!(call_id, "the executor needs a Tokio runtime (with time enabled)");
             return HandlerOutcome::Error(ToolError::internal("no Tokio runtime"));
         }
-        Handler::Async(f) => Box::pin(CatchUnwind(Box::pin(async move { f(arguments, ctx).await }))),
-        Handler::Dynamic(h) => {
-            let h = h.clone();
-            Box::pin(CatchUnwind(Box::pin(async move { h.call(arguments, ctx).await })))
-        }
+        // The handler's future is already boxed: wrapped as it is, not boxed again. Making it runs the handler's
+        // synchronous part (none in `#[tool]`'s thunks), so a panic there is caught too.
+        Handler::Async(f) => match std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx))) {
+            Ok(fut) => Box::pin(CatchUnwind(fut)),
+            Err(panic) => return HandlerOutcome::Panicked(panic),
+        },
+        Handler::Dynamic(h) => match std::panic::catch_unwind(AssertUnwindSafe(move || h.call(arguments, ctx))) {
+            Ok(fut) => Box::pin(CatchUnwind(fut)),
+            Err(panic) => return HandlerOutcome::Panicked(panic),
+        },
         Handler::Blocking(f) => {
             let f = *f;
             // A handler still queued for a blocking thread when its call ended (timeout, cancellation) never starts.
