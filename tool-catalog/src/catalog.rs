@@ -261,30 +261,40 @@ impl Catalog {
 
         // The most specific row of each name decides: the tenant's over every tenant's.
         let mut problems = Vec::new();
-        let mut chosen: BTreeMap<String, (i64, ToolRow)> = BTreeMap::new();
+        // A row that could not be read still claims its name in its scope (when its name could be read), so a
+        // tenant's broken override does not fall back to the shared row.
+        let mut chosen: BTreeMap<String, Claim> = BTreeMap::new();
+        let mut claim = |name: String, tenant: Option<String>, row: Option<(i64, ToolRow)>| {
+            let replace = match chosen.get(&name) {
+                None => true,
+                Some((current, _)) => current.is_none() && tenant.is_some(),
+            };
+            if replace {
+                chosen.insert(name, (tenant, row));
+            }
+        };
         let mut live_rows: HashSet<RowKey> = HashSet::new();
         let mut live: Vec<ToolRow> = Vec::new();
         for StoredRow { rowid, row } in stored {
             match row {
-                Err(e) => problems.push(e),
+                Err(e) => {
+                    if !e.row().name.is_empty() {
+                        claim(e.row().name.clone(), e.row().tenant.clone(), None);
+                    }
+                    problems.push(e);
+                }
                 Ok(row) => {
                     if row.enabled {
                         live_rows.insert((row.tenant.clone(), row.name.clone()));
                         live.push(row.clone());
                     }
-                    let replace = match chosen.get(&row.name) {
-                        None => true,
-                        Some((_, current)) => current.tenant.is_none() && row.tenant.is_some(),
-                    };
-                    if replace {
-                        chosen.insert(row.name.clone(), (rowid, row));
-                    }
+                    claim(row.name.clone(), row.tenant.clone(), Some((rowid, row)));
                 }
             }
         }
         let mut tools = Vec::new();
         let mut resolved = Vec::new();
-        for (_, (rowid, row)) in chosen {
+        for (rowid, row) in chosen.into_values().filter_map(|(_, row)| row) {
             if !row.enabled {
                 continue;
             }
@@ -311,6 +321,9 @@ impl Catalog {
         })
     }
 }
+
+/// The row that decides a name in a view: its scope, and the row (`None` when it could not be read).
+type Claim = (Option<String>, Option<(i64, ToolRow)>);
 
 /// One tenant's tools, built from the catalogue's rows: the model-visible list and the executor's allowlist in one
 /// [`ToolView`], plus the rows that were left out and why.

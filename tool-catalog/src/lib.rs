@@ -7,7 +7,7 @@
 //!
 //! | kind | locator | resolved to |
 //! |---|---|---|
-//! | `local` | a tool compiled into this binary: its tool name (`get_service_status`) or the Rust path of its fn (`examples::status::get_service_status`) | the registry's own [`ToolDefinition`](tool_core::ToolDefinition): the same `Arc`, not a copy |
+//! | `local` | a tool compiled into this binary: its tool name (`get_service_status`) or the Rust path of its fn (`my_app::status::get_service_status`) | the registry's own [`ToolDefinition`](tool_core::ToolDefinition): the same `Arc`, not a copy |
 //! | `remote` | an MCP endpoint: a Streamable HTTP URL (`http://127.0.0.1:8931/mcp`) or `stdio:<command line>`, plus `extra.origin_name`, the tool's name there | a [`Forwarder`](tool_mcp::Forwarder) that sends `tools/call` over a shared MCP connection, the same instance every time |
 //!
 //! A third recipe, code text to evaluate, is refused outright: whoever could write the table could then run code
@@ -20,7 +20,7 @@
 //!
 //! let registry = Registry::from_inventory()?;
 //! let catalog = Catalog::builder(&registry)
-//!     .allow_module("examples::status")                 // local rows may name tools in this module
+//!     .allow_module("my_app::status")                 // local rows may name tools in this module
 //!     .allow_http_origin("http://127.0.0.1:8931")       // remote rows may use this MCP server
 //!     .open("tools.db")?;                               // created, or migrated, on open
 //!
@@ -29,7 +29,7 @@
 //!     "get_service_status",
 //!     status.description(),
 //!     status.input_schema().clone(),
-//!     "examples::status::get_service_status",
+//!     "my_app::status::get_service_status",
 //! ))?;
 //!
 //! let view = catalog.view_for("acme").await?;          // rows read fresh from the file

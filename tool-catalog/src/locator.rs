@@ -6,7 +6,7 @@
 //! ```text
 //! local   = tool-name | rust-path
 //! tool-name = keel's tool-name grammar: dot-separated snake_case segments (`get_service_status`, `incident.search`)
-//! rust-path = ident "::" ident { "::" ident }      e.g. examples::status::get_service_status
+//! rust-path = ident "::" ident { "::" ident }      e.g. my_app::status::get_service_status
 //! ident     = [A-Za-z_][A-Za-z0-9_]*  (not `_` alone, no raw identifiers)
 //! ```
 //!
@@ -48,8 +48,8 @@ impl RustPath {
         &self.segments
     }
 
-    /// Whether `prefix`'s segments are this path's first segments (`examples` is a prefix of
-    /// `examples::status::f`; `examples::stat` is not).
+    /// Whether `prefix`'s segments are this path's first segments (`my_app` is a prefix of
+    /// `my_app::status::f`; `my_app::stat` is not).
     pub fn starts_with(&self, prefix: &RustPath) -> bool {
         self.segments.len() >= prefix.segments.len() && self.segments[..prefix.segments.len()] == prefix.segments[..]
     }

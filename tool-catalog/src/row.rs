@@ -52,7 +52,7 @@ pub struct ToolRow {
     pub output_schema: Option<Value>,
     /// `local` or `remote`.
     pub kind: String,
-    /// Local: a tool name or a Rust path (`examples::status::get_service_status`). Remote: an MCP endpoint
+    /// Local: a tool name or a Rust path (`my_app::status::get_service_status`). Remote: an MCP endpoint
     /// (`http://127.0.0.1:8931/mcp`, `stdio:<command line>`).
     pub locator: String,
     /// `MAJOR.MINOR[.PATCH]`: for a local row, the compiled contract it was written for.
