@@ -5,9 +5,8 @@
 //! handler with panics caught, result limits and validation, the per-call span and a `CallContext` with a fresh cancellation
 //! token that is cancelled when the call ends) and drops only what the profile shows is not needed on the path:
 //!
-//! 1. limits: [`check_limits_fast`], one bounded-recursion pass that adds an *upper bound* of the JSON size (no
-//!    number formatting, no escape scan) and falls back to tool-core's exact `check_limits` only when that bound
-//!    exceeds `max_bytes`;
+//! 1. limits: one bounded-recursion pass that adds an *upper bound* of the JSON size (no number formatting, no
+//!    escape scan), exact only when that bound exceeds `max_bytes` (now tool-core's own `check_limits`);
 //! 2. inline handlers run directly under `catch_unwind`: no boxed future, no `tokio::time::timeout`, no `select!`
 //!    (a timeout cannot interrupt a synchronous inline handler anyway);
 //! 3. the call's id and name `String`s are moved into the result instead of copied (the name equals the
@@ -25,7 +24,6 @@
 //! arguments without `null`, the benchmarked case; proposal 9 makes it return at once for those), and has no
 //! error-path niceties beyond what the benchmarks exercise.
 
-use std::fmt::Write as _;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
@@ -119,7 +117,7 @@ impl ProposedExecutor {
                 return ToolResult::failure(id, name, version, false, ErrorBody::new("invalid_arguments", e.message));
             }
         };
-        if let Err(v) = check_limits_fast(&arguments, &self.limits) {
+        if let Err(v) = check_limits(&arguments, &self.limits) {
             return ToolResult::failure(id, name, version, false, invalid_arguments(vec![v]));
         }
         if !entry.input.is_valid(&arguments) {
@@ -166,7 +164,7 @@ impl ProposedExecutor {
                 return ToolResult::failure(id, name, version, true, body);
             }
         };
-        if check_limits_fast(&value, &self.output_limits).is_err() {
+        if check_limits(&value, &self.output_limits).is_err() {
             let body = ErrorBody::new("invalid_tool_output", "the tool produced a result larger than allowed");
             return ToolResult::failure(id, name, version, true, body);
         }
@@ -185,73 +183,6 @@ fn invalid_arguments(violations: Vec<Violation>) -> ErrorBody {
     let message =
         format!("the arguments do not match the tool's schema: {}", tool_core::validate::summary(&violations));
     ErrorBody::new("invalid_arguments", message).with_details(json!({ "violations": violations }))
-}
-
-/// [`check_limits`] with a fast path: one pass that checks the depth exactly and sums an upper bound of the compact
-/// JSON size (strings and keys as if every byte were escaped as `\u00XX`, integers by digit count); only when that bound
-/// exceeds `max_bytes` is the exact `check_limits` run, so the answer is always exactly `check_limits`'s.
-///
-/// The recursion is bounded by `max_depth` (the walk stops one level past it), so it cannot overflow the stack on
-/// hostile input; above [`MAX_RECURSIVE_DEPTH`] the exact, explicit-stack version is used directly.
-pub fn check_limits_fast(v: &Value, limits: &Limits) -> Result<(), Violation> {
-    if limits.max_depth > MAX_RECURSIVE_DEPTH {
-        return check_limits(v, limits);
-    }
-    let mut upper = 0usize;
-    if bound(v, 0, limits.max_depth, &mut upper) && upper <= limits.max_bytes {
-        Ok(())
-    } else {
-        // Too deep, or possibly too big: the exact check says which, with the same violation.
-        check_limits(v, limits)
-    }
-}
-
-/// Above this `max_depth`, [`check_limits_fast`] does not recurse.
-pub const MAX_RECURSIVE_DEPTH: usize = 128;
-
-/// Adds an upper bound of `v`'s compact JSON size to `upper`; false when `v` nests deeper than `max_depth`.
-fn bound(v: &Value, depth: usize, max_depth: usize, upper: &mut usize) -> bool {
-    match v {
-        Value::Null | Value::Bool(true) => *upper += 4,
-        Value::Bool(false) => *upper += 5,
-        Value::Number(n) => {
-            *upper += match (n.as_u64(), n.as_i64()) {
-                (Some(u), _) => u.checked_ilog10().map_or(1, |d| d as usize + 1),
-                (None, Some(i)) => i.unsigned_abs().checked_ilog10().map_or(1, |d| d as usize + 1) + 1,
-                // Floats (rare in arguments) are measured exactly, as check_limits does.
-                _ => {
-                    let mut counter = Counter(0);
-                    let _ = write!(counter, "{n}");
-                    counter.0
-                }
-            }
-        }
-        Value::String(s) => *upper = upper.saturating_add(s.len().saturating_mul(6) + 2),
-        Value::Array(a) => {
-            if depth >= max_depth {
-                return false;
-            }
-            *upper += 2 + a.len().saturating_sub(1);
-            for x in a {
-                if !bound(x, depth + 1, max_depth, upper) {
-                    return false;
-                }
-            }
-        }
-        Value::Object(o) => {
-            if depth >= max_depth {
-                return false;
-            }
-            *upper += 2 + o.len().saturating_sub(1);
-            for (k, x) in o {
-                *upper = upper.saturating_add(k.len().saturating_mul(6) + 3);
-                if !bound(x, depth + 1, max_depth, upper) {
-                    return false;
-                }
-            }
-        }
-    }
-    true
 }
 
 /// Folds every `oneOf` whose branches are all `{"const": .., "description"?: .., "title"?: .., "type"?: ..}` into
@@ -294,44 +225,10 @@ pub fn fold_const_one_of(schema: &mut Value) {
     }
 }
 
-/// Counts the bytes written through `fmt::Write`.
-struct Counter(usize);
-
-impl std::fmt::Write for Counter {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0 += s.len();
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
 
     use super::*;
-
-    /// The fast path answers exactly what `check_limits` answers, limit by limit.
-    #[test]
-    fn fast_limits_agree_with_exact_limits() {
-        let values = [
-            json!({}),
-            json!([]),
-            json!(null),
-            json!("\u{1}\"\\é"),
-            json!({"a": [1, -2, 2.5e-300, u64::MAX, i64::MIN, "x\ny"], "b": {"c": {"d": [[[]]]}}, "": false}),
-            crate::fixture::valid_arguments(),
-            json!({"s": "x".repeat(5000)}),
-        ];
-        for v in &values {
-            let exact_len = serde_json::to_string(v).expect("serializable").len();
-            for max_depth in [0, 1, 2, 3, 4, 5, 64, 128] {
-                for max_bytes in [0, 1, exact_len.saturating_sub(1), exact_len, exact_len + 1, 1 << 20] {
-                    let limits = Limits { max_depth, max_bytes };
-                    assert_eq!(check_limits_fast(v, &limits), check_limits(v, &limits), "{v} {limits:?}");
-                }
-            }
-        }
-    }
 
     #[test]
     fn folding_keeps_what_the_schema_accepts() {
@@ -345,21 +242,6 @@ mod tests {
         let before = mixed.clone();
         fold_const_one_of(&mut mixed);
         assert_eq!(mixed, before);
-    }
-
-    #[test]
-    fn fast_limits_do_not_recurse_past_max_depth() {
-        let mut v = json!(1);
-        for _ in 0..100_000 {
-            v = Value::Array(vec![v]);
-        }
-        let limits = Limits::default();
-        assert_eq!(check_limits_fast(&v, &limits), check_limits(&v, &limits));
-        // Drop without recursing 100,000 frames.
-        let mut stack = vec![v];
-        while let Some(Value::Array(mut a)) = stack.pop() {
-            stack.append(&mut a);
-        }
     }
 
     #[test]
