@@ -20,95 +20,7 @@ use tool_catalog::{Catalog, Resolved, ToolRow};
 use tool_core::{Effect, Executor, Registry, ToolCall};
 use tool_mcp::McpServer;
 
-/// Seed 001's two tools, compiled into this binary: `get_service_status` is what the local row names (as
-/// `catalogue::status::get_service_status`); `search_incidents` is served by the demo's MCP server, and the remote
-/// row `incident.search` forwards to it under this, its origin name.
-pub mod status {
-    use schemars::JsonSchema;
-    use serde::{Deserialize, Serialize};
-    use tool_core::{ToolError, tool};
-
-    /// Which service to report on.
-    #[derive(Debug, Deserialize, JsonSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct StatusArgs {
-        /// The service, e.g. `auth-api`.
-        pub service_name: String,
-    }
-
-    /// A service's current status.
-    #[derive(Debug, Serialize, JsonSchema)]
-    pub struct ServiceStatus {
-        /// The service.
-        pub service_name: String,
-        /// `ok`, `degraded` or `down`.
-        pub status: String,
-        /// The team that owns it.
-        pub owner: String,
-    }
-
-    /// Report a service's current status and the team that owns it.
-    #[tool(effect = "read", version = "1.0", tags = ["status"], blocking = false)]
-    pub fn get_service_status(args: StatusArgs) -> Result<ServiceStatus, ToolError> {
-        let (status, owner) = match args.service_name.as_str() {
-            "auth-api" => ("degraded", "identity-team"),
-            "payments" => ("ok", "payments-team"),
-            other => return Err(ToolError::new("service_not_found", format!("there is no service {other:?}"))),
-        };
-        Ok(ServiceStatus { service_name: args.service_name, status: status.into(), owner: owner.into() })
-    }
-
-    /// Which incidents to search.
-    #[derive(Debug, Deserialize, JsonSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct SearchArgs {
-        /// The affected service, e.g. `payments`.
-        pub service: String,
-        /// At most this many incidents (default 10).
-        pub limit: Option<i64>,
-    }
-
-    /// One incident found by a search.
-    #[derive(Debug, Serialize, JsonSchema)]
-    pub struct IncidentHit {
-        /// The incident id.
-        pub incident_id: String,
-        /// The affected service.
-        pub service: String,
-        /// A one-line summary.
-        pub title: String,
-    }
-
-    /// The incidents a search found.
-    #[derive(Debug, Serialize, JsonSchema)]
-    pub struct IncidentHits {
-        /// Newest first.
-        pub incidents: Vec<IncidentHit>,
-    }
-
-    /// Search recent incidents of one service, newest first.
-    #[tool(effect = "read", version = "1.0", tags = ["incident"], blocking = false)]
-    pub fn search_incidents(args: SearchArgs) -> IncidentHits {
-        let all = [
-            ("INC-104", "payments", "card authorisations time out"),
-            ("INC-101", "payments", "refund webhook retries pile up"),
-            ("INC-001", "auth-api", "login keeps returning 502"),
-        ];
-        let limit = usize::try_from(args.limit.unwrap_or(10)).unwrap_or(0);
-        IncidentHits {
-            incidents: all
-                .iter()
-                .filter(|(_, service, _)| *service == args.service)
-                .take(limit)
-                .map(|(id, service, title)| IncidentHit {
-                    incident_id: (*id).into(),
-                    service: (*service).into(),
-                    title: (*title).into(),
-                })
-                .collect(),
-        }
-    }
-}
+tool_core::link_tools!(examples);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
@@ -146,7 +58,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
 async fn demo(registry: &Registry, db: &std::path::Path, endpoint: &str, addr: &str) -> Result<(), Box<dyn Error>> {
     let catalog = Catalog::builder(registry)
-        .allow_module("catalogue::status")
+        .allow_module("examples::status")
         .allow_http_origin(format!("http://{addr}"))
         .open(db)?;
 
@@ -155,7 +67,7 @@ async fn demo(registry: &Registry, db: &std::path::Path, endpoint: &str, addr: &
         "get_service_status",
         compiled.description(),
         compiled.input_schema().clone(),
-        "catalogue::status::get_service_status",
+        "examples::status::get_service_status",
     );
     let search = registry.get("search_incidents").ok_or("search_incidents is linked")?;
     let remote = ToolRow::remote(
@@ -235,9 +147,9 @@ async fn demo(registry: &Registry, db: &std::path::Path, endpoint: &str, addr: &
     println!("\n== 4. Bad rows, written straight into the file (the write side lacked validation)\n");
     let bad = [
         ("out-of-bounds module", "path_join", "std::path::Path::join"),
-        ("malformed", "status_typo", "catalogue::status:get_service_status"),
-        ("missing function", "status_gone", "catalogue::status::no_such_function"),
-        ("not callable", "status_module", "catalogue::status"),
+        ("malformed", "status_typo", "examples::status:get_service_status"),
+        ("missing function", "status_gone", "examples::status::no_such_function"),
+        ("not callable", "status_module", "examples::status"),
     ];
     let schema = json!({"type": "object", "properties": {}}).to_string();
     for (_, name, locator) in bad {

@@ -28,94 +28,7 @@ use tool_mcp::rmcp::{ClientHandler, ClientLifecycleMode, RoleClient, ServiceExt}
 // The incident desk's tools (`examples::desk`), outside the catalogues' allowed modules.
 tool_core::link_tools!(examples);
 
-/// The tools the catalogues of these tests name: `catalog::status::get_service_status` and
-/// `catalog::status::search_incidents` (seed 001's pair).
-mod status {
-    use schemars::JsonSchema;
-    use serde::{Deserialize, Serialize};
-    use tool_core::{ToolError, tool};
-
-    /// Which service to report on.
-    #[derive(Debug, Deserialize, JsonSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct StatusArgs {
-        /// The service, e.g. `auth-api`.
-        pub service_name: String,
-    }
-
-    /// A service's current status.
-    #[derive(Debug, Serialize, JsonSchema)]
-    pub struct ServiceStatus {
-        /// The service.
-        pub service_name: String,
-        /// `ok`, `degraded` or `down`.
-        pub status: String,
-        /// The team that owns it.
-        pub owner: String,
-    }
-
-    /// Report a service's current status and the team that owns it.
-    #[tool(effect = "read", version = "1.0", tags = ["status"], blocking = false)]
-    pub fn get_service_status(args: StatusArgs) -> Result<ServiceStatus, ToolError> {
-        let (status, owner) = match args.service_name.as_str() {
-            "auth-api" => ("degraded", "identity-team"),
-            "payments" => ("ok", "payments-team"),
-            other => return Err(ToolError::new("service_not_found", format!("there is no service {other:?}"))),
-        };
-        Ok(ServiceStatus { service_name: args.service_name, status: status.into(), owner: owner.into() })
-    }
-
-    /// Which incidents to search.
-    #[derive(Debug, Deserialize, JsonSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct SearchArgs {
-        /// The affected service, e.g. `payments`.
-        pub service: String,
-        /// At most this many incidents (default 10).
-        pub limit: Option<i64>,
-    }
-
-    /// One incident found by a search.
-    #[derive(Debug, Serialize, JsonSchema)]
-    pub struct IncidentHit {
-        /// The incident id.
-        pub incident_id: String,
-        /// The affected service.
-        pub service: String,
-        /// A one-line summary.
-        pub title: String,
-    }
-
-    /// The incidents a search found.
-    #[derive(Debug, Serialize, JsonSchema)]
-    pub struct IncidentHits {
-        /// Newest first.
-        pub incidents: Vec<IncidentHit>,
-    }
-
-    /// Search recent incidents of one service, newest first.
-    #[tool(effect = "read", version = "1.0", tags = ["incident"], blocking = false)]
-    pub fn search_incidents(args: SearchArgs) -> IncidentHits {
-        let all = [
-            ("INC-104", "payments", "card authorisations time out"),
-            ("INC-101", "payments", "refund webhook retries pile up"),
-            ("INC-001", "auth-api", "login keeps returning 502"),
-        ];
-        let limit = usize::try_from(args.limit.unwrap_or(10)).unwrap_or(0);
-        IncidentHits {
-            incidents: all
-                .iter()
-                .filter(|(_, service, _)| *service == args.service)
-                .take(limit)
-                .map(|(id, service, title)| IncidentHit {
-                    incident_id: (*id).into(),
-                    service: (*service).into(),
-                    title: (*title).into(),
-                })
-                .collect(),
-        }
-    }
-}
+tool_core::link_tools!(examples);
 
 // ---- Helpers ----
 
@@ -147,7 +60,7 @@ fn registry() -> Registry {
 }
 
 fn catalog(db: &Path) -> Catalog {
-    Catalog::builder(&registry()).allow_module("catalog::status").open(db).expect("open")
+    Catalog::builder(&registry()).allow_module("examples::status").open(db).expect("open")
 }
 
 /// The compiled schema of a tool (what a row copies to keep the contract).
@@ -162,7 +75,7 @@ fn status_row() -> ToolRow {
         "get_service_status",
         d.description(),
         d.input_schema().clone(),
-        "catalog::status::get_service_status",
+        "examples::status::get_service_status",
     )
 }
 
@@ -271,9 +184,9 @@ async fn bad_locator_malformed_recipes() {
     let c = catalog(&dir.db());
     let cases = [
         ("python_style", "local", "examples.status:get_service_status", "{}"),
-        ("single_colon", "local", "catalog::status:get_service_status", "{}"),
-        ("with_call", "local", "catalog::status::get_service_status()", "{}"),
-        ("spaced", "local", "catalog::status:: get_service_status", "{}"),
+        ("single_colon", "local", "examples::status:get_service_status", "{}"),
+        ("with_call", "local", "examples::status::get_service_status()", "{}"),
+        ("spaced", "local", "examples::status:: get_service_status", "{}"),
         ("empty", "local", "", "{}"),
         ("remote_ftp", "remote", "ftp://127.0.0.1/mcp", r#"{"origin_name": "search_incidents"}"#),
         ("remote_creds", "remote", "http://admin:pw@127.0.0.1:9/mcp", r#"{"origin_name": "search_incidents"}"#),
@@ -298,13 +211,13 @@ async fn module_not_allowed_by_path_and_by_name() {
     // matches only part of a segment.
     insert_raw(&dir.db(), "path_join", "local", "std::path::Path::join", EMPTY_OBJECT, "{}");
     insert_raw(&dir.db(), "desk_tool", "local", "lookup_incident", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "look_alike", "local", "catalog::statuses::get_service_status", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "look_alike", "local", "examples::statuses::get_service_status", EMPTY_OBJECT, "{}");
     for (name, module) in
-        [("path_join", "std::path::Path"), ("desk_tool", "examples::desk"), ("look_alike", "catalog::statuses")]
+        [("path_join", "std::path::Path"), ("desk_tool", "examples::desk"), ("look_alike", "examples::statuses")]
     {
         let e = problem(&c, name).await;
         assert_eq!(e.code(), "module_not_allowed", "{e}");
-        assert!(e.to_string().contains(module) && e.to_string().contains("catalog::status"), "{e}");
+        assert!(e.to_string().contains(module) && e.to_string().contains("examples::status"), "{e}");
     }
     // Nothing is allowed by default.
     let strict = Catalog::builder(&registry()).open(dir.db()).expect("open");
@@ -315,7 +228,7 @@ async fn module_not_allowed_by_path_and_by_name() {
 async fn target_missing_says_to_compare_code_versions() {
     let dir = TempDir::new("missing");
     let c = catalog(&dir.db());
-    insert_raw(&dir.db(), "gone_fn", "local", "catalog::status::no_such_function", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "gone_fn", "local", "examples::status::no_such_function", EMPTY_OBJECT, "{}");
     insert_raw(&dir.db(), "gone_name", "local", "renamed_long_ago", EMPTY_OBJECT, "{}");
     for name in ["gone_fn", "gone_name"] {
         let e = problem(&c, name).await;
@@ -329,7 +242,7 @@ async fn target_missing_says_to_compare_code_versions() {
 async fn not_callable_a_module_not_a_tool_fn() {
     let dir = TempDir::new("not-callable");
     let c = catalog(&dir.db());
-    insert_raw(&dir.db(), "the_module", "local", "catalog::status", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "the_module", "local", "examples::status", EMPTY_OBJECT, "{}");
     let e = problem(&c, "the_module").await;
     assert_eq!(e.code(), "not_callable", "{e}");
     let RowError::NotCallable { holds, .. } = &e else { panic!("{e:?}") };
@@ -354,7 +267,7 @@ async fn effect_weakens_only_stricter_is_allowed() {
     let dir = TempDir::new("effect");
     let c = Catalog::builder(&registry())
         .allow_module("examples::desk")
-        .allow_module("catalog::status")
+        .allow_module("examples::status")
         .open(dir.db())
         .expect("open");
     let d = registry();
@@ -379,7 +292,7 @@ async fn effect_weakens_only_stricter_is_allowed() {
 async fn schema_widens_is_refused_and_narrowing_applies() {
     let dir = TempDir::new("schema");
     let reg = registry();
-    let c = Catalog::builder(&reg).allow_module("catalog::status").open(dir.db()).unwrap();
+    let c = Catalog::builder(&reg).allow_module("examples::status").open(dir.db()).unwrap();
     let base = compiled_schema("get_service_status");
 
     let mut optional = base.clone();
@@ -396,7 +309,7 @@ async fn schema_widens_is_refused_and_narrowing_applies() {
         ("nullable", nullable, "/properties/service_name"),
         ("opened", opened, ""),
     ] {
-        let row = ToolRow::local("get_service_status", "Status.", schema, "catalog::status::get_service_status");
+        let row = ToolRow::local("get_service_status", "Status.", schema, "examples::status::get_service_status");
         let e = c.put(&row).unwrap_err();
         assert_eq!(e.code(), "schema_widens", "{label}: {e}");
         let tool_catalog::CatalogError::Row(e) = e else { unreachable!() };
@@ -414,7 +327,7 @@ async fn schema_widens_is_refused_and_narrowing_applies() {
         "service.status",
         "Status of auth-api or payments.",
         narrow,
-        "catalog::status::get_service_status",
+        "examples::status::get_service_status",
     );
     c.put(&row).expect("narrowing is allowed");
     let view = c.shared_view().await.unwrap();
@@ -468,7 +381,7 @@ async fn endpoint_unreachable_leaves_the_row_out() {
             l.local_addr().unwrap().port()
         };
         let c = Catalog::builder(&registry())
-            .allow_module("catalog::status")
+            .allow_module("examples::status")
             .allow_http_origin(format!("http://127.0.0.1:{port}"))
             .connect_timeout(Duration::from_secs(5))
             .open(dir.db())
@@ -504,12 +417,12 @@ async fn bad_rows_never_reach_the_lookup() {
     let dir = TempDir::new("lookup");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let lookup = CountingLookup { inner: RegistryLookup::new(&registry()), seen: seen.clone() };
-    let c = Catalog::builder_with_lookup(lookup).allow_module("catalog::status").open(dir.db()).unwrap();
+    let c = Catalog::builder_with_lookup(lookup).allow_module("examples::status").open(dir.db()).unwrap();
     insert_raw(&dir.db(), "out_of_bounds", "local", "std::process::Command::new", EMPTY_OBJECT, "{}");
     insert_raw(&dir.db(), "out_of_bounds_2", "local", "std::process::exit", EMPTY_OBJECT, "{}");
     insert_raw(&dir.db(), "malformed", "local", "examples.status:get_service_status", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "code", "exec", "catalog::status::get_service_status", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "broken", "local", "catalog::status::get_service_status", "{", "{}");
+    insert_raw(&dir.db(), "code", "exec", "examples::status::get_service_status", EMPTY_OBJECT, "{}");
+    insert_raw(&dir.db(), "broken", "local", "examples::status::get_service_status", "{", "{}");
     insert_raw(
         &dir.db(),
         "remote_elsewhere",
@@ -533,7 +446,7 @@ async fn bad_rows_never_reach_the_lookup() {
         &dir.db(),
         "fine",
         "local",
-        "catalog::status::get_service_status",
+        "examples::status::get_service_status",
         &compiled_schema("get_service_status").to_string(),
         "{}",
     );
@@ -541,7 +454,7 @@ async fn bad_rows_never_reach_the_lookup() {
     assert_eq!(view.view().names().collect::<Vec<_>>(), ["fine"]);
     assert_eq!(
         seen.lock().unwrap().iter().map(ToString::to_string).collect::<Vec<_>>(),
-        ["catalog::status::get_service_status"]
+        ["examples::status::get_service_status"]
     );
 }
 
@@ -551,7 +464,7 @@ async fn bad_rows_never_reach_the_lookup() {
 async fn a_local_row_resolves_to_the_registrys_definition() {
     let dir = TempDir::new("identity");
     let registry = registry();
-    let c = Catalog::builder(&registry).allow_module("catalog::status").open(dir.db()).unwrap();
+    let c = Catalog::builder(&registry).allow_module("examples::status").open(dir.db()).unwrap();
     c.put(&status_row()).unwrap();
     let by_name = ToolRow { locator: "get_service_status".into(), ..status_row() };
     let compiled = registry.get_arc("get_service_status").unwrap();
@@ -591,7 +504,7 @@ async fn editing_the_file_changes_the_next_view() {
     other
         .execute(
             "INSERT INTO tools (name, description, input_schema, kind, locator, effect) \
-             VALUES ('incidents', 'Search incidents.', ?1, 'local', 'catalog::status::search_incidents', 'read')",
+             VALUES ('incidents', 'Search incidents.', ?1, 'local', 'examples::status::search_incidents', 'read')",
             [schema],
         )
         .unwrap();
@@ -673,7 +586,7 @@ async fn a_seed_shaped_table_is_migrated_on_open() {
         )
         .unwrap();
         conn.execute(
-            "INSERT INTO tools VALUES ('get_service_status', 'Status.', ?1, 'local', 'catalog::status::get_service_status')",
+            "INSERT INTO tools VALUES ('get_service_status', 'Status.', ?1, 'local', 'examples::status::get_service_status')",
             [compiled_schema("get_service_status").to_string()],
         )
         .unwrap();

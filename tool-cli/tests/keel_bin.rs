@@ -17,7 +17,7 @@ fn keel(args: &[&str]) -> (i32, String, String) {
 fn lock_check_passes_on_the_committed_lock() {
     let (code, out, err) = keel(&["lock", "--check", "--strict"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert_eq!(out.trim(), "keel.lock: 6 tool(s), the lock is current");
+    assert_eq!(out.trim(), "keel.lock: 8 tool(s), the lock is current");
 }
 
 #[test]
@@ -28,7 +28,7 @@ fn list_format_ollama_is_ollama_schemas() {
     let registry = tool_core::Registry::from_inventory().unwrap();
     // This test binary links the same tools as `keel`.
     assert_eq!(printed, serde_json::Value::Array(registry.ollama_schemas().to_vec()));
-    assert_eq!(registry.len(), 6);
+    assert_eq!(registry.len(), 8);
 }
 
 #[test]
