@@ -6,10 +6,11 @@
 //! bounded (peak RSS, and RSS growth between a warm-up round and the full round). The figures are printed (run
 //! with `--nocapture` to see them). The test is bounded in time: it fails after [`DEADLINE`] instead of hanging.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use keel_tests::memory_kib;
 use serde_json::json;
 use tool_core::{Approval, CallContext, CallOptions, Executor, Registry, ToolCall, ToolResult, tool};
 
@@ -97,20 +98,6 @@ fn plan(i: usize) -> (ToolCall, CallOptions, Option<&'static str>) {
     }
 }
 
-/// `VmHWM` (peak) and `VmRSS` (current) of this process, in KiB.
-fn memory_kib() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
-}
-
 /// What one round observed.
 struct Round {
     wall: Duration,
@@ -166,22 +153,8 @@ fn percentile(sorted: &[u32], p: f64) -> Duration {
 
 #[test]
 fn hundred_thousand_calls_across_a_thousand_tasks() {
-    // A watchdog: a hung runtime must fail the test, not the CI job.
-    let done = Arc::new(AtomicBool::new(false));
-    {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let began = Instant::now();
-            while began.elapsed() < DEADLINE + Duration::from_secs(30) {
-                std::thread::sleep(Duration::from_millis(200));
-                if done.load(Ordering::SeqCst) {
-                    return;
-                }
-            }
-            eprintln!("load test: still running after {DEADLINE:?}; aborting");
-            std::process::abort();
-        });
-    }
+    // A hung runtime must fail the test, not the CI job.
+    let watchdog = keel_tests::watchdog("load test", DEADLINE + Duration::from_secs(30));
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let registry = Registry::from_inventory().unwrap();
@@ -202,7 +175,7 @@ fn hundred_thousand_calls_across_a_thousand_tasks() {
     });
     let (warm, rss_after_warm) = warm;
     let (peak, rss_end) = memory_kib();
-    done.store(true, Ordering::SeqCst);
+    drop(watchdog);
 
     // Nothing lost, nothing duplicated, everything as planned.
     for (round_name, r) in [("warm-up", &warm), ("full", &full)] {

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use keel_tests::memory_kib;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -341,20 +342,6 @@ async fn run_client(c: u32, url: String, stop: Arc<AtomicBool>, gates: Arc<Gates
     ClientReport { connected: true, issued: next.load(Ordering::Relaxed), calls: a }
 }
 
-/// `VmHWM` (peak) and `VmRSS` (current) of this process, in KiB.
-fn memory_kib() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
-}
-
 /// Server sessions of the clients that are still open.
 fn open_sessions() -> usize {
     ledger()
@@ -391,22 +378,8 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
     let warm_up = duration / 5;
     let deadline = duration + Duration::from_secs(120);
 
-    // A watchdog: a hung runtime must fail the test, not the CI job.
-    let done = Arc::new(AtomicBool::new(false));
-    {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let began = Instant::now();
-            while began.elapsed() < deadline + Duration::from_secs(30) {
-                std::thread::sleep(Duration::from_millis(200));
-                if done.load(Ordering::SeqCst) {
-                    return;
-                }
-            }
-            eprintln!("HTTP load test: still running after {deadline:?}; aborting");
-            std::process::abort();
-        });
-    }
+    // A hung runtime must fail the test, not the CI job.
+    let watchdog = keel_tests::watchdog("HTTP load test", deadline + Duration::from_secs(30));
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let registry = Registry::from_inventory().unwrap();
@@ -488,7 +461,7 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
         observed
     });
     let (peak, rss_end) = memory_kib();
-    done.store(true, Ordering::SeqCst);
+    drop(watchdog);
 
     // Every client connected, every call got its own, right answer, once.
     let connected = observed.reports.iter().filter(|r| r.connected).count();
