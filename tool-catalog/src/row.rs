@@ -76,19 +76,7 @@ impl ToolRow {
         input_schema: Value,
         locator: impl Into<String>,
     ) -> ToolRow {
-        ToolRow {
-            name: name.into(),
-            description: description.into(),
-            input_schema,
-            output_schema: None,
-            kind: Kind::Local.as_str().to_owned(),
-            locator: locator.into(),
-            version: "1.0".to_owned(),
-            effect: Effect::Read.as_str().to_owned(),
-            enabled: true,
-            tenant: None,
-            extra: Value::Object(Map::new()),
-        }
+        ToolRow::new(name, description, input_schema, Kind::Local, locator, Effect::Read, Value::Object(Map::new()))
     }
 
     /// A remote row: `endpoint` is an MCP endpoint and `origin_name` the tool's name there (stored in
@@ -101,18 +89,32 @@ impl ToolRow {
         endpoint: impl Into<String>,
         origin_name: impl Into<String>,
     ) -> ToolRow {
+        let extra = json!({ "origin_name": origin_name.into() });
+        ToolRow::new(name, description, input_schema, Kind::Remote, endpoint, Effect::Destructive, extra)
+    }
+
+    /// Version `1.0`, enabled, every tenant, no result schema.
+    fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        kind: Kind,
+        locator: impl Into<String>,
+        effect: Effect,
+        extra: Value,
+    ) -> ToolRow {
         ToolRow {
             name: name.into(),
             description: description.into(),
             input_schema,
             output_schema: None,
-            kind: Kind::Remote.as_str().to_owned(),
-            locator: endpoint.into(),
+            kind: kind.as_str().to_owned(),
+            locator: locator.into(),
             version: "1.0".to_owned(),
-            effect: Effect::Destructive.as_str().to_owned(),
+            effect: effect.as_str().to_owned(),
             enabled: true,
             tenant: None,
-            extra: json!({ "origin_name": origin_name.into() }),
+            extra,
         }
     }
 

@@ -177,42 +177,33 @@ impl Store {
         let input = row.input_schema.to_string();
         let output = row.output_schema.as_ref().map(Value::to_string);
         let extra = row.extra.to_string();
+        // Positional: name, tenant, then the other columns (a NULL tenant is not a UNIQUE conflict in SQLite, so an
+        // upsert cannot be used: update, then insert if nothing was updated).
+        let values: [&dyn rusqlite::ToSql; 11] = [
+            &row.name,
+            &row.tenant,
+            &row.description,
+            &input,
+            &output,
+            &row.kind,
+            &row.locator,
+            &row.version,
+            &row.effect,
+            &row.enabled,
+            &extra,
+        ];
         let updated = tx
             .execute(
                 "UPDATE tools SET description = ?3, input_schema = ?4, output_schema = ?5, kind = ?6, locator = ?7, \
                  version = ?8, effect = ?9, enabled = ?10, extra = ?11 WHERE name = ?1 AND tenant IS ?2",
-                params![
-                    row.name,
-                    row.tenant,
-                    row.description,
-                    input,
-                    output,
-                    row.kind,
-                    row.locator,
-                    row.version,
-                    row.effect,
-                    row.enabled,
-                    extra
-                ],
+                values,
             )
             .map_err(|e| CatalogError::store(format!("updating the row {:?}", row.name), e))?;
         if updated == 0 {
             tx.execute(
                 "INSERT INTO tools (name, tenant, description, input_schema, output_schema, kind, locator, version, \
                  effect, enabled, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    row.name,
-                    row.tenant,
-                    row.description,
-                    input,
-                    output,
-                    row.kind,
-                    row.locator,
-                    row.version,
-                    row.effect,
-                    row.enabled,
-                    extra
-                ],
+                values,
             )
             .map_err(|e| CatalogError::store(format!("inserting the row {:?}", row.name), e))?;
         }
