@@ -53,6 +53,43 @@ pub(crate) fn base_url(base: &str) -> Result<String, ModelError> {
     Ok(trimmed.to_owned())
 }
 
+/// What both clients' `build` check: the base URL (see [`base_url`]) and a non-empty model name. Returns the
+/// trimmed base URL and the HTTP client.
+pub(crate) fn client_parts(base: &str, model: &str, config: HttpConfig) -> Result<(String, Http), ModelError> {
+    let base = base_url(base)?;
+    if model.trim().is_empty() {
+        return Err(ModelError::Config { message: "the model name is empty".into() });
+    }
+    Ok((base, Http::new(config)?))
+}
+
+/// The builder methods both clients share; the builder has `http: HttpConfig` and `extra: Map<String, Value>`.
+macro_rules! http_builder_methods {
+    ($examples:literal, $reserved:literal) => {
+        /// The whole-request timeout (default 120 s).
+        pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.http.timeout = timeout;
+            self
+        }
+        /// The connect timeout (default 10 s).
+        pub fn connect_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.http.connect_timeout = timeout;
+            self
+        }
+        /// The largest response body accepted (default 8 MiB).
+        pub fn max_response_bytes(mut self, limit: usize) -> Self {
+            self.http.max_response_bytes = limit;
+            self
+        }
+        #[doc = concat!("Another top-level request field (", $examples, ", ...). ", $reserved, " are set by the client.")]
+        pub fn field(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
+            self.extra.insert(key.into(), value.into());
+            self
+        }
+    };
+}
+pub(crate) use http_builder_methods;
+
 impl Http {
     pub(crate) fn new(config: HttpConfig) -> Result<Http, ModelError> {
         let client = reqwest::Client::builder()

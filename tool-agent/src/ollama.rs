@@ -1,10 +1,8 @@
 //! [`OllamaClient`]: Ollama's native `/api/chat`.
 
-use std::time::Duration;
-
 use serde_json::{Map, Value};
 
-use crate::http::{Http, HttpConfig, base_url};
+use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
 use crate::wire;
 
@@ -45,43 +43,20 @@ pub struct OllamaBuilder {
 }
 
 impl OllamaBuilder {
-    /// The whole-request timeout (default 120 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.http.timeout = timeout;
-        self
-    }
-    /// The connect timeout (default 10 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.http.connect_timeout = timeout;
-        self
-    }
-    /// The largest response body accepted (default 8 MiB).
-    pub fn max_response_bytes(mut self, limit: usize) -> Self {
-        self.http.max_response_bytes = limit;
-        self
-    }
+    http_builder_methods!("`think`, `keep_alive`, `format`", "`model`, `messages`, `tools` and `stream`");
     /// One of Ollama's `options` (`temperature`, `num_ctx`, `seed`, ...).
     pub fn option(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.options.insert(key.into(), value.into());
         self
     }
-    /// Another top-level request field (`think`, `keep_alive`, `format`, ...). `model`, `messages`, `tools` and
-    /// `stream` are set by the client.
-    pub fn field(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
-        self.extra.insert(key.into(), value.into());
-        self
-    }
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OllamaClient, ModelError> {
-        let base = base_url(&self.base)?;
-        if self.model.trim().is_empty() {
-            return Err(ModelError::Config { message: "the model name is empty".into() });
-        }
+        let (base, http) = client_parts(&self.base, &self.model, self.http)?;
         Ok(OllamaClient {
             url: format!("{base}/api/chat"),
             base,
             model: self.model,
-            http: Http::new(self.http)?,
+            http,
             options: self.options,
             extra: self.extra,
         })

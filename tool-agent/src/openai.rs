@@ -1,12 +1,11 @@
 //! [`OpenAiClient`]: OpenAI-compatible Chat Completions (OpenAI, Ollama's `/v1`, vLLM, llama.cpp, ...).
 
 use std::fmt;
-use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tool_core::Provider;
 
-use crate::http::{Http, HttpConfig, base_url};
+use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
 use crate::wire;
 
@@ -72,39 +71,19 @@ impl OpenAiBuilder {
         self.api_key = if key.is_empty() { None } else { Some(key) };
         self
     }
-    /// The whole-request timeout (default 120 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.http.timeout = timeout;
-        self
-    }
-    /// The connect timeout (default 10 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.http.connect_timeout = timeout;
-        self
-    }
-    /// The largest response body accepted (default 8 MiB).
-    pub fn max_response_bytes(mut self, limit: usize) -> Self {
-        self.http.max_response_bytes = limit;
-        self
-    }
-    /// Another request field (`temperature`, `parallel_tool_calls`, `tool_choice`, `seed`, ...). `model`,
-    /// `messages` and `tools` are set by the client.
-    pub fn field(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
-        self.extra.insert(key.into(), value.into());
-        self
-    }
+    http_builder_methods!(
+        "`temperature`, `parallel_tool_calls`, `tool_choice`, `seed`",
+        "`model`, `messages` and `tools`"
+    );
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OpenAiClient, ModelError> {
-        let base = base_url(&self.base)?;
-        if self.model.trim().is_empty() {
-            return Err(ModelError::Config { message: "the model name is empty".into() });
-        }
+        let (base, http) = client_parts(&self.base, &self.model, self.http)?;
         Ok(OpenAiClient {
             url: format!("{base}/chat/completions"),
             base,
             model: self.model,
             api_key: self.api_key,
-            http: Http::new(self.http)?,
+            http,
             extra: self.extra,
         })
     }
