@@ -12,7 +12,8 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use keel_bench::fixture;
 use keel_bench::floor;
 use keel_bench::keel;
@@ -20,8 +21,8 @@ use keel_bench::proposed::ProposedExecutor;
 use keel_bench::rmcp_peer::RmcpHarness;
 use serde_json::Value;
 use tokio::runtime::Runtime;
-use tool_core::ToolCall;
 use tool_core::run::{JsonLinesWriter, Run, StopPolicy};
+use tool_core::{Executor, ToolCall};
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread().enable_time().enable_io().build().expect("a Tokio runtime")
@@ -29,6 +30,24 @@ fn runtime() -> Runtime {
 
 fn object(v: &Value) -> serde_json::Map<String, Value> {
     v.as_object().expect("the fixture arguments are an object").clone()
+}
+
+/// Times `executor.call` of `name` with `args`; each iteration's `ToolCall` is built outside the timed region.
+fn time_call(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    rt: &Runtime,
+    label: &str,
+    executor: &Executor,
+    name: &str,
+    args: &Value,
+) {
+    g.bench_function(label, |b| {
+        b.to_async(rt).iter_batched(
+            || ToolCall::new("call-1", name, args.clone()),
+            |call| executor.call(call),
+            BatchSize::SmallInput,
+        )
+    });
 }
 
 /// The valid call: floor, keel (inline, async), rmcp and the prototype of the proposed path, in one group.
@@ -65,13 +84,7 @@ fn valid_call(c: &mut Criterion) {
     for (label, name) in
         [("keel inline (blocking = false)", "search_incidents"), ("keel async fn", "search_incidents_async")]
     {
-        g.bench_function(label, |b| {
-            b.to_async(&rt).iter_batched(
-                || ToolCall::new("call-1", name, args.clone()),
-                |call| executor.call(call),
-                BatchSize::SmallInput,
-            )
-        });
+        time_call(&mut g, &rt, label, &executor, name, &args);
     }
     g.bench_function("rmcp ToolRouter::call", |b| {
         b.to_async(&rt).iter_batched(
@@ -112,13 +125,7 @@ fn blocking_pool(c: &mut Criterion) {
         ("keel inline (blocking = false)", "search_incidents"),
         ("keel blocking pool (default)", "search_incidents_blocking"),
     ] {
-        g.bench_function(label, |b| {
-            b.to_async(&rt).iter_batched(
-                || ToolCall::new("call-1", name, args.clone()),
-                |call| executor.call(call),
-                BatchSize::SmallInput,
-            )
-        });
+        time_call(&mut g, &rt, label, &executor, name, &args);
     }
     g.finish();
 }
@@ -148,13 +155,7 @@ fn rejections(c: &mut Criterion) {
         ("invalid_arguments (1 violation)", "search_incidents", &invalid),
         ("approval_required", "file_incident", &valid),
     ] {
-        g.bench_function(label, |b| {
-            b.to_async(&rt).iter_batched(
-                || ToolCall::new("call-1", name, args.clone()),
-                |call| executor.call(call),
-                BatchSize::SmallInput,
-            )
-        });
+        time_call(&mut g, &rt, label, &executor, name, args);
     }
     g.finish();
 }
@@ -167,13 +168,7 @@ fn run_overhead(c: &mut Criterion) {
     let stop = StopPolicy { max_steps: u32::MAX, max_retries: u32::MAX };
 
     let mut g = c.benchmark_group("executor/run_overhead");
-    g.bench_function("Executor::call", |b| {
-        b.to_async(&rt).iter_batched(
-            || ToolCall::new("call-1", "search_incidents", args.clone()),
-            |call| executor.call(call),
-            BatchSize::SmallInput,
-        )
-    });
+    time_call(&mut g, &rt, "Executor::call", &executor, "search_incidents", &args);
     // A fresh run per call (made in the untimed setup), so every call is a run's first: the event log and the
     // seen-id set start empty, as for the first call of any run.
     g.bench_function("Run::process_batch (1 call, in-memory log)", |b| {
