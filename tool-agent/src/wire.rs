@@ -60,6 +60,21 @@ fn fill_id(wire_calls: &mut [Value], index: usize, id: &str) {
     }
 }
 
+/// The assistant message object at `pointer` of a response body, once the body is known to be an object that
+/// reports no error; `what` names the place in the error.
+fn response_message<'a>(body: &'a Value, pointer: &str, what: &str) -> Result<&'a Map<String, Value>, ModelError> {
+    if !body.is_object() {
+        return Err(ModelError::malformed("the response is not a JSON object"));
+    }
+    if let Some(message) = error_message(body) {
+        return Err(ModelError::Server { message });
+    }
+    match body.pointer(pointer) {
+        Some(Value::Object(message)) => Ok(message),
+        _ => Err(ModelError::malformed(format!("the response has no {what} object"))),
+    }
+}
+
 /// An Ollama `/api/chat` response body (`stream: false`): `{"message": {"role": "assistant", "content": ...,
 /// "tool_calls": [{"function": {"name", "arguments": {...}}}]}, "done": true, ...}`.
 ///
@@ -67,15 +82,7 @@ fn fill_id(wire_calls: &mut [Value], index: usize, id: &str) {
 /// no `id`, and the generated one is deterministic and unique across the turns of a conversation. Names are kept
 /// as sent: Ollama is given the registered names, so nothing is mapped.
 pub(crate) fn parse_ollama(body: &Value, first_index: usize, mode: Mode) -> Result<AssistantMessage, ModelError> {
-    if !body.is_object() {
-        return Err(ModelError::malformed("the response is not a JSON object"));
-    }
-    if let Some(message) = error_message(body) {
-        return Err(ModelError::Server { message });
-    }
-    let Some(Value::Object(message)) = body.get("message") else {
-        return Err(ModelError::malformed("the response has no `message` object"));
-    };
+    let message = response_message(body, "/message", "`message`")?;
     let content = content_of(message)?;
     let raw_calls = tool_calls_of(message)?;
     let mut wire = message.clone();
@@ -107,15 +114,7 @@ pub(crate) fn parse_openai(
     first_index: usize,
     mode: Mode,
 ) -> Result<AssistantMessage, ModelError> {
-    if !body.is_object() {
-        return Err(ModelError::malformed("the response is not a JSON object"));
-    }
-    if let Some(message) = error_message(body) {
-        return Err(ModelError::Server { message });
-    }
-    let Some(Value::Object(message)) = body.pointer("/choices/0/message") else {
-        return Err(ModelError::malformed("the response has no `choices[0].message` object"));
-    };
+    let message = response_message(body, "/choices/0/message", "`choices[0].message`")?;
     let content = content_of(message)?;
     let raw_calls = tool_calls_of(message)?;
     let mut wire = message.clone();
