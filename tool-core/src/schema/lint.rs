@@ -392,9 +392,6 @@ fn compare_ollama(tool: &str, canonical: &Value, rendered: &Value, path: &str, d
 // OpenAI
 // ---------------------------------------------------------------------------------------------------------------
 
-/// The `format`s OpenAI strict mode accepts.
-const OPENAI_FORMATS: &[&str] = &["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
-
 /// Keywords strict mode does not take and keel folds into the description.
 const OPENAI_FOLDED: &[&str] = &["minLength", "maxLength", "uniqueItems", "minProperties", "maxProperties"];
 
@@ -420,7 +417,7 @@ fn openai(def: &ToolDefinition, out: &mut Vec<Finding>) {
                     .filter(|k| map.get(*k).is_some_and(|v| v != &Value::Bool(false)))
                     .collect();
                 if let Some(Value::String(f)) = map.get("format")
-                    && !OPENAI_FORMATS.contains(&f.as_str())
+                    && !super::openai::STRICT_FORMATS.contains(&f.as_str())
                     && !NUMERIC_FORMATS.contains(&f.as_str())
                 {
                     folded.push("format");

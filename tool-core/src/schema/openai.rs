@@ -37,7 +37,8 @@ use super::transform::{self, FieldPath, MAX_DEPTH, OnRecursion};
 use crate::definition::ToolDefinition;
 
 /// The `format`s strict mode accepts.
-const STRICT_FORMATS: &[&str] = &["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
+pub(crate) const STRICT_FORMATS: &[&str] =
+    &["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
 
 /// Keywords strict mode keeps.
 const KEPT: &[&str] = &[
