@@ -49,3 +49,6 @@ impl Drop for Watchdog {
         self.done.store(true, Ordering::SeqCst);
     }
 }
+
+pub mod http;
+pub mod sockets;

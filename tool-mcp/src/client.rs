@@ -220,9 +220,20 @@ impl RemoteServer {
     }
 
     /// Connects to a Streamable HTTP server at `url` (e.g. `http://127.0.0.1:8080/mcp`).
+    ///
+    /// The HTTP client sets `TCP_NODELAY` on its connections (a request is never held back waiting for the
+    /// server's ACK of the previous one), keeps idle connections for reuse for 30 s, and follows no redirects.
     #[cfg(feature = "http")]
     pub async fn connect_http(namespace: &str, url: &str) -> Result<RemoteServer, ConnectError> {
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let client = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(ConnectError::new)?;
+        let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
         RemoteServer::connect(namespace, transport).await
     }
 

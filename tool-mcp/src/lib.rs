@@ -14,7 +14,7 @@
 //! |---|---|---|
 //! | `server` | yes | [`server::McpServer`], stdio transport |
 //! | `client` | no | [`client::RemoteServer`], child-process (stdio) transport |
-//! | `http` | no | Streamable HTTP: [`server::McpServer::serve_http`] with `server`, `RemoteServer::connect_http` with `client` |
+//! | `http` | no | Streamable HTTP: [`server::McpServer::serve_http`] and [`http::McpHttpService`] (session cap, idle expiry, `TCP_NODELAY`) with `server`, `RemoteServer::connect_http` with `client` |
 //! | `elicitation` | no | rmcp's elicitation requests, for tools that ask the user through [`server::current_request`] |
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -24,7 +24,7 @@ pub use rmcp;
 #[cfg(feature = "client")]
 pub mod client;
 #[cfg(all(feature = "http", feature = "server"))]
-mod http;
+pub mod http;
 pub mod names;
 pub mod render;
 #[cfg(feature = "server")]
@@ -32,5 +32,7 @@ pub mod server;
 
 #[cfg(feature = "client")]
 pub use client::{Forwarder, RemoteServer, RemoteTools};
+#[cfg(all(feature = "http", feature = "server"))]
+pub use http::{HttpConfig, McpHttpService};
 #[cfg(feature = "server")]
 pub use server::{McpRequest, McpServer, McpSession, current_request};
