@@ -452,12 +452,59 @@ enum Note {
     Flush(oneshot::Sender<()>),
 }
 
-/// Sends one call's log messages and progress to the client, in order, through a per-call queue.
+/// Sends one call's log messages and progress to the client, in order, through a per-call queue. The queue and the
+/// task that drains it are made at the call's first notification: a call that sends none costs neither.
 struct PeerNotifier {
-    tx: mpsc::Sender<Note>,
+    peer: Peer<RoleServer>,
+    runtime: tokio::runtime::Handle,
+    queue: Mutex<Queue>,
     min_level: u8,
     progress_token: Option<ProgressToken>,
     last_progress: Mutex<Option<f64>>,
+}
+
+/// A call's notification queue.
+enum Queue {
+    /// No notification yet.
+    Unused,
+    Open(mpsc::Sender<Note>),
+    /// The result has been sent: notifications are dropped.
+    Closed,
+}
+
+impl PeerNotifier {
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn send(&self, note: Note) -> bool {
+        let mut queue = self.queue();
+        if matches!(*queue, Queue::Unused) {
+            let (tx, rx) = mpsc::channel(NOTIFICATION_QUEUE);
+            self.runtime.spawn(forward_notifications(self.peer.clone(), rx));
+            *queue = Queue::Open(tx);
+        }
+        match &*queue {
+            Queue::Open(tx) => tx.try_send(note).is_ok(),
+            Queue::Unused | Queue::Closed => false,
+        }
+    }
+
+    /// Waits (within [`FLUSH_TIMEOUT`]) until every notification sent so far has been handed to the transport, and
+    /// closes the queue: later notifications of the call are dropped.
+    async fn flush(&self) {
+        let queue = std::mem::replace(&mut *self.queue(), Queue::Closed);
+        let Queue::Open(tx) = queue else { return };
+        let flush = async move {
+            let (done_tx, done_rx) = oneshot::channel();
+            if tx.send(Note::Flush(done_tx)).await.is_ok() {
+                let _ = done_rx.await;
+            }
+        };
+        if tokio::time::timeout(FLUSH_TIMEOUT, flush).await.is_err() {
+            tracing::debug!("MCP notifications of a call were not all written before its result");
+        }
+    }
 }
 
 impl Notifier for PeerNotifier {
@@ -469,7 +516,7 @@ impl Notifier for PeerNotifier {
         if let Some(logger) = logger {
             param = param.with_logger(logger);
         }
-        if self.tx.try_send(Note::Log(param)).is_err() {
+        if !self.send(Note::Log(param)) {
             tracing::debug!("MCP log notification dropped (queue full or call over)");
         }
     }
@@ -494,7 +541,7 @@ impl Notifier for PeerNotifier {
         if let Some(message) = message {
             param = param.with_message(message);
         }
-        if self.tx.try_send(Note::Progress(param)).is_err() {
+        if !self.send(Note::Progress(param)) {
             tracing::debug!("MCP progress notification dropped (queue full or call over)");
         }
     }
@@ -520,8 +567,8 @@ async fn forward_notifications(peer: Peer<RoleServer>, mut rx: mpsc::Receiver<No
 impl McpSession {
     async fn run_call(
         &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let shared = &self.shared;
         let mut options = match &shared.call_options {
@@ -529,33 +576,26 @@ impl McpSession {
             None => CallOptions::new(),
         };
         let min_level = context.meta.log_level().map_or_else(|| self.level.load(Ordering::Relaxed), mcp_level_rank);
-        let (tx, rx) = mpsc::channel(NOTIFICATION_QUEUE);
-        let sender_task = tokio::spawn(forward_notifications(context.peer.clone(), rx));
         let notifier = Arc::new(PeerNotifier {
-            tx: tx.clone(),
+            peer: context.peer.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            queue: Mutex::new(Queue::Unused),
             min_level,
             progress_token: context.meta.get_progress_token(),
             last_progress: Mutex::new(None),
         });
-        options = options.notifier(notifier).cancellation(context.ct.clone());
+        options = options.notifier(notifier.clone()).cancellation(context.ct.clone());
 
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let arguments = Value::Object(request.arguments.take().unwrap_or_default());
         let call = ToolCall::new(context.id.to_string(), request.name.to_string(), arguments);
-        let scope = McpRequest { peer: context.peer.clone(), id: context.id.clone(), meta: context.meta.clone() };
+        // The request's `_meta` moves into the scope: nothing below reads it from the context.
+        let meta = std::mem::take(&mut context.meta);
+        let scope = McpRequest { peer: context.peer, id: context.id, meta };
         let listing = shared.listing();
         let result = CURRENT.scope(scope, listing.executor.call_with(call, &options)).await;
 
         // Everything the handler sent goes out before the result (within a bound: a stuck peer cannot hold it).
-        let flush = async move {
-            let (done_tx, done_rx) = oneshot::channel();
-            if tx.send(Note::Flush(done_tx)).await.is_ok() {
-                let _ = done_rx.await;
-            }
-        };
-        if tokio::time::timeout(FLUSH_TIMEOUT, flush).await.is_err() {
-            tracing::debug!("MCP notifications of a call were not all written before its result");
-        }
-        drop(sender_task);
+        notifier.flush().await;
 
         if result.code() == Some("unknown_tool") && !result.executed {
             let message = result.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
