@@ -432,6 +432,8 @@ impl McpHttpService {
     pub async fn serve(&self, listener: TcpListener, path: &str, shutdown: CancellationToken) -> std::io::Result<()> {
         let mut service = self.clone();
         service.inner.config.cancellation_token = shutdown.child_token();
+        // Shared by every connection and request: cloning the service itself would copy the SDK's configuration.
+        let service = Arc::new(service);
         let path: Arc<str> = Arc::from(path);
         loop {
             let (stream, peer) = tokio::select! {

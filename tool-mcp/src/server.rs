@@ -161,7 +161,8 @@ struct Listeners {
 struct Shared {
     listing: RwLock<Arc<Listing>>,
     info: Implementation,
-    instructions: Option<String>,
+    /// What `initialize` and `server/discover` answer.
+    config: ServerConfig,
     call_options: Option<Arc<CallOptionsFn>>,
     listeners: Mutex<Listeners>,
 }
@@ -248,11 +249,17 @@ impl McpServerBuilder {
         let listing = Listing::new(self.executor)?;
         let mut info = Implementation::new(self.name, self.version);
         info.title = self.title;
+        let capabilities =
+            ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
+        let mut config = ServerConfig::new(capabilities).with_server_info(info.clone());
+        if let Some(instructions) = self.instructions {
+            config = config.with_instructions(instructions);
+        }
         Ok(McpServer {
             shared: Arc::new(Shared {
                 listing: RwLock::new(Arc::new(listing)),
                 info,
-                instructions: self.instructions,
+                config,
                 call_options: self.call_options,
                 listeners: Mutex::new(Listeners::default()),
             }),
@@ -609,13 +616,8 @@ impl McpSession {
 
 impl ServerHandler for McpSession {
     fn get_info(&self) -> ServerConfig {
-        let capabilities =
-            ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
-        let mut config = ServerConfig::new(capabilities).with_server_info(self.shared.info.clone());
-        if let Some(instructions) = &self.shared.instructions {
-            config = config.with_instructions(instructions.clone());
-        }
-        config
+        // Asked for on every stateless request: built once.
+        self.shared.config.clone()
     }
 
     async fn list_tools(
