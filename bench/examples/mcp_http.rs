@@ -112,13 +112,16 @@ impl Contender {
     }
 }
 
-/// `serve keel|rmcp ADDR`: binds ADDR (loopback only), prints the bound address on stdout, serves until stdin closes.
+/// `serve keel|rmcp|rmcp-nagle ADDR`: binds ADDR (loopback only), prints the bound address on stdout, serves until
+/// stdin closes. `rmcp-nagle` is the bare rmcp server without `TCP_NODELAY`, to see the stall by hand (e.g. with
+/// `wrk`); it is not part of the table.
 fn serve(args: &[String]) -> ! {
     let result = (|| {
-        let [kind, addr] = args else { return Err("usage: serve keel|rmcp ADDR".to_owned()) };
-        let contender = match kind.as_str() {
-            "keel" => Contender::Keel,
-            "rmcp" => Contender::Rmcp,
+        let [kind, addr] = args else { return Err("usage: serve keel|rmcp|rmcp-nagle ADDR".to_owned()) };
+        let (contender, nodelay) = match kind.as_str() {
+            "keel" => (Contender::Keel, true),
+            "rmcp" => (Contender::Rmcp, true),
+            "rmcp-nagle" => (Contender::Rmcp, false),
             other => return Err(format!("unknown server {other:?}")),
         };
         let addr: SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
@@ -139,7 +142,7 @@ fn serve(args: &[String]) -> ! {
             });
             match contender {
                 Contender::Keel => serve_keel(listener, shutdown).await,
-                Contender::Rmcp => bare::serve(listener, shutdown).await,
+                Contender::Rmcp => bare::serve(listener, shutdown, nodelay).await,
             }
         })
     })();
@@ -199,7 +202,7 @@ mod bare {
         response
     }
 
-    pub async fn serve(listener: TcpListener, shutdown: CancellationToken) -> Result<(), String> {
+    pub async fn serve(listener: TcpListener, shutdown: CancellationToken, nodelay: bool) -> Result<(), String> {
         let router = Arc::new(Server::tool_router());
         let mut config = StreamableHttpServerConfig::default();
         config.cancellation_token = shutdown.child_token();
@@ -219,7 +222,7 @@ mod bare {
                     }
                 },
             };
-            let _ = stream.set_nodelay(true);
+            let _ = stream.set_nodelay(nodelay);
             let service = service.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
