@@ -13,7 +13,8 @@
 //!   SSE priming event, then the result) is not held back by Nagle's algorithm until the client's delayed ACK.
 //! - **Calls run concurrently.** Each request of a session runs on its own task: a slow tool does not hold back a
 //!   fast call of the same session. Each request's progress notifications and its result travel on that request's
-//!   own stream, in the order they were sent.
+//!   own stream, in the order they were sent. Log messages (`notifications/message`) travel on the session's
+//!   standalone `GET` stream, where the SDK routes every notification that names no request.
 //! - **Bounded sessions.** At most [`HttpConfig::max_sessions`] sessions are open at once (default
 //!   [`DEFAULT_MAX_SESSIONS`]). Past the cap, an `initialize` is answered `503 Service Unavailable` with
 //!   `Retry-After`, and the sessions already open keep working. A session with no traffic for
