@@ -1,6 +1,8 @@
-//! The executor's fixed order, proved with handlers that count their invocations.
+//! The executor's fixed order, proved with handlers that record their invocations by call id. Each test uses call
+//! ids of its own, so what one test asserts about handler runs cannot be moved by another test running at the same
+//! time.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -11,9 +13,17 @@ use tool_core::{
     ToolView, tool,
 };
 
-static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
-static TICKETS: AtomicUsize = AtomicUsize::new(0);
-static PANICS: AtomicUsize = AtomicUsize::new(0);
+/// The call id of every run of a recording handler.
+static RUNS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn record(ctx: &CallContext) {
+    RUNS.lock().unwrap().push(ctx.call_id().to_owned());
+}
+
+/// How many times a recording handler ran for call `id`.
+fn runs(id: &str) -> usize {
+    RUNS.lock().unwrap().iter().filter(|r| r.as_str() == id).count()
+}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -40,8 +50,8 @@ enum Severity {
 
 /// Look up one incident by its id.
 #[tool(effect = "read", version = "1.0")]
-async fn lookup_incident(args: LookupArgs) -> Result<Incident, ToolError> {
-    LOOKUPS.fetch_add(1, Ordering::SeqCst);
+async fn lookup_incident(args: LookupArgs, ctx: CallContext) -> Result<Incident, ToolError> {
+    record(&ctx);
     if args.incident_id != "INC-001" {
         return Err(ToolError::new("not_found", format!("no incident {}", args.incident_id)));
     }
@@ -56,15 +66,15 @@ async fn lookup_incident(args: LookupArgs) -> Result<Incident, ToolError> {
 
 /// Open a ticket.
 #[tool(effect = "write", version = "1.0")]
-fn create_ticket(title: String, severity: Severity) -> String {
-    TICKETS.fetch_add(1, Ordering::SeqCst);
-    format!("TICKET-{}: {title} ({severity:?})", TICKETS.load(Ordering::SeqCst))
+fn create_ticket(title: String, severity: Severity, ctx: CallContext) -> String {
+    record(&ctx);
+    format!("TICKET-{}: {title} ({severity:?})", ctx.call_id())
 }
 
 /// Always panics, with a message that must never reach the model.
 #[tool(effect = "read", version = "1.0")]
-fn explode() -> String {
-    PANICS.fetch_add(1, Ordering::SeqCst);
+fn explode(ctx: CallContext) -> String {
+    record(&ctx);
     panic!("secret at /home/alice/.ssh/id_rsa: index out of bounds in core::slice");
 }
 
@@ -209,28 +219,30 @@ async fn success_result_has_the_stable_json_form() {
 #[tokio::test]
 async fn rejected_calls_never_run_the_handler() {
     let ex = executor(&["lookup_incident", "create_ticket"]);
-    let before_l = LOOKUPS.load(Ordering::SeqCst);
-    let before_t = TICKETS.load(Ordering::SeqCst);
     let rejected = [
-        ToolCall::new("1", "Lookup_incident", json!({"incident_id": "INC-001"})),
-        ToolCall::new("2", " lookup_incident", json!({"incident_id": "INC-001"})),
-        ToolCall::new("3", "lookup_incident ", json!({"incident_id": "INC-001"})),
-        ToolCall::new("4", "lookup_incidents", json!({"incident_id": "INC-001"})),
-        ToolCall::new("5", "lookup_incident", json!({"incident_id": 42})),
-        ToolCall::new("6", "lookup_incident", json!({})),
-        ToolCall::new("7", "lookup_incident", json!({"incident_id": "INC-001", "force": true})),
-        ToolCall::new("8", "lookup_incident", json!("INC-001")),
-        ToolCall::from_json_text("9", "lookup_incident", "{\"incident_id\": \"INC-001\"} trailing"),
-        ToolCall::new("10", "create_ticket", json!({"title": "x", "severity": "high"})),
-        ToolCall::new("11", "create_ticket", json!({"title": "x", "severity": "urgent"})),
+        ToolCall::new("rejected-1", "Lookup_incident", json!({"incident_id": "INC-001"})),
+        ToolCall::new("rejected-2", " lookup_incident", json!({"incident_id": "INC-001"})),
+        ToolCall::new("rejected-3", "lookup_incident ", json!({"incident_id": "INC-001"})),
+        ToolCall::new("rejected-4", "lookup_incidents", json!({"incident_id": "INC-001"})),
+        ToolCall::new("rejected-5", "lookup_incident", json!({"incident_id": 42})),
+        ToolCall::new("rejected-6", "lookup_incident", json!({})),
+        ToolCall::new("rejected-7", "lookup_incident", json!({"incident_id": "INC-001", "force": true})),
+        ToolCall::new("rejected-8", "lookup_incident", json!("INC-001")),
+        ToolCall::from_json_text("rejected-9", "lookup_incident", "{\"incident_id\": \"INC-001\"} trailing"),
+        ToolCall::new("rejected-10", "create_ticket", json!({"title": "x", "severity": "high"})),
+        ToolCall::new("rejected-11", "create_ticket", json!({"title": "x", "severity": "urgent"})),
     ];
     for c in rejected {
+        let id = c.id().to_owned();
         let r = ex.call(c).await;
         assert!(!r.ok && !r.executed, "{r:?}");
         assert_no_internals(&r);
+        assert_eq!(runs(&id), 0, "a handler ran for the rejected call {id}");
     }
-    assert_eq!(LOOKUPS.load(Ordering::SeqCst), before_l, "lookup handler ran for a rejected call");
-    assert_eq!(TICKETS.load(Ordering::SeqCst), before_t, "ticket handler ran for a rejected call");
+    // The recording works: an accepted call of each tool is recorded once, under its own id.
+    let ok = ex.call(ToolCall::new("rejected-control", "lookup_incident", json!({"incident_id": "INC-001"}))).await;
+    assert!(ok.ok, "{ok:?}");
+    assert_eq!(runs("rejected-control"), 1);
 }
 
 #[tokio::test]
@@ -257,22 +269,22 @@ async fn an_approval_is_bound_to_the_exact_arguments() {
     let a = json!({"title": "db pool", "severity": "high"});
     let b = json!({"title": "drop tables", "severity": "high"});
     let opts = CallOptions::new().approve(Approval::new("create_ticket", &a));
-    let before = TICKETS.load(Ordering::SeqCst);
 
-    let r = ex.call_with(ToolCall::new("b", "create_ticket", b), &opts).await;
+    let r = ex.call_with(ToolCall::new("approval-b", "create_ticket", b), &opts).await;
     assert_eq!(code(&r), Some("approval_required"));
-    assert_eq!(TICKETS.load(Ordering::SeqCst), before, "approval for A ran B");
+    assert_eq!(runs("approval-b"), 0, "approval for A ran B");
 
     // Same arguments, other key order: still approved (canonical form).
     let a_reordered: Value = serde_json::from_str(r#"{"severity": "high", "title": "db pool"}"#).unwrap();
-    let r = ex.call_with(ToolCall::new("a", "create_ticket", a_reordered), &opts).await;
+    let r = ex.call_with(ToolCall::new("approval-a", "create_ticket", a_reordered), &opts).await;
     assert!(r.ok, "{r:?}");
-    assert_eq!(TICKETS.load(Ordering::SeqCst), before + 1);
+    assert_eq!(runs("approval-a"), 1);
 
     // An approval for another tool does not count.
     let other = CallOptions::new().approve(Approval::new("lookup_incident", &a));
-    let r = ex.call_with(ToolCall::new("a2", "create_ticket", a.clone()), &other).await;
+    let r = ex.call_with(ToolCall::new("approval-a2", "create_ticket", a.clone()), &other).await;
     assert_eq!(code(&r), Some("approval_required"));
+    assert_eq!(runs("approval-a2"), 0);
     let details = r.error.unwrap().details.unwrap();
     assert_eq!(details["approve"]["arguments"], a, "the result says what to approve");
 }
@@ -318,7 +330,7 @@ async fn faulty_handlers_get_their_codes_and_later_calls_still_succeed() {
         let ok = ex.call(ToolCall::new("after", "lookup_incident", json!({"incident_id": "INC-001"}))).await;
         assert!(ok.ok, "a call after {name} failed: {ok:?}");
     }
-    assert!(PANICS.load(Ordering::SeqCst) >= 1);
+    assert_eq!(runs("call-explode"), 1, "the panicking handler ran once for its call");
 }
 
 #[tokio::test]

@@ -469,6 +469,8 @@ fn an_async_handler_blocking_its_worker_does_not_stall_other_calls() {
         );
         assert!(quick_count >= 10, "only {quick_count} quick calls went through");
         assert!(slowest < RESPONSIVE, "a quick call took {slowest:?} while a worker was blocked");
+        // Each blocker overran its 100 ms timeout by blocking for 800 ms: both are answered `timeout`.
+        assert_eq!(codes, [Some("timeout".to_owned()), Some("timeout".to_owned())], "the blockers' codes");
     });
 }
 
