@@ -1427,6 +1427,48 @@ mod tests {
         assert!(!compile(json!(false)).is_valid(&json!(1)));
     }
 
+    /// A `$ref` to a URL that answers is refused without being fetched: a listener on loopback that accepts (and
+    /// at once closes) every connection counts none while the schemas are compiled.
+    #[test]
+    fn a_ref_to_a_reachable_url_is_never_fetched() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (connections, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let counter = {
+            let (connections, stop) = (connections.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            connections.fetch_add(1, Ordering::SeqCst);
+                            drop(stream);
+                        }
+                        Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                    }
+                }
+                // A connection still queued counts too.
+                while listener.accept().is_ok() {
+                    connections.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        for schema in [
+            json!({"$ref": format!("http://{addr}/remote.json")}),
+            json!({"type": "object", "properties": {"a": {"$ref": format!("http://{addr}/a.json#/$defs/x")}}}),
+            json!({"$defs": {"x": {"$ref": format!("http://{addr}/x.json")}}, "$ref": "#/$defs/x"}),
+        ] {
+            let err = CompiledSchema::compile(&schema).expect_err(&schema.to_string());
+            assert!(err.to_string().starts_with("invalid JSON Schema: "), "{err}");
+        }
+        stop.store(true, Ordering::SeqCst);
+        counter.join().unwrap();
+        assert_eq!(connections.load(Ordering::SeqCst), 0, "a schema reference was fetched from {addr}");
+    }
+
     #[test]
     fn compiled_schema_is_shareable() {
         let s = std::sync::Arc::new(compile(incident_schema()));
