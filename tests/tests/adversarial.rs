@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tool_core::validate::Limits;
 use tool_core::{Executor, Registry, ToolCall, ToolResult, tool};
@@ -21,6 +23,24 @@ fn lookup_incident(incident_id: String, #[arg(description = "How many events")] 
 fn delete_incident(incident_id: String) -> bool {
     RUNS.fetch_add(1, Ordering::SeqCst);
     !incident_id.is_empty()
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct BlobArgs {
+    /// Any JSON at all: the schema accepts every value, however deep.
+    blob: Value,
+}
+
+/// Stores any JSON value; answers how deep it was.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn store_blob(args: BlobArgs) -> u64 {
+    let mut depth = 0;
+    let mut v = &args.blob;
+    while let Some(inner) = v.as_array().and_then(|a| a.first()) {
+        depth += 1;
+        v = inner;
+    }
+    depth
 }
 
 enum Args {
@@ -221,4 +241,48 @@ async fn limits_are_configurable_and_name_themselves() {
     let e = big.error.unwrap();
     assert_eq!(e.code, "invalid_arguments");
     assert!(e.message.contains("64") || e.message.contains("bytes"), "{}", e.message);
+}
+
+/// `{"blob": [[[...1]]]}`: `depth` arrays inside the argument object.
+fn deep_blob(depth: usize) -> Value {
+    let mut inner = json!(1);
+    for _ in 0..depth {
+        inner = Value::Array(vec![inner]);
+    }
+    json!({"blob": inner})
+}
+
+/// The depth limit on its own: the schema accepts a value of any depth, so only the limit can refuse one.
+#[tokio::test]
+async fn the_depth_limit_refuses_what_the_schema_accepts() {
+    let registry = Registry::from_inventory().unwrap();
+    let view = || registry.view().names(["store_blob"]).build().unwrap();
+    let ex = Executor::new(view()).unwrap();
+    let limit = Limits::default().max_depth;
+    assert_eq!(limit, 64);
+
+    // Just under the limit (the argument object is one level, the arrays the rest): accepted and run.
+    let under = ex.call(ToolCall::new("under", "store_blob", deep_blob(limit - 1))).await;
+    assert!(under.ok, "{under:?}");
+    assert_eq!(under.data, Some(json!(limit - 1)));
+
+    // Deeper: refused before the handler, by the limit, which the message names.
+    for depth in [limit + 1, 200, 1_000] {
+        let r = ex.call(ToolCall::new(format!("deep-{depth}"), "store_blob", deep_blob(depth))).await;
+        let e = r.error.as_ref().expect("refused");
+        assert_eq!((e.code.as_str(), r.executed), ("invalid_arguments", false), "depth {depth}: {r:?}");
+        assert!(
+            e.message.contains("deep") || e.message.contains("depth") || e.message.contains("nest"),
+            "{}",
+            e.message
+        );
+    }
+
+    // The same calls pass the schema: with the limit raised they run.
+    let lenient = Executor::builder(view()).limits(Limits { max_depth: 10_000, ..Limits::default() }).build().unwrap();
+    for depth in [limit + 1, 200] {
+        let r = lenient.call(ToolCall::new(format!("lenient-{depth}"), "store_blob", deep_blob(depth))).await;
+        assert!(r.ok, "depth {depth} with a raised limit: {r:?}");
+        assert_eq!(r.data, Some(json!(depth)));
+    }
 }
