@@ -2,7 +2,8 @@
 //!
 //! The calls mix every handler kind (async, inline, blocking pool), approved and unapproved `write` calls, invalid
 //! arguments and unknown names. Every call gets exactly one result, under its own id, with the code its kind
-//! must end in; every handler that should run ran exactly once for its call and no other handler ran; memory stays
+//! must end in and, when it ran, its own argument echoed back as its data; every handler that should run ran exactly
+//! once for its call and no other handler ran; memory stays
 //! bounded (peak RSS, and RSS growth between a warm-up round and the full round). The figures are printed (run
 //! with `--nocapture` to see them). The test is bounded in time: it fails after [`DEADLINE`] instead of hanging.
 
@@ -122,7 +123,9 @@ async fn round(ex: &Executor, first: usize, tasks: usize, per_task: usize) -> Ro
                 let started = Instant::now();
                 let r: ToolResult = ex.call_with(call, &options).await;
                 let took = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
-                let ok = r.code() == expected && r.executed == expected.is_none();
+                // A call that runs answers with its own argument: the data is this call's, not another's.
+                let echoed = expected.is_some() || r.data == Some(json!(i as u64));
+                let ok = r.code() == expected && r.executed == expected.is_none() && echoed;
                 seen.push((r.call_id, ok, took));
             }
             seen
