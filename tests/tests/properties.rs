@@ -425,3 +425,20 @@ fn the_leak_check_catches_internals() {
         assert!(caught.is_err(), "the leak check missed {leak:?}");
     }
 }
+
+/// The fuzzer's seed corpus (`fuzz/corpus/executor`), replayed through the fuzz target's own entry point: every seed
+/// passes every invariant of the harness, as it must for `cargo fuzz run` to start from it.
+#[test]
+fn the_fuzz_seed_corpus_replays_clean() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/executor");
+    let mut seeds: Vec<_> =
+        std::fs::read_dir(&dir).expect("the seed corpus").map(|e| e.expect("a corpus entry").path()).collect();
+    seeds.sort();
+    assert!(seeds.len() >= 9, "seeds in {}: {}", dir.display(), seeds.len());
+    for seed in &seeds {
+        let data = std::fs::read(seed).expect("a seed");
+        assert!(!data.is_empty(), "{} is empty", seed.display());
+        Harness::get().fuzz_one(&data);
+    }
+    assert_no_untracked_runs();
+}
