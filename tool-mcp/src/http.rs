@@ -296,7 +296,6 @@ pub struct McpHttpService {
     inner: StreamableHttpService<McpSession, Sessions>,
     sessions: Arc<Sessions>,
     retry_after: HeaderValue,
-    max_body: usize,
 }
 
 impl fmt::Debug for McpHttpService {
@@ -332,13 +331,11 @@ impl McpServer {
     pub fn http_service(&self, config: HttpConfig) -> McpHttpService {
         let server = self.clone();
         let sessions = Arc::new(Sessions::new(config.max_sessions, config.idle_timeout, config.sdk.sse_retry));
-        let max_body = config.sdk.max_request_body_bytes;
         let retry_after = config.retry_after.as_secs() + u64::from(config.retry_after.subsec_nanos() > 0);
         McpHttpService {
             inner: StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), config.sdk),
             sessions,
             retry_after: HeaderValue::from(retry_after),
-            max_body,
         }
     }
 
@@ -377,12 +374,13 @@ impl McpHttpService {
         let may_open = request.method() == Method::POST && !request.headers().contains_key(SESSION_HEADER);
         if may_open && self.sessions.full() {
             let (parts, body) = request.into_parts();
-            let body = match Limited::new(body, self.max_body).collect().await {
+            let max_body = self.inner.config.max_request_body_bytes;
+            let body = match Limited::new(body, max_body).collect().await {
                 Ok(collected) => collected.to_bytes(),
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                     return text_response(
                         StatusCode::PAYLOAD_TOO_LARGE,
-                        format!("Payload Too Large: request body exceeds {} bytes", self.max_body),
+                        format!("Payload Too Large: request body exceeds {max_body} bytes"),
                     );
                 }
                 Err(e) => return text_response(StatusCode::BAD_REQUEST, format!("Bad Request: {e}")),

@@ -160,8 +160,7 @@ struct Listeners {
 
 struct Shared {
     listing: RwLock<Arc<Listing>>,
-    info: Implementation,
-    /// What `initialize` and `server/discover` answer.
+    /// What `initialize` and `server/discover` answer (the server's name and version among it).
     config: ServerConfig,
     call_options: Option<Arc<CallOptionsFn>>,
     listeners: Mutex<Listeners>,
@@ -196,7 +195,7 @@ impl fmt::Debug for McpServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let listing = self.shared.listing();
         f.debug_struct("McpServer")
-            .field("name", &self.shared.info.name)
+            .field("name", &self.shared.config.server_info.name)
             .field("tools", &listing.tools.iter().map(|t| t.tool.name.as_ref()).collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
@@ -251,14 +250,13 @@ impl McpServerBuilder {
         info.title = self.title;
         let capabilities =
             ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
-        let mut config = ServerConfig::new(capabilities).with_server_info(info.clone());
+        let mut config = ServerConfig::new(capabilities).with_server_info(info);
         if let Some(instructions) = self.instructions {
             config = config.with_instructions(instructions);
         }
         Ok(McpServer {
             shared: Arc::new(Shared {
                 listing: RwLock::new(Arc::new(listing)),
-                info,
                 config,
                 call_options: self.call_options,
                 listeners: Mutex::new(Listeners::default()),
