@@ -151,7 +151,7 @@ pub struct Hit {
 async fn search_incidents(args: SearchArgs, ctx: CallContext) -> Result<Vec<Hit>, ToolError> {
     invoked(&ctx, None);
     if args.query.is_empty() {
-        return Err(ToolError::new("empty_query", "say what to search for"));
+        return Err(tool_core::tool_error!("empty_query", "say what to search for"));
     }
     let n = args.tags.len() + usize::from(args.window.is_some());
     Ok((0..n.min(3)).map(|i| Hit { id: format!("INC-{i}"), severity: args.severity, score: 0.5 }).collect())
@@ -359,7 +359,7 @@ fn dynamic_tools() -> Vec<ToolDefinition> {
             let problem = Oracle::new(&schema, false).problem(&args);
             invoked(&ctx, problem);
             if args.get("count") == Some(&json!(13)) {
-                return Err(ToolError::new("unlucky_number", "13 is not accepted"));
+                return Err(tool_core::tool_error!("unlucky_number", "13 is not accepted"));
             }
             Ok(json!({"received": args}))
         })

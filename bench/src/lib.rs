@@ -235,7 +235,7 @@ pub mod dynamic {
     use std::sync::Arc;
 
     use serde_json::Value;
-    use tool_core::{CallContext, DynHandler, ToolDefinition, ToolError};
+    use tool_core::{CallContext, DynHandler, ToolDefinition};
 
     use crate::fixture::{Incident, SearchArgs};
 
@@ -254,8 +254,9 @@ pub mod dynamic {
     /// `n` distinct run-time definitions (`dynamic.tool_00000` ...) with the fixture's schemas and one shared
     /// handler, built with `ToolDefinition::builder`.
     pub fn definitions(n: usize, input: &Value, output: &Value) -> Vec<ToolDefinition> {
-        let handler: Arc<dyn DynHandler> =
-            Arc::new(|_args: Value, _ctx: CallContext| async { Err::<Value, _>(ToolError::new("unused", "unused")) });
+        let handler: Arc<dyn DynHandler> = Arc::new(|_args: Value, _ctx: CallContext| async {
+            Err::<Value, _>(tool_core::tool_error!("unused", "unused"))
+        });
         (0..n)
             .map(|i| {
                 ToolDefinition::builder(format!("dynamic.tool_{i:05}"))

@@ -106,7 +106,8 @@ impl ProposedExecutor {
     fn run(&self, call: ToolCall) -> ToolResult {
         let (id, name, arguments) = call.into_parts();
         let Some(entry) = self.lookup(&name) else {
-            let body = ErrorBody::new("unknown_tool", format!("no tool named {name:?} is available"));
+            let body =
+                ErrorBody::new(tool_core::ErrorCode::UnknownTool, format!("no tool named {name:?} is available"));
             return ToolResult::failure(id, name, None, false, body);
         };
         let def = &*entry.def;
@@ -114,7 +115,13 @@ impl ProposedExecutor {
         let arguments = match arguments {
             Ok(v) => v,
             Err(e) => {
-                return ToolResult::failure(id, name, version, false, ErrorBody::new("invalid_arguments", e.message));
+                return ToolResult::failure(
+                    id,
+                    name,
+                    version,
+                    false,
+                    ErrorBody::new(tool_core::ErrorCode::InvalidArguments, e.message),
+                );
             }
         };
         if let Err(v) = check_limits(&arguments, &self.limits) {
@@ -133,15 +140,22 @@ impl ProposedExecutor {
                 approve.insert("tool".to_owned(), Value::String(name.clone()));
                 approve.insert("arguments".to_owned(), arguments);
                 let details = json!({"effect": def.effect().as_str(), "approve": Value::Object(approve)});
-                let body = ErrorBody::new("approval_required", reason).with_details(details);
+                let body = ErrorBody::new(tool_core::ErrorCode::ApprovalRequired, reason).with_details(details);
                 return ToolResult::failure(id, name, version, false, body);
             }
             PolicyDecision::Deny { reason } => {
-                return ToolResult::failure(id, name, version, false, ErrorBody::new("policy_denied", reason));
+                return ToolResult::failure(
+                    id,
+                    name,
+                    version,
+                    false,
+                    ErrorBody::new(tool_core::ErrorCode::PolicyDenied, reason),
+                );
             }
         }
         let Handler::Inline(f) = def.handler() else {
-            let body = ErrorBody::new("tool_internal_error", "the prototype runs inline handlers only");
+            let body =
+                ErrorBody::new(tool_core::ErrorCode::ToolInternalError, "the prototype runs inline handlers only");
             return ToolResult::failure(id, name, version, false, body);
         };
         let outcome = match &self.shared_context {
@@ -160,19 +174,25 @@ impl ProposedExecutor {
         let value = match outcome {
             Ok(Ok(v)) => v,
             Ok(Err(_)) | Err(_) => {
-                let body = ErrorBody::new("tool_internal_error", "the tool failed with an internal error");
+                let body =
+                    ErrorBody::new(tool_core::ErrorCode::ToolInternalError, "the tool failed with an internal error");
                 return ToolResult::failure(id, name, version, true, body);
             }
         };
         if check_limits(&value, &self.output_limits).is_err() {
-            let body = ErrorBody::new("invalid_tool_output", "the tool produced a result larger than allowed");
+            let body = ErrorBody::new(
+                tool_core::ErrorCode::InvalidToolOutput,
+                "the tool produced a result larger than allowed",
+            );
             return ToolResult::failure(id, name, version, true, body);
         }
         if let Some(output) = &entry.output
             && !output.is_valid(&value)
         {
-            let body =
-                ErrorBody::new("invalid_tool_output", "the tool produced a result that does not match its schema");
+            let body = ErrorBody::new(
+                tool_core::ErrorCode::InvalidToolOutput,
+                "the tool produced a result that does not match its schema",
+            );
             return ToolResult::failure(id, name, version, true, body);
         }
         ToolResult::success(id, name, version, value)
@@ -182,7 +202,7 @@ impl ProposedExecutor {
 fn invalid_arguments(violations: Vec<Violation>) -> ErrorBody {
     let message =
         format!("the arguments do not match the tool's schema: {}", tool_core::validate::summary(&violations));
-    ErrorBody::new("invalid_arguments", message).with_details(json!({ "violations": violations }))
+    ErrorBody::new(tool_core::ErrorCode::InvalidArguments, message).with_details(json!({ "violations": violations }))
 }
 
 /// Folds every `oneOf` whose branches are all `{"const": .., "description"?: .., "title"?: .., "type"?: ..}` into

@@ -122,7 +122,7 @@ async fn test_tool_with_logging(ctx: CallContext) -> Content {
 /// Always fails with a business error.
 #[tool(effect = "read", version = "1.0", blocking = false)]
 fn test_error_handling() -> Result<Content, ToolError> {
-    Err(ToolError::new("intentional_error", "This tool intentionally returns an error for testing"))
+    Err(tool_core::tool_error!("intentional_error", "This tool intentionally returns an error for testing"))
 }
 
 /// Reports progress 0, 50 and 100 of 100, 50 ms apart (when the request carries a progress token).
@@ -138,7 +138,7 @@ async fn test_tool_with_progress(ctx: CallContext) -> Content {
 
 fn mcp_request(feature: &str) -> Result<tool_mcp::McpRequest, ToolError> {
     tool_mcp::current_request()
-        .ok_or_else(|| ToolError::new("not_available", format!("{feature} needs an MCP client session")))
+        .ok_or_else(|| tool_core::tool_error!("not_available", "{feature} needs an MCP client session"))
 }
 
 /// Asks the client's LLM (MCP sampling) to answer a prompt.
@@ -150,7 +150,7 @@ async fn test_sampling(
     let request = mcp_request("sampling")?;
     let supported = request.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some());
     if !supported {
-        return Err(ToolError::new("not_supported", "the client does not support sampling"));
+        return Err(tool_core::tool_error!("not_supported", "the client does not support sampling"));
     }
     use tool_mcp::rmcp::model::{CreateMessageRequestParams, SamplingMessage};
     let params = CreateMessageRequestParams::new(vec![SamplingMessage::user_text(prompt)], 100);
@@ -164,7 +164,7 @@ async fn elicit(message: &str, schema: Value, label: &str) -> Result<Content, To
     let request = mcp_request("elicitation")?;
     let supported = request.peer.peer_info().is_some_and(|info| info.capabilities.elicitation.is_some());
     if !supported {
-        return Err(ToolError::new("not_supported", "the client does not support elicitation"));
+        return Err(tool_core::tool_error!("not_supported", "the client does not support elicitation"));
     }
     let params: ElicitRequestParams =
         serde_json::from_value(json!({"mode": "form", "message": message, "requestedSchema": schema}))
@@ -272,7 +272,9 @@ fn add_numbers(
     #[arg(description = "The first term")] a: i64,
     #[arg(description = "The second term")] b: i64,
 ) -> Result<Sum, ToolError> {
-    a.checked_add(b).map(|sum| Sum { sum }).ok_or_else(|| ToolError::new("overflow", "the sum does not fit in 64 bits"))
+    a.checked_add(b)
+        .map(|sum| Sum { sum })
+        .ok_or_else(|| tool_core::tool_error!("overflow", "the sum does not fit in 64 bits"))
 }
 
 /// Echoes a message (a plain string result).
@@ -296,7 +298,7 @@ fn lookup_note(#[arg(description = "The note id, e.g. n1")] id: String) -> Resul
     if id == "n1" {
         Ok(Note { id, text: "remember the milk".to_owned() })
     } else {
-        Err(ToolError::new("not_found", format!("no note {id:?}")).with_details(json!({"known": ["n1"]})))
+        Err(tool_core::tool_error!("not_found", "no note {id:?}").with_details(json!({"known": ["n1"]})))
     }
 }
 

@@ -32,7 +32,7 @@ async fn main() {
                 r.tool_name.clone(),
                 r.tool_version.clone().unwrap_or_else(|| "null".into()),
                 r.ok.to_string(),
-                r.error.as_ref().map_or_else(|| "—".to_owned(), |e| e.code.clone()),
+                r.error.as_ref().map_or_else(|| "—".to_owned(), |e| e.code.to_string()),
             ]
         })
         .collect();

@@ -31,7 +31,7 @@ pub struct TaskCard {
 }
 
 fn cards_unavailable() -> ToolError {
-    ToolError::new("cards_unavailable", "the task cards are unavailable")
+    tool_core::tool_error!("cards_unavailable", "the task cards are unavailable")
 }
 
 /// Read every task card of the bureau.
@@ -53,7 +53,7 @@ pub fn validate_task_card(
         return Err(cards_unavailable());
     }
     if !store.cards.iter().any(|c| c.task_id == task_id) {
-        return Err(ToolError::new("card_not_found", "there is no card with that id")
+        return Err(tool_core::tool_error!("card_not_found", "there is no card with that id")
             .with_details(json!({ "task_id": task_id })));
     }
     store.validated.lock().unwrap_or_else(|p| p.into_inner()).push(task_id);

@@ -49,7 +49,7 @@ pub async fn lookup_incident(args: LookupArgs) -> Result<Incident, ToolError> {
             symptom: "login keeps returning 502".into(),
             evidence: vec!["auth-api timeout".into(), "database pool exhausted".into()],
         }),
-        other => Err(ToolError::new("incident_not_found", format!("there is no incident {other}"))),
+        other => Err(tool_core::tool_error!("incident_not_found", "there is no incident {other}")),
     }
 }
 

@@ -33,7 +33,7 @@ pub fn get_service_status(args: StatusArgs) -> Result<ServiceStatus, ToolError> 
     let (status, owner) = match args.service_name.as_str() {
         "auth-api" => ("degraded", "identity-team"),
         "payments" => ("ok", "payments-team"),
-        other => return Err(ToolError::new("service_not_found", format!("there is no service {other:?}"))),
+        other => return Err(tool_core::tool_error!("service_not_found", "there is no service {other:?}")),
     };
     Ok(ServiceStatus { service_name: args.service_name, status: status.into(), owner: owner.into() })
 }

@@ -53,7 +53,7 @@ enum Severity {
 async fn lookup_incident(args: LookupArgs, ctx: CallContext) -> Result<Incident, ToolError> {
     record(&ctx);
     if args.incident_id != "INC-001" {
-        return Err(ToolError::new("not_found", format!("no incident {}", args.incident_id)));
+        return Err(tool_core::tool_error!("not_found", "no incident {}", args.incident_id));
     }
     Ok(Incident {
         incident_id: "INC-001".into(),
@@ -117,10 +117,11 @@ fn fails_internally() -> Result<String, std::io::Error> {
     Err(std::io::Error::other("connection refused to db.internal:5432 (src/db.rs:42)"))
 }
 
-/// Reports a reserved code, which the executor must not pass through.
+/// Computes a reserved code at run time: making the `ToolCode` fails, so the model never sees it.
 #[tool(effect = "read", version = "1.0")]
 fn claims_unknown_tool() -> Result<String, ToolError> {
-    Err(ToolError::new("unknown_tool", "pretending"))
+    let code = tool_core::ToolCode::parse(String::from("unknown_tool"))?;
+    Err(ToolError::new(code, "pretending"))
 }
 
 struct Greeting(String);
@@ -308,7 +309,6 @@ async fn faulty_handlers_get_their_codes_and_later_calls_still_succeed() {
         "fails_internally",
         "claims_unknown_tool",
         "lookup_incident",
-        "needs_missing_state",
         "wrong_shape",
     ]);
     let cases = [
@@ -318,7 +318,6 @@ async fn faulty_handlers_get_their_codes_and_later_calls_still_succeed() {
         ("block_thread", "timeout"),
         ("fails_internally", "tool_internal_error"),
         ("claims_unknown_tool", "tool_internal_error"),
-        ("needs_missing_state", "tool_internal_error"),
         ("wrong_shape", "invalid_tool_output"),
     ];
     for (name, expected) in cases {
@@ -441,4 +440,75 @@ async fn the_callers_cancellation_ends_a_call_with_or_without_a_context() {
         }
         assert!(r.executed);
     }
+}
+
+#[tokio::test]
+async fn a_panic_text_reaches_the_failure_hook_and_never_the_result() {
+    type Seen = (String, String, String, Vec<String>);
+    let seen: std::sync::Arc<Mutex<Vec<Seen>>> = Default::default();
+    let log = seen.clone();
+    let ex = Executor::builder(view(&["explode_async", "fails_internally", "wrong_shape"]))
+        .on_internal_failure(move |f| {
+            log.lock().unwrap().push((f.call_id.to_owned(), f.tool.to_owned(), f.kind_name().to_owned(), f.chain()))
+        })
+        .build()
+        .unwrap();
+    for name in ["explode_async", "fails_internally", "wrong_shape"] {
+        let r = ex.call(ToolCall::new(format!("hook-{name}"), name, json!({}))).await;
+        assert!(!r.ok && r.executed, "{r:?}");
+        assert_no_internals(&r);
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let (call_id, tool, kind, chain) = &seen[0];
+    assert_eq!((call_id.as_str(), tool.as_str(), kind.as_str()), ("hook-explode_async", "explode_async", "panic"));
+    assert_eq!(chain, &["async secret /etc/shadow"]);
+    assert_eq!(seen[1].2, "error");
+    assert_eq!(seen[2].2, "invalid_output");
+    assert!(seen[2].3[0].contains("does not match its result schema"), "{:?}", seen[2]);
+}
+
+#[tokio::test]
+async fn an_executor_without_a_tools_state_does_not_build() {
+    let err = Executor::new(view(&["needs_missing_state", "lookup_incident"])).unwrap_err();
+    assert_eq!(err.problems().len(), 1, "{err}");
+    let (tool, problem) = &err.problems()[0];
+    assert_eq!(tool, "needs_missing_state");
+    assert!(problem.contains("State<u128>") && problem.contains(".state("), "{problem}");
+    // With the state it builds, and the handler runs.
+    let ex = Executor::builder(view(&["needs_missing_state"])).state(7u128).build().unwrap();
+    let r = ex.call(ToolCall::new("c1", "needs_missing_state", json!({}))).await;
+    assert_eq!(r.data, Some(json!("unreachable")), "{r:?}");
+}
+
+#[tokio::test]
+async fn an_extractor_that_fails_ends_the_call_before_the_handler() {
+    // A context built by hand without the state: the extractor's failure is internal and nothing ran.
+    let def = registry().get_arc("needs_missing_state").unwrap().clone();
+    let tool_core::Handler::Blocking(f) = def.handler().clone() else { panic!("a plain fn runs on the blocking pool") };
+    let err = f(json!({}), CallContext::new("c1", "needs_missing_state")).unwrap_err();
+    assert_eq!(err.code(), "tool_internal_error");
+    // Through an executor, an extractor's business error keeps its code and says executed: false.
+    let r = Executor::new(view(&["tenant_only"]))
+        .unwrap()
+        .call(ToolCall::new("tenant-refused", "tenant_only", json!({})))
+        .await;
+    assert_eq!(code(&r), Some("tenant_required"), "{r:?}");
+    assert!(!r.executed, "{r:?}");
+    assert_eq!(runs("tenant-refused"), 0);
+}
+
+struct Tenant(String);
+
+impl tool_core::FromCallContext for Tenant {
+    fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError> {
+        ctx.tenant().map(|t| Tenant(t.to_owned())).ok_or_else(|| tool_core::tool_error!("tenant_required", "no tenant"))
+    }
+}
+
+/// Runs only for a tenant.
+#[tool(effect = "read", version = "1.0")]
+fn tenant_only(tenant: Tenant, ctx: CallContext) -> String {
+    record(&ctx);
+    tenant.0
 }

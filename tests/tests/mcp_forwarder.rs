@@ -61,7 +61,7 @@ fn fw_add(a: i64, b: i64) -> Sum {
 /// Looks up a record; none exists.
 #[tool(effect = "read", version = "2.0", blocking = false)]
 fn fw_lookup(id: String) -> Result<Sum, ToolError> {
-    Err(ToolError::new("not_found", format!("no record {id:?}")).with_details(json!({"id": id})))
+    Err(tool_core::tool_error!("not_found", "no record {id:?}").with_details(json!({"id": id})))
 }
 
 /// Deletes a record.

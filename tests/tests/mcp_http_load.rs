@@ -138,7 +138,7 @@ async fn hl_slow(client: u32, seq: u64) -> Key {
 #[tool(effect = "read", version = "1.0", blocking = false)]
 fn hl_refuse(client: u32, seq: u64) -> Result<Key, ToolError> {
     ran(client, seq);
-    Err(ToolError::new("not_found", format!("no record {client}/{seq}"))
+    Err(tool_core::tool_error!("not_found", "no record {client}/{seq}")
         .with_details(json!({"client": client, "seq": seq})))
 }
 

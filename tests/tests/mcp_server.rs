@@ -49,7 +49,7 @@ fn srv_echo(message: String) -> String {
 /// Looks up a record; only `r1` exists.
 #[tool(effect = "read", version = "1.0", blocking = false)]
 fn srv_lookup(id: String) -> Result<Sum, ToolError> {
-    if id == "r1" { Ok(Sum { sum: 1 }) } else { Err(ToolError::new("not_found", format!("no record {id:?}"))) }
+    if id == "r1" { Ok(Sum { sum: 1 }) } else { Err(tool_core::tool_error!("not_found", "no record {id:?}")) }
 }
 
 /// Deletes a record (destructive).

@@ -419,7 +419,13 @@ fn the_leak_check_catches_internals() {
         "missing field `id`",
         "\"id\" is a required property",
     ] {
-        let r = ToolResult::failure("x", "ping", Some("1.0".into()), true, ErrorBody::new("tool_internal_error", leak));
+        let r = ToolResult::failure(
+            "x",
+            "ping",
+            Some("1.0".into()),
+            true,
+            ErrorBody::new(tool_core::ErrorCode::ToolInternalError, leak),
+        );
         let caught =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| harness::assert_clean(&r, &call, &input)));
         assert!(caught.is_err(), "the leak check missed {leak:?}");

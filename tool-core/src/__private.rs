@@ -5,11 +5,16 @@ pub use ::inventory;
 pub use ::schemars;
 pub use ::serde;
 pub use ::serde_json;
+pub use ::std::borrow::Cow;
 pub use ::std::boxed::Box;
+pub use ::std::sync::OnceLock;
+pub use ::std::vec::Vec;
 
-pub use crate::context::{CallContext, FromCallContext};
+pub use crate::context::{Args, CallContext, FromCallContext, Requirements};
 pub use crate::definition::{BoxFuture, Effect, Handler, SourceLocation, StaticTool};
 pub use crate::error::ToolError;
+
+use std::marker::PhantomData;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -71,33 +76,436 @@ pub fn output<T: Serialize>(value: T) -> Result<Value, ToolError> {
     serde_json::to_value(value).map_err(ToolError::internal)
 }
 
-/// Serializes a `Result` return value; the error converts into [`ToolError`].
-pub fn output_result<T: Serialize, E: IntoToolError>(result: Result<T, E>) -> Result<Value, ToolError> {
-    match result {
-        Ok(v) => output(v),
-        Err(e) => Err(e.into_tool_error()),
+// ---------------------------------------------------------------------------------------------------------------
+// Parameter roles. Each parameter's role is found from its type's traits, never from how the type is spelled:
+// `(&&&Slot::<T>::NEW).role()` resolves, by autoref, to the first of these that applies:
+//   1. `T: FromCallContext`           -> `Injected<T>`: filled from the call;
+//   2. `T` is `Args<U>`               -> `Whole<U>`: the whole of the arguments;
+//   3. anything else                  -> `Named<T>`: one named argument (whose bounds are then required).
+// Tool fns are never generic, so `T` is always concrete where this resolves.
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A parameter's type, as a value to resolve its role on.
+pub struct Slot<T>(PhantomData<fn() -> T>);
+
+impl<T> Slot<T> {
+    /// The slot of `T`.
+    pub const NEW: Slot<T> = Slot(PhantomData);
+}
+
+/// The role of an injected parameter.
+pub struct Injected<T>(PhantomData<fn() -> T>);
+/// The role of the whole-arguments parameter `Args<T>`.
+pub struct Whole<T>(PhantomData<fn() -> T>);
+/// The role of a named argument.
+pub struct Named<T>(PhantomData<fn() -> T>);
+
+impl<T> Named<T> {
+    /// The role of a named argument.
+    pub const NEW: Named<T> = Named(PhantomData);
+}
+
+/// Role 1: an extractor.
+pub trait ViaExtractor<T> {
+    /// The role.
+    fn role(&self) -> Injected<T>;
+}
+impl<T: FromCallContext> ViaExtractor<T> for &&Slot<T> {
+    fn role(&self) -> Injected<T> {
+        Injected(PhantomData)
     }
 }
 
-/// Extracts an injected parameter.
-pub fn inject<T: FromCallContext>(ctx: &CallContext) -> Result<T, ToolError> {
-    T::from_call_context(ctx)
+/// Role 2: `Args<T>`.
+pub trait ViaWholeArgs<T> {
+    /// The role.
+    fn role(&self) -> Whole<T>;
+}
+impl<T> ViaWholeArgs<T> for &Slot<Args<T>> {
+    fn role(&self) -> Whole<T> {
+        Whole(PhantomData)
+    }
 }
 
-/// What a handler's error type needs.
+/// Role 3: a named argument.
+pub trait ViaNamed<T> {
+    /// The role.
+    fn role(&self) -> Named<T>;
+}
+impl<T> ViaNamed<T> for Slot<T> {
+    fn role(&self) -> Named<T> {
+        Named(PhantomData)
+    }
+}
+
+/// What a named argument's type needs.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be the error of a #[tool]: it must convert into `ToolError`",
-    label = "the error type of this tool",
-    note = "implement `std::error::Error` for it (it then becomes an internal error), implement \
-            `From<{Self}> for ToolError`, or return `ToolError::new(code, message)` for errors the model should see"
+    message = "`{Self}` is neither a tool argument nor an injected parameter",
+    label = "a tool argument must implement `Deserialize` and `JsonSchema`",
+    note = "derive both for an argument: `#[derive(serde::Deserialize, schemars::JsonSchema)]`; a parameter filled \
+            from the call implements `FromCallContext` instead (as `CallContext` and `State<T>` do), and takes no \
+            `#[arg]`"
 )]
-pub trait IntoToolError {
-    /// Converts the error.
-    fn into_tool_error(self) -> ToolError;
+pub trait ToolArgField: DeserializeOwned + schemars::JsonSchema {}
+impl<T: DeserializeOwned + schemars::JsonSchema> ToolArgField for T {}
+
+/// A parameter's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Filled from the call.
+    Injected,
+    /// One named argument.
+    Named,
+    /// The whole of the arguments (`Args<T>`).
+    Whole,
 }
 
-impl<E: Into<ToolError>> IntoToolError for E {
-    fn into_tool_error(self) -> ToolError {
-        self.into()
+/// What the registry and the thunk know of one parameter.
+#[derive(Clone, Copy)]
+pub struct ParamInfo {
+    /// The parameter's name (the argument's name for a named argument).
+    pub name: &'static str,
+    /// `#[arg(description = "...")]`.
+    pub description: Option<&'static str>,
+    /// The role.
+    pub kind: Kind,
+    /// Whether `#[arg]` was written (a lone `#[arg]` parameter is never the args struct).
+    pub explicit: bool,
+    /// The argument's schemas; `None` for an injected parameter.
+    pub schema: Option<ArgSchema>,
+    /// What an injected parameter needs from the executor.
+    pub requirements: fn(&mut Requirements),
+}
+
+/// How to produce an argument's schema.
+#[derive(Clone, Copy)]
+pub struct ArgSchema {
+    /// As a property of the generated args object.
+    pub property: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
+    /// As the root schema of the whole arguments.
+    pub root: fn() -> Value,
+    /// Whether the property may be left out (`Option<T>`).
+    pub is_option: fn() -> bool,
+}
+
+fn no_requirements(_: &mut Requirements) {}
+
+fn property_schema<T: schemars::JsonSchema>(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    generator.subschema_for::<T>()
+}
+
+fn is_option<T: schemars::JsonSchema>() -> bool {
+    T::_schemars_private_is_option()
+}
+
+fn arg_schema<T: schemars::JsonSchema>() -> ArgSchema {
+    ArgSchema { property: property_schema::<T>, root: schema_for::<T>, is_option: is_option::<T> }
+}
+
+impl<T: FromCallContext> Injected<T> {
+    /// What the registry knows of this parameter.
+    pub fn info(&self, name: &'static str, description: Option<&'static str>, explicit: bool) -> ParamInfo {
+        ParamInfo { name, description, kind: Kind::Injected, explicit, schema: None, requirements: T::requirements }
+    }
+    /// Fills the parameter from the call. A failure ends the call before the handler runs.
+    pub fn extract(&self, _: &mut Input, _: &str, ctx: &CallContext) -> Result<T, ToolError> {
+        T::from_call_context(ctx).map_err(ToolError::before_handler)
     }
 }
+
+// The bounds are on the methods, not the impls, so that a type missing one is reported with the trait's own
+// message (`on_unimplemented`), at the parameter.
+impl<T> Whole<T> {
+    /// What the registry knows of this parameter.
+    pub fn info(&self, name: &'static str, description: Option<&'static str>, explicit: bool) -> ParamInfo
+    where
+        T: ToolArgs,
+    {
+        ParamInfo {
+            name,
+            description,
+            kind: Kind::Whole,
+            explicit,
+            schema: Some(arg_schema::<T>()),
+            requirements: no_requirements,
+        }
+    }
+
+    /// The whole of the arguments.
+    pub fn extract(&self, input: &mut Input, _: &str, _: &CallContext) -> Result<Args<T>, ToolError>
+    where
+        T: DeserializeOwned,
+    {
+        parse_args(input.whole.take().unwrap_or(Value::Null)).map(Args)
+    }
+}
+
+impl<T> Named<T> {
+    /// What the registry knows of this parameter.
+    pub fn info(&self, name: &'static str, description: Option<&'static str>, explicit: bool) -> ParamInfo
+    where
+        T: ToolArgField,
+    {
+        ParamInfo {
+            name,
+            description,
+            kind: Kind::Named,
+            explicit,
+            schema: Some(arg_schema::<T>()),
+            requirements: no_requirements,
+        }
+    }
+
+    /// The argument: the whole of the arguments when it is the args struct, else its property.
+    pub fn extract(&self, input: &mut Input, name: &str, _: &CallContext) -> Result<T, ToolError>
+    where
+        T: DeserializeOwned,
+    {
+        match input.whole.take() {
+            Some(whole) => parse_args(whole),
+            // A property the model left out reads as `null`: `None` for an `Option`, a mismatch otherwise (the
+            // schema requires every other property, so validation has already refused such a call).
+            None => parse_args(input.fields.remove(name).unwrap_or(Value::Null)),
+        }
+    }
+}
+
+/// How a tool's arguments map to its parameters, decided once from the parameters' roles and schemas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// No argument parameters: the schema is an empty object.
+    Empty,
+    /// The named arguments are the properties of one object.
+    Gathered,
+    /// The parameter at this index is the whole of the arguments: an `Args<T>`, or a lone parameter (without
+    /// `#[arg]`) whose type is a struct.
+    Whole(usize),
+    /// The parameters cannot be mapped (e.g. `Args<T>` beside other arguments); the registry's build reports it.
+    Invalid(String),
+}
+
+impl Plan {
+    /// Decides the plan.
+    pub fn new(params: &[ParamInfo]) -> Plan {
+        let args: Vec<(usize, &ParamInfo)> =
+            params.iter().enumerate().filter(|(_, p)| p.kind != Kind::Injected).collect();
+        let wholes: Vec<&(usize, &ParamInfo)> = args.iter().filter(|(_, p)| p.kind == Kind::Whole).collect();
+        match (wholes.as_slice(), args.as_slice()) {
+            ([(i, _)], [_]) => Plan::Whole(*i),
+            ([(at, _), ..], _) => {
+                let others: Vec<String> = args
+                    .iter()
+                    .filter(|(i, _)| i != at)
+                    .map(
+                        |(i, p)| {
+                            if p.name.is_empty() { format!("parameter {}", i + 1) } else { format!("`{}`", p.name) }
+                        },
+                    )
+                    .collect();
+                Plan::Invalid(format!(
+                    "its parameter {} takes the whole of the arguments (`Args<T>`), so the tool can have no other \
+                     argument parameters, but it also has {}; move them into the args struct, or make every argument a \
+                     named parameter instead of `Args<T>`",
+                    at + 1,
+                    others.join(", ")
+                ))
+            }
+            (_, []) => Plan::Empty,
+            (_, [(i, p)]) if !p.explicit && p.schema.is_some_and(|s| is_args_struct(&(s.root)())) => Plan::Whole(*i),
+            _ => Plan::Gathered,
+        }
+    }
+}
+
+/// Whether a root schema describes a struct (an object with named properties, or with neither properties nor a
+/// schema for arbitrary keys): such a lone parameter is the args struct. A map, a string, an enum, an `Option` are
+/// named arguments.
+fn is_args_struct(schema: &Value) -> bool {
+    let Some(object) = schema.as_object() else { return false };
+    object.get("type").and_then(Value::as_str) == Some("object")
+        && (object.contains_key("properties")
+            || matches!(object.get("additionalProperties"), None | Some(Value::Bool(false))))
+}
+
+/// The argument schema of a tool under its plan.
+pub fn input_schema<A: schemars::JsonSchema>(params: &[ParamInfo], plan: &Plan) -> Value {
+    match plan {
+        Plan::Whole(i) => params[*i].schema.map_or_else(empty_object_schema, |s| (s.root)()),
+        Plan::Gathered => schema_for::<A>(),
+        Plan::Empty | Plan::Invalid(_) => empty_object_schema(),
+    }
+}
+
+/// The schema of the generated args object: one property per named argument, in declaration order, exactly as
+/// `#[derive(JsonSchema)]` with `#[serde(deny_unknown_fields)]` writes a struct of those fields.
+pub fn gathered_schema(generator: &mut schemars::SchemaGenerator, params: &[ParamInfo]) -> schemars::Schema {
+    let mut schema = schemars::json_schema!({"type": "object", "additionalProperties": false});
+    for p in params.iter().filter(|p| p.kind == Kind::Named) {
+        let Some(arg) = p.schema else { continue };
+        let mut property = (arg.property)(generator);
+        if let Some(description) = p.description {
+            let (title, description) = schemars::_private::get_title_and_description(description);
+            schemars::_private::insert_metadata_property_if_nonempty(&mut property, "title", title);
+            schemars::_private::insert_metadata_property_if_nonempty(&mut property, "description", description);
+        }
+        let optional = generator.contract().is_deserialize() && (arg.is_option)();
+        schemars::_private::insert_object_property(&mut schema, p.name, optional, property);
+    }
+    schema
+}
+
+/// A call's arguments on their way to the parameters.
+pub struct Input {
+    whole: Option<Value>,
+    fields: serde_json::Map<String, Value>,
+}
+
+impl Input {
+    /// Splits the validated arguments as the plan says.
+    pub fn new(value: Value, plan: &Plan) -> Result<Input, ToolError> {
+        let fields = serde_json::Map::new();
+        match plan {
+            Plan::Whole(_) => Ok(Input { whole: Some(value), fields }),
+            Plan::Empty => Ok(Input { whole: None, fields }),
+            Plan::Gathered => match value {
+                Value::Object(fields) => Ok(Input { whole: None, fields }),
+                _ => Err(ToolError::arguments_mismatch("the arguments are not an object")),
+            },
+            Plan::Invalid(problem) => Err(ToolError::before_handler(ToolError::internal(problem.clone()))),
+        }
+    }
+
+    /// Refuses properties that no parameter took (the schema refuses them first).
+    pub fn finish(self) -> Result<(), ToolError> {
+        match self.fields.keys().next() {
+            Some(key) => Err(ToolError::arguments_mismatch(format_args!("unknown argument `{key}`"))),
+            None => Ok(()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Handler errors. `(&&&ErrorSlot::new(e)).take_tool_error()` resolves, by autoref, to the first that applies:
+//   1. `E: Into<ToolError>`: `ToolError` itself, any `std::error::Error` (an internal error), the user's own `From`;
+//   2. `E: Into<Box<dyn Error + Send + Sync>>`: `Box<dyn Error + Send + Sync>`, `anyhow::Error`, `String`;
+//   3. anything else: `Unsupported<E>`, which `error_of` refuses with a message saying what to do.
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A handler's error, held to resolve its conversion on.
+pub struct ErrorSlot<E>(std::cell::Cell<Option<E>>);
+
+impl<E> ErrorSlot<E> {
+    /// Holds `e`.
+    pub fn new(e: E) -> ErrorSlot<E> {
+        ErrorSlot(std::cell::Cell::new(Some(e)))
+    }
+}
+
+/// An error type that converts into neither `ToolError` nor a boxed error.
+pub struct Unsupported<E>(PhantomData<E>);
+
+/// Conversion 1.
+pub trait ViaToolError {
+    /// The converted error.
+    fn take_tool_error(&self) -> ToolError;
+}
+impl<E: Into<ToolError>> ViaToolError for &&ErrorSlot<E> {
+    fn take_tool_error(&self) -> ToolError {
+        match self.0.take() {
+            Some(e) => e.into(),
+            None => ToolError::internal("a handler error was converted twice"),
+        }
+    }
+}
+
+/// Conversion 2.
+pub trait ViaBoxedError {
+    /// The converted error.
+    fn take_tool_error(&self) -> ToolError;
+}
+impl<E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>> ViaBoxedError for &ErrorSlot<E> {
+    fn take_tool_error(&self) -> ToolError {
+        match self.0.take() {
+            Some(e) => ToolError::internal(e),
+            None => ToolError::internal("a handler error was converted twice"),
+        }
+    }
+}
+
+/// Conversion 3: none.
+pub trait ViaUnsupported<E> {
+    /// Not a conversion: `error_of` refuses it.
+    fn take_tool_error(&self) -> Unsupported<E>;
+}
+impl<E> ViaUnsupported<E> for ErrorSlot<E> {
+    fn take_tool_error(&self) -> Unsupported<E> {
+        Unsupported(PhantomData)
+    }
+}
+
+/// The result of a handler error's conversion.
+#[diagnostic::on_unimplemented(
+    message = "the error type of this #[tool] cannot become a `ToolError`",
+    label = "the error type of this tool",
+    note = "return `tool_error!(code, message)` for errors the model should see; any `std::error::Error + Send + \
+            Sync + 'static`, `Box<dyn Error + Send + Sync>` or `anyhow::Error` becomes an internal error; or implement \
+            `From<YourError> for ToolError`"
+)]
+pub trait ConvertedError {
+    /// The `ToolError`.
+    fn tool_error(self) -> ToolError;
+}
+impl ConvertedError for ToolError {
+    fn tool_error(self) -> ToolError {
+        self
+    }
+}
+
+/// The converted error of a handler.
+pub fn error_of<C: ConvertedError>(converted: C) -> ToolError {
+    converted.tool_error()
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Checks that only type-check: the macro emits a call for a parameter bound to a pattern or named `_x`; it
+// compiles only when the parameter's role is not a named argument.
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A role that needs no name of its own.
+#[diagnostic::on_unimplemented(
+    message = "a tool argument needs a plain name: it is the argument's name in the schema",
+    label = "a pattern, where a named argument needs a name",
+    note = "bind it to a name (`incident_id: String`), or take the whole arguments as `Args(pattern): Args<T>`; \
+            patterns are fine on injected parameters, e.g. `State(db): State<Db>`"
+)]
+pub trait Unnamed {}
+impl<T> Unnamed for Injected<T> {}
+impl<T> Unnamed for Whole<T> {}
+
+/// A role whose name is never shown to the model.
+#[diagnostic::on_unimplemented(
+    message = "the parameter's name is the argument's name the model sees; rename it without the leading `_`",
+    label = "a named argument"
+)]
+pub trait Unshown {}
+impl<T> Unshown for Injected<T> {}
+impl<T> Unshown for Whole<T> {}
+
+/// The role `#[arg]` applies to.
+#[diagnostic::on_unimplemented(
+    message = "#[arg] applies to named arguments only",
+    label = "this parameter is filled from the call (its type implements `FromCallContext`) or takes the whole \
+             arguments (`Args<T>`)",
+    note = "remove the #[arg] attribute from this parameter"
+)]
+pub trait ArgTarget {}
+impl<T> ArgTarget for Named<T> {}
+
+/// Compiles only for a named argument.
+pub fn arg_attribute<R: ArgTarget>(_: R) {}
+
+/// Compiles only for a parameter that is not a named argument.
+pub fn pattern_parameter<R: Unnamed>(_: R) {}
+
+/// Compiles only for a parameter that is not a named argument.
+pub fn underscore_parameter<R: Unshown>(_: R) {}

@@ -1,8 +1,9 @@
 //! What a handler can ask for besides its arguments: the per-call [`CallContext`] and shared [`State<T>`].
 //!
-//! The `#[tool]` macro recognises parameters of these two types and fills them from the call instead of the
-//! model's arguments; they never appear in a schema. Extraction goes through [`FromCallContext`], so a missing
-//! state is a clear `tool_internal_error` (and a startup check in the executor), never a panic.
+//! Any parameter whose type implements [`FromCallContext`] is filled from the call instead of the model's
+//! arguments and never appears in a schema; [`Args<T>`] marks the whole-struct argument form. What an extractor
+//! needs ([`Requirements`]) is checked when the executor is built, so a missing state fails there, naming the
+//! tool and the type, never per call.
 
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
@@ -233,15 +234,85 @@ impl CallContextBuilder {
     }
 }
 
-/// A handler parameter filled from the call instead of the model's arguments.
+/// What an extractor needs from the executor, declared so that [`Executor`](crate::Executor) building fails, naming
+/// the tool and the type, instead of every call failing later.
+///
+/// An extractor declares its needs in [`FromCallContext::requirements`]; the executor checks them all when it is
+/// built.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requirements {
+    states: Vec<(TypeId, &'static str)>,
+}
+
+impl Requirements {
+    /// No requirements.
+    pub fn new() -> Requirements {
+        Requirements::default()
+    }
+    /// Requires shared state of type `T` (registered with `ExecutorBuilder::state`).
+    pub fn state<T: Send + Sync + 'static>(&mut self) {
+        let id = TypeId::of::<T>();
+        if !self.states.iter().any(|(t, _)| *t == id) {
+            self.states.push((id, type_name::<T>()));
+        }
+    }
+    /// Adds everything `other` requires.
+    pub fn extend(&mut self, other: &Requirements) {
+        for (id, name) in &other.states {
+            if !self.states.iter().any(|(t, _)| t == id) {
+                self.states.push((*id, name));
+            }
+        }
+    }
+    /// Whether nothing is required.
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+    /// The type names of the required states that `state` does not hold.
+    pub fn missing_states(&self, state: &StateMap) -> Vec<&'static str> {
+        self.states.iter().filter(|(id, _)| !state.contains(*id)).map(|(_, name)| *name).collect()
+    }
+}
+
+/// A handler parameter filled from the call instead of the model's arguments: keel's extractor.
+///
+/// `#[tool]` decides a parameter's role by this trait, not by how its type is spelled: a parameter whose type
+/// implements `FromCallContext` is injected (whatever alias or import names it), every other parameter is a tool
+/// argument. [`CallContext`] and [`State<T>`] implement it; so can your own types:
+///
+/// ```
+/// use tool_core::{CallContext, FromCallContext, Requirements, ToolError};
+///
+/// /// The tenant a call runs for; calls without one are refused before the handler runs.
+/// struct Tenant(String);
+///
+/// impl FromCallContext for Tenant {
+///     fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError> {
+///         match ctx.tenant() {
+///             Some(t) => Ok(Tenant(t.to_owned())),
+///             None => Err(tool_core::tool_error!("tenant_required", "this tool runs only for a tenant")),
+///         }
+///     }
+/// }
+/// ```
+///
+/// An extractor that needs something from the executor declares it in [`requirements`](Self::requirements), so
+/// that a missing piece fails the executor's build rather than each call.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be injected into a #[tool] handler",
     label = "not an injectable parameter",
-    note = "only `CallContext` and `State<T>` are injected; every other parameter is a tool argument"
+    note = "injected parameters implement `FromCallContext` (as `CallContext` and `State<T>` do); every other \
+            parameter is a tool argument"
 )]
 pub trait FromCallContext: Sized {
-    /// Extracts the value; an error becomes `tool_internal_error`.
+    /// Extracts the value. An error ends the call before the handler runs (`executed: false`): a business error
+    /// as it is, anything else as `tool_internal_error`.
     fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError>;
+
+    /// What this extractor needs from the executor (default: nothing). `State<T>` requires a `T`.
+    fn requirements(requirements: &mut Requirements) {
+        let _ = requirements;
+    }
 }
 
 impl FromCallContext for CallContext {
@@ -250,7 +321,8 @@ impl FromCallContext for CallContext {
     }
 }
 
-/// Raised when a handler asks for state the executor was not given.
+/// Raised when a handler asks for state the executor was not given. The executor's build checks every tool's
+/// requirements, so this is reached only by contexts built by hand.
 #[derive(Debug)]
 pub struct MissingState(pub &'static str);
 
@@ -265,5 +337,31 @@ impl std::error::Error for MissingState {}
 impl<T: Send + Sync + 'static> FromCallContext for State<T> {
     fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError> {
         ctx.state::<T>().map(State).ok_or_else(|| ToolError::internal(MissingState(type_name::<T>())))
+    }
+
+    fn requirements(requirements: &mut Requirements) {
+        requirements.state::<T>();
+    }
+}
+
+impl<T: Send + Sync + 'static> FromCallContext for Option<State<T>> {
+    fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError> {
+        Ok(ctx.state::<T>().map(State))
+    }
+}
+
+/// The whole of the model's arguments as one struct: `fn f(Args(query): Args<Query>)`.
+///
+/// A lone argument parameter whose type is a struct is already taken as the args struct; `Args<T>` says so
+/// explicitly, whatever `T`'s schema looks like, and lets the parameter be a pattern (`Args(Query { text, limit }):
+/// Args<Query>`). A tool with an `Args<T>` parameter has no other argument parameters (injected ones are fine); the
+/// registry's build refuses one that does. The schema must still describe an object, as every tool's arguments do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Args<T>(pub T);
+
+impl<T> Deref for Args<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
     }
 }

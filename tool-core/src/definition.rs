@@ -14,10 +14,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::context::CallContext;
+use crate::context::{CallContext, Requirements};
 use crate::error::ToolError;
 use crate::name::{self, NameError};
 use crate::schema::ToolSchemas;
+use crate::validate::CompiledSchema;
 
 /// What a tool does to the world. Decides the default approval policy and the MCP annotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -171,8 +172,10 @@ pub struct StaticTool {
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
     pub handler: Handler,
-    /// Whether the handler reads its `CallContext` (it injects `CallContext` or `State<T>`).
-    pub reads_context: bool,
+    /// Each parameter's role, name and schema, in call order.
+    pub params: fn() -> Vec<crate::__private::ParamInfo>,
+    /// How the arguments map to the parameters.
+    pub plan: fn() -> &'static crate::__private::Plan,
 }
 
 inventory::collect!(StaticTool);
@@ -212,8 +215,12 @@ pub struct ToolDefinition {
     pub(crate) handler: Handler,
     /// False only for compiled handlers that inject nothing: the executor then skips building a per-call context.
     pub(crate) reads_context: bool,
+    /// What the handler's extractors need from the executor.
+    pub(crate) requirements: Requirements,
+    /// Why the parameters cannot be mapped to arguments; reported by the registry's build.
+    pub(crate) problem: Option<String>,
     pub(crate) schemas: OnceLock<ToolSchemas>,
-    pub(crate) compiled: OnceLock<Result<crate::executor::CompiledTool, String>>,
+    pub(crate) compiled: OnceLock<Result<CompiledTool, String>>,
 }
 
 impl fmt::Debug for ToolDefinition {
@@ -246,10 +253,20 @@ impl ToolDefinition {
             input_schema: None,
             output_schema: None,
             handler: None,
+            requirements: Requirements::new(),
         }
     }
 
     pub(crate) fn from_static(t: &'static StaticTool) -> ToolDefinition {
+        let params = (t.params)();
+        let mut requirements = Requirements::new();
+        for p in &params {
+            (p.requirements)(&mut requirements);
+        }
+        let problem = match (t.plan)() {
+            crate::__private::Plan::Invalid(problem) => Some(problem.clone()),
+            _ => None,
+        };
         ToolDefinition {
             name: Cow::Borrowed(t.name),
             wire_name: name::to_wire(t.name),
@@ -263,7 +280,9 @@ impl ToolDefinition {
             input_schema: SchemaSource::Generated(t.input_schema),
             output_schema: Some(SchemaSource::Generated(t.output_schema)),
             handler: t.handler.clone(),
-            reads_context: t.reads_context,
+            reads_context: params.iter().any(|p| p.kind == crate::__private::Kind::Injected),
+            requirements,
+            problem,
             schemas: OnceLock::new(),
             compiled: OnceLock::new(),
         }
@@ -313,6 +332,10 @@ impl ToolDefinition {
     pub fn handler(&self) -> &Handler {
         &self.handler
     }
+    /// What the handler's extractors need from the executor (checked when an executor is built).
+    pub fn requirements(&self) -> &Requirements {
+        &self.requirements
+    }
     /// The tool's schemas, generated on first use and cached.
     pub fn schemas(&self) -> &ToolSchemas {
         self.schemas.get_or_init(|| {
@@ -346,6 +369,8 @@ impl ToolDefinition {
             output_schema: self.output_schema.clone(),
             handler: self.handler.clone(),
             reads_context: self.reads_context,
+            requirements: self.requirements.clone(),
+            problem: self.problem.clone(),
             // Rendered schemas carry the name, so the copy renders its own.
             schemas: OnceLock::new(),
             compiled: OnceLock::new(),
@@ -390,6 +415,8 @@ impl ToolDefinition {
             output_schema: self.output_schema.clone(),
             handler: self.handler.clone(),
             reads_context: self.reads_context,
+            requirements: self.requirements.clone(),
+            problem: self.problem.clone(),
             schemas: OnceLock::new(),
             compiled: OnceLock::new(),
         })
@@ -410,6 +437,7 @@ pub struct ToolDefinitionBuilder {
     input_schema: Option<Value>,
     output_schema: Option<Value>,
     handler: Option<Handler>,
+    requirements: Requirements,
 }
 
 /// Why a run-time definition was refused.
@@ -502,6 +530,12 @@ impl ToolDefinitionBuilder {
         self.handler = Some(Handler::Dynamic(Arc::new(h)));
         self
     }
+    /// What the handler needs from the executor, e.g. the shared state it reads through
+    /// [`CallContext::state`]; an executor without it fails to build.
+    pub fn requirements(mut self, requirements: Requirements) -> Self {
+        self.requirements = requirements;
+        self
+    }
     /// A handler object shared with other definitions.
     pub fn shared_handler(mut self, h: Arc<dyn DynHandler>) -> Self {
         self.handler = Some(Handler::Dynamic(h));
@@ -538,8 +572,43 @@ impl ToolDefinitionBuilder {
             output_schema: self.output_schema.map(SchemaSource::Value),
             handler,
             reads_context: true,
+            requirements: self.requirements,
+            problem: None,
             schemas: OnceLock::new(),
             compiled: OnceLock::new(),
         })
     }
+}
+
+/// A tool's schemas compiled for validation; built once per definition and cached on it.
+pub(crate) struct CompiledTool {
+    pub(crate) input: CompiledSchema,
+    pub(crate) output: Option<CompiledSchema>,
+}
+
+impl fmt::Debug for CompiledTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledTool").field("has_output", &self.output.is_some()).finish()
+    }
+}
+
+pub(crate) fn compiled(def: &ToolDefinition) -> Result<&CompiledTool, &str> {
+    def.compiled
+        .get_or_init(|| {
+            let input = def.input_schema();
+            if input.get("type").and_then(Value::as_str) != Some("object") {
+                return Err("the argument schema does not describe a JSON object (\"type\": \"object\"); \
+                            take an args struct or named parameters"
+                    .to_owned());
+            }
+            let input = CompiledSchema::compile(&def.schemas().input_for_validation())
+                .map_err(|e| format!("argument schema: {e}"))?;
+            let output = match def.schemas().output_for_validation() {
+                Some(s) => Some(CompiledSchema::compile(&s).map_err(|e| format!("result schema: {e}"))?),
+                None => None,
+            };
+            Ok(CompiledTool { input, output })
+        })
+        .as_ref()
+        .map_err(String::as_str)
 }

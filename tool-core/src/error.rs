@@ -1,42 +1,270 @@
-//! [`ToolError`]: what a handler returns when it fails.
+//! [`ToolError`]: what a handler returns when it fails, and [`ErrorCode`]: every code a result can carry.
 //!
-//! Two kinds, kept apart on purpose (seed: a contract breach, a business failure and a bug need different owners):
+//! Two kinds of failure, kept apart on purpose (a business failure and a bug need different owners):
 //!
-//! - a **business error** the tool reports on purpose, `ToolError::new("not_found", "no incident INC-9")`: its
-//!   code and message reach the model as they are;
+//! - a **business error** the tool reports on purpose, `tool_error!("not_found", "no incident INC-9")`: its code
+//!   and message reach the model as they are;
 //! - an **internal error**, anything else (`?` on an `std::error::Error`, [`ToolError::internal`], a panic): the
-//!   model sees only `tool_internal_error` and a generic message; the detail goes to a `tracing` event tagged with
-//!   the call id.
+//!   model sees only `tool_internal_error` and a generic message; the detail goes to the executor's internal-error
+//!   hook (by default a `tracing` event tagged with the call id).
 
 use std::borrow::Cow;
 use std::fmt;
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-/// Codes the executor itself produces. A tool that reports one of them is treated as an internal error, so the
-/// model can always trust that, e.g., `unknown_tool` came from the executor.
-pub const RESERVED_CODES: &[&str] = &[
-    "unknown_tool",
-    "invalid_arguments",
-    "approval_required",
-    "tool_internal_error",
-    "invalid_tool_output",
-    "timeout",
-    "cancelled",
-    "not_executed",
-];
+/// Declares [`ErrorCode`]'s executor variants and [`RESERVED_CODES`] from one list, so that no code can be
+/// forgotten in either.
+macro_rules! executor_codes {
+    ($($(#[$doc:meta])* $variant:ident => $wire:literal,)*) => {
+        /// A result's error code: one the executor produces, or the tool's own.
+        ///
+        /// Serialised as its `snake_case` string, exactly as the model reads it.
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $($(#[$doc])* $variant,)*
+            /// A code the tool chose (`not_found`, `card_not_found`, ...).
+            Tool(ToolCode),
+        }
+
+        /// The codes only the executor produces. A tool cannot report one of them ([`ToolCode`] refuses them), so
+        /// the model can always trust that, e.g., `unknown_tool` came from the executor.
+        pub const RESERVED_CODES: &[&str] = &[$($wire),*];
+
+        impl ErrorCode {
+            /// Every executor code, in the order of the call's stops.
+            pub const EXECUTOR: &[ErrorCode] = &[$(ErrorCode::$variant),*];
+
+            /// The code as the model reads it.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(ErrorCode::$variant => $wire,)*
+                    ErrorCode::Tool(code) => code.as_str(),
+                }
+            }
+
+            /// The executor code spelled `s`, if it is one.
+            pub fn executor(s: &str) -> Option<ErrorCode> {
+                match s {
+                    $($wire => Some(ErrorCode::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+executor_codes! {
+    /// The call named no tool of the view.
+    UnknownTool => "unknown_tool",
+    /// The arguments do not match the schema the model was shown.
+    InvalidArguments => "invalid_arguments",
+    /// The policy wants an approval for these exact arguments.
+    ApprovalRequired => "approval_required",
+    /// The policy refused the call.
+    PolicyDenied => "policy_denied",
+    /// The handler failed with an internal error (or panicked); the detail went to the operator.
+    ToolInternalError => "tool_internal_error",
+    /// The result does not match the result schema, or exceeds the output limits.
+    InvalidToolOutput => "invalid_tool_output",
+    /// The handler did not finish in time.
+    Timeout => "timeout",
+    /// The call was cancelled before the handler finished.
+    Cancelled => "cancelled",
+    /// A batch stopped before this call.
+    NotExecuted => "not_executed",
+}
+
+impl ErrorCode {
+    /// Reads a code: an executor code, else a valid tool code.
+    pub fn parse(s: &str) -> Result<ErrorCode, InvalidToolCode> {
+        match ErrorCode::executor(s) {
+            Some(code) => Ok(code),
+            None => ToolCode::parse(s.to_owned()).map(ErrorCode::Tool),
+        }
+    }
+
+    /// Whether the executor produced this code.
+    pub fn is_executor(&self) -> bool {
+        !matches!(self, ErrorCode::Tool(_))
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for ErrorCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<ErrorCode> for &str {
+    fn eq(&self, other: &ErrorCode) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorCode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ErrorCode, D::Error> {
+        let s = Cow::<'de, str>::deserialize(deserializer)?;
+        ErrorCode::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A tool's own error code: `snake_case` (`[a-z][a-z0-9_]*`), 1-64 characters, and none of [`RESERVED_CODES`].
+///
+/// Checked when it is made: at compile time through [`tool_error!`](crate::tool_error) or a `const`
+/// ([`ToolCode::from_static`]), at construction through [`ToolCode::parse`]. A `ToolCode` is therefore always one
+/// the model may see, and the executor never rewrites it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ToolCode(Cow<'static, str>);
+
+/// Why a string is not a [`ToolCode`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidToolCode {
+    code: String,
+    reserved: bool,
+}
+
+impl fmt::Display for InvalidToolCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.reserved {
+            write!(
+                f,
+                "`{}` is reserved for the executor; give the tool's error its own code, e.g. `{}_failed`",
+                self.code, self.code
+            )
+        } else {
+            write!(
+                f,
+                "`{}` is not a tool error code: write snake_case, 1-64 characters of `a-z`, `0-9` and `_`, starting \
+                 with a letter (e.g. `not_found`)",
+                self.code.escape_debug()
+            )
+        }
+    }
+}
+
+impl std::error::Error for InvalidToolCode {}
+
+/// The grammar and the reserved set, usable in `const` contexts.
+const fn check_code(code: &str) -> Result<(), bool> {
+    let b = code.as_bytes();
+    if b.is_empty() || b.len() > 64 || !b[0].is_ascii_lowercase() {
+        return Err(false);
+    }
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_') {
+            return Err(false);
+        }
+        i += 1;
+    }
+    let mut r = 0;
+    while r < RESERVED_CODES.len() {
+        if const_eq(RESERVED_CODES[r].as_bytes(), b) {
+            return Err(true);
+        }
+        r += 1;
+    }
+    Ok(())
+}
+
+const fn const_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+impl ToolCode {
+    /// A code known when the program is written. Use it in a `const` (or through
+    /// [`tool_error!`](crate::tool_error)), where an invalid or reserved code is a compile error:
+    ///
+    /// ```
+    /// use tool_core::ToolCode;
+    /// const NOT_FOUND: ToolCode = ToolCode::from_static("not_found");
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use tool_core::ToolCode;
+    /// const TIMEOUT: ToolCode = ToolCode::from_static("timeout"); // reserved for the executor
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Outside a `const`, on an invalid code, like `http::HeaderName::from_static`. Codes computed at run time go
+    /// through [`ToolCode::parse`].
+    pub const fn from_static(code: &'static str) -> ToolCode {
+        match check_code(code) {
+            Ok(()) => ToolCode(Cow::Borrowed(code)),
+            Err(true) => panic!("this tool error code is reserved for the executor; give the error its own code"),
+            Err(false) => panic!("a tool error code is snake_case: 1-64 characters of a-z, 0-9 and _, e.g. not_found"),
+        }
+    }
+
+    /// A code computed at run time (e.g. mapped from a remote server's error).
+    pub fn parse(code: impl Into<Cow<'static, str>>) -> Result<ToolCode, InvalidToolCode> {
+        let code = code.into();
+        match check_code(&code) {
+            Ok(()) => Ok(ToolCode(code)),
+            Err(reserved) => Err(InvalidToolCode { code: code.into_owned(), reserved }),
+        }
+    }
+
+    /// The code.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ToolCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// A failure reported by a tool handler.
 ///
 /// `ToolError` deliberately does not implement `std::error::Error`, so that any error type converts into it with
-/// `?` (as an internal error) while business errors are built explicitly.
+/// `?` (as an internal error) while business errors are built explicitly, with [`tool_error!`](crate::tool_error)
+/// or [`ToolError::new`].
 pub struct ToolError {
     pub(crate) repr: Repr,
+    /// Raised before the handler ran (by an extractor or the argument conversion): the result says
+    /// `executed: false`.
+    pub(crate) before_handler: bool,
 }
 
 pub(crate) enum Repr {
     Business {
-        code: Cow<'static, str>,
+        code: ToolCode,
         message: Cow<'static, str>,
         details: Option<Value>,
     },
@@ -46,9 +274,11 @@ pub(crate) enum Repr {
 }
 
 impl ToolError {
-    /// A business error with a stable, tool-chosen code (`snake_case`, e.g. `not_found`) and a message for the model.
-    pub fn new(code: impl Into<Cow<'static, str>>, message: impl Into<Cow<'static, str>>) -> ToolError {
-        ToolError { repr: Repr::Business { code: code.into(), message: message.into(), details: None } }
+    /// A business error with the tool's own code and a message for the model.
+    ///
+    /// [`tool_error!`](crate::tool_error) is the short form for a literal code, checked at compile time.
+    pub fn new(code: ToolCode, message: impl Into<Cow<'static, str>>) -> ToolError {
+        ToolError { repr: Repr::Business { code, message: message.into(), details: None }, before_handler: false }
     }
 
     /// Attaches structured details (any JSON) to a business error. Ignored on internal errors.
@@ -59,22 +289,30 @@ impl ToolError {
         self
     }
 
-    /// An internal error: the model sees `tool_internal_error`; `err` goes to the log only.
+    /// An internal error: the model sees `tool_internal_error`; `err` (and its source chain) goes to the
+    /// executor's internal-error hook only.
     pub fn internal(err: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> ToolError {
-        ToolError { repr: Repr::Internal(err.into()) }
+        ToolError { repr: Repr::Internal(err.into()), before_handler: false }
     }
 
     #[doc(hidden)]
     pub fn arguments_mismatch(detail: impl fmt::Display) -> ToolError {
-        ToolError { repr: Repr::ArgumentsMismatch(detail.to_string()) }
+        ToolError { repr: Repr::ArgumentsMismatch(detail.to_string()), before_handler: true }
+    }
+
+    /// The same error, raised before the handler ran (by an extractor): the result says `executed: false`.
+    #[doc(hidden)]
+    pub fn before_handler(mut self) -> ToolError {
+        self.before_handler = true;
+        self
     }
 
     /// The code the model will see.
-    pub fn code(&self) -> &str {
+    pub fn code(&self) -> ErrorCode {
         match &self.repr {
-            Repr::Business { code, .. } => code,
-            Repr::Internal(_) => "tool_internal_error",
-            Repr::ArgumentsMismatch(_) => "invalid_arguments",
+            Repr::Business { code, .. } => ErrorCode::Tool(code.clone()),
+            Repr::Internal(_) => ErrorCode::ToolInternalError,
+            Repr::ArgumentsMismatch(_) => ErrorCode::InvalidArguments,
         }
     }
 
@@ -84,14 +322,34 @@ impl ToolError {
     }
 }
 
+/// A business error with a literal code checked at compile time, and a message (with `format!` arguments):
+///
+/// ```
+/// use tool_core::{tool_error, ToolError};
+/// fn missing(id: &str) -> ToolError {
+///     tool_error!("incident_not_found", "there is no incident {id}")
+/// }
+/// assert_eq!(missing("INC-9").code(), "incident_not_found");
+/// ```
+///
+/// A reserved or malformed code does not compile:
+///
+/// ```compile_fail
+/// let e = tool_core::tool_error!("timeout", "too slow");
+/// ```
+#[macro_export]
+macro_rules! tool_error {
+    ($code:literal, $($message:tt)+) => {
+        $crate::ToolError::new(
+            { const CODE: $crate::ToolCode = $crate::ToolCode::from_static($code); CODE },
+            ::std::format!($($message)+),
+        )
+    };
+}
+
 /// Whether `code` may be used by a tool: `snake_case`, 1-64 characters, not one of [`RESERVED_CODES`].
 pub fn is_valid_tool_code(code: &str) -> bool {
-    let b = code.as_bytes();
-    !b.is_empty()
-        && b.len() <= 64
-        && b[0].is_ascii_lowercase()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
-        && !RESERVED_CODES.contains(&code)
+    check_code(code).is_ok()
 }
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
@@ -122,5 +380,47 @@ impl fmt::Display for ToolError {
             Repr::Internal(e) => write!(f, "tool_internal_error: {e}"),
             Repr::ArgumentsMismatch(d) => write!(f, "invalid_arguments: {d}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_executor_code_is_reserved_and_reads_back() {
+        assert_eq!(ErrorCode::EXECUTOR.len(), RESERVED_CODES.len());
+        for (code, wire) in ErrorCode::EXECUTOR.iter().zip(RESERVED_CODES) {
+            assert_eq!(code.as_str(), *wire);
+            assert_eq!(ErrorCode::parse(wire).as_ref(), Ok(code));
+            assert!(ToolCode::parse(*wire).unwrap_err().reserved, "{wire}");
+            assert_eq!(serde_json::to_value(code).unwrap(), Value::String((*wire).to_owned()));
+        }
+        assert!(RESERVED_CODES.contains(&"policy_denied"));
+    }
+
+    #[test]
+    fn tool_codes_are_checked_when_made() {
+        assert_eq!(ToolCode::parse("not_found").unwrap().as_str(), "not_found");
+        for bad in ["", "NotFound", "not-found", "9lives", "timeout", "policy_denied", &"a".repeat(65)] {
+            assert!(ToolCode::parse(bad.to_owned()).is_err(), "{bad:?}");
+        }
+        let e = ToolCode::parse("timeout").unwrap_err();
+        assert!(e.to_string().contains("reserved"), "{e}");
+        let e = ToolCode::parse("NotFound").unwrap_err();
+        assert!(e.to_string().contains("snake_case"), "{e}");
+        assert_eq!(
+            ErrorCode::parse("card_not_found").unwrap(),
+            ErrorCode::Tool(ToolCode::from_static("card_not_found"))
+        );
+        assert!(ErrorCode::parse("Bad Code").is_err());
+    }
+
+    #[test]
+    fn tool_error_macro_keeps_code_and_message() {
+        let e = crate::tool_error!("not_found", "no incident {}", 9);
+        assert_eq!(e.code(), "not_found");
+        assert!(e.is_business());
+        assert_eq!(e.to_string(), "not_found: no incident 9");
     }
 }

@@ -55,48 +55,16 @@ use tracing::field::Empty;
 
 use crate::call::ToolCall;
 use crate::context::{CallContext, Notifier, StateMap};
-use crate::definition::{Handler, ToolDefinition};
-use crate::error::{Repr, ToolError, is_valid_tool_code};
+use crate::definition::{Handler, ToolDefinition, compiled};
+use crate::error::{ErrorCode, Repr, ToolError};
+use crate::failure::{FailureHook, FailureKind, InternalFailure, trace_failure};
 use crate::policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 use crate::result::{ErrorBody, ToolResult};
-use crate::validate::{CompiledSchema, Limits, Violation, check_limits, summary};
+use crate::validate::{Limits, Violation, check_limits, summary};
 use crate::view::ToolView;
 
 /// The longest requested name echoed back in an `unknown_tool` result.
 const MAX_ECHOED_NAME: usize = 128;
-
-/// A tool's schemas compiled for validation; built once per definition and cached on it.
-pub struct CompiledTool {
-    input: CompiledSchema,
-    output: Option<CompiledSchema>,
-}
-
-impl fmt::Debug for CompiledTool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CompiledTool").field("has_output", &self.output.is_some()).finish()
-    }
-}
-
-fn compiled(def: &ToolDefinition) -> Result<&CompiledTool, &str> {
-    def.compiled
-        .get_or_init(|| {
-            let input = def.input_schema();
-            if input.get("type").and_then(Value::as_str) != Some("object") {
-                return Err("the argument schema does not describe a JSON object (\"type\": \"object\"); \
-                            take an args struct or named parameters"
-                    .to_owned());
-            }
-            let input = CompiledSchema::compile(&def.schemas().input_for_validation())
-                .map_err(|e| format!("argument schema: {e}"))?;
-            let output = match def.schemas().output_for_validation() {
-                Some(s) => Some(CompiledSchema::compile(&s).map_err(|e| format!("result schema: {e}"))?),
-                None => None,
-            };
-            Ok(CompiledTool { input, output })
-        })
-        .as_ref()
-        .map_err(String::as_str)
-}
 
 /// Why an executor could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +100,7 @@ struct Inner {
     default_timeout: Duration,
     limits: Limits,
     output_limits: Limits,
+    on_failure: FailureHook,
 }
 
 /// Runs calls against one [`ToolView`] in the fixed order. Cheap to clone; calls may run concurrently.
@@ -159,6 +128,7 @@ pub struct ExecutorBuilder {
     default_timeout: Duration,
     limits: Limits,
     output_limits: Limits,
+    on_failure: FailureHook,
 }
 
 impl ExecutorBuilder {
@@ -198,10 +168,56 @@ impl ExecutorBuilder {
         self.output_limits = limits;
         self
     }
-    /// Compiles every schema of the view and builds the executor; every problem is reported at once.
+    /// Where each internal failure goes: the call id, the tool and the whole error chain or panic text, which the
+    /// model never sees. The default emits a `tracing` event at `ERROR` level (target `tool_core::internal`).
+    ///
+    /// ```
+    /// # use tool_core::{tool, Executor, Registry, ToolCall};
+    /// /// Always fails.
+    /// #[tool(effect = "read", version = "1.0")]
+    /// fn flaky() -> Result<String, std::io::Error> {
+    ///     Err(std::io::Error::other("disk on fire"))
+    /// }
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let view = Registry::from_inventory().unwrap().view().names(["flaky"]).build().unwrap();
+    /// let executor = Executor::builder(view)
+    ///     .on_internal_failure(move |f| log.lock().unwrap().push(f.to_string()))
+    ///     .build()
+    ///     .unwrap();
+    /// let r = executor.call(ToolCall::new("c1", "flaky", serde_json::json!({}))).await;
+    /// assert_eq!(r.code(), Some("tool_internal_error"));
+    /// assert_eq!(seen.lock().unwrap()[0], r#"call "c1" (tool `flaky`): error: disk on fire"#);
+    /// # });
+    /// ```
+    pub fn on_internal_failure(mut self, hook: impl Fn(&InternalFailure<'_>) + Send + Sync + 'static) -> Self {
+        self.on_failure = Arc::new(hook);
+        self
+    }
+    /// Compiles every schema of the view, checks that the executor holds what every tool's extractors need (each
+    /// `State<T>`), and builds the executor. Every problem is reported at once, with the tool named: after this,
+    /// nothing that depends only on the configuration can fail a call.
     pub fn build(self) -> Result<Executor, ExecutorError> {
-        let problems: Vec<(String, String)> =
-            self.view.iter().filter_map(|d| compiled(d).err().map(|e| (d.name().to_owned(), e.to_owned()))).collect();
+        let mut problems: Vec<(String, String)> = Vec::new();
+        for d in self.view.iter() {
+            if let Some(p) = &d.problem {
+                problems.push((d.name().to_owned(), p.clone()));
+            }
+            if let Err(e) = compiled(d) {
+                problems.push((d.name().to_owned(), e.to_owned()));
+            }
+            for ty in d.requirements().missing_states(&self.state) {
+                problems.push((
+                    d.name().to_owned(),
+                    format!(
+                        "it takes `State<{ty}>`, but the executor holds no `{ty}`; add it with \
+                         `Executor::builder(view).state(value)`"
+                    ),
+                ));
+            }
+        }
         if !problems.is_empty() {
             return Err(ExecutorError { problems });
         }
@@ -214,6 +230,7 @@ impl ExecutorBuilder {
                 default_timeout: self.default_timeout,
                 limits: self.limits,
                 output_limits: self.output_limits,
+                on_failure: self.on_failure,
             }),
         })
     }
@@ -331,6 +348,7 @@ impl Executor {
             default_timeout: Duration::from_secs(30),
             limits: Limits::default(),
             output_limits: Limits { max_depth: 128, max_bytes: 8 * 1024 * 1024 },
+            on_failure: Arc::new(trace_failure),
         }
     }
 
@@ -384,7 +402,7 @@ impl Executor {
                 None,
                 false,
                 ErrorBody::new(
-                    "unknown_tool",
+                    ErrorCode::UnknownTool,
                     format!(
                         "no tool named {name:?} is available; call one of the tools you were given, by its exact name"
                     ),
@@ -405,8 +423,13 @@ impl Executor {
         }
         let compiled = match compiled(def) {
             Ok(c) => c,
+            // Unreachable: the build compiled every schema of the view.
             Err(problem) => {
-                tracing::error!(call_id = %call_id, tool_name = def.name(), problem, "tool schema does not compile");
+                (self.inner.on_failure)(&InternalFailure {
+                    call_id: &call_id,
+                    tool: def.name(),
+                    kind: FailureKind::InvalidOutput(problem),
+                });
                 fail!(false, internal_body(&call_id));
             }
         };
@@ -414,7 +437,7 @@ impl Executor {
         // 2. Arguments valid against the schema the model saw.
         let mut arguments = match arguments {
             Ok(v) => v,
-            Err(e) => fail!(false, ErrorBody::new("invalid_arguments", e.to_string())),
+            Err(e) => fail!(false, ErrorBody::new(ErrorCode::InvalidArguments, e.to_string())),
         };
         if let Err(v) = check_limits(&arguments, &self.inner.limits) {
             fail!(false, invalid_arguments_body(vec![v]));
@@ -444,9 +467,9 @@ impl Executor {
                 let mut details = Map::with_capacity(2);
                 details.insert("effect".to_owned(), Value::String(def.effect().as_str().to_owned()));
                 details.insert("approve".to_owned(), Value::Object(approve));
-                fail!(false, ErrorBody::new("approval_required", reason).with_details(Value::Object(details)));
+                fail!(false, ErrorBody::new(ErrorCode::ApprovalRequired, reason).with_details(Value::Object(details)));
             }
-            PolicyDecision::Deny { reason } => fail!(false, ErrorBody::new("policy_denied", reason)),
+            PolicyDecision::Deny { reason } => fail!(false, ErrorBody::new(ErrorCode::PolicyDenied, reason)),
         }
 
         // 4. The handler, under a timeout, with panics caught.
@@ -478,33 +501,42 @@ impl Executor {
         let value = match outcome {
             HandlerOutcome::Value(v) => v,
             // Arguments that pass the schema but not deserialization never reach the fn: not executed.
+            // So do extractors that fail: not executed either.
             HandlerOutcome::Error(err) => {
-                let executed = !matches!(err.repr, Repr::ArgumentsMismatch(_));
+                let executed = !err.before_handler;
                 fail!(executed, self.error_body(def, &call_id, err));
             }
             HandlerOutcome::Panicked(panic) => {
-                tracing::error!(call_id = %call_id, tool_name = def.name(), panic = panic_text(&*panic), "tool handler panicked");
+                let failure = InternalFailure {
+                    call_id: &call_id,
+                    tool: def.name(),
+                    kind: FailureKind::Panic(panic_text(&*panic)),
+                };
+                (self.inner.on_failure)(&failure);
                 fail!(true, internal_body(&call_id));
             }
             HandlerOutcome::TimedOut { after: t, started } => {
                 tracing::warn!(call_id = %call_id, tool_name = def.name(), timeout_ms = t.as_millis() as u64, started, "tool handler timed out");
                 fail!(
                     started,
-                    ErrorBody::new("timeout", format!("the tool did not finish within {} ms", t.as_millis())),
+                    ErrorBody::new(ErrorCode::Timeout, format!("the tool did not finish within {} ms", t.as_millis())),
                 );
             }
             HandlerOutcome::Cancelled => {
-                fail!(true, ErrorBody::new("cancelled", "the call was cancelled before the tool finished"));
+                fail!(true, ErrorBody::new(ErrorCode::Cancelled, "the call was cancelled before the tool finished"));
             }
         };
 
         // 6. The result within the output limits and valid against the result schema.
         if let Err(v) = check_limits(&value, &self.inner.output_limits) {
-            tracing::error!(call_id = %call_id, tool_name = def.name(), limit = %v, "tool result exceeds the output limits");
+            let detail = format!("the result exceeds the output limits: {v}");
+            let failure =
+                InternalFailure { call_id: &call_id, tool: def.name(), kind: FailureKind::InvalidOutput(&detail) };
+            (self.inner.on_failure)(&failure);
             fail!(
                 true,
                 ErrorBody::new(
-                    "invalid_tool_output",
+                    ErrorCode::InvalidToolOutput,
                     format!("the tool produced a result larger than allowed ({}); it was withheld", v.expected),
                 ),
             );
@@ -513,16 +545,14 @@ impl Executor {
             && !output.is_valid(&value)
         {
             let violations = output.validate(&value).err().unwrap_or_default();
-            tracing::error!(
-                call_id = %call_id,
-                tool_name = def.name(),
-                violations = %summary(&violations),
-                "tool result does not match its result schema"
-            );
+            let detail = format!("the result does not match its result schema: {}", summary(&violations));
+            let failure =
+                InternalFailure { call_id: &call_id, tool: def.name(), kind: FailureKind::InvalidOutput(&detail) };
+            (self.inner.on_failure)(&failure);
             fail!(
                 true,
                 ErrorBody::new(
-                    "invalid_tool_output",
+                    ErrorCode::InvalidToolOutput,
                     "the tool produced a result that does not match its declared result schema; it was withheld",
                 ),
             );
@@ -534,25 +564,20 @@ impl Executor {
 
     fn error_body(&self, def: &ToolDefinition, call_id: &str, err: ToolError) -> ErrorBody {
         match err.repr {
-            Repr::Business { code, message, details } if is_valid_tool_code(&code) => {
-                let body = ErrorBody::new(code.into_owned(), message.into_owned());
+            // A `ToolCode` is valid by construction: the tool's code and message reach the model as they are.
+            Repr::Business { code, message, details } => {
+                let body = ErrorBody::new(ErrorCode::Tool(code), message.into_owned());
                 match details {
                     Some(d) => body.with_details(d),
                     None => body,
                 }
             }
-            Repr::Business { code, message, .. } => {
-                tracing::error!(
-                    call_id,
-                    tool_name = def.name(),
-                    code = %code,
-                    message = %message,
-                    "tool reported an error code that is reserved or not snake_case; reported as tool_internal_error"
-                );
-                internal_body(call_id)
-            }
             Repr::Internal(source) => {
-                tracing::error!(call_id, tool_name = def.name(), error = %source, "tool handler failed");
+                (self.inner.on_failure)(&InternalFailure {
+                    call_id,
+                    tool: def.name(),
+                    kind: FailureKind::Error(&*source),
+                });
                 internal_body(call_id)
             }
             Repr::ArgumentsMismatch(detail) => {
@@ -563,7 +588,7 @@ impl Executor {
                     "arguments passed the schema but not deserialization"
                 );
                 ErrorBody::new(
-                    "invalid_arguments",
+                    ErrorCode::InvalidArguments,
                     "the arguments match the schema but could not be converted to the tool's parameters \
                      (a number may be out of range); check the values against the schema",
                 )
@@ -574,7 +599,7 @@ impl Executor {
 
 fn internal_body(call_id: &str) -> ErrorBody {
     ErrorBody::new(
-        "tool_internal_error",
+        ErrorCode::ToolInternalError,
         format!("the tool failed with an internal error; it was logged under call id {call_id:?}"),
     )
 }
@@ -600,7 +625,7 @@ fn invalid_arguments_body(violations: Vec<Violation>) -> ErrorBody {
         .collect();
     let mut details = Map::with_capacity(1);
     details.insert("violations".to_owned(), Value::Array(listed));
-    ErrorBody::new("invalid_arguments", message).with_details(Value::Object(details))
+    ErrorBody::new(ErrorCode::InvalidArguments, message).with_details(Value::Object(details))
 }
 
 /// A handler's result, or the payload of its panic.
@@ -620,7 +645,9 @@ async fn run_handler(
         Handler::Inline(f) => return run_inline(*f, arguments, ctx, timeout),
         _ if tokio::runtime::Handle::try_current().is_err() => {
             tracing::error!(call_id, "the executor needs a Tokio runtime (with time enabled)");
-            return HandlerOutcome::Error(ToolError::internal("no Tokio runtime"));
+            return HandlerOutcome::Error(ToolError::internal(
+                "the executor needs a Tokio runtime (with time enabled)",
+            ));
         }
         // The handler's future is already boxed: wrapped as it is, not boxed again. Making it runs the handler's
         // synchronous part (none in `#[tool]`'s thunks), so a panic there is caught too.

@@ -73,6 +73,7 @@ pub mod definition;
 pub mod error;
 pub mod event;
 pub mod executor;
+pub mod failure;
 pub mod lock;
 pub mod policy;
 pub mod registry;
@@ -92,10 +93,13 @@ pub mod name {
 
 pub use call::ToolCall;
 pub use content::{Content, ContentBlock, EmbeddedResource};
-pub use context::{CallContext, FromCallContext, LogLevel, Notifier, State, StateMap};
-pub use definition::{DynHandler, Effect, Handler, Origin, SourceLocation, ToolDefinition, ToolDefinitionBuilder};
-pub use error::ToolError;
+pub use context::{Args, CallContext, FromCallContext, LogLevel, Notifier, Requirements, State, StateMap};
+pub use definition::{
+    DefinitionError, DynHandler, Effect, Handler, Origin, SourceLocation, ToolDefinition, ToolDefinitionBuilder,
+};
+pub use error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode, ToolError};
 pub use executor::{CallOptions, Executor, ExecutorBuilder, ExecutorError};
+pub use failure::{FailureKind, InternalFailure};
 pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision};
 pub use registry::{Registry, RegistryBuilder, RegistryError};
 pub use result::{ErrorBody, ToolResult};

@@ -22,7 +22,7 @@ use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::definition::{StaticTool, ToolDefinition};
+use crate::definition::{StaticTool, ToolDefinition, compiled};
 use crate::name;
 use crate::view::{ToolView, ViewBuilder};
 
@@ -161,7 +161,8 @@ impl RegistryBuilder {
         self
     }
 
-    /// Checks names and uniqueness and builds the registry. Every problem is reported at once.
+    /// Checks names, uniqueness, every tool's parameters and every schema, and builds the registry. Every problem
+    /// is reported at once, each with the tool and where it is defined.
     pub fn build(self) -> Result<Registry, RegistryError> {
         let mut problems = Vec::new();
         let mut defs: Vec<ToolDefinition> = Vec::new();
@@ -209,6 +210,25 @@ impl RegistryBuilder {
                 problems.push(Problem::NothingToRemove { name: n });
             }
         }
+        // Every definition's parameters and schemas, so that a broken tool fails here, named, not at its first call.
+        let mut broken: Vec<Problem> = Vec::new();
+        for d in by_name.values() {
+            if let Some(problem) = &d.problem {
+                broken.push(Problem::Parameters {
+                    name: d.name().to_owned(),
+                    site: d.origin().to_string(),
+                    problem: problem.clone(),
+                });
+            } else if let Err(problem) = compiled(d) {
+                broken.push(Problem::Schema {
+                    name: d.name().to_owned(),
+                    site: d.origin().to_string(),
+                    problem: problem.to_owned(),
+                });
+            }
+        }
+        broken.sort_by(|a, b| a.key().cmp(b.key()));
+        problems.extend(broken);
         if !problems.is_empty() {
             return Err(RegistryError { problems });
         }
@@ -245,6 +265,24 @@ pub enum Problem {
         /// The name given to `remove`.
         name: String,
     },
+    /// A tool's parameters cannot be mapped to arguments (e.g. `Args<T>` beside other arguments).
+    Parameters {
+        /// The tool.
+        name: String,
+        /// Where it is defined.
+        site: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A tool's argument or result schema does not compile, or the arguments are not an object.
+    Schema {
+        /// The tool.
+        name: String,
+        /// Where it is defined.
+        site: String,
+        /// What is wrong.
+        problem: String,
+    },
 }
 
 impl Problem {
@@ -252,7 +290,9 @@ impl Problem {
         match self {
             Problem::Duplicate { name, .. }
             | Problem::NothingToReplace { name }
-            | Problem::NothingToRemove { name } => name,
+            | Problem::NothingToRemove { name }
+            | Problem::Parameters { name, .. }
+            | Problem::Schema { name, .. } => name,
             Problem::InvalidName { error, .. } => error.name(),
         }
     }
@@ -279,6 +319,8 @@ impl fmt::Display for Problem {
             Problem::NothingToRemove { name } => {
                 write!(f, "`.remove({name:?})` names no tool of this registry")
             }
+            Problem::Parameters { name, site, problem } => write!(f, "tool `{name}` ({site}): {problem}"),
+            Problem::Schema { name, site, problem } => write!(f, "tool `{name}` ({site}): {problem}"),
         }
     }
 }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::call::is_generated_call_id;
+use crate::error::ErrorCode;
 
 /// The outcome of one tool call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,7 +41,7 @@ pub struct ToolResult {
 pub struct ErrorBody {
     /// Stable `snake_case` code: `unknown_tool`, `invalid_arguments`, `approval_required`, the tool's own codes,
     /// `tool_internal_error`, `invalid_tool_output`, `timeout`.
-    pub code: String,
+    pub code: ErrorCode,
     /// A message for the model.
     pub message: String,
     /// Structured details (e.g. the violations of `invalid_arguments`), or `null`.
@@ -49,8 +50,8 @@ pub struct ErrorBody {
 
 impl ErrorBody {
     /// An error without details.
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> ErrorBody {
-        ErrorBody { code: code.into(), message: message.into(), details: None }
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorBody {
+        ErrorBody { code, message: message.into(), details: None }
     }
 
     /// Sets the details.
@@ -245,12 +246,13 @@ mod tests {
             "delete_incident",
             Some("2.1.0".into()),
             false,
-            ErrorBody::new("approval_required", "needs approval").with_details(json!({"effect": "destructive"})),
+            ErrorBody::new(ErrorCode::ApprovalRequired, "needs approval")
+                .with_details(json!({"effect": "destructive"})),
         )
     }
 
     fn unknown() -> ToolResult {
-        ToolResult::failure("c3", "nope", None, false, ErrorBody::new("unknown_tool", "no tool named \"nope\""))
+        ToolResult::failure("c3", "nope", None, false, ErrorBody::new(ErrorCode::UnknownTool, "no tool named \"nope\""))
     }
 
     const ERR_TEXT: &str =
@@ -267,7 +269,7 @@ mod tests {
         assert!(!r.ok && !r.executed);
         assert_eq!(r.data, None);
         assert_eq!(r.code(), Some("approval_required"));
-        let r = ToolResult::failure("c", "t", None, true, ErrorBody::new("timeout", "too slow"));
+        let r = ToolResult::failure("c", "t", None, true, ErrorBody::new(ErrorCode::Timeout, "too slow"));
         assert!(r.executed);
         assert_eq!(r.error.as_ref().unwrap().details, None);
     }

@@ -259,7 +259,7 @@ impl Run {
                 tool_name,
                 executed: result.executed,
                 ok: result.ok,
-                code: result.error.as_ref().map(|e| e.code.clone()),
+                code: result.error.as_ref().map(|e| e.code.to_string()),
                 error: result.error.as_ref().map(|e| e.message.clone()),
                 step: self.state.steps,
                 decision,

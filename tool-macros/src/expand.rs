@@ -6,7 +6,12 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use crate::attr::Effect;
-use crate::model::{Args, Output, Param, Tool};
+use crate::model::{Output, Tool};
+
+fn unraw(ident: &syn::Ident) -> String {
+    let s = ident.to_string();
+    s.strip_prefix("r#").map(str::to_owned).unwrap_or(s)
+}
 
 pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream {
     let private = quote!(#root::__private);
@@ -25,68 +30,74 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         Some(ms) => quote!(#private::core::option::Option::Some(#ms)),
         None => quote!(#private::core::option::Option::None),
     };
-    let root_str = quote!(#root).to_string().replace(' ', "");
-    let serde_crate = format!("{root_str}::__private::serde");
-    let schemars_crate = format!("{root_str}::__private::schemars");
 
-    // Arguments: the type to deserialize and how each parameter is produced.
-    let args_struct_ident = format_ident!("__KeelArgs");
-    let (args_def, args_ty) = match &tool.args {
-        Args::None => (quote!(), None),
-        Args::Struct { ty } => (quote!(), Some(quote!(#ty))),
-        Args::Gathered(fields) => {
-            let defs = fields.iter().map(|f| {
-                let ident = &f.ident;
-                let ty = &f.ty;
-                let doc = f.description.as_ref().map(|d| quote!(#[doc = #d]));
-                quote!(#doc #ident: #ty)
-            });
-            let def = quote! {
-                #[derive(#private::serde::Deserialize, #private::schemars::JsonSchema)]
-                #[serde(crate = #serde_crate, deny_unknown_fields)]
-                #[schemars(crate = #schemars_crate)]
-                #[allow(non_camel_case_types, non_snake_case, dead_code)]
-                struct #args_struct_ident { #(#defs,)* }
-            };
-            (def, Some(quote!(#args_struct_ident)))
-        }
-    };
-    let input_schema = match (&tool.args, &args_ty) {
-        (Args::Struct { ty }, _) => quote_spanned!(ty.span()=> #private::args_schema_for::<#ty>()),
-        (_, Some(ty)) => quote!(#private::schema_for::<#ty>()),
-        (_, None) => quote!(#private::empty_object_schema()),
-    };
-    let parse_args = match (&tool.args, &args_ty) {
-        (Args::Struct { ty }, _) => {
-            quote_spanned!(ty.span()=> let __keel_args: #ty = #private::parse_args::<#ty>(__keel_value)?;)
-        }
-        (_, Some(ty)) => quote!(let __keel_args: #ty = #private::parse_args::<#ty>(__keel_value)?;),
-        (_, None) => quote!(let _ = __keel_value;),
-    };
-    let call_args = tool.params.iter().map(|p| match p {
-        Param::ArgsStruct => quote!(__keel_args),
-        Param::Field(ident) => quote!(__keel_args.#ident),
-        Param::Injected(ty) => {
-            quote_spanned!(ty.span()=> #private::inject::<#ty>(&__keel_ctx)?)
-        }
+    // Parameters: each one's role is resolved from its type's traits by the generated code.
+    let roles: Vec<TokenStream> = tool
+        .params
+        .iter()
+        .map(|p| {
+            let ty = &p.ty;
+            quote_spanned!(ty.span()=> (&&&#private::Slot::<#ty>::NEW).role())
+        })
+        .collect();
+    let names: Vec<String> = tool.params.iter().map(|p| p.ident.as_ref().map(unraw).unwrap_or_default()).collect();
+    let infos = tool.params.iter().zip(&roles).zip(&names).map(|((p, role), name)| {
+        let description = match &p.description {
+            Some(d) => quote!(#private::core::option::Option::Some(#d)),
+            None => quote!(#private::core::option::Option::None),
+        };
+        let explicit = p.explicit;
+        quote_spanned!(p.ty.span()=> #role.info(#name, #description, #explicit))
     });
-    let call =
-        if tool.is_async { quote!(#fn_ident(#(#call_args),*).await) } else { quote!(#fn_ident(#(#call_args),*)) };
+    let bindings: Vec<_> = (0..tool.params.len()).map(|i| format_ident!("__keel_p{}", i)).collect();
+    let extracts = tool.params.iter().zip(&roles).zip(&names).zip(&bindings).map(|(((p, role), name), binding)| {
+        quote_spanned!(p.ty.span()=> let #binding = #role.extract(&mut __keel_input, #name, &__keel_ctx)?;)
+    });
+    // Checks that only type-check (never run): a pattern or a `_name` cannot be a named argument.
+    let checks = tool.params.iter().zip(&roles).flat_map(|(p, role)| {
+        let span = p.span;
+        let name = match &p.ident {
+            None => Some(quote_spanned!(span=> #private::pattern_parameter(#role);)),
+            Some(i) if unraw(i).starts_with('_') => Some(quote_spanned!(span=> #private::underscore_parameter(#role);)),
+            Some(_) => None,
+        };
+        let ty = &p.ty;
+        let arg = p.explicit.then(|| quote_spanned!(ty.span()=> #private::arg_attribute(#role);));
+        name.into_iter().chain(arg)
+    });
+    let call = if tool.is_async { quote!(#fn_ident(#(#bindings),*).await) } else { quote!(#fn_ident(#(#bindings),*)) };
 
     let (output_schema, convert) = match &tool.output {
         Output::Result { ok, err } => {
-            let err = match err {
+            let err_ty = match err {
                 Some(e) => quote_spanned!(e.span()=> #e),
                 None => quote!(_),
             };
-            let convert_fn = quote_spanned!(ok.span()=> #private::output_result::<#ok, #err>);
-            (quote_spanned!(ok.span()=> #private::output_schema_for::<#ok>()), quote!(#convert_fn(#call)))
+            let err_span = err.as_ref().map_or_else(|| ok.span(), |e| e.span());
+            let convert_err = quote_spanned!(err_span=>
+                #private::error_of((&&&#private::ErrorSlot::<#err_ty>::new(__keel_err)).take_tool_error())
+            );
+            let output_fn = quote_spanned!(ok.span()=> #private::output::<#ok>);
+            (
+                quote_spanned!(ok.span()=> #private::output_schema_for::<#ok>()),
+                quote! {
+                    match #call {
+                        #private::core::result::Result::Ok(__keel_ok) => #output_fn(__keel_ok),
+                        #private::core::result::Result::Err(__keel_err) => #private::core::result::Result::Err(#convert_err),
+                    }
+                },
+            )
         }
         Output::Plain { ty } => {
             let convert_fn = quote_spanned!(ty.span()=> #private::output::<#ty>);
             (quote_spanned!(ty.span()=> #private::output_schema_for::<#ty>()), quote!(#convert_fn(#call)))
         }
         Output::Unit => (quote!(#private::output_schema_for::<()>()), quote!(#private::output(#call))),
+    };
+    let parse_args = quote! {
+        let mut __keel_input = #private::Input::new(__keel_value, __keel_plan())?;
+        #(#extracts)*
+        __keel_input.finish()?;
     };
 
     let value_ty = quote!(#private::serde_json::Value);
@@ -116,15 +127,14 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         )
     };
 
-    // Spanned at the name so that E0428 for a duplicate points at both names, not at the attributes.
-    let guard = format_ident!("__keel_tool_name_{}", tool_names::guard_suffix(name), span = tool.name_span);
+    // Spanned at the name so that E0428 for a duplicate points at both names, not at the attributes; the guard's
+    // name reads as the error: "the name `duplicate_tool_name_search` is defined multiple times".
+    let guard = format_ident!("duplicate_tool_name_{}", tool_names::guard_suffix(name), span = tool.name_span);
     let guard_def = quote_spanned! {tool.name_span=>
         #[doc(hidden)]
         #[macro_export]
         macro_rules! #guard { () => {}; }
     };
-    // A thunk that injects nothing never reads its `CallContext`: the executor can hand it a shared one.
-    let reads_context = tool.params.iter().any(|p| matches!(p, Param::Injected(_)));
     let fn_name_str = fn_ident.to_string();
     let fn_name_str = fn_name_str.strip_prefix("r#").unwrap_or(&fn_name_str);
     let loc_span = fn_ident.span();
@@ -140,9 +150,33 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
 
         #[allow(non_snake_case, clippy::needless_question_mark, clippy::unit_arg)]
         const _: () = {
-            #args_def
+            #[allow(unused_imports)]
+            use #private::{ViaBoxedError as _, ViaExtractor as _, ViaNamed as _, ViaToolError as _, ViaUnsupported as _, ViaWholeArgs as _};
 
-            fn __keel_input_schema() -> #value_ty { #input_schema }
+            /// The arguments object of the named arguments (its schema only; values are read per parameter).
+            struct __KeelArgs;
+            impl #private::schemars::JsonSchema for __KeelArgs {
+                fn schema_name() -> #private::Cow<'static, str> {
+                    #private::Cow::Borrowed("__KeelArgs")
+                }
+                fn json_schema(generator: &mut #private::schemars::SchemaGenerator) -> #private::schemars::Schema {
+                    #private::gathered_schema(generator, &__keel_params())
+                }
+            }
+
+            fn __keel_params() -> #private::Vec<#private::ParamInfo> {
+                #private::Vec::from([#(#infos),*])
+            }
+            fn __keel_plan() -> &'static #private::Plan {
+                static PLAN: #private::OnceLock<#private::Plan> = #private::OnceLock::new();
+                PLAN.get_or_init(|| #private::Plan::new(&__keel_params()))
+            }
+            #[allow(dead_code, unreachable_code)]
+            fn __keel_checks() {
+                #(#checks)*
+            }
+
+            fn __keel_input_schema() -> #value_ty { #private::input_schema::<__KeelArgs>(&__keel_params(), __keel_plan()) }
             fn __keel_output_schema() -> #value_ty { #output_schema }
             #[allow(unused_variables)]
             #thunk
@@ -161,7 +195,8 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
                     input_schema: __keel_input_schema,
                     output_schema: __keel_output_schema,
                     handler: #handler,
-                    reads_context: #reads_context,
+                    params: __keel_params,
+                    plan: __keel_plan,
                 }
             }
         };

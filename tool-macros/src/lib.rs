@@ -11,6 +11,7 @@ mod ctxt;
 mod expand;
 mod model;
 mod paths;
+mod site;
 
 use proc_macro::TokenStream;
 use quote::quote;
@@ -30,6 +31,17 @@ pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
             return quote!(#err #input).into();
         }
     };
+    if func.sig.receiver().is_none() && site::is_associated(&func.sig) {
+        let name = &func.sig.ident;
+        let err = syn::Error::new(
+            name.span(),
+            format!(
+                "#[tool] goes on a free fn, not on an associated fn: move `{name}` out of the `impl` block, and take \
+                 what it needs from the type as a `State<T>` parameter (given to the executor with `.state(value)`)"
+            ),
+        );
+        return fallback(err, func).into();
+    }
     let cx = ctxt::Ctxt::new();
     let attr = attr::parse(&cx, args);
     let tool = model::build(&cx, &attr, &mut func);

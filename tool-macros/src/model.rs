@@ -8,30 +8,17 @@ use syn::{FnArg, GenericArgument, Ident, Pat, PathArguments, ReturnType, Type};
 use crate::attr::{Effect, ToolAttr};
 use crate::ctxt::Ctxt;
 
-/// How the model's arguments reach the fn.
-pub enum Args {
-    /// No argument parameters: the schema is an empty object.
-    None,
-    /// One parameter whose type is the args struct.
-    Struct { ty: Box<Type> },
-    /// Named parameters gathered into a generated struct.
-    Gathered(Vec<GatheredParam>),
-}
-
-pub struct GatheredParam {
-    pub ident: Ident,
-    pub ty: Type,
+/// One parameter of the fn, in call order. Its role (injected, a named argument, or the whole of the arguments)
+/// is not decided here: the generated code resolves it from the type's traits (see `tool_core::__private`), so an
+/// alias, a renamed import or the user's own extractor is recognised for what it is.
+pub struct Param {
+    /// The binding's name; `None` for a pattern (`State(db): State<Db>`).
+    pub ident: Option<Ident>,
+    pub ty: Box<Type>,
+    /// `#[arg]` was written: the parameter is a named argument, whatever its type implements.
+    pub explicit: bool,
     pub description: Option<String>,
-}
-
-/// One parameter in call order.
-pub enum Param {
-    /// The whole args struct.
-    ArgsStruct,
-    /// A field of the generated args struct.
-    Field(Ident),
-    /// A `CallContext` / `State<T>` filled from the call.
-    Injected(Box<Type>),
+    pub span: Span,
 }
 
 pub enum Output {
@@ -54,49 +41,9 @@ pub struct Tool {
     pub tags: Vec<String>,
     pub is_async: bool,
     pub blocking: bool,
-    pub args: Args,
     pub params: Vec<Param>,
     pub output: Output,
 }
-
-const PLAIN_TYPES: &[&str] = &[
-    "bool",
-    "char",
-    "str",
-    "String",
-    "u8",
-    "u16",
-    "u32",
-    "u64",
-    "u128",
-    "usize",
-    "i8",
-    "i16",
-    "i32",
-    "i64",
-    "i128",
-    "isize",
-    "f32",
-    "f64",
-    "Option",
-    "Vec",
-    "VecDeque",
-    "HashMap",
-    "BTreeMap",
-    "HashSet",
-    "BTreeSet",
-    "Value",
-    "Box",
-    "Cow",
-    "Arc",
-    "Rc",
-    "PathBuf",
-    "NonZeroU32",
-    "NonZeroU64",
-    "Uuid",
-    "DateTime",
-    "NaiveDate",
-];
 
 fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
     match ty {
@@ -107,18 +54,15 @@ fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
     }
 }
 
-fn is_injected(ty: &Type) -> bool {
-    match last_segment(ty) {
-        Some(seg) if seg.ident == "CallContext" => matches!(seg.arguments, PathArguments::None),
-        Some(seg) if seg.ident == "State" => matches!(seg.arguments, PathArguments::AngleBracketed(_)),
-        _ => false,
-    }
-}
-
-fn is_plain(ty: &Type) -> bool {
-    match last_segment(ty) {
-        Some(seg) => PLAIN_TYPES.iter().any(|p| seg.ident == p),
-        None => true, // tuples, arrays, slices: values, not an args struct
+/// The owned type to suggest for a reference parameter: `String` for `&str`, `Vec<T>` for `&[T]`, `T` for `&T`.
+fn owned_suggestion(elem: &Type) -> String {
+    match elem {
+        Type::Path(p) if p.path.is_ident("str") => "String".to_owned(),
+        Type::Slice(s) => {
+            let inner = &s.elem;
+            format!("Vec<{}>", quote::quote!(#inner)).replace(' ', "")
+        }
+        other => quote::quote!(#other).to_string().replace(" < ", "<").replace(" >", ">").replace(" :: ", "::"),
     }
 }
 
@@ -257,75 +201,34 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
     }
 
     // Parameters.
-    let mut args_params: Vec<(usize, Ident, Type, bool, Option<String>, Span)> = Vec::new();
     let mut params: Vec<Param> = Vec::new();
-    let mut struct_candidate: Option<(usize, Type)> = None;
-    for (i, input) in sig.inputs.iter_mut().enumerate() {
+    for input in sig.inputs.iter_mut() {
         let FnArg::Typed(pt) = input else { continue };
-        let (has_arg_attr, description) = take_arg_attr(cx, &mut pt.attrs);
-        let ty = (*pt.ty).clone();
-        if let Type::Reference(_) = ty {
+        let (explicit, description) = take_arg_attr(cx, &mut pt.attrs);
+        if let Type::Reference(r) = &*pt.ty {
             cx.error_spanned_by(
                 &pt.ty,
-                "#[tool] parameters must be owned: arguments are deserialized per call; take e.g. `String` instead of `&str`",
+                format_args!(
+                    "#[tool] parameters are taken by value: each call builds them anew, from the model's arguments \
+                     or from the call; write `{}` instead",
+                    owned_suggestion(&r.elem)
+                ),
             );
-            params.push(Param::Injected(Box::new(ty)));
-            continue;
-        }
-        if is_injected(&ty) {
-            if has_arg_attr {
-                cx.error_spanned_by(&pt.ty, "#[arg] does not apply to injected parameters (`CallContext`, `State<T>`)");
-            }
-            params.push(Param::Injected(Box::new(ty)));
             continue;
         }
         let ident = match &*pt.pat {
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => Some(pi.ident.clone()),
             _ => None,
         };
-        if struct_candidate.is_none() && args_params.is_empty() && !has_arg_attr && !is_plain(&ty) {
-            struct_candidate = Some((i, ty.clone()));
+        if ident.is_none() && explicit {
+            cx.error_spanned_by(
+                &pt.pat,
+                "an #[arg] parameter needs a plain name (e.g. `incident_id: String`): the name is the argument's \
+                 name in the schema",
+            );
         }
-        let span = pt.pat.span();
-        match ident {
-            Some(ident) => args_params.push((i, ident, ty, has_arg_attr, description, span)),
-            None => args_params.push((i, Ident::new("__keel_unnamed", span), ty, has_arg_attr, description, span)),
-        }
-        params.push(Param::Field(args_params.last().map(|p| p.1.clone()).unwrap_or_else(|| Ident::new("_", span))));
+        params.push(Param { ident, ty: pt.ty.clone(), explicit, description, span: pt.pat.span() });
     }
-
-    let args = if args_params.is_empty() {
-        Args::None
-    } else if args_params.len() == 1 && struct_candidate.is_some() {
-        let (idx, ty) = struct_candidate.unwrap_or_else(|| unreachable!());
-        for p in params.iter_mut() {
-            if matches!(p, Param::Field(_)) {
-                *p = Param::ArgsStruct;
-            }
-        }
-        let _ = idx;
-        Args::Struct { ty: Box::new(ty) }
-    } else {
-        let mut fields = Vec::new();
-        for (_, ident, ty, _, description, span) in args_params {
-            if ident == "__keel_unnamed" {
-                cx.error_at(
-                    span,
-                    "tool parameters need a plain name (e.g. `incident_id: String`), because the name is the \
-                     argument's name in the schema; patterns are only allowed on a single args-struct parameter",
-                );
-                continue;
-            }
-            if ident.to_string().starts_with('_') {
-                cx.error_spanned_by(
-                    &ident,
-                    "the parameter name is the argument's name the model sees; rename it without the leading `_`",
-                );
-            }
-            fields.push(GatheredParam { ident, ty, description });
-        }
-        Args::Gathered(fields)
-    };
 
     // Name, description and flags.
     let (name, name_span) = match &attr.name {
@@ -397,7 +300,6 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
         tags: attr.tags.as_ref().map(|t| t.value.clone()).unwrap_or_default(),
         is_async: sig.asyncness.is_some(),
         blocking: attr.blocking.as_ref().map(|b| b.value).unwrap_or(true),
-        args,
         params,
         output,
     })

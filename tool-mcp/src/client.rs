@@ -524,9 +524,11 @@ impl ForwarderInner {
         };
         let result = match outcome {
             Ok(r) => render::remote_outcome(r, self.structured),
-            Err(ServiceError::McpError(e)) => Err(ToolError::new(
+            Err(ServiceError::McpError(e)) => Err(tool_core::tool_error!(
                 "remote_rejected",
-                format!("the MCP server rejected the call to {:?} (JSON-RPC error {})", self.origin, e.code.0),
+                "the MCP server rejected the call to {:?} (JSON-RPC error {})",
+                self.origin,
+                e.code.0
             )
             .with_details(render::rpc_error_details(e.code.0, &e.message))),
             Err(e) => {

@@ -14,8 +14,8 @@
 
 use rmcp::model::{CallToolResult, ContentBlock, ResultType};
 use serde_json::{Map, Value, json};
-use tool_core::error::is_valid_tool_code;
 use tool_core::{ErrorBody, ToolError, ToolResult};
+use tool_core::{ErrorCode, ToolCode};
 
 /// Longest remote text carried into an error message, in characters.
 const MAX_REMOTE_TEXT: usize = 2000;
@@ -43,7 +43,7 @@ pub fn call_tool_result(result: &ToolResult, content_tool: bool, has_output_sche
                     result.tool_version.clone(),
                     true,
                     ErrorBody::new(
-                        "tool_internal_error",
+                        ErrorCode::ToolInternalError,
                         format!(
                             "the tool failed with an internal error; it was logged under call id {:?}",
                             result.call_id
@@ -122,12 +122,10 @@ fn remote_error(r: &CallToolResult) -> ToolError {
     {
         let message = truncate(e.get("message").and_then(Value::as_str).unwrap_or_default(), MAX_REMOTE_TEXT);
         let details = e.get("details").cloned().unwrap_or(Value::Null);
-        let local_code = if is_valid_tool_code(code) {
-            code.to_owned()
-        } else {
-            let prefixed = format!("remote_{code}");
-            if is_valid_tool_code(&prefixed) { prefixed } else { "remote_error".to_owned() }
-        };
+        // A remote code that is reserved here (or malformed) is prefixed, never passed through.
+        let local_code = ToolCode::parse(code.to_owned())
+            .or_else(|_| ToolCode::parse(format!("remote_{code}")))
+            .unwrap_or(ToolCode::from_static("remote_error"));
         let err = ToolError::new(local_code, message);
         return if details.is_null() { err } else { err.with_details(details) };
     }
@@ -137,7 +135,7 @@ fn remote_error(r: &CallToolResult) -> ToolError {
     } else {
         truncate(&text, MAX_REMOTE_TEXT)
     };
-    ToolError::new("remote_error", message)
+    tool_core::tool_error!("remote_error", "{message}")
 }
 
 /// `{"code": ..., "message": ...}` of a remote JSON-RPC error, for a business error's details.
@@ -154,7 +152,13 @@ mod tests {
     }
 
     fn failed() -> ToolResult {
-        ToolResult::failure("2", "t", Some("1.0".into()), true, ErrorBody::new("not_found", "no such thing"))
+        ToolResult::failure(
+            "2",
+            "t",
+            Some("1.0".into()),
+            true,
+            ErrorBody::new(ErrorCode::parse("not_found").unwrap(), "no such thing"),
+        )
     }
 
     #[test]
@@ -189,7 +193,13 @@ mod tests {
     fn remote_errors_map_to_business_codes() {
         let keel = |code: &str| {
             let r = call_tool_result(
-                &ToolResult::failure("1", "t", None, false, ErrorBody::new(code, "m").with_details(json!({"x": 1}))),
+                &ToolResult::failure(
+                    "1",
+                    "t",
+                    None,
+                    false,
+                    ErrorBody::new(ErrorCode::parse(code).unwrap(), "m").with_details(json!({"x": 1})),
+                ),
                 false,
                 true,
             );

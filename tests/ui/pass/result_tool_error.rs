@@ -3,7 +3,7 @@ use tool_core::{Registry, ToolError, tool};
 /// Closes an incident.
 #[tool(effect = "destructive", version = "3.0")]
 fn close_incident(id: String) -> Result<(), ToolError> {
-    if id.is_empty() { Err(ToolError::new("not_found", "no such incident")) } else { Ok(()) }
+    if id.is_empty() { Err(tool_core::tool_error!("not_found", "no such incident")) } else { Ok(()) }
 }
 
 fn main() {

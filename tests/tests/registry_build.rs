@@ -1,0 +1,57 @@
+//! A registry's build checks every tool's parameters and schemas and reports every problem, each with the tool
+//! and where it is defined, so that a broken tool never reaches its first call. (Its own test binary: these tools
+//! make every registry built from this binary's inventory fail.)
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tool_core::registry::Problem;
+use tool_core::{Args, Registry, tool};
+
+/// What to search for.
+#[derive(Deserialize, JsonSchema)]
+struct Query {
+    /// Words.
+    text: String,
+}
+
+/// Takes the whole arguments and a named one besides.
+#[tool(effect = "read", version = "1.0")]
+fn whole_and_named(Args(query): Args<Query>, limit: u32) -> String {
+    format!("{} {limit}", query.text)
+}
+
+/// Takes a list as the whole of its arguments, which are always an object.
+#[tool(effect = "read", version = "1.0")]
+fn whole_list(Args(items): Args<Vec<String>>) -> usize {
+    items.len()
+}
+
+/// Fine.
+#[tool(effect = "read", version = "1.0")]
+fn fine(text: String) -> String {
+    text
+}
+
+#[test]
+fn every_broken_tool_is_named_when_the_registry_is_built() {
+    let err = Registry::from_inventory().unwrap_err();
+    let problems = err.problems();
+    assert_eq!(problems.len(), 2, "{err}");
+    match &problems[0] {
+        Problem::Parameters { name, site, problem } => {
+            assert_eq!(name, "whole_and_named");
+            assert!(site.contains("registry_build.rs"), "{site}");
+            assert!(problem.contains("parameter 1 takes the whole") && problem.contains("`limit`"), "{problem}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match &problems[1] {
+        Problem::Schema { name, problem, .. } => {
+            assert_eq!(name, "whole_list");
+            assert!(problem.contains("object"), "{problem}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains("whole_and_named") && text.contains("whole_list") && !text.contains("`fine`"), "{text}");
+}
