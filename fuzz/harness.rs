@@ -1693,8 +1693,8 @@ impl Harness {
 
         // 1. The result answers this call.
         assert_eq!(result.call_id, call.id(), "the result lost its call id; {}", ctx());
-        assert_eq!(result.ok, result.error.is_none(), "{}", ctx());
-        assert_eq!(result.ok, result.data.is_some(), "{}", ctx());
+        assert_eq!(result.is_ok(), result.error().is_none(), "{}", ctx());
+        assert_eq!(result.is_ok(), result.data().is_some(), "{}", ctx());
 
         // 2. Handlers ran only as allowed.
         assert!(!record.untracked, "a handler ran without a tenant; {}", ctx());
@@ -1720,7 +1720,7 @@ impl Harness {
         match &expect {
             Expect::Run => {
                 assert!(result.executed, "a valid, allowed call did not run; {}", ctx());
-                if let Some(e) = &result.error {
+                if let Some(e) = &result.error() {
                     assert!(TOOL_CODES.contains(&e.code.as_str()), "a valid call failed; {}", ctx());
                 }
             }
@@ -1840,8 +1840,8 @@ fn strings(v: &Value, out: &mut Vec<String>) {
 /// Rust path). The input counts in every form the result may echo it in: as sent, as JSON, escaped as Rust's
 /// `Debug` writes it (`\n`, `\u{3}`), and as a JSON pointer segment (`~0`, `~1`).
 pub fn assert_clean(result: &ToolResult, call: &ToolCall, input: &Input) {
-    if !result.ok && result.code() != Some("approval_required") {
-        let error = serde_json::to_string(&result.error).unwrap_or_default();
+    if !result.is_ok() && result.code() != Some("approval_required") {
+        let error = serde_json::to_string(&result.error()).unwrap_or_default();
         assert!(error.len() <= MAX_ERROR_BYTES, "an error of {} bytes; input: {input:?}", error.len());
     }
     let mut texts = Vec::new();

@@ -63,8 +63,8 @@ fn valid_call(c: &mut Criterion) {
         let floor = floor::dispatch("search_incidents", args.clone()).await.expect("floor answers");
         for name in ["search_incidents", "search_incidents_async", "search_incidents_blocking"] {
             let r = executor.call(ToolCall::new("call-1", name, args.clone())).await;
-            assert!(r.ok, "{name}: {r:?}");
-            assert_eq!(r.data.as_ref(), Some(&floor));
+            assert!(r.is_ok(), "{name}: {r:?}");
+            assert_eq!(r.data(), Some(&floor));
         }
         let r = rmcp.call(RmcpHarness::params("search_incidents", args_obj.clone())).await.expect("rmcp answers");
         match r {

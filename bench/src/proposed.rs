@@ -278,10 +278,14 @@ mod tests {
             ] {
                 let a = executor.call(ToolCall::new("c", name, args.clone())).await;
                 let b = proposed.call(ToolCall::new("c", name, args)).await;
-                assert_eq!((a.ok, a.executed, a.code(), &a.data), (b.ok, b.executed, b.code(), &b.data), "{name}");
+                assert_eq!(
+                    (a.is_ok(), a.executed, a.code(), &a.data()),
+                    (b.is_ok(), b.executed, b.code(), &b.data()),
+                    "{name}"
+                );
                 if a.code() == Some("invalid_arguments") {
                     // Folding the documented enum into `enum` keeps the model-facing explanation.
-                    assert_eq!(a.error, b.error);
+                    assert_eq!(a.error(), b.error());
                 }
                 assert_eq!((&a.call_id, &a.tool_name, &a.tool_version), (&b.call_id, &b.tool_name, &b.tool_version));
             }

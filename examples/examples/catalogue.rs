@@ -120,7 +120,7 @@ async fn demo(registry: &Registry, db: &std::path::Path, endpoint: &str, addr: &
     let view = catalog.shared_view().await?;
     let executor = view.executor()?;
     let r = executor.call(ToolCall::new("c1", "get_service_status", json!({"service_name": "auth-api"}))).await;
-    println!("  call result:\n    {}", serde_json::to_string(&r.data)?);
+    println!("  call result:\n    {}", serde_json::to_string(&r.data())?);
 
     println!("\n== 3. The remote row\n");
     let Resolved::Remote { forwarder, definition } = catalog.resolve(&remote).await? else {
@@ -135,7 +135,7 @@ async fn demo(registry: &Registry, db: &std::path::Path, endpoint: &str, addr: &
         serde_json::to_string(&definition.render(tool_core::Provider::Ollama)["function"]["parameters"])?
     );
     let r = executor.call(ToolCall::new("c2", "incident.search", json!({"service": "payments", "limit": 1}))).await;
-    println!("  call over the MCP connection:\n    {}", serde_json::to_string(&r.data)?);
+    println!("  call over the MCP connection:\n    {}", serde_json::to_string(&r.data())?);
     println!("  calls sent by this forwarder: {}", forwarder.calls());
     let r = executor.call(ToolCall::new("c3", "incident.search", json!({"service": "payments", "limit": 99}))).await;
     println!(

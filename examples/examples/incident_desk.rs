@@ -31,14 +31,14 @@ async fn main() {
                 r.call_id.clone(),
                 r.tool_name.clone(),
                 r.tool_version.clone().unwrap_or_else(|| "null".into()),
-                r.ok.to_string(),
-                r.error.as_ref().map_or_else(|| "—".to_owned(), |e| e.code.to_string()),
+                r.is_ok().to_string(),
+                r.error().map_or_else(|| "—".to_owned(), |e| e.code.to_string()),
             ]
         })
         .collect();
     print_table(["call_id", "name", "version", "ok", "code"], &rows);
     println!("\nThe valid call's result:\n{}", serde_json::to_string_pretty(&results[0]).expect("serializes"));
-    if let Some(e) = &results[2].error {
+    if let Some(e) = &results[2].error() {
         println!("\nThe invalid call's error (what the model reads to repair its call):\n  {}", e.message);
     }
 

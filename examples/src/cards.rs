@@ -92,7 +92,7 @@ pub fn propose_status_update(task_id: String, status: String) -> String {
 
 /// The bureau's decider: a card that does not exist needs a human; everything else follows the default rules.
 pub fn bureau_decider(observation: &ToolResult, state: &RunState, stop: &StopPolicy) -> Decision {
-    if observation.error.as_ref().is_some_and(|e| e.code == "card_not_found") {
+    if observation.error().is_some_and(|e| e.code == "card_not_found") {
         return Decision::NeedsInput;
     }
     DefaultDecider.decide(observation, state, stop)

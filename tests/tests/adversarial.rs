@@ -216,7 +216,7 @@ async fn every_catalogue_case_ends_in_its_code_and_runs_nothing() {
     let before = RUNS.load(Ordering::SeqCst);
     for (i, case) in cases.iter().enumerate() {
         let r = ex.call(call_of(i, case)).await;
-        assert_eq!(r.error.as_ref().map(|e| e.code.as_str()), Some(case.code), "{}: {r:?}", case.what);
+        assert_eq!(r.error().map(|e| e.code.as_str()), Some(case.code), "{}: {r:?}", case.what);
         assert!(!r.executed, "{} executed", case.what);
         assert_eq!(r.call_id, format!("case-{i}"));
         assert_clean(&r, &case.name);
@@ -225,7 +225,7 @@ async fn every_catalogue_case_ends_in_its_code_and_runs_nothing() {
 
     // The same executor still serves a valid call.
     let ok = ex.call(ToolCall::new("ok", "lookup_incident", json!({"incident_id": "INC-1", "limit": 3}))).await;
-    assert!(ok.ok, "{ok:?}");
+    assert!(ok.is_ok(), "{ok:?}");
 }
 
 #[tokio::test]
@@ -234,11 +234,11 @@ async fn limits_are_configurable_and_name_themselves() {
     let view = registry.view().names(["lookup_incident"]).build().unwrap();
     let ex = Executor::builder(view).limits(Limits { max_depth: 2, max_bytes: 64 }).build().unwrap();
     let deep = ex.call(ToolCall::new("d", "lookup_incident", json!({"incident_id": [[1]]}))).await;
-    let e = deep.error.unwrap();
+    let e = deep.error().unwrap();
     assert_eq!(e.code, "invalid_arguments");
     assert!(e.message.contains("deep") || e.message.contains("depth") || e.message.contains("nest"), "{}", e.message);
     let big = ex.call(ToolCall::new("b", "lookup_incident", json!({"incident_id": "x".repeat(100)}))).await;
-    let e = big.error.unwrap();
+    let e = big.error().unwrap();
     assert_eq!(e.code, "invalid_arguments");
     assert!(e.message.contains("64") || e.message.contains("bytes"), "{}", e.message);
 }
@@ -263,13 +263,13 @@ async fn the_depth_limit_refuses_what_the_schema_accepts() {
 
     // Just under the limit (the argument object is one level, the arrays the rest): accepted and run.
     let under = ex.call(ToolCall::new("under", "store_blob", deep_blob(limit - 1))).await;
-    assert!(under.ok, "{under:?}");
-    assert_eq!(under.data, Some(json!(limit - 1)));
+    assert!(under.is_ok(), "{under:?}");
+    assert_eq!(under.data(), Some(&json!(limit - 1)));
 
     // Deeper: refused before the handler, by the limit, which the message names.
     for depth in [limit + 1, 200, 1_000] {
         let r = ex.call(ToolCall::new(format!("deep-{depth}"), "store_blob", deep_blob(depth))).await;
-        let e = r.error.as_ref().expect("refused");
+        let e = r.error().expect("refused");
         assert_eq!((e.code.as_str(), r.executed), ("invalid_arguments", false), "depth {depth}: {r:?}");
         assert!(
             e.message.contains("deep") || e.message.contains("depth") || e.message.contains("nest"),
@@ -282,7 +282,7 @@ async fn the_depth_limit_refuses_what_the_schema_accepts() {
     let lenient = Executor::builder(view()).limits(Limits { max_depth: 10_000, ..Limits::default() }).build().unwrap();
     for depth in [limit + 1, 200] {
         let r = lenient.call(ToolCall::new(format!("lenient-{depth}"), "store_blob", deep_blob(depth))).await;
-        assert!(r.ok, "depth {depth} with a raised limit: {r:?}");
-        assert_eq!(r.data, Some(json!(depth)));
+        assert!(r.is_ok(), "depth {depth} with a raised limit: {r:?}");
+        assert_eq!(r.data(), Some(&json!(depth)));
     }
 }

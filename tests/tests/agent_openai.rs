@@ -61,7 +61,7 @@ async fn wire_names_text_arguments_and_tool_call_ids() {
     // Inside keel the call ran under its registered name.
     let Message::Tool(counted) = &messages[2] else { panic!("{:?}", messages[2]) };
     assert_eq!((counted.tool_name.as_str(), counted.call_id.as_str()), ("cards.count", "call_x1f3k9qa"));
-    assert_eq!(counted.data, Some(json!(1)));
+    assert_eq!(counted.data(), Some(&json!(1)));
     let Message::Assistant(first) = &messages[1] else { panic!() };
     assert_eq!(first.calls[0].name(), "cards.count");
 }

@@ -90,7 +90,7 @@ async fn desk_write_needs_approval_then_runs_when_approved() {
     let outcome = Agent::new(&replay).run(&mut run, &mut messages).await.unwrap();
     assert_eq!((outcome.terminal, outcome.turns, outcome.steps), (Decision::Done, 2, 2));
     let Message::Tool(ticket) = &messages[3] else { panic!() };
-    assert_eq!(ticket.data, Some(json!({"ticket_id": "TCK-001", "incident_id": "INC-001"})));
+    assert_eq!(ticket.data(), Some(&json!({"ticket_id": "TCK-001", "incident_id": "INC-001"})));
     let lines = transcript(&replay, &messages);
     assert_eq!(lines[0], "mode: replay");
     assert!(lines.last().unwrap().starts_with("assistant (replay): INC-001 is a high-severity"), "{lines:#?}");

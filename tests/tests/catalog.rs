@@ -341,7 +341,7 @@ async fn schema_widens_is_refused_and_narrowing_applies() {
     assert_eq!(definition.description(), "Status of auth-api or payments.");
     let ex = view.executor().unwrap();
     let ok = ex.call(ToolCall::new("c1", "service.status", json!({"service_name": "payments"}))).await;
-    assert_eq!(ok.data.as_ref().unwrap()["owner"], "payments-team", "{ok:?}");
+    assert_eq!(ok.data().unwrap()["owner"], "payments-team", "{ok:?}");
     let refused = ex.call(ToolCall::new("c2", "service.status", json!({"service_name": "billing"}))).await;
     assert_eq!((refused.code(), refused.executed), (Some("invalid_arguments"), false));
 }
@@ -511,7 +511,7 @@ async fn editing_the_file_changes_the_next_view() {
     let added = c.shared_view().await.unwrap();
     assert_eq!(added.view().names().collect::<Vec<_>>(), ["get_service_status", "incidents"]);
     let r = added.executor().unwrap().call(ToolCall::new("c1", "incidents", json!({"service": "auth-api"}))).await;
-    assert_eq!(r.data.unwrap()["incidents"][0]["incident_id"], "INC-001");
+    assert_eq!(r.data().unwrap()["incidents"][0]["incident_id"], "INC-001");
 }
 
 #[tokio::test]
@@ -521,7 +521,7 @@ async fn a_disabled_row_is_neither_listed_nor_callable() {
     c.put(&status_row()).unwrap();
     let call = || ToolCall::new("c1", "get_service_status", json!({"service_name": "auth-api"}));
     let ex = c.shared_view().await.unwrap().executor().unwrap();
-    assert!(ex.call(call()).await.ok);
+    assert!(ex.call(call()).await.is_ok());
 
     let other = rusqlite::Connection::open(dir.db()).unwrap();
     other.execute("UPDATE tools SET enabled = 0 WHERE name = 'get_service_status'", []).unwrap();
@@ -532,7 +532,7 @@ async fn a_disabled_row_is_neither_listed_nor_callable() {
     assert_eq!((r.code(), r.executed), (Some("unknown_tool"), false));
 
     assert!(c.set_enabled("get_service_status", None, true).unwrap());
-    assert!(c.shared_view().await.unwrap().executor().unwrap().call(call()).await.ok);
+    assert!(c.shared_view().await.unwrap().executor().unwrap().call(call()).await.is_ok());
     assert!(c.set_enabled("get_service_status", None, false).unwrap());
     let r = c.shared_view().await.unwrap().executor().unwrap().call(call()).await;
     assert_eq!(r.code(), Some("unknown_tool"));
@@ -636,8 +636,8 @@ async fn a_remote_row_forwards_over_mcp_with_one_forwarder_instance() {
         assert_eq!(d1.input_schema()["properties"]["limit"]["maximum"], 5);
         let ex = second.executor().unwrap();
         let r = ex.call(ToolCall::new("c1", "incident.search", json!({"service": "payments", "limit": 1}))).await;
-        assert!(r.ok, "{r:?}");
-        assert_eq!(r.data.unwrap()["incidents"], json!([{"incident_id": "INC-104", "service": "payments", "title": "card authorisations time out"}]));
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(r.data().unwrap()["incidents"], json!([{"incident_id": "INC-104", "service": "payments", "title": "card authorisations time out"}]));
         assert_eq!(f1.calls(), 1);
         let r = ex.call(ToolCall::new("c2", "incident.search", json!({"service": "payments", "limit": 50}))).await;
         assert_eq!(r.code(), Some("invalid_arguments"));
@@ -656,9 +656,9 @@ async fn a_remote_row_forwards_over_mcp_with_one_forwarder_instance() {
         assert!(!Arc::ptr_eq(f1, f5), "a new origin name is a new forwarder");
         assert_eq!(f5.origin(), "get_service_status");
         let r = rerouted.executor().unwrap().call(ToolCall::new("c3", "incident.search", json!({"service_name": "auth-api"}))).await;
-        assert!(r.ok, "{r:?}");
+        assert!(r.is_ok(), "{r:?}");
         // Without an output schema the result is the remote's content blocks.
-        let data = r.data.unwrap();
+        let data = r.data().unwrap();
         let text = data[0]["text"].as_str().unwrap_or_else(|| panic!("{data}")).to_owned();
         assert!(text.contains("identity-team"), "{text}");
         shutdown.cancel();
@@ -854,7 +854,7 @@ async fn a_stdio_row_starts_only_the_allowed_command() {
         let view = c.shared_view().await.unwrap();
         assert_eq!(view.problems().iter().map(RowError::code).collect::<Vec<_>>(), ["endpoint_not_allowed"]);
         let r = view.executor().unwrap().call(ToolCall::new("c1", "math.add", json!({"a": 2, "b": 3}))).await;
-        assert_eq!(r.data, Some(json!({"sum": 5})), "{r:?}");
+        assert_eq!(r.data(), Some(&json!({"sum": 5})), "{r:?}");
         let again = c.shared_view().await.unwrap();
         let (Some(Resolved::Remote { forwarder: f1, .. }), Some(Resolved::Remote { forwarder: f2, .. })) =
             (view.resolution("math.add"), again.resolution("math.add"))

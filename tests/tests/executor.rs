@@ -151,7 +151,7 @@ fn executor(names: &[&str]) -> Executor {
 }
 
 fn code(r: &ToolResult) -> Option<&str> {
-    r.error.as_ref().map(|e| e.code.as_str())
+    r.error().map(|e| e.code.as_str())
 }
 
 fn assert_no_internals(r: &ToolResult) {
@@ -174,7 +174,13 @@ async fn seed_000_table() {
     let mut rows = Vec::new();
     for c in calls {
         let r = ex.call(c).await;
-        rows.push((r.call_id.clone(), r.tool_name.clone(), r.tool_version.clone(), r.ok, code(&r).map(str::to_owned)));
+        rows.push((
+            r.call_id.clone(),
+            r.tool_name.clone(),
+            r.tool_version.clone(),
+            r.is_ok(),
+            code(&r).map(str::to_owned),
+        ));
     }
     let v = |s: &str| Some(s.to_owned());
     assert_eq!(
@@ -236,13 +242,13 @@ async fn rejected_calls_never_run_the_handler() {
     for c in rejected {
         let id = c.id().to_owned();
         let r = ex.call(c).await;
-        assert!(!r.ok && !r.executed, "{r:?}");
+        assert!(!r.is_ok() && !r.executed, "{r:?}");
         assert_no_internals(&r);
         assert_eq!(runs(&id), 0, "a handler ran for the rejected call {id}");
     }
     // The recording works: an accepted call of each tool is recorded once, under its own id.
     let ok = ex.call(ToolCall::new("rejected-control", "lookup_incident", json!({"incident_id": "INC-001"}))).await;
-    assert!(ok.ok, "{ok:?}");
+    assert!(ok.is_ok(), "{ok:?}");
     assert_eq!(runs("rejected-control"), 1);
 }
 
@@ -251,11 +257,11 @@ async fn invalid_arguments_name_every_violation_by_pointer() {
     let ex = executor(&["create_ticket"]);
     let r = ex.call(ToolCall::new("c", "create_ticket", json!({"title": 7, "severity": "urgent", "extra": 1}))).await;
     assert_eq!(code(&r), Some("invalid_arguments"));
-    let details = &r.error.as_ref().unwrap().details.as_ref().unwrap()["violations"];
+    let details = &r.error().unwrap().details.as_ref().unwrap()["violations"];
     let pointers: Vec<&str> = details.as_array().unwrap().iter().map(|v| v["pointer"].as_str().unwrap()).collect();
     assert!(pointers.contains(&"/title"), "{pointers:?}");
     assert!(pointers.contains(&"/severity"), "{pointers:?}");
-    let message = &r.error.as_ref().unwrap().message;
+    let message = &r.error().unwrap().message;
     assert!(message.contains("/title") && message.contains("/severity"), "{message}");
     assert_no_internals(&r);
 
@@ -278,7 +284,7 @@ async fn an_approval_is_bound_to_the_exact_arguments() {
     // Same arguments, other key order: still approved (canonical form).
     let a_reordered: Value = serde_json::from_str(r#"{"severity": "high", "title": "db pool"}"#).unwrap();
     let r = ex.call_with(ToolCall::new("approval-a", "create_ticket", a_reordered), &opts).await;
-    assert!(r.ok, "{r:?}");
+    assert!(r.is_ok(), "{r:?}");
     assert_eq!(runs("approval-a"), 1);
 
     // An approval for another tool does not count.
@@ -286,7 +292,7 @@ async fn an_approval_is_bound_to_the_exact_arguments() {
     let r = ex.call_with(ToolCall::new("approval-a2", "create_ticket", a.clone()), &other).await;
     assert_eq!(code(&r), Some("approval_required"));
     assert_eq!(runs("approval-a2"), 0);
-    let details = r.error.unwrap().details.unwrap();
+    let details = r.error().unwrap().details.clone().unwrap();
     assert_eq!(details["approve"]["arguments"], a, "the result says what to approve");
 }
 
@@ -294,9 +300,9 @@ async fn an_approval_is_bound_to_the_exact_arguments() {
 async fn business_errors_keep_the_tools_code() {
     let ex = executor(&["lookup_incident"]);
     let r = ex.call(ToolCall::new("c", "lookup_incident", json!({"incident_id": "INC-404"}))).await;
-    assert!(r.executed && !r.ok);
+    assert!(r.executed && !r.is_ok());
     assert_eq!(code(&r), Some("not_found"));
-    assert_eq!(r.error.unwrap().message, "no incident INC-404");
+    assert_eq!(r.error().unwrap().message, "no incident INC-404");
 }
 
 #[tokio::test]
@@ -327,7 +333,7 @@ async fn faulty_handlers_get_their_codes_and_later_calls_still_succeed() {
         assert_eq!(r.tool_version.as_deref(), Some("1.0"));
         assert_no_internals(&r);
         let ok = ex.call(ToolCall::new("after", "lookup_incident", json!({"incident_id": "INC-001"}))).await;
-        assert!(ok.ok, "a call after {name} failed: {ok:?}");
+        assert!(ok.is_ok(), "a call after {name} failed: {ok:?}");
     }
     assert_eq!(runs("call-explode"), 1, "the panicking handler ran once for its call");
 }
@@ -346,14 +352,14 @@ async fn output_is_validated_against_the_result_schema() {
     let r = ex.call(ToolCall::new("c", "liar", json!({}))).await;
     assert_eq!(code(&r), Some("invalid_tool_output"));
     assert!(r.executed);
-    assert_eq!(r.data, None, "the invalid result is withheld");
+    assert_eq!(r.data(), None, "the invalid result is withheld");
 }
 
 #[tokio::test]
 async fn shared_state_and_context_are_injected() {
     let ex = executor(&["greet"]);
     let r = ex.call(ToolCall::new("call-7", "greet", json!({"name": "ada"}))).await;
-    assert_eq!(r.data, Some(json!("hello ada (call-7)")));
+    assert_eq!(r.data(), Some(&json!("hello ada (call-7)")));
     // Injected parameters are not part of the schema.
     let schema = ex.view().get("greet").unwrap().input_schema().clone();
     assert_eq!(schema["properties"].as_object().unwrap().keys().collect::<Vec<_>>(), ["name"]);
@@ -372,7 +378,7 @@ async fn a_custom_policy_sees_tenant_and_can_deny() {
     let denied = ex.call_with(call(), &CallOptions::new().tenant("blocked")).await;
     assert_eq!(code(&denied), Some("policy_denied"));
     assert!(!denied.executed);
-    assert!(ex.call_with(call(), &CallOptions::new().tenant("acme")).await.ok);
+    assert!(ex.call_with(call(), &CallOptions::new().tenant("acme")).await.is_ok());
 }
 
 #[test]
@@ -395,7 +401,7 @@ fn ten_thousand_concurrent_calls_each_get_exactly_one_result() {
         let mut seen = std::collections::HashSet::new();
         while let Some(r) = set.join_next().await {
             let r = r.unwrap();
-            assert!(r.ok, "{r:?}");
+            assert!(r.is_ok(), "{r:?}");
             assert!(seen.insert(r.call_id.clone()), "duplicate result for {}", r.call_id);
         }
         assert_eq!(seen.len(), 10_000);
@@ -436,7 +442,7 @@ async fn the_callers_cancellation_ends_a_call_with_or_without_a_context() {
             // Nothing reads the token: the executor stops waiting.
             "waits_without_context" => assert_eq!(r.code(), Some("cancelled"), "{r:?}"),
             // The handler sees the token through its context and returns first (the handler is polled first).
-            _ => assert_eq!(r.data, Some(json!("c-waits_for_cancellation saw cancellation")), "{r:?}"),
+            _ => assert_eq!(r.data(), Some(&json!("c-waits_for_cancellation saw cancellation")), "{r:?}"),
         }
         assert!(r.executed);
     }
@@ -455,7 +461,7 @@ async fn a_panic_text_reaches_the_failure_hook_and_never_the_result() {
         .unwrap();
     for name in ["explode_async", "fails_internally", "wrong_shape"] {
         let r = ex.call(ToolCall::new(format!("hook-{name}"), name, json!({}))).await;
-        assert!(!r.ok && r.executed, "{r:?}");
+        assert!(!r.is_ok() && r.executed, "{r:?}");
         assert_no_internals(&r);
     }
     let seen = seen.lock().unwrap();
@@ -478,7 +484,7 @@ async fn an_executor_without_a_tools_state_does_not_build() {
     // With the state it builds, and the handler runs.
     let ex = Executor::builder(view(&["needs_missing_state"])).state(7u128).build().unwrap();
     let r = ex.call(ToolCall::new("c1", "needs_missing_state", json!({}))).await;
-    assert_eq!(r.data, Some(json!("unreachable")), "{r:?}");
+    assert_eq!(r.data(), Some(&json!("unreachable")), "{r:?}");
 }
 
 #[tokio::test]

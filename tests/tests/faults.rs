@@ -206,7 +206,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn code(r: &ToolResult) -> Option<&str> {
-    r.error.as_ref().map(|e| e.code.as_str())
+    r.error().map(|e| e.code.as_str())
 }
 
 fn assert_no_internals(r: &ToolResult) {
@@ -226,7 +226,7 @@ async fn quick_calls(ex: Executor, stop: std::sync::Arc<std::sync::atomic::Atomi
         let started = Instant::now();
         let r = ex.call(ToolCall::new(format!("quick-{n}"), name, json!({"n": n}))).await;
         slowest = slowest.max(started.elapsed());
-        assert_eq!(r.data, Some(json!(n + 1)), "{r:?}");
+        assert_eq!(r.data(), Some(&json!(n + 1)), "{r:?}");
         n += 1;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -286,7 +286,7 @@ fn every_fault_gets_its_code_and_the_executor_stays_responsive() {
             assert_eq!(code(r), Some(*expected), "{name} in the run: {r:?}");
             assert!(r.executed);
         }
-        assert!(batch.results[FAULTS.len()].ok, "the quick call after the faults");
+        assert!(batch.results[FAULTS.len()].is_ok(), "the quick call after the faults");
         assert_event_log(&run, &batch.results);
         assert_eq!(run.state().steps() as usize, FAULTS.len() + 1, "every call ran its handler");
 
@@ -336,8 +336,8 @@ fn assert_event_log(run: &Run, results: &[ToolResult]) {
         assert_eq!(observations.len(), 1, "tool_observation events of {}: {observations:?}", r.call_id);
         let (executed, ok, code) = &observations[0];
         assert_eq!(*executed, r.executed, "{}", r.call_id);
-        assert_eq!(*ok, r.ok, "{}", r.call_id);
-        assert_eq!(code.as_deref(), r.error.as_ref().map(|e| e.code.as_str()), "{}", r.call_id);
+        assert_eq!(*ok, r.is_ok(), "{}", r.call_id);
+        assert_eq!(code.as_deref(), r.error().map(|e| e.code.as_str()), "{}", r.call_id);
     }
     let observations = events.iter().filter(|e| matches!(e.kind, EventKind::ToolObservation { .. })).count();
     assert_eq!(observations, results.len(), "one observation per call, no more");
@@ -373,7 +373,7 @@ fn stuck_blocking_handlers_do_not_starve_other_blocking_tools() {
         for (i, name) in ["quick_blocking", "quick_async", "quick_blocking", "quick_blocking"].iter().enumerate() {
             let started = Instant::now();
             let r = ex.call(ToolCall::new(format!("q-{i}"), *name, json!({"n": 1}))).await;
-            assert!(r.ok, "{r:?}");
+            assert!(r.is_ok(), "{r:?}");
             assert!(started.elapsed() < RESPONSIVE, "{name} took {:?} beside stuck handlers", started.elapsed());
         }
         eprintln!("blocking pool: 32 stuck handlers timed out in {timed_out_after:?}; other blocking tools unaffected");

@@ -124,7 +124,7 @@ async fn round(ex: &Executor, first: usize, tasks: usize, per_task: usize) -> Ro
                 let r: ToolResult = ex.call_with(call, &options).await;
                 let took = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
                 // A call that runs answers with its own argument: the data is this call's, not another's.
-                let echoed = expected.is_some() || r.data == Some(json!(i as u64));
+                let echoed = expected.is_some() || r.data() == Some(&json!(i as u64));
                 let ok = r.code() == expected && r.executed == expected.is_none() && echoed;
                 seen.push((r.call_id, ok, took));
             }

@@ -202,15 +202,15 @@ async fn own_server_over_http() {
 
         let executor = Executor::new(registry.view().tag("mcp:own").build().unwrap()).unwrap();
         let local = Executor::new(registry.view().names(["fw_echo"]).build().unwrap()).unwrap();
-        assert_eq!(run(&local, "fw_echo", json!({"message": "x"})).await.data, Some(json!("remote: x")));
+        assert_eq!(run(&local, "fw_echo", json!({"message": "x"})).await.data(), Some(&json!("remote: x")));
 
         // ok
         let r = run(&executor, "own.fw_add", json!({"a": 1, "b": 2})).await;
-        assert_eq!(r.data, Some(json!({"sum": 3})), "{r:?}");
+        assert_eq!(r.data(), Some(&json!({"sum": 3})), "{r:?}");
         let add = forwarder(&remote, "own.fw_add");
         assert_eq!((add.calls(), add.failures(), add.origin()), (1, 0, "fw_add"));
         let r = run(&executor, "own.fw_echo", json!({"message": "hi"})).await;
-        assert_eq!(r.data, Some(json!([{"type": "text", "text": "\"remote: hi\""}])), "content, as blocks");
+        assert_eq!(r.data(), Some(&json!([{"type": "text", "text": "\"remote: hi\""}])), "content, as blocks");
 
         // Invalid arguments never leave the process.
         let r = run(&executor, "own.fw_add", json!({"a": "1", "b": 2})).await;
@@ -220,7 +220,7 @@ async fn own_server_over_http() {
 
         // Business error: the remote's code and details.
         let r = run(&executor, "own.fw_lookup", json!({"id": "r7"})).await;
-        let e = r.error.as_ref().unwrap();
+        let e = r.error().unwrap();
         assert_eq!((e.code.as_str(), e.details.clone()), ("not_found", Some(json!({"id": "r7"}))));
         assert_eq!(forwarder(&remote, "own.fw_lookup").failures(), 1);
 
@@ -236,8 +236,8 @@ async fn own_server_over_http() {
 
         // Content passes through.
         let r = run(&executor, "own.fw_image", json!({})).await;
-        assert_eq!(r.data.as_ref().unwrap()[1]["type"], "image");
-        assert_eq!(r.data.as_ref().unwrap()[1]["data"], "/wAA");
+        assert_eq!(r.data().unwrap()[1]["type"], "image");
+        assert_eq!(r.data().unwrap()[1]["data"], "/wAA");
 
         // The remote's internal error stays generic.
         let r = run(&executor, "own.fw_internal", json!({})).await;
@@ -420,10 +420,10 @@ async fn example_server_over_stdio() {
                 .unwrap(),
         )
         .unwrap();
-        assert_eq!(run(&executor, "add_numbers", json!({"a": 5, "b": 3})).await.data, Some(json!(2)));
+        assert_eq!(run(&executor, "add_numbers", json!({"a": 5, "b": 3})).await.data(), Some(&json!(2)));
         assert_eq!(
-            run(&executor, "conformance.add_numbers", json!({"a": 5, "b": 3})).await.data,
-            Some(json!({"sum": 8}))
+            run(&executor, "conformance.add_numbers", json!({"a": 5, "b": 3})).await.data(),
+            Some(&json!({"sum": 8}))
         );
         assert!(same_forwarder(&registry, &remote, "conformance.add_numbers"));
 
@@ -432,7 +432,7 @@ async fn example_server_over_stdio() {
         assert_eq!(forwarder(&remote, "conformance.add_numbers").calls(), 1, "rejected locally");
 
         let r = run(&executor, "conformance.test_image_content", json!({})).await;
-        assert_eq!(r.data.as_ref().unwrap()[0]["mimeType"], "image/png", "{r:?}");
+        assert_eq!(r.data().unwrap()[0]["mimeType"], "image/png", "{r:?}");
         let r = run(&executor, "conformance.lookup_note", json!({"id": "n2"})).await;
         assert_eq!(r.code(), Some("not_found"));
         // This client declares no sampling capability; the remote tool says so.
@@ -480,30 +480,30 @@ async fn server_everything_over_stdio() {
         let read_only = registry.view().tag("mcp:everything").effects([Effect::Read]).build().unwrap();
         let executor = Executor::new(read_only.clone()).expect("every schema compiles");
         let local = Executor::new(registry.view().names(["echo"]).build().unwrap()).unwrap();
-        assert_eq!(run(&local, "echo", json!({"message": "hi"})).await.data, Some(json!("local: hi")));
+        assert_eq!(run(&local, "echo", json!({"message": "hi"})).await.data(), Some(&json!("local: hi")));
 
         let r = run(&executor, "everything.echo", json!({"message": "hi"})).await;
-        assert_eq!(r.data, Some(json!([{"type": "text", "text": "Echo: hi"}])), "{r:?}");
+        assert_eq!(r.data(), Some(&json!([{"type": "text", "text": "Echo: hi"}])), "{r:?}");
 
         let r = run(&executor, "everything.get_sum", json!({"a": 2, "b": 3})).await;
-        let text = r.data.as_ref().and_then(|d| d[0]["text"].as_str()).unwrap_or_default().to_owned();
+        let text = r.data().and_then(|d| d[0]["text"].as_str()).unwrap_or_default().to_owned();
         assert!(text.contains('5'), "{r:?}");
 
         // Invalid arguments are caught locally, against the server's own schema.
         let r = run(&executor, "everything.get_sum", json!({"a": "two", "b": 3})).await;
         assert_eq!(r.code(), Some("invalid_arguments"));
-        assert_eq!(r.error.as_ref().unwrap().details.as_ref().unwrap()["violations"][0]["pointer"], "/a");
+        assert_eq!(r.error().unwrap().details.as_ref().unwrap()["violations"][0]["pointer"], "/a");
         assert_eq!(forwarder(&remote, "everything.get_sum").calls(), 1, "not forwarded");
 
         let r = run(&executor, "everything.get_tiny_image", json!({})).await;
-        let blocks = r.data.clone().unwrap_or_default();
+        let blocks = r.data().cloned().unwrap_or_default();
         let image = blocks.as_array().and_then(|b| b.iter().find(|c| c["type"] == "image")).cloned();
         assert!(image.is_some_and(|i| i["mimeType"] == "image/png"), "{r:?}");
 
         // A tool with an outputSchema: structured data, validated against it.
         let r = run(&executor, "everything.get_structured_content", json!({"location": "Chicago"})).await;
-        assert!(r.ok, "{r:?}");
-        assert!(r.data.as_ref().is_some_and(Value::is_object), "{r:?}");
+        assert!(r.is_ok(), "{r:?}");
+        assert!(r.data().is_some_and(Value::is_object), "{r:?}");
         let def = registry.get("everything.get_structured_content").unwrap();
         assert!(def.output_schema().is_some_and(|s| s["type"] == "object"));
 

@@ -114,7 +114,7 @@ async fn both_ends_of_an_mcp_http_connection_have_tcp_nodelay() {
         let registry = Registry::builder().tools(imported.into_definitions()).build().expect("registry");
         let executor = Executor::new(registry.view().names(["peer.hx_add"]).build().unwrap()).unwrap();
         let r = executor.call(ToolCall::new("c1", "peer.hx_add", json!({"a": 2, "b": 3}))).await;
-        assert_eq!(r.data, Some(json!({"sum": 5})), "a call through the forwarder: {r:?}");
+        assert_eq!(r.data(), Some(&json!({"sum": 5})), "a call through the forwarder: {r:?}");
         let sockets = tcp_sockets();
         let clients: Vec<_> = sockets.iter().filter(|s| s.peer == Some(addr) && s.local != raw.local).collect();
         assert!(!clients.is_empty(), "the forwarder's connections, among {sockets:?}");

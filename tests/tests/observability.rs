@@ -81,7 +81,7 @@ fn each_call_is_one_span_with_its_outcome_and_details_stay_in_events() {
             ex.call(ToolCall::new("c-unknown", "nope", json!({}))).await,
         )
     });
-    assert!(ok.ok && !bad.ok && !unknown.ok);
+    assert!(ok.is_ok() && !bad.is_ok() && !unknown.is_ok());
 
     let spans = capture.closed_spans.lock().unwrap().clone();
     let calls: Vec<_> = spans.iter().filter(|s| s["span_name"] == "tool_call").collect();

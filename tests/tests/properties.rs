@@ -356,7 +356,7 @@ fn data_that_looks_like_code_stays_data() {
         // As a value and as a key: run, and come back unchanged.
         let args = json!({"id": "a", "count": 2, "colour": "red", "note": s, "meta": {*s: 7}});
         let o = h.check(&call(format!("data-{i}"), "fx.echo", args.clone()));
-        assert_eq!(o.result.data, Some(json!({"received": args})), "{s:?} was not echoed unchanged");
+        assert_eq!(o.result.data(), Some(&json!({"received": args})), "{s:?} was not echoed unchanged");
         // A reference where an object belongs is an object without the required keys, not a reference.
         let args = json!({"id": "a", "count": 2, "colour": "red", "points": [{"$ref": s}]});
         assert_eq!(h.check(&call(format!("ref-{i}"), "fx.echo", args)).expect, Expect::Refused("invalid_arguments"));

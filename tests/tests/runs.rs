@@ -30,7 +30,7 @@ async fn seed_004_scenarios() {
     );
     assert_eq!(two.run.terminal(), Some(Decision::NeedsInput));
     assert_eq!(two.batches[0].results.len(), 2);
-    assert!(two.batches[0].results[0].ok, "the first result survives the second error");
+    assert!(two.batches[0].results[0].is_ok(), "the first result survives the second error");
 
     let stop = by_name("stop-after-decision");
     assert_eq!(

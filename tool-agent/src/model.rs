@@ -136,7 +136,7 @@ impl Message {
                 format!("assistant ({}): {text}tool calls: {}", a.mode, calls.join("; "))
             }
             Message::Tool(r) => {
-                let outcome = match &r.error {
+                let outcome = match &r.error() {
                     None => format!("ok {}", shorten(&r.content_text(), 160)),
                     Some(e) => format!("{} {}: {}", if r.executed { "error" } else { "rejected" }, e.code, e.message),
                 };

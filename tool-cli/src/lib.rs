@@ -257,7 +257,7 @@ impl Cli {
         let result = runtime.block_on(executor.call_with(call, &options));
         let text = serde_json::to_string_pretty(&result).map_err(|e| fail(1, e.to_string()))?;
         writeln!(out, "{text}").map_err(io)?;
-        Ok(if result.ok { 0 } else { 1 })
+        Ok(if result.is_ok() { 0 } else { 1 })
     }
 }
 

@@ -34,7 +34,7 @@
 //! let registry = Registry::from_inventory().unwrap();
 //! let executor = Executor::new(registry.view().names(["add"]).build().unwrap()).unwrap();
 //! let result = executor.call(ToolCall::new("call-1", "add", serde_json::json!({"a": 2, "b": 3}))).await;
-//! assert_eq!(result.data, Some(serde_json::json!(5)));
+//! assert_eq!(result.data(), Some(&serde_json::json!(5)));
 //! # });
 //! ```
 
@@ -381,7 +381,7 @@ impl Executor {
             None => self.run(call, options, &span).await,
         };
         if let Some(started) = started {
-            span.record("outcome", result.error.as_ref().map_or("ok", |e| e.code.as_str()));
+            span.record("outcome", result.error().map_or("ok", |e| e.code.as_str()));
             span.record("executed", result.executed);
             span.record("duration_us", started.elapsed().as_micros() as u64);
         }

@@ -21,9 +21,9 @@
 //!
 //! let executor = Executor::new(view).unwrap();
 //! let ok = executor.call(ToolCall::new("c1", "add", serde_json::json!({"a": 1, "b": 2}))).await;
-//! assert_eq!(ok.data, Some(serde_json::json!(3)));
+//! assert_eq!(ok.data(), Some(&serde_json::json!(3)));
 //! let bad = executor.call(ToolCall::new("c2", "add", serde_json::json!({"a": "1", "b": 2}))).await;
-//! assert_eq!(bad.error.unwrap().code, "invalid_arguments");
+//! assert_eq!(bad.code(), Some("invalid_arguments"));
 //! # });
 //! ```
 //!

@@ -17,8 +17,11 @@ use serde_json::{Map, Value, json};
 use crate::call::is_generated_call_id;
 use crate::error::ErrorCode;
 
-/// The outcome of one tool call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The outcome of one tool call: who answered, and either the tool's data or an error, by construction.
+///
+/// Serialised with every key, in this order: `call_id`, `tool_name`, `tool_version`, `ok`, `executed`, `data`,
+/// `error` (`data` is `null` on failure and `error` is `null` on success).
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
     /// The id of the call this answers.
     pub call_id: String,
@@ -26,14 +29,20 @@ pub struct ToolResult {
     pub tool_name: String,
     /// The tool's version; `null` when the tool is unknown.
     pub tool_version: Option<String>,
-    /// Whether the call succeeded.
-    pub ok: bool,
-    /// Whether the handler ran: `false` for rejections before it (unknown tool, invalid arguments, approval).
+    /// Whether the handler ran: `false` for rejections before it (unknown tool, invalid arguments, approval, an
+    /// extractor's refusal).
     pub executed: bool,
-    /// The tool's output on success; `null` on error.
-    pub data: Option<Value>,
-    /// The error on failure; `null` on success.
-    pub error: Option<ErrorBody>,
+    /// The data or the error.
+    pub outcome: Outcome,
+}
+
+/// What a call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The tool's output (valid against its result schema, when it declares one).
+    Data(Value),
+    /// Why the call failed.
+    Error(ErrorBody),
 }
 
 /// A failure as the model sees it.
@@ -68,7 +77,7 @@ struct ErrorEnvelope<'a> {
 }
 
 impl ToolResult {
-    /// A successful call: `ok` and `executed` are `true`, `error` is `null`.
+    /// A successful call: `executed` is `true`.
     pub fn success(
         call_id: impl Into<String>,
         tool_name: impl Into<String>,
@@ -79,14 +88,12 @@ impl ToolResult {
             call_id: call_id.into(),
             tool_name: tool_name.into(),
             tool_version,
-            ok: true,
             executed: true,
-            data: Some(data),
-            error: None,
+            outcome: Outcome::Data(data),
         }
     }
 
-    /// A failed call: `ok` is `false`, `data` is `null`. `executed` says whether the handler ran.
+    /// A failed call. `executed` says whether the handler ran.
     pub fn failure(
         call_id: impl Into<String>,
         tool_name: impl Into<String>,
@@ -98,16 +105,43 @@ impl ToolResult {
             call_id: call_id.into(),
             tool_name: tool_name.into(),
             tool_version,
-            ok: false,
             executed,
-            data: None,
-            error: Some(error),
+            outcome: Outcome::Error(error),
+        }
+    }
+
+    /// Whether the call succeeded.
+    pub fn is_ok(&self) -> bool {
+        matches!(self.outcome, Outcome::Data(_))
+    }
+
+    /// The tool's data, if the call succeeded.
+    pub fn data(&self) -> Option<&Value> {
+        match &self.outcome {
+            Outcome::Data(v) => Some(v),
+            Outcome::Error(_) => None,
+        }
+    }
+
+    /// The error, if the call failed.
+    pub fn error(&self) -> Option<&ErrorBody> {
+        match &self.outcome {
+            Outcome::Data(_) => None,
+            Outcome::Error(e) => Some(e),
+        }
+    }
+
+    /// The data, or the error.
+    pub fn into_result(self) -> Result<Value, ErrorBody> {
+        match self.outcome {
+            Outcome::Data(v) => Ok(v),
+            Outcome::Error(e) => Err(e),
         }
     }
 
     /// The error code, if the call failed.
     pub fn code(&self) -> Option<&str> {
-        self.error.as_ref().map(|e| e.code.as_str())
+        self.error().map(|e| e.code.as_str())
     }
 
     /// The stable JSON form, every key present.
@@ -116,23 +150,19 @@ impl ToolResult {
         m.insert("call_id".into(), Value::String(self.call_id.clone()));
         m.insert("tool_name".into(), Value::String(self.tool_name.clone()));
         m.insert("tool_version".into(), self.tool_version.clone().map_or(Value::Null, Value::String));
-        m.insert("ok".into(), Value::Bool(self.ok));
+        m.insert("ok".into(), Value::Bool(self.is_ok()));
         m.insert("executed".into(), Value::Bool(self.executed));
-        m.insert("data".into(), self.data.clone().unwrap_or(Value::Null));
-        m.insert("error".into(), self.error.as_ref().map_or(Value::Null, error_body_json));
+        m.insert("data".into(), self.data().cloned().unwrap_or(Value::Null));
+        m.insert("error".into(), self.error().map_or(Value::Null, error_body_json));
         Value::Object(m)
     }
 
     /// The text the model reads: the JSON of `data` on success (`null` if there is none), of
     /// `{"error": {"code", "message", "details"}}` on failure. Written as `serde_json` writes it.
     pub fn content_text(&self) -> String {
-        let text = if self.ok {
-            match &self.data {
-                Some(data) => serde_json::to_string(data),
-                None => Ok("null".to_owned()),
-            }
-        } else {
-            serde_json::to_string(&ErrorEnvelope { error: self.error.as_ref() })
+        let text = match &self.outcome {
+            Outcome::Data(data) => serde_json::to_string(data),
+            Outcome::Error(error) => serde_json::to_string(&ErrorEnvelope { error: Some(error) }),
         };
         // Serializing a `Value` or plain strings cannot fail.
         text.unwrap_or_else(|_| "null".to_owned())
@@ -140,7 +170,7 @@ impl ToolResult {
 
     /// Whether this renders as an error to the provider.
     fn is_error(&self) -> bool {
-        !self.ok
+        !self.is_ok()
     }
 
     /// An Ollama `/api/chat` message answering the call:
@@ -192,9 +222,9 @@ impl ToolResult {
     /// (Gemini sent none; see [`crate::call::is_generated_call_id`]).
     pub fn to_gemini_part(&self) -> Value {
         let response = if self.is_error() {
-            json!({"error": self.error.as_ref().map_or(Value::Null, error_body_json)})
+            json!({"error": self.error().map_or(Value::Null, error_body_json)})
         } else {
-            json!({"output": self.data.clone().unwrap_or(Value::Null)})
+            json!({"output": self.data().cloned().unwrap_or(Value::Null)})
         };
         let mut function_response = Map::new();
         function_response.insert("name".into(), Value::String(self.tool_name.clone()));
@@ -214,13 +244,75 @@ impl ToolResult {
         let mut m = Map::new();
         m.insert("content".into(), json!([{"type": "text", "text": self.content_text()}]));
         if self.is_error() {
-            let error = self.error.as_ref().map_or(Value::Null, error_body_json);
+            let error = self.error().map_or(Value::Null, error_body_json);
             m.insert("structuredContent".into(), json!({ "error": error }));
-        } else if let Some(data @ Value::Object(_)) = &self.data {
+        } else if let Some(data @ Value::Object(_)) = self.data() {
             m.insert("structuredContent".into(), data.clone());
         }
         m.insert("isError".into(), Value::Bool(self.is_error()));
         Value::Object(m)
+    }
+}
+
+/// The serialised form, borrowed.
+#[derive(Serialize)]
+struct WireRef<'a> {
+    call_id: &'a str,
+    tool_name: &'a str,
+    tool_version: Option<&'a str>,
+    ok: bool,
+    executed: bool,
+    data: Option<&'a Value>,
+    error: Option<&'a ErrorBody>,
+}
+
+impl Serialize for ToolResult {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        WireRef {
+            call_id: &self.call_id,
+            tool_name: &self.tool_name,
+            tool_version: self.tool_version.as_deref(),
+            ok: self.is_ok(),
+            executed: self.executed,
+            data: self.data(),
+            error: self.error(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// The serialised form, owned.
+#[derive(Deserialize)]
+struct Wire {
+    call_id: String,
+    tool_name: String,
+    tool_version: Option<String>,
+    ok: bool,
+    executed: bool,
+    #[serde(default)]
+    data: Option<Value>,
+    #[serde(default)]
+    error: Option<ErrorBody>,
+}
+
+impl<'de> Deserialize<'de> for ToolResult {
+    /// Refuses a result that is neither data nor an error: `ok` with an error, or a failure without one.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<ToolResult, D::Error> {
+        let w = Wire::deserialize(deserializer)?;
+        let outcome = match (w.ok, w.error) {
+            (true, None) => Outcome::Data(w.data.unwrap_or(Value::Null)),
+            (false, Some(error)) if w.data.is_none() => Outcome::Error(error),
+            (true, Some(_)) => return Err(serde::de::Error::custom("a result with `ok: true` has `error: null`")),
+            (false, Some(_)) => return Err(serde::de::Error::custom("a failed result has `data: null`")),
+            (false, None) => return Err(serde::de::Error::custom("a result with `ok: false` has an `error`")),
+        };
+        Ok(ToolResult {
+            call_id: w.call_id,
+            tool_name: w.tool_name,
+            tool_version: w.tool_version,
+            executed: w.executed,
+            outcome,
+        })
     }
 }
 
@@ -261,17 +353,17 @@ mod tests {
     #[test]
     fn constructors() {
         let r = ok();
-        assert!(r.ok && r.executed);
-        assert_eq!(r.data, Some(json!({"sum": 5})));
-        assert_eq!(r.error, None);
+        assert!(r.is_ok() && r.executed);
+        assert_eq!(r.data(), Some(&json!({"sum": 5})));
+        assert_eq!(r.error(), None);
         assert_eq!(r.code(), None);
         let r = failed();
-        assert!(!r.ok && !r.executed);
-        assert_eq!(r.data, None);
+        assert!(!r.is_ok() && !r.executed);
+        assert_eq!(r.data(), None);
         assert_eq!(r.code(), Some("approval_required"));
         let r = ToolResult::failure("c", "t", None, true, ErrorBody::new(ErrorCode::Timeout, "too slow"));
         assert!(r.executed);
-        assert_eq!(r.error.as_ref().unwrap().details, None);
+        assert_eq!(r.error().unwrap().details, None);
     }
 
     #[test]
@@ -293,6 +385,27 @@ mod tests {
             let back: ToolResult = serde_json::from_value(r.to_json()).unwrap();
             assert_eq!(back, r);
         }
+    }
+
+    #[test]
+    fn a_result_that_is_neither_data_nor_an_error_does_not_deserialize() {
+        let base = json!({"call_id": "c", "tool_name": "t", "tool_version": null, "executed": true});
+        for (ok, data, error) in [
+            (true, json!(1), json!({"code": "not_found", "message": "m", "details": null})),
+            (false, Value::Null, Value::Null),
+            (false, json!(1), json!({"code": "not_found", "message": "m", "details": null})),
+        ] {
+            let mut v = base.clone();
+            v["ok"] = json!(ok);
+            v["data"] = data;
+            v["error"] = error;
+            assert!(serde_json::from_value::<ToolResult>(v.clone()).is_err(), "{v}");
+        }
+        let mut v = base.clone();
+        v["ok"] = json!(false);
+        v["data"] = Value::Null;
+        v["error"] = json!({"code": "Not A Code", "message": "m", "details": null});
+        assert!(serde_json::from_value::<ToolResult>(v).is_err(), "an invalid code is refused");
     }
 
     #[test]

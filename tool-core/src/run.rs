@@ -100,7 +100,7 @@ pub struct DefaultDecider;
 
 impl Decider for DefaultDecider {
     fn decide(&self, obs: &ToolResult, state: &RunState, stop: &StopPolicy) -> Decision {
-        match obs.error.as_ref().map(|e| e.code.as_str()) {
+        match obs.error().map(|e| e.code.as_str()) {
             Some("unknown_tool" | "policy_denied") => Decision::Error,
             Some("approval_required") => Decision::NeedsInput,
             Some(_) if state.failures(&obs.tool_name) > stop.max_retries => Decision::Error,
@@ -250,7 +250,7 @@ impl Run {
             if result.executed {
                 self.state.steps += 1;
             }
-            if !result.ok {
+            if !result.is_ok() {
                 *self.state.failures.entry(result.tool_name.clone()).or_insert(0) += 1;
             }
             let decision = self.decider.decide(&result, &self.state, &self.stop);
@@ -258,9 +258,9 @@ impl Run {
                 call_id,
                 tool_name,
                 executed: result.executed,
-                ok: result.ok,
-                code: result.error.as_ref().map(|e| e.code.to_string()),
-                error: result.error.as_ref().map(|e| e.message.clone()),
+                ok: result.is_ok(),
+                code: result.error().map(|e| e.code.to_string()),
+                error: result.error().map(|e| e.message.clone()),
                 step: self.state.steps,
                 decision,
             });

@@ -25,8 +25,8 @@ const MAX_REMOTE_TEXT: usize = 2000;
 /// `content_tool`: the tool's result schema is [`Content`](tool_core::Content)'s. `has_output_schema`: the tool's
 /// `tools/list` entry carries an `outputSchema`.
 pub fn call_tool_result(result: &ToolResult, content_tool: bool, has_output_schema: bool) -> CallToolResult {
-    if result.ok && content_tool {
-        let blocks = result.data.clone().map(serde_json::from_value::<Vec<ContentBlock>>);
+    if result.is_ok() && content_tool {
+        let blocks = result.data().cloned().map(serde_json::from_value::<Vec<ContentBlock>>);
         match blocks {
             Some(Ok(blocks)) => return complete(CallToolResult::success(blocks)),
             _ => {
@@ -55,7 +55,7 @@ pub fn call_tool_result(result: &ToolResult, content_tool: bool, has_output_sche
         }
     }
     let mut value = result.to_mcp_call_tool_result();
-    if !result.ok
+    if !result.is_ok()
         && has_output_schema
         && let Some(obj) = value.as_object_mut()
     {

@@ -603,7 +603,7 @@ impl McpSession {
         notifier.flush().await;
 
         if result.code() == Some("unknown_tool") && !result.executed {
-            let message = result.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
+            let message = result.error().map(|e| e.message.clone()).unwrap_or_default();
             return Err(ErrorData::invalid_params(message, None));
         }
         let listed = listing.index.get(result.tool_name.as_str()).and_then(|&i| listing.tools.get(i));

@@ -32,5 +32,5 @@ async fn main() {
     let index = Index { titles: vec!["auth 502", "db 502", "disk full"] };
     let executor = Executor::builder(registry.view().build().unwrap()).state(index).build().unwrap();
     let r = executor.call(ToolCall::new("c1", "find", serde_json::json!({"text": "502", "limit": 1}))).await;
-    assert_eq!(r.data, Some(serde_json::json!(["auth 502"])), "{r:?}");
+    assert_eq!(r.data(), Some(&serde_json::json!(["auth 502"])), "{r:?}");
 }

@@ -33,7 +33,7 @@ async fn main() {
         .build()
         .unwrap();
     let ok = executor.call(ToolCall::new("c1", "parse_port", serde_json::json!({"text": "8080"}))).await;
-    assert_eq!(ok.data, Some(serde_json::json!(8080)), "{ok:?}");
+    assert_eq!(ok.data(), Some(&serde_json::json!(8080)), "{ok:?}");
     for (name, args) in [
         ("parse_port", serde_json::json!({"text": "eighty"})),
         ("read_config", serde_json::json!({"key": "db.url"})),

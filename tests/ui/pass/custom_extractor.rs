@@ -48,7 +48,7 @@ async fn main() {
     let executor = Executor::builder(view).state(Pool(vec!["a", "b", "c"])).build().unwrap();
     let call = || ToolCall::new("c1", "list_rows", serde_json::json!({"limit": 2}));
     let r = executor.call_with(call(), &CallOptions::new().tenant("acme")).await;
-    assert_eq!(r.data, Some(serde_json::json!(["acme:a", "acme:b"])), "{r:?}");
+    assert_eq!(r.data(), Some(&serde_json::json!(["acme:a", "acme:b"])), "{r:?}");
     // The extractor's own business error; the handler never ran.
     let r = executor.call(call()).await;
     assert_eq!(r.code(), Some("tenant_required"), "{r:?}");

@@ -21,5 +21,5 @@ async fn main() {
     assert_eq!(names, ["q"], "injected parameters are not arguments: {schema}");
     let executor = Executor::builder(registry.view().build().unwrap()).state(Prefix { text: "> " }).build().unwrap();
     let r = executor.call(ToolCall::new("c1", "search_notes", serde_json::json!({"q": "disk"}))).await;
-    assert_eq!(r.data, Some(serde_json::json!("> disk (c1)")), "{r:?}");
+    assert_eq!(r.data(), Some(&serde_json::json!("> disk (c1)")), "{r:?}");
 }
