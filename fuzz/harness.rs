@@ -40,8 +40,8 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use tool_core::definition::Handler;
-use tool_core::policy::PolicyRequest;
+use tool_core::Handler;
+use tool_core::PolicyRequest;
 use tool_core::{
     Approval, CallContext, CallOptions, Effect, EffectPolicy, Executor, Policy, PolicyDecision, Registry, ToolCall,
     ToolDefinition, ToolError, ToolResult, tool,

@@ -10,7 +10,7 @@
 use examples::desk;
 use serde_json::json;
 use tool_agent::{Agent, Message, Replay, transcript};
-use tool_core::run::Run;
+use tool_core::Run;
 use tool_core::{Approval, CallOptions};
 
 /// Recorded responses: a lookup and a ticket in one response, then a final answer.
@@ -29,7 +29,7 @@ async fn main() {
 
     println!("== Run 1: no approvals. create_ticket is a `write` tool, so the run stops for a human.\n");
     let replay = Replay::from_jsonl(SCRIPT, SOURCE).expect("the script is valid JSON Lines");
-    let mut run = Run::new(desk::executor()).with_id("desk-1");
+    let mut run = Run::builder(desk::executor()).id("desk-1").build();
     let mut messages =
         vec![Message::system("You are the on-call assistant of the incident desk."), Message::user(QUESTION)];
     let outcome = Agent::new(&replay).max_turns(4).run(&mut run, &mut messages).await.expect("the replay is complete");
@@ -39,7 +39,7 @@ async fn main() {
     let approval =
         Approval::new("create_ticket", &json!({"incident_id": "INC-001", "title": "auth-api returns 502 on login"}));
     let replay = Replay::from_jsonl(SCRIPT, SOURCE).expect("the script is valid JSON Lines");
-    let mut run = Run::new(desk::executor()).with_id("desk-2").with_options(CallOptions::new().approve(approval));
+    let mut run = Run::builder(desk::executor()).id("desk-2").options(CallOptions::new().approve(approval)).build();
     let mut messages =
         vec![Message::system("You are the on-call assistant of the incident desk."), Message::user(QUESTION)];
     let outcome = Agent::new(&replay).max_turns(4).run(&mut run, &mut messages).await.expect("the replay is complete");

@@ -62,7 +62,7 @@ async fn demo(registry: &Registry, db: &std::path::Path, endpoint: &str, addr: &
         .allow_http_origin(format!("http://{addr}"))
         .open(db)?;
 
-    let compiled = registry.get_arc("get_service_status").ok_or("get_service_status is linked")?.clone();
+    let compiled = registry.get("get_service_status").ok_or("get_service_status is linked")?.clone();
     let local = ToolRow::local(
         "get_service_status",
         compiled.description(),

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tool_core::run::{BatchOutcome, Decider, Decision, DefaultDecider, Run, RunState, StopPolicy};
+use tool_core::{BatchOutcome, Decider, Decision, DefaultDecider, Run, RunState, StopPolicy};
 use tool_core::{Executor, Registry, State, ToolCall, ToolError, ToolResult, tool};
 
 /// The cards a bureau works on; `available: false` simulates the missing file.
@@ -138,7 +138,7 @@ pub async fn scenarios() -> Vec<Scenario> {
     let mut out = Vec::new();
 
     // two-calls: one response with two calls; the second reports a missing card.
-    let mut run = Run::new(executor(store(true))).with_id("two-calls").with_decider(bureau_decider);
+    let mut run = Run::builder(executor(store(true))).id("two-calls").decider(bureau_decider).build();
     let b = run
         .process_batch(vec![
             call("call-1", "read_task_cards", json!({})),
@@ -148,7 +148,7 @@ pub async fn scenarios() -> Vec<Scenario> {
     out.push(Scenario { name: "two-calls", run, batches: vec![b] });
 
     // stop-after-decision: an unknown name first; the allowed call after it must not run.
-    let mut run = Run::new(executor(store(true))).with_id("stop-after-decision").with_decider(bureau_decider);
+    let mut run = Run::builder(executor(store(true))).id("stop-after-decision").decider(bureau_decider).build();
     let b = run
         .process_batch(vec![
             call("call-X", "delete_everything", json!({})),
@@ -158,7 +158,7 @@ pub async fn scenarios() -> Vec<Scenario> {
     out.push(Scenario { name: "stop-after-decision", run, batches: vec![b] });
 
     // missing-file: the same read fails twice over two model turns; one retry is allowed.
-    let mut run = Run::new(executor(store(false))).with_id("missing-file").with_decider(bureau_decider);
+    let mut run = Run::builder(executor(store(false))).id("missing-file").decider(bureau_decider).build();
     let b1 = run.process_batch(vec![call("call-1", "read_task_cards", json!({}))]).await;
     let b2 = run.process_batch(vec![call("call-2", "read_task_cards", json!({}))]).await;
     out.push(Scenario { name: "missing-file", run, batches: vec![b1, b2] });

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tool_core::validate::Limits;
+use tool_core::Limits;
 use tool_core::{Executor, Registry, ToolCall, ToolResult, tool};
 
 static RUNS: AtomicUsize = AtomicUsize::new(0);

@@ -6,13 +6,13 @@ use examples::cards;
 use serde_json::{Value, json};
 use tool_agent::stub::{OLLAMA_CHAT, StubResponse, StubServer};
 use tool_agent::{Agent, AgentError, Message, ModelError, OllamaClient};
-use tool_core::call::is_generated_call_id;
-use tool_core::run::{Decision, EventKind, Run};
+
+use tool_core::{Decision, EventKind, Run};
 
 const FIXTURE: &str = include_str!("../fixtures/agent/ollama_cards.jsonl");
 
 fn bureau_run() -> Run {
-    Run::new(cards::executor(cards::store(true))).with_id("ollama-e2e").with_decider(cards::bureau_decider)
+    Run::builder(cards::executor(cards::store(true))).id("ollama-e2e").decider(cards::bureau_decider).build()
 }
 
 fn conversation() -> Vec<Message> {
@@ -75,7 +75,7 @@ async fn two_calls_in_one_response_then_a_final_answer() {
         assistant["tool_calls"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 2);
     assert_ne!(ids[0], ids[1]);
-    assert!(ids.iter().all(|id| is_generated_call_id(id)), "{ids:?}");
+    assert!(ids.iter().all(|id| tool_core::ToolCall::is_generated_id(id)), "{ids:?}");
     assert_eq!(
         assistant["tool_calls"][1]["function"],
         json!({"name": "validate_task_card", "arguments": {"task_id": "T-1"}})

@@ -5,7 +5,7 @@ use examples::cards::{self, CardStore};
 use serde_json::{Value, json};
 use tool_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
 use tool_agent::{Agent, Message, OpenAiClient};
-use tool_core::run::{Decision, Run};
+use tool_core::{Decision, Run};
 use tool_core::{Provider, State, tool};
 
 /// Count the task cards that have a given status.
@@ -25,7 +25,7 @@ async fn wire_names_text_arguments_and_tool_call_ids() {
     let stub = StubServer::start().await.unwrap();
     stub.respond_jsonl(OPENAI_CHAT, FIXTURE).unwrap();
     let model = OpenAiClient::builder(format!("{}/v1", stub.url()), "qwen3:8b").api_key("test-key").build().unwrap();
-    let mut run = Run::new(cards::executor(cards::store(true))).with_decider(cards::bureau_decider);
+    let mut run = Run::builder(cards::executor(cards::store(true))).decider(cards::bureau_decider).build();
     let view = run.executor().view().clone();
     assert!(view.contains("cards.count"), "the dotted tool is in the bureau's view");
     let mut messages = conversation();

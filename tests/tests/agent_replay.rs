@@ -6,14 +6,14 @@ use tool_agent::stub::{OLLAMA_CHAT, StubServer};
 use tool_agent::{
     Agent, AgentError, ChatModel, Message, Mode, ModelError, OllamaClient, Replay, ReplayOrigin, transcript,
 };
-use tool_core::run::{Decision, Run};
 use tool_core::{Approval, CallOptions};
+use tool_core::{Decision, Run};
 
 const CARDS: &str = include_str!("../fixtures/agent/ollama_cards.jsonl");
 const DESK: &str = include_str!("../fixtures/agent/desk.jsonl");
 
 fn cards_run() -> Run {
-    Run::new(cards::executor(cards::store(true))).with_decider(cards::bureau_decider)
+    Run::builder(cards::executor(cards::store(true))).decider(cards::bureau_decider).build()
 }
 
 fn events(run: &Run) -> Vec<String> {
@@ -70,7 +70,7 @@ async fn replay_and_http_go_through_the_same_loop() {
 async fn desk_write_needs_approval_then_runs_when_approved() {
     // Without an approval: the lookup runs, the ticket is refused before its handler, the run needs a human.
     let replay = Replay::from_jsonl(DESK, "desk.jsonl").unwrap();
-    let mut run = Run::new(desk::executor()).with_id("desk-1");
+    let mut run = Run::builder(desk::executor()).id("desk-1").build();
     let mut messages = vec![Message::user("Login returns 502. Look at INC-001 and open a ticket.")];
     let outcome = Agent::new(&replay).run(&mut run, &mut messages).await.unwrap();
     assert_eq!((outcome.terminal, outcome.reason.as_str()), (Decision::NeedsInput, "after_observation"));
@@ -83,9 +83,10 @@ async fn desk_write_needs_approval_then_runs_when_approved() {
     // The human approves exactly the proposed arguments; a new run goes through.
     let args = json!({"incident_id": "INC-001", "title": "auth-api returns 502 on login"});
     let replay = Replay::from_jsonl(DESK, "desk.jsonl").unwrap();
-    let mut run = Run::new(desk::executor())
-        .with_id("desk-2")
-        .with_options(CallOptions::new().approve(Approval::new("create_ticket", &args)));
+    let mut run = Run::builder(desk::executor())
+        .id("desk-2")
+        .options(CallOptions::new().approve(Approval::new("create_ticket", &args)))
+        .build();
     let mut messages = vec![Message::user("Login returns 502. Look at INC-001 and open a ticket.")];
     let outcome = Agent::new(&replay).run(&mut run, &mut messages).await.unwrap();
     assert_eq!((outcome.terminal, outcome.turns, outcome.steps), (Decision::Done, 2, 2));
@@ -103,8 +104,9 @@ async fn an_exhausted_script_is_an_error_not_a_hang() {
     assert_eq!(replay.mode(), Mode::Replay);
     assert_eq!(replay.label(), "recorded first line (1 responses; captured from a model server earlier, replayed now)");
     let args = json!({"incident_id": "INC-001", "title": "auth-api returns 502 on login"});
-    let mut run =
-        Run::new(desk::executor()).with_options(CallOptions::new().approve(Approval::new("create_ticket", &args)));
+    let mut run = Run::builder(desk::executor())
+        .options(CallOptions::new().approve(Approval::new("create_ticket", &args)))
+        .build();
     let e = Agent::new(&replay).run(&mut run, &mut vec![Message::user("go")]).await.unwrap_err();
     assert_eq!(e, AgentError::Model { turn: 2, error: ModelError::ReplayExhausted { turn: 2, responses: 1 } });
     assert_eq!(run.terminal(), Some(Decision::Error));

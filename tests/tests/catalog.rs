@@ -332,10 +332,7 @@ async fn schema_widens_is_refused_and_narrowing_applies() {
     c.put(&row).expect("narrowing is allowed");
     let view = c.shared_view().await.unwrap();
     let Some(Resolved::Local { target, definition }) = view.resolution("service.status") else { panic!("{view:?}") };
-    assert!(
-        Arc::ptr_eq(target, reg.get_arc("get_service_status").unwrap()),
-        "the handler's definition is the registry's"
-    );
+    assert!(Arc::ptr_eq(target, reg.get("get_service_status").unwrap()), "the handler's definition is the registry's");
     assert!(!Arc::ptr_eq(target, definition), "a narrowed row is served through a derived definition");
     assert_eq!(definition.input_schema()["properties"]["service_name"]["enum"], json!(["auth-api", "payments"]));
     assert_eq!(definition.description(), "Status of auth-api or payments.");
@@ -467,7 +464,7 @@ async fn a_local_row_resolves_to_the_registrys_definition() {
     let c = Catalog::builder(&registry).allow_module("examples::status").open(dir.db()).unwrap();
     c.put(&status_row()).unwrap();
     let by_name = ToolRow { locator: "get_service_status".into(), ..status_row() };
-    let compiled = registry.get_arc("get_service_status").unwrap();
+    let compiled = registry.get("get_service_status").unwrap();
     for row in [status_row(), by_name] {
         let Resolved::Local { target, definition } = c.resolve(&row).await.unwrap() else { panic!("local") };
         assert!(Arc::ptr_eq(&target, compiled), "the same definition, not a copy");

@@ -2,7 +2,7 @@
 //! registry fails with an error that names every definition site.
 
 use tool_core::Registry;
-use tool_core::registry::Problem;
+use tool_core::RegistryProblem;
 
 tool_core::link_tools!(tools_alpha, tools_dup);
 
@@ -13,7 +13,7 @@ fn registry_build_names_both_definition_sites() {
         .problems()
         .iter()
         .find_map(|p| match p {
-            Problem::Duplicate { name, sites } if name == "service_status" => Some(sites.clone()),
+            RegistryProblem::Duplicate { name, sites } if name == "service_status" => Some(sites.clone()),
             _ => None,
         })
         .expect("a duplicate problem for service_status");

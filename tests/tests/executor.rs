@@ -368,7 +368,7 @@ async fn shared_state_and_context_are_injected() {
 #[tokio::test]
 async fn a_custom_policy_sees_tenant_and_can_deny() {
     let ex = Executor::builder(view(&["lookup_incident"]))
-        .policy(|r: &tool_core::policy::PolicyRequest<'_>| match r.tenant {
+        .policy(|r: &tool_core::PolicyRequest<'_>| match r.tenant {
             Some("blocked") => PolicyDecision::Deny { reason: "tenant `blocked` may not use tools".into() },
             _ => PolicyDecision::Allow,
         })
@@ -490,7 +490,7 @@ async fn an_executor_without_a_tools_state_does_not_build() {
 #[tokio::test]
 async fn an_extractor_that_fails_ends_the_call_before_the_handler() {
     // A context built by hand without the state: the extractor's failure is internal and nothing ran.
-    let def = registry().get_arc("needs_missing_state").unwrap().clone();
+    let def = registry().get("needs_missing_state").unwrap().clone();
     let tool_core::Handler::Blocking(f) = def.handler().clone() else { panic!("a plain fn runs on the blocking pool") };
     let err = f(json!({}), CallContext::new("c1", "needs_missing_state")).unwrap_err();
     assert_eq!(err.code(), "tool_internal_error");

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tool_core::run::{Decision, EventKind, Run, StopPolicy};
 use tool_core::{CallContext, Executor, Registry, ToolCall, ToolDefinition, ToolResult, tool};
+use tool_core::{Decision, EventKind, Run, StopPolicy};
 
 /// The bound on a quick call made while faulty calls are in flight.
 const RESPONSIVE: Duration = Duration::from_millis(500);
@@ -266,9 +266,10 @@ fn every_fault_gets_its_code_and_the_executor_stays_responsive() {
         let concurrent = began.elapsed();
 
         // One after another, in a run that goes on after every failure.
-        let mut run = Run::new(ex.clone())
-            .with_decider(|_: &ToolResult, _: &tool_core::run::RunState, _: &StopPolicy| Decision::Continue)
-            .with_stop_policy(StopPolicy { max_steps: 100, max_retries: 100 });
+        let mut run = Run::builder(ex.clone())
+            .decider(|_: &ToolResult, _: &tool_core::RunState, _: &StopPolicy| Decision::Continue)
+            .stop_policy(StopPolicy { max_steps: 100, max_retries: 100 })
+            .build();
         let calls: Vec<ToolCall> = FAULTS
             .iter()
             .enumerate()

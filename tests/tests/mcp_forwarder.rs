@@ -24,7 +24,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tool_core::definition::Handler;
+use tool_core::Handler;
 use tool_core::{
     Approval, CallOptions, Content, ContentBlock, Effect, Executor, Origin, Registry, ToolCall, ToolError, ToolResult,
     tool,

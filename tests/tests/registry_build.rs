@@ -4,7 +4,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tool_core::registry::Problem;
+use tool_core::RegistryProblem;
 use tool_core::{Args, Registry, tool};
 
 /// What to search for.
@@ -38,7 +38,7 @@ fn every_broken_tool_is_named_when_the_registry_is_built() {
     let problems = err.problems();
     assert_eq!(problems.len(), 2, "{err}");
     match &problems[0] {
-        Problem::Parameters { name, site, problem } => {
+        RegistryProblem::Parameters { name, site, problem } => {
             assert_eq!(name, "whole_and_named");
             assert!(site.contains("registry_build.rs"), "{site}");
             assert!(problem.contains("parameter 1 takes the whole") && problem.contains("`limit`"), "{problem}");
@@ -46,7 +46,7 @@ fn every_broken_tool_is_named_when_the_registry_is_built() {
         other => panic!("{other:?}"),
     }
     match &problems[1] {
-        Problem::Schema { name, problem, .. } => {
+        RegistryProblem::Schema { name, problem, .. } => {
             assert_eq!(name, "whole_list");
             assert!(problem.contains("object"), "{problem}");
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use examples::cards;
 use serde_json::json;
 use tool_core::ToolCall;
-use tool_core::run::{Decision, EventKind, JsonLinesWriter, Run};
+use tool_core::{Decision, EventKind, JsonLinesWriter, Run};
 
 fn lines(run: &Run) -> Vec<String> {
     run.log().events().iter().map(|e| e.display_line()).collect()
@@ -94,8 +94,9 @@ async fn a_repeated_call_id_is_a_terminal_error_and_nothing_after_it_runs() {
 
 #[tokio::test]
 async fn steps_count_executed_calls_only_and_max_steps_stops_the_run() {
-    let mut run = Run::new(cards::executor(cards::store(true)))
-        .with_stop_policy(tool_core::run::StopPolicy { max_steps: 2, max_retries: 1 });
+    let mut run = Run::builder(cards::executor(cards::store(true)))
+        .stop_policy(tool_core::StopPolicy { max_steps: 2, max_retries: 1 })
+        .build();
     let b = run
         .process_batch(vec![
             ToolCall::new("a", "read_task_cards", json!({"unexpected": 1})), // rejected: not a step
@@ -112,7 +113,7 @@ async fn steps_count_executed_calls_only_and_max_steps_stops_the_run() {
 #[tokio::test]
 async fn events_stream_to_a_json_lines_sink() {
     let sink = Arc::new(JsonLinesWriter::new(Vec::new()));
-    let mut run = Run::new(cards::executor(cards::store(true))).with_id("jsonl").with_sink(sink.clone());
+    let mut run = Run::builder(cards::executor(cards::store(true))).id("jsonl").sink(sink.clone()).build();
     run.process_batch(vec![ToolCall::new("call-1", "read_task_cards", json!({}))]).await;
     run.finish(Decision::Done, "model_finished");
     drop(run);

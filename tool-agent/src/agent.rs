@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use tool_core::run::{Decision, EventKind, NotExecuted, Run};
+use tool_core::{Decision, EventKind, NotExecuted, Run};
 
 use crate::model::{ChatModel, Message, Mode, ModelError, Turn};
 
@@ -26,7 +26,7 @@ use crate::model::{ChatModel, Message, Mode, ModelError, Turn};
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// use tool_agent::{Agent, Message, Replay};
-/// use tool_core::{Executor, Registry, run::{Decision, Run}};
+/// use tool_core::{Executor, Registry, Decision, Run};
 ///
 /// let replay = Replay::from_jsonl(r#"{"message": {"role": "assistant", "content": "Nothing to do."}}"#, "inline")
 ///     .unwrap();

@@ -1,4 +1,4 @@
-//! keel's agent loop: a model proposes tool calls, keel's [`Run`](tool_core::run::Run) decides what runs, and the
+//! keel's agent loop: a model proposes tool calls, keel's [`Run`](tool_core::Run) decides what runs, and the
 //! results go back to the model, until it answers or the run's rules stop it.
 //!
 //! One trait, three models, one loop:
@@ -10,7 +10,7 @@
 //! | [`Replay`] | recorded responses of either kind, JSON Lines | (recorded) | as above | as above |
 //!
 //! [`Agent::run`] is the only loop. It sends the conversation and exactly the executor's view, runs each reply's
-//! calls through [`Run::process_batch`](tool_core::run::Run::process_batch) (seed 004: a decision after every
+//! calls through [`Run::process_batch`](tool_core::Run::process_batch) (seed 004: a decision after every
 //! observation, the rest of a batch not executed after a terminal decision, steps counting executed calls only),
 //! appends the results as `role: tool` messages (Ollama: `tool_name` and `tool_call_id`; OpenAI: `tool_call_id`)
 //! and asks again, until the model answers without tool calls (`done`), the decider stops the run, or
@@ -18,7 +18,7 @@
 //!
 //! ```no_run
 //! use tool_agent::{Agent, Message, OllamaClient};
-//! use tool_core::{Executor, Registry, run::Run};
+//! use tool_core::{Executor, Registry, Run};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let registry = Registry::from_inventory()?;

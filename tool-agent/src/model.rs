@@ -52,7 +52,7 @@ pub struct AssistantMessage {
     /// The text (empty when the model only called tools).
     pub content: String,
     /// The tool calls, in order: ids filled in where the server sent none (deterministic, see
-    /// [`tool_core::call::generated_call_id`]), names as the registry knows them (wire names mapped back).
+    /// [`tool_core::ToolCall::generated_id`]), names as the registry knows them (wire names mapped back).
     pub calls: Vec<ToolCall>,
     /// The message in its provider's format, as received, with generated ids filled in; echoed back verbatim
     /// in the next request.

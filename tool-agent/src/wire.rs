@@ -3,7 +3,6 @@
 //! exactly the parsing a live one does.
 
 use serde_json::{Map, Value, json};
-use tool_core::call::generated_call_id;
 use tool_core::{ToolCall, ToolView};
 
 use crate::model::{AssistantMessage, Message, Mode, ModelError, WireFormat};
@@ -107,7 +106,7 @@ pub(crate) fn parse_ollama(body: &Value, first_index: usize, mode: Mode) -> Resu
 ///
 /// Names are wire names (`incident-search`); each is mapped back to the registered name with
 /// [`ToolView::get_by_wire_name`]. A name that maps to nothing is kept as sent (the executor answers
-/// `unknown_tool`). A call without `id` gets [`generated_call_id`] at index `first_index + i`.
+/// `unknown_tool`). A call without `id` gets [`ToolCall::generated_id`] at index `first_index + i`.
 pub(crate) fn parse_openai(
     body: &Value,
     view: &ToolView,
@@ -123,7 +122,7 @@ pub(crate) fn parse_openai(
     for (i, raw) in raw_calls.iter().enumerate() {
         let (mut id, name, arguments) = ToolCall::from_openai(raw).into_parts();
         if !has_id(raw) {
-            id = generated_call_id(first_index + i, &name, arguments.as_ref().ok());
+            id = ToolCall::generated_id(first_index + i, &name, arguments.as_ref().ok());
             fill_id(&mut wire_calls, i, &id);
         }
         let name = match view.get_by_wire_name(&name) {
@@ -204,7 +203,7 @@ pub(crate) fn openai_messages(messages: &[Message]) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use tool_core::call::is_generated_call_id;
+    use tool_core::ToolCall;
 
     use super::*;
 
@@ -218,7 +217,7 @@ mod tests {
         let b = parse_ollama(&body, 0, Mode::Live).unwrap();
         assert_eq!(a, b, "deterministic");
         assert_ne!(a.calls[0].id(), a.calls[1].id(), "unique within a turn");
-        assert!(is_generated_call_id(a.calls[0].id()));
+        assert!(ToolCall::is_generated_id(a.calls[0].id()));
         assert_eq!(a.wire["tool_calls"][1]["id"], a.calls[1].id());
         let later = parse_ollama(&body, 2, Mode::Live).unwrap();
         assert_ne!(later.calls[0].id(), a.calls[0].id(), "unique across turns");
@@ -259,7 +258,7 @@ mod tests {
         // Not in the view: kept as sent.
         assert_eq!(a.calls[0].name(), "incident-search");
         assert!(a.calls[1].arguments().is_err());
-        assert!(is_generated_call_id(a.calls[1].id()));
+        assert!(ToolCall::is_generated_id(a.calls[1].id()));
         assert_eq!(a.wire["tool_calls"][1]["id"], a.calls[1].id());
         let e = parse_openai(&json!({"choices": []}), &view, 0, Mode::Live).unwrap_err();
         assert!(matches!(e, ModelError::Malformed { .. }));

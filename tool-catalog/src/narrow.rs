@@ -28,7 +28,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 
 use serde_json::{Map, Value};
-use tool_core::validate::CompiledSchema;
+use tool_core::CompiledSchema;
 
 /// How deep the check descends before it gives up (and rejects).
 const MAX_DEPTH: usize = 64;

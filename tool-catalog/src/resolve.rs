@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
-use tool_core::definition::DynHandler;
+use tool_core::DynHandler;
 use tool_core::{CallContext, Effect, Executor, ToolDefinition, ToolError, ToolView};
 use tool_mcp::{Forwarder, RemoteServer};
 
@@ -120,7 +120,7 @@ pub(crate) struct Resolver {
 struct Unreachable;
 
 impl DynHandler for Unreachable {
-    fn call(&self, _: Value, _: CallContext) -> tool_core::definition::BoxFuture<Result<Value, ToolError>> {
+    fn call(&self, _: Value, _: CallContext) -> tool_core::BoxFuture<Result<Value, ToolError>> {
         Box::pin(async { Err(ToolError::internal(std::io::Error::other("a check-only definition was called"))) })
     }
 }
@@ -385,7 +385,7 @@ impl Resolver {
         handler: Arc<dyn DynHandler>,
         source: &str,
     ) -> Result<ToolDefinition, RowError> {
-        let output = row.output_schema.clone().unwrap_or_else(tool_core::content::content_schema);
+        let output = row.output_schema.clone().unwrap_or_else(tool_core::content_schema);
         let idempotent = row.extra.get("idempotent").and_then(Value::as_bool).unwrap_or(effect == Effect::Read);
         let mut builder = ToolDefinition::builder(row.name.clone())
             .description(row.description.clone())
@@ -397,7 +397,7 @@ impl Resolver {
             .source(source.to_owned())
             .input_schema(row.input_schema.clone())
             .output_schema(output)
-            .shared_handler(handler);
+            .handler(handler);
         if let Some(ms) = row.extra.get("timeout_ms").and_then(Value::as_u64) {
             builder = builder.timeout(Duration::from_millis(ms));
         }

@@ -41,8 +41,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Value, json};
+use tool_core::lint::{Finding, Severity, lint_all};
 use tool_core::lock::{self, Lock, ToolStatus};
-use tool_core::schema::{Finding, Severity, lint_all};
 use tool_core::{Approval, CallOptions, Executor, ExecutorBuilder, Provider, Registry, ToolCall, ToolView};
 
 /// The `keel` command over the tools linked into this binary: `tool_cli::main()` in a binary's `main`.

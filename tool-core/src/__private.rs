@@ -11,8 +11,10 @@ pub use ::std::sync::OnceLock;
 pub use ::std::vec::Vec;
 
 pub use crate::context::{Args, CallContext, FromCallContext, Requirements};
-pub use crate::definition::{BoxFuture, Effect, Handler, SourceLocation, StaticTool};
+pub use crate::definition::{BoxFuture, Handler, SourceLocation, StaticTool};
+pub use crate::effect::Effect;
 pub use crate::error::ToolError;
+pub use crate::params::{ArgSchema, Kind, ParamInfo, Plan};
 
 use std::marker::PhantomData;
 
@@ -149,45 +151,6 @@ impl<T> ViaNamed<T> for Slot<T> {
 pub trait ToolArgField: DeserializeOwned + schemars::JsonSchema {}
 impl<T: DeserializeOwned + schemars::JsonSchema> ToolArgField for T {}
 
-/// A parameter's role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Filled from the call.
-    Injected,
-    /// One named argument.
-    Named,
-    /// The whole of the arguments (`Args<T>`).
-    Whole,
-}
-
-/// What the registry and the thunk know of one parameter.
-#[derive(Clone, Copy)]
-pub struct ParamInfo {
-    /// The parameter's name (the argument's name for a named argument).
-    pub name: &'static str,
-    /// `#[arg(description = "...")]`.
-    pub description: Option<&'static str>,
-    /// The role.
-    pub kind: Kind,
-    /// Whether `#[arg]` was written (a lone `#[arg]` parameter is never the args struct).
-    pub explicit: bool,
-    /// The argument's schemas; `None` for an injected parameter.
-    pub schema: Option<ArgSchema>,
-    /// What an injected parameter needs from the executor.
-    pub requirements: fn(&mut Requirements),
-}
-
-/// How to produce an argument's schema.
-#[derive(Clone, Copy)]
-pub struct ArgSchema {
-    /// As a property of the generated args object.
-    pub property: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
-    /// As the root schema of the whole arguments.
-    pub root: fn() -> Value,
-    /// Whether the property may be left out (`Option<T>`).
-    pub is_option: fn() -> bool,
-}
-
 fn no_requirements(_: &mut Requirements) {}
 
 fn property_schema<T: schemars::JsonSchema>(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -268,63 +231,6 @@ impl<T> Named<T> {
             None => parse_args(input.fields.remove(name).unwrap_or(Value::Null)),
         }
     }
-}
-
-/// How a tool's arguments map to its parameters, decided once from the parameters' roles and schemas.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
-    /// No argument parameters: the schema is an empty object.
-    Empty,
-    /// The named arguments are the properties of one object.
-    Gathered,
-    /// The parameter at this index is the whole of the arguments: an `Args<T>`, or a lone parameter (without
-    /// `#[arg]`) whose type is a struct.
-    Whole(usize),
-    /// The parameters cannot be mapped (e.g. `Args<T>` beside other arguments); the registry's build reports it.
-    Invalid(String),
-}
-
-impl Plan {
-    /// Decides the plan.
-    pub fn new(params: &[ParamInfo]) -> Plan {
-        let args: Vec<(usize, &ParamInfo)> =
-            params.iter().enumerate().filter(|(_, p)| p.kind != Kind::Injected).collect();
-        let wholes: Vec<&(usize, &ParamInfo)> = args.iter().filter(|(_, p)| p.kind == Kind::Whole).collect();
-        match (wholes.as_slice(), args.as_slice()) {
-            ([(i, _)], [_]) => Plan::Whole(*i),
-            ([(at, _), ..], _) => {
-                let others: Vec<String> = args
-                    .iter()
-                    .filter(|(i, _)| i != at)
-                    .map(
-                        |(i, p)| {
-                            if p.name.is_empty() { format!("parameter {}", i + 1) } else { format!("`{}`", p.name) }
-                        },
-                    )
-                    .collect();
-                Plan::Invalid(format!(
-                    "its parameter {} takes the whole of the arguments (`Args<T>`), so the tool can have no other \
-                     argument parameters, but it also has {}; move them into the args struct, or make every argument a \
-                     named parameter instead of `Args<T>`",
-                    at + 1,
-                    others.join(", ")
-                ))
-            }
-            (_, []) => Plan::Empty,
-            (_, [(i, p)]) if !p.explicit && p.schema.is_some_and(|s| is_args_struct(&(s.root)())) => Plan::Whole(*i),
-            _ => Plan::Gathered,
-        }
-    }
-}
-
-/// Whether a root schema describes a struct (an object with named properties, or with neither properties nor a
-/// schema for arbitrary keys): such a lone parameter is the args struct. A map, a string, an enum, an `Option` are
-/// named arguments.
-fn is_args_struct(schema: &Value) -> bool {
-    let Some(object) = schema.as_object() else { return false };
-    object.get("type").and_then(Value::as_str) == Some("object")
-        && (object.contains_key("properties")
-            || matches!(object.get("additionalProperties"), None | Some(Value::Bool(false))))
 }
 
 /// The argument schema of a tool under its plan.

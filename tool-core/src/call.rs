@@ -194,6 +194,17 @@ impl ToolCall {
     pub fn into_parts(self) -> (String, String, Result<Value, ArgumentsError>) {
         (self.id, self.name, self.arguments)
     }
+
+    /// The id given to a call that arrived without one: `call_<index>_<8 lowercase hex digits>`, deterministic
+    /// across runs and platforms (see [`ToolCall::is_generated_id`]).
+    pub fn generated_id(index: usize, name: &str, arguments: Option<&Value>) -> String {
+        generated_call_id(index, name, arguments)
+    }
+
+    /// Whether `id` has the form of a [`ToolCall::generated_id`].
+    pub fn is_generated_id(id: &str) -> bool {
+        is_generated_call_id(id)
+    }
 }
 
 /// The id given to a call that arrived without one: `call_<index>_<8 lowercase hex digits>`.
@@ -201,7 +212,7 @@ impl ToolCall {
 /// The hex digits are the 64-bit FNV-1a hash (folded to 32 bits) of the index, the name and the canonical JSON
 /// ([`crate::canonical`]) of the arguments (or of `null` when the arguments were unusable). Deterministic across
 /// runs and platforms: replaying a conversation reproduces the ids.
-pub fn generated_call_id(index: usize, name: &str, arguments: Option<&Value>) -> String {
+pub(crate) fn generated_call_id(index: usize, name: &str, arguments: Option<&Value>) -> String {
     let mut h = Fnv1a::new();
     let _ = write!(h, "{index}");
     h.update(&[0]);
@@ -214,7 +225,7 @@ pub fn generated_call_id(index: usize, name: &str, arguments: Option<&Value>) ->
 
 /// Whether `id` has the form of a [`generated_call_id`]: `call_`, decimal digits, `_`, exactly 8 lowercase hex
 /// digits. Provider ids do not have this form (OpenAI's `call_` ids have no second underscore).
-pub fn is_generated_call_id(id: &str) -> bool {
+pub(crate) fn is_generated_call_id(id: &str) -> bool {
     let Some(rest) = id.strip_prefix("call_") else { return false };
     let Some((index, hex)) = rest.split_once('_') else { return false };
     !index.is_empty()

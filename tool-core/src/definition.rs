@@ -11,51 +11,58 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::context::{CallContext, Requirements};
+pub(crate) use crate::effect::Effect;
 use crate::error::ToolError;
 use crate::name::{self, NameError};
+use crate::params::{Kind, ParamInfo, Plan};
 use crate::schema::ToolSchemas;
+use crate::schema::{self as render, Provider};
 use crate::validate::CompiledSchema;
 
-/// What a tool does to the world. Decides the default approval policy and the MCP annotations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Effect {
-    /// Reads only; runs without approval.
-    Read,
-    /// Changes state; needs an approval under the default policy.
-    Write,
-    /// Deletes or irreversibly changes state; needs an approval under the default policy.
-    Destructive,
-}
-
-impl Effect {
-    /// `"read"`, `"write"` or `"destructive"`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Effect::Read => "read",
-            Effect::Write => "write",
-            Effect::Destructive => "destructive",
-        }
+impl ToolDefinition {
+    /// This tool in `provider`'s format, rendered once and cached:
+    ///
+    /// * [`Provider::Ollama`]: `{"type": "function", "function": {"name", "description", "parameters"}}`;
+    /// * [`Provider::OpenAiChat`]: `{"type": "function", "function": {"name", "description", "parameters",
+    ///   "strict"}}`;
+    /// * [`Provider::OpenAiResponses`]: `{"type": "function", "name", "description", "parameters", "strict"}`;
+    /// * [`Provider::Anthropic`]: `{"name", "description", "input_schema"}`;
+    /// * [`Provider::Gemini`]: a `functionDeclarations` entry `{"name", "description", "parametersJsonSchema"}`;
+    /// * [`Provider::Mcp`]: a `tools/list` entry `{"name", "description", "inputSchema", "outputSchema"?,
+    ///   "annotations"}`.
+    ///
+    /// Ollama and MCP use [`name`](ToolDefinition::name); the others the
+    /// [`wire_name`](ToolDefinition::wire_name), as they do not accept dots.
+    pub fn render(&self, provider: Provider) -> &Value {
+        self.schemas().rendered[provider.slot()].get_or_init(|| match provider {
+            Provider::Ollama => render::ollama_tool(self.name(), self.description(), self.input_schema()),
+            Provider::OpenAiChat => {
+                render::openai_chat_tool(self.wire_name(), self.description(), self.schemas().openai())
+            }
+            Provider::OpenAiResponses => {
+                render::openai_responses_tool(self.wire_name(), self.description(), self.schemas().openai())
+            }
+            Provider::Anthropic => render::anthropic_tool(self.wire_name(), self.description(), self.input_schema()),
+            Provider::Gemini => render::gemini_tool(self.wire_name(), self.description(), self.input_schema()),
+            Provider::Mcp => render::mcp_tool(
+                self.name(),
+                self.description(),
+                self.input_schema(),
+                self.output_schema(),
+                self.effect(),
+                self.idempotent(),
+            ),
+        })
     }
 
-    /// Parses the lowercase spelling used by `#[tool(effect = "...")]`.
-    pub fn parse(s: &str) -> Option<Effect> {
-        match s {
-            "read" => Some(Effect::Read),
-            "write" => Some(Effect::Write),
-            "destructive" => Some(Effect::Destructive),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Effect {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+    /// Whether the tool is sent to OpenAI in strict mode: `Ok(())`, or why not. See
+    /// [`ToolSchemas::openai_strictness`].
+    pub fn openai_strictness(&self) -> Result<(), String> {
+        self.schemas().openai_strictness()
     }
 }
 
@@ -133,6 +140,31 @@ where
     }
 }
 
+/// What [`ToolDefinitionBuilder::handler`] takes: a [`DynHandler`] (a closure, a handler object), or one already
+/// shared behind an `Arc`, which is kept as it is (not wrapped again).
+pub trait IntoDynHandler {
+    /// The shared handler.
+    fn into_dyn_handler(self) -> Arc<dyn DynHandler>;
+}
+
+impl<H: DynHandler> IntoDynHandler for H {
+    fn into_dyn_handler(self) -> Arc<dyn DynHandler> {
+        Arc::new(self)
+    }
+}
+
+impl<H: DynHandler> IntoDynHandler for Arc<H> {
+    fn into_dyn_handler(self) -> Arc<dyn DynHandler> {
+        self
+    }
+}
+
+impl IntoDynHandler for Arc<dyn DynHandler> {
+    fn into_dyn_handler(self) -> Arc<dyn DynHandler> {
+        self
+    }
+}
+
 /// The type-erased entry point of a tool.
 #[derive(Clone)]
 pub enum Handler {
@@ -173,9 +205,9 @@ pub struct StaticTool {
     pub output_schema: fn() -> Value,
     pub handler: Handler,
     /// Each parameter's role, name and schema, in call order.
-    pub params: fn() -> Vec<crate::__private::ParamInfo>,
+    pub params: fn() -> Vec<ParamInfo>,
     /// How the arguments map to the parameters.
-    pub plan: fn() -> &'static crate::__private::Plan,
+    pub plan: fn() -> &'static Plan,
 }
 
 inventory::collect!(StaticTool);
@@ -264,7 +296,7 @@ impl ToolDefinition {
             (p.requirements)(&mut requirements);
         }
         let problem = match (t.plan)() {
-            crate::__private::Plan::Invalid(problem) => Some(problem.clone()),
+            Plan::Invalid(problem) => Some(problem.clone()),
             _ => None,
         };
         ToolDefinition {
@@ -280,7 +312,7 @@ impl ToolDefinition {
             input_schema: SchemaSource::Generated(t.input_schema),
             output_schema: Some(SchemaSource::Generated(t.output_schema)),
             handler: t.handler.clone(),
-            reads_context: params.iter().any(|p| p.kind == crate::__private::Kind::Injected),
+            reads_context: params.iter().any(|p| p.kind == Kind::Injected),
             requirements,
             problem,
             schemas: OnceLock::new(),
@@ -525,9 +557,10 @@ impl ToolDefinitionBuilder {
         self.output_schema = Some(s);
         self
     }
-    /// The handler: any `Fn(Value, CallContext) -> impl Future<Output = Result<Value, ToolError>>`.
-    pub fn handler(mut self, h: impl DynHandler) -> Self {
-        self.handler = Some(Handler::Dynamic(Arc::new(h)));
+    /// The handler: any `Fn(Value, CallContext) -> impl Future<Output = Result<Value, ToolError>>`, any
+    /// [`DynHandler`], or an `Arc<dyn DynHandler>` shared with other definitions.
+    pub fn handler(mut self, h: impl IntoDynHandler) -> Self {
+        self.handler = Some(Handler::Dynamic(h.into_dyn_handler()));
         self
     }
     /// What the handler needs from the executor, e.g. the shared state it reads through
@@ -536,12 +569,6 @@ impl ToolDefinitionBuilder {
         self.requirements = requirements;
         self
     }
-    /// A handler object shared with other definitions.
-    pub fn shared_handler(mut self, h: Arc<dyn DynHandler>) -> Self {
-        self.handler = Some(Handler::Dynamic(h));
-        self
-    }
-
     /// Checks and builds the definition.
     pub fn build(self) -> Result<ToolDefinition, DefinitionError> {
         name::validate(&self.name).map_err(DefinitionError::Name)?;

@@ -347,11 +347,6 @@ macro_rules! tool_error {
     };
 }
 
-/// Whether `code` may be used by a tool: `snake_case`, 1-64 characters, not one of [`RESERVED_CODES`].
-pub fn is_valid_tool_code(code: &str) -> bool {
-    check_code(code).is_ok()
-}
-
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
     fn from(err: E) -> ToolError {
         ToolError::internal(err)

@@ -137,19 +137,10 @@ impl ExecutorBuilder {
         self.state.insert(value);
         self
     }
-    /// Shared state that is already behind an `Arc`.
-    pub fn state_arc<T: Send + Sync + 'static>(mut self, value: Arc<T>) -> Self {
-        self.state.insert_arc(value);
-        self
-    }
-    /// The approval policy (default: [`EffectPolicy`]).
+    /// The approval policy (default: [`EffectPolicy`]); any [`Policy`], a closure, or an `Arc<dyn Policy>` shared
+    /// with other executors.
     pub fn policy(mut self, policy: impl Policy) -> Self {
         self.policy = Arc::new(policy);
-        self
-    }
-    /// A policy shared with other executors.
-    pub fn shared_policy(mut self, policy: Arc<dyn Policy>) -> Self {
-        self.policy = policy;
         self
     }
     /// The timeout for tools that declare none (default 30 s).

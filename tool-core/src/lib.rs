@@ -65,23 +65,32 @@
 // Lets `::tool_core::...` paths in generated code resolve inside this crate's own tests and examples too.
 extern crate self as tool_core;
 
-pub mod call;
+// The modules form layers; each imports only the ones above it in this list (checked by `tests/layers.rs`):
+//   effect, error, canonical, failure, call, context, content, validate, params
+//   -> result -> schema (neutral schemas and pure renderers) -> definition -> view -> registry -> policy
+//   -> executor -> event -> run -> lint, lock.
+// The core modules are private: each of their public items has one path, at the root. `canonical`, `lint`,
+// `lock` and `name` are toolboxes whose items are only there.
+mod call;
 pub mod canonical;
-pub mod content;
-pub mod context;
-pub mod definition;
-pub mod error;
-pub mod event;
-pub mod executor;
-pub mod failure;
+mod content;
+mod context;
+mod definition;
+mod effect;
+mod error;
+mod event;
+mod executor;
+mod failure;
+pub mod lint;
 pub mod lock;
-pub mod policy;
-pub mod registry;
-pub mod result;
-pub mod run;
-pub mod schema;
-pub mod validate;
-pub mod view;
+mod params;
+mod policy;
+mod registry;
+mod result;
+mod run;
+mod schema;
+mod validate;
+mod view;
 
 #[doc(hidden)]
 pub mod __private;
@@ -91,21 +100,29 @@ pub mod name {
     pub use tool_names::{MAX_NAME_LEN, NameError, from_wire, is_valid_version, parse_version, to_wire, validate};
 }
 
-pub use call::ToolCall;
-pub use content::{Content, ContentBlock, EmbeddedResource};
-pub use context::{Args, CallContext, FromCallContext, LogLevel, Notifier, Requirements, State, StateMap};
-pub use definition::{
-    DefinitionError, DynHandler, Effect, Handler, Origin, SourceLocation, ToolDefinition, ToolDefinitionBuilder,
+pub use call::{ArgumentsError, ToolCall};
+pub use content::{Content, ContentBlock, EmbeddedResource, content_schema, is_content_schema};
+pub use context::{
+    Args, CallContext, CallContextBuilder, FromCallContext, LogLevel, MissingState, Notifier, Requirements, State,
+    StateMap,
 };
+pub use definition::{
+    BoxFuture, DefinitionError, DynHandler, Handler, IntoDynHandler, Origin, SourceLocation, ToolDefinition,
+    ToolDefinitionBuilder,
+};
+pub use effect::Effect;
 pub use error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode, ToolError};
+pub use event::{Decision, Event, EventKind, EventLog, EventSink, JsonLinesWriter, NotExecuted};
 pub use executor::{CallOptions, Executor, ExecutorBuilder, ExecutorError};
 pub use failure::{FailureKind, InternalFailure};
-pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision};
-pub use registry::{Registry, RegistryBuilder, RegistryError};
-pub use result::{ErrorBody, ToolResult};
-pub use run::{Decision, Run};
+pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
+pub use registry::{Registry, RegistryBuilder, RegistryError, RegistryProblem};
+pub use result::{ErrorBody, Outcome, ToolResult};
+pub use run::{BatchOutcome, Decider, DefaultDecider, Run, RunBuilder, RunState, StopPolicy};
 pub use schema::{Provider, ToolSchemas};
-pub use view::{ToolDescriptions, ToolView, ViewBuilder};
+pub use tokio_util::sync::CancellationToken;
+pub use validate::{CompiledSchema, Limits, SchemaError, Violation};
+pub use view::{ExecutorEntry, ToolDescriptions, ToolView, UnknownTools, ViewBuilder};
 
 #[cfg(feature = "macros")]
 pub use tool_macros::tool;

@@ -111,6 +111,13 @@ pub trait Policy: Send + Sync + 'static {
     fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision;
 }
 
+/// A policy shared between executors: `.policy(Arc::clone(&shared))`.
+impl Policy for std::sync::Arc<dyn Policy> {
+    fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision {
+        (**self).decide(request)
+    }
+}
+
 impl<F> Policy for F
 where
     F: Fn(&PolicyRequest<'_>) -> PolicyDecision + Send + Sync + 'static,

@@ -28,8 +28,8 @@ use crate::view::{ToolView, ViewBuilder};
 
 /// An immutable set of uniquely named tools. Cheap to clone, `Send + Sync`.
 ///
-/// A registry is a [`ToolView`] of every tool plus the guarantee that its names are unique; choose subsets with
-/// [`Registry::view`].
+/// A registry is a [`ToolView`] of every tool (it derefs to it) plus the guarantee that its names are unique;
+/// choose subsets with [`Registry::view`].
 #[derive(Clone)]
 pub struct Registry {
     all: ToolView,
@@ -52,41 +52,6 @@ impl Registry {
         RegistryBuilder::new()
     }
 
-    /// The tool named `name` (exact match).
-    pub fn get(&self, name: &str) -> Option<&ToolDefinition> {
-        self.all.get(name).map(|d| &**d)
-    }
-
-    /// The shared definition named `name` (exact match).
-    pub fn get_arc(&self, name: &str) -> Option<&Arc<ToolDefinition>> {
-        self.all.get(name)
-    }
-
-    /// The tool whose provider wire name is `wire` (`incident-search` -> `incident.search`).
-    pub fn get_by_wire_name(&self, wire: &str) -> Option<&ToolDefinition> {
-        self.all.get_by_wire_name(wire).map(|d| &**d)
-    }
-
-    /// The names, sorted.
-    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        self.all.names()
-    }
-
-    /// The definitions, sorted by name.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Arc<ToolDefinition>> + '_ {
-        self.all.iter()
-    }
-
-    /// How many tools.
-    pub fn len(&self) -> usize {
-        self.all.len()
-    }
-
-    /// Whether there are no tools.
-    pub fn is_empty(&self) -> bool {
-        self.all.is_empty()
-    }
-
     /// A view of every tool (model-visible list and executor allowlist in one object).
     pub fn all(&self) -> &ToolView {
         &self.all
@@ -94,17 +59,16 @@ impl Registry {
 
     /// Chooses a subset of tools for one run or turn.
     pub fn view(&self) -> ViewBuilder<'_> {
-        ViewBuilder::new(self)
+        ViewBuilder::new(&self.all)
     }
+}
 
-    /// Every tool in `provider`'s format; shorthand for `self.all().schemas(provider)`.
-    pub fn schemas(&self, provider: crate::Provider) -> &[serde_json::Value] {
-        self.all.schemas(provider)
-    }
-
-    /// Every tool in Ollama's format; shorthand for `self.all().ollama_schemas()`.
-    pub fn ollama_schemas(&self) -> &[serde_json::Value] {
-        self.all.ollama_schemas()
+/// A registry is the view of every tool it holds: `registry.get(name)`, `registry.ollama_schemas()` and every
+/// other [`ToolView`] method read that view.
+impl std::ops::Deref for Registry {
+    type Target = ToolView;
+    fn deref(&self) -> &ToolView {
+        &self.all
     }
 }
 
@@ -174,16 +138,16 @@ impl RegistryBuilder {
         let mut sites: HashMap<&str, Vec<usize>> = HashMap::with_capacity(defs.len());
         for (i, d) in defs.iter().enumerate() {
             if let Err(e) = name::validate(d.name()) {
-                problems.push(Problem::InvalidName { error: e, site: d.origin().to_string() });
+                problems.push(RegistryProblem::InvalidName { error: e, site: d.origin().to_string() });
                 continue;
             }
             sites.entry(d.name()).or_default().push(i);
         }
         let replaced: std::collections::HashSet<&str> = self.replacements.iter().map(|r| r.name()).collect();
-        let mut duplicates: Vec<Problem> = sites
+        let mut duplicates: Vec<RegistryProblem> = sites
             .iter()
             .filter(|(name, idx)| idx.len() > 1 && !replaced.contains(*name))
-            .map(|(name, idx)| Problem::Duplicate {
+            .map(|(name, idx)| RegistryProblem::Duplicate {
                 name: (*name).to_owned(),
                 sites: idx.iter().map(|&i| defs[i].origin().to_string()).collect(),
             })
@@ -202,25 +166,25 @@ impl RegistryBuilder {
         for r in self.replacements {
             match by_name.get_mut(r.name()) {
                 Some(slot) => *slot = r,
-                None => problems.push(Problem::NothingToReplace { name: r.name().to_owned() }),
+                None => problems.push(RegistryProblem::NothingToReplace { name: r.name().to_owned() }),
             }
         }
         for n in self.removed {
             if by_name.remove(n.as_str()).is_none() {
-                problems.push(Problem::NothingToRemove { name: n });
+                problems.push(RegistryProblem::NothingToRemove { name: n });
             }
         }
         // Every definition's parameters and schemas, so that a broken tool fails here, named, not at its first call.
-        let mut broken: Vec<Problem> = Vec::new();
+        let mut broken: Vec<RegistryProblem> = Vec::new();
         for d in by_name.values() {
             if let Some(problem) = &d.problem {
-                broken.push(Problem::Parameters {
+                broken.push(RegistryProblem::Parameters {
                     name: d.name().to_owned(),
                     site: d.origin().to_string(),
                     problem: problem.clone(),
                 });
             } else if let Err(problem) = compiled(d) {
-                broken.push(Problem::Schema {
+                broken.push(RegistryProblem::Schema {
                     name: d.name().to_owned(),
                     site: d.origin().to_string(),
                     problem: problem.to_owned(),
@@ -240,7 +204,7 @@ impl RegistryBuilder {
 /// One reason a registry could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Problem {
+pub enum RegistryProblem {
     /// A name is defined more than once; `sites` lists every definition.
     Duplicate {
         /// The duplicated name.
@@ -285,23 +249,23 @@ pub enum Problem {
     },
 }
 
-impl Problem {
+impl RegistryProblem {
     fn key(&self) -> &str {
         match self {
-            Problem::Duplicate { name, .. }
-            | Problem::NothingToReplace { name }
-            | Problem::NothingToRemove { name }
-            | Problem::Parameters { name, .. }
-            | Problem::Schema { name, .. } => name,
-            Problem::InvalidName { error, .. } => error.name(),
+            RegistryProblem::Duplicate { name, .. }
+            | RegistryProblem::NothingToReplace { name }
+            | RegistryProblem::NothingToRemove { name }
+            | RegistryProblem::Parameters { name, .. }
+            | RegistryProblem::Schema { name, .. } => name,
+            RegistryProblem::InvalidName { error, .. } => error.name(),
         }
     }
 }
 
-impl fmt::Display for Problem {
+impl fmt::Display for RegistryProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::Duplicate { name, sites } => {
+            RegistryProblem::Duplicate { name, sites } => {
                 write!(f, "tool name `{name}` is defined {} times:", sites.len())?;
                 for s in sites {
                     write!(f, "\n    - {s}")?;
@@ -312,15 +276,15 @@ impl fmt::Display for Problem {
                      to override one on purpose"
                 )
             }
-            Problem::InvalidName { error, site } => write!(f, "{error} ({site})"),
-            Problem::NothingToReplace { name } => {
+            RegistryProblem::InvalidName { error, site } => write!(f, "{error} ({site})"),
+            RegistryProblem::NothingToReplace { name } => {
                 write!(f, "`.replace(..)` names `{name}`, but no tool of that name exists; use `.tool(..)` to add it")
             }
-            Problem::NothingToRemove { name } => {
+            RegistryProblem::NothingToRemove { name } => {
                 write!(f, "`.remove({name:?})` names no tool of this registry")
             }
-            Problem::Parameters { name, site, problem } => write!(f, "tool `{name}` ({site}): {problem}"),
-            Problem::Schema { name, site, problem } => write!(f, "tool `{name}` ({site}): {problem}"),
+            RegistryProblem::Parameters { name, site, problem } => write!(f, "tool `{name}` ({site}): {problem}"),
+            RegistryProblem::Schema { name, site, problem } => write!(f, "tool `{name}` ({site}): {problem}"),
         }
     }
 }
@@ -328,12 +292,12 @@ impl fmt::Display for Problem {
 /// Why a registry could not be built: every problem found, not just the first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryError {
-    problems: Vec<Problem>,
+    problems: Vec<RegistryProblem>,
 }
 
 impl RegistryError {
     /// The problems, duplicates sorted by name.
-    pub fn problems(&self) -> &[Problem] {
+    pub fn problems(&self) -> &[RegistryProblem] {
         &self.problems
     }
 }

@@ -7,7 +7,7 @@
 //! calls only: a call rejected before its handler is not a step.
 //!
 //! ```
-//! # use tool_core::{tool, Registry, Executor, ToolCall, run::{Run, Decision}};
+//! # use tool_core::{tool, Registry, Executor, ToolCall, Run, Decision};
 //! /// Reads the task cards.
 //! #[tool(effect = "read", version = "1.0")]
 //! fn read_cards() -> Vec<String> { vec!["card-1".into()] }
@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::call::ToolCall;
-pub use crate::event::{Decision, Event, EventKind, EventLog, EventSink, JsonLinesWriter, NotExecuted};
+use crate::event::{Decision, EventKind, EventLog, EventSink, NotExecuted};
 use crate::executor::{CallOptions, Executor};
 use crate::result::ToolResult;
 
@@ -147,8 +147,46 @@ impl fmt::Debug for Run {
     }
 }
 
+/// Builds a [`Run`]; see [`Run::builder`].
+#[must_use]
+pub struct RunBuilder {
+    run: Run,
+}
+
+impl RunBuilder {
+    /// The run id (default `run-N`).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.run.id = id.into();
+        self
+    }
+    /// The decider (default [`DefaultDecider`]).
+    pub fn decider(mut self, decider: impl Decider + 'static) -> Self {
+        self.run.decider = Arc::new(decider);
+        self
+    }
+    /// The stop policy (default [`StopPolicy::default`]).
+    pub fn stop_policy(mut self, stop: StopPolicy) -> Self {
+        self.run.stop = stop;
+        self
+    }
+    /// The per-call options (tenant, approvals) used for every call of the run.
+    pub fn options(mut self, options: CallOptions) -> Self {
+        self.run.options = options;
+        self
+    }
+    /// Adds a sink that receives every event as it is appended.
+    pub fn sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.run.sinks.push(sink);
+        self
+    }
+    /// The run.
+    pub fn build(self) -> Run {
+        self.run
+    }
+}
+
 impl Run {
-    /// A run over `executor` with the default decider and stop policy.
+    /// A run over `executor` with the default id, decider, stop policy and options.
     pub fn new(executor: Executor) -> Run {
         Run {
             id: format!("run-{}", RUN_COUNTER.fetch_add(1, Ordering::Relaxed)),
@@ -162,30 +200,9 @@ impl Run {
             terminal: None,
         }
     }
-    /// Sets the run id (default `run-N`).
-    pub fn with_id(mut self, id: impl Into<String>) -> Self {
-        self.id = id.into();
-        self
-    }
-    /// Sets the decider.
-    pub fn with_decider(mut self, decider: impl Decider + 'static) -> Self {
-        self.decider = Arc::new(decider);
-        self
-    }
-    /// Sets the stop policy.
-    pub fn with_stop_policy(mut self, stop: StopPolicy) -> Self {
-        self.stop = stop;
-        self
-    }
-    /// Sets the per-call options (tenant, approvals) used for every call of the run.
-    pub fn with_options(mut self, options: CallOptions) -> Self {
-        self.options = options;
-        self
-    }
-    /// Adds a sink that receives every event as it is appended.
-    pub fn with_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
-        self.sinks.push(sink);
-        self
+    /// A builder for a run over `executor`.
+    pub fn builder(executor: Executor) -> RunBuilder {
+        RunBuilder { run: Run::new(executor) }
     }
     /// Replaces the per-call options mid-run (e.g. after a human granted an approval).
     pub fn set_options(&mut self, options: CallOptions) {

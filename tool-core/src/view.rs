@@ -12,7 +12,6 @@ use serde_json::Value;
 
 use crate::definition::{Effect, ToolDefinition};
 use crate::name;
-use crate::registry::Registry;
 use crate::schema::Provider;
 
 /// A fixed set of tools: the model-visible list and the executor's allowlist, from the same definitions.
@@ -90,7 +89,12 @@ impl ToolView {
         self.schemas(Provider::Ollama)
     }
 
-    /// Both views of the same tools (seed 000's `describe_tools()`): what the model sees and what the executor
+    /// Chooses a subset of this view (by names, tags, effects), e.g. one turn's tools out of a run's.
+    pub fn select(&self) -> ViewBuilder<'_> {
+        ViewBuilder::new(self)
+    }
+
+    /// Both views of the same tools: what the model sees and what the executor
     /// holds. Their name sets are equal by construction; tests assert it.
     pub fn describe_tools(&self) -> ToolDescriptions {
         ToolDescriptions {
@@ -149,12 +153,12 @@ pub struct ExecutorEntry {
     pub origin: String,
 }
 
-/// Chooses the tools of a [`ToolView`]; see [`Registry::view`].
+/// Chooses the tools of a [`ToolView`]; see [`Registry::view`](crate::Registry::view) and [`ToolView::select`].
 ///
 /// Filters combine with AND: `.tag("incident").effects([Effect::Read])` keeps read tools tagged `incident`.
 #[must_use]
 pub struct ViewBuilder<'r> {
-    registry: &'r Registry,
+    from: &'r ToolView,
     names: Option<Vec<String>>,
     tags: Vec<String>,
     effects: Option<Vec<Effect>>,
@@ -173,8 +177,8 @@ impl fmt::Display for UnknownTools {
 impl std::error::Error for UnknownTools {}
 
 impl<'r> ViewBuilder<'r> {
-    pub(crate) fn new(registry: &'r Registry) -> Self {
-        ViewBuilder { registry, names: None, tags: Vec::new(), effects: None }
+    pub(crate) fn new(from: &'r ToolView) -> Self {
+        ViewBuilder { from, names: None, tags: Vec::new(), effects: None }
     }
 
     /// Keeps only these names (each must exist in the registry).
@@ -203,13 +207,13 @@ impl<'r> ViewBuilder<'r> {
     pub fn build(self) -> Result<ToolView, UnknownTools> {
         let mut chosen: Vec<Arc<ToolDefinition>> = match &self.names {
             Some(names) => {
-                let missing: Vec<String> = names.iter().filter(|n| self.registry.get(n).is_none()).cloned().collect();
+                let missing: Vec<String> = names.iter().filter(|n| self.from.get(n).is_none()).cloned().collect();
                 if !missing.is_empty() {
                     return Err(UnknownTools(missing));
                 }
-                names.iter().filter_map(|n| self.registry.get_arc(n).cloned()).collect()
+                names.iter().filter_map(|n| self.from.get(n).cloned()).collect()
             }
-            None => self.registry.iter().cloned().collect(),
+            None => self.from.iter().cloned().collect(),
         };
         chosen.retain(|d| {
             self.tags.iter().all(|t| d.has_tag(t)) && self.effects.as_ref().is_none_or(|e| e.contains(&d.effect()))

@@ -45,7 +45,7 @@ use rmcp::model::{
 use rmcp::service::{RunningService, ServiceError};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use serde_json::Value;
-use tool_core::definition::{BoxFuture, DynHandler};
+use tool_core::{BoxFuture, DynHandler};
 use tool_core::{CallContext, Effect, ToolDefinition, ToolError};
 
 use crate::names::{self, NameMappingError};
@@ -399,7 +399,7 @@ impl Importer {
             .unwrap_or(effect == Effect::Read);
         let output = match &tool.output_schema {
             Some(s) => Value::Object((**s).clone()),
-            None => tool_core::content::content_schema(),
+            None => tool_core::content_schema(),
         };
         let mut builder = ToolDefinition::builder(name.to_owned())
             .description(description)
@@ -411,7 +411,7 @@ impl Importer {
             .source(format!("mcp:{} tool {:?}", conn.namespace, tool.name))
             .input_schema(Value::Object((*tool.input_schema).clone()))
             .output_schema(output)
-            .shared_handler(forwarder.clone());
+            .handler(forwarder.clone());
         if let Some(t) = self.timeout {
             builder = builder.timeout(t);
         }

@@ -62,7 +62,7 @@ use rmcp::service::{
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
-use tool_core::content::is_content_schema;
+use tool_core::is_content_schema;
 use tool_core::{CallOptions, Executor, LogLevel, Notifier, Provider, ToolCall, ToolView};
 
 use crate::render;

@@ -2,17 +2,11 @@
 //!
 //! Anthropic takes JSON Schema as it is, so `input_schema` is the canonical input schema with references inlined
 //! (a recursive type keeps its definition under `$defs`) and without `$schema`. The name is the
-//! [`ToolDefinition::wire_name`]: Anthropic accepts only `^[a-zA-Z0-9_-]{1,64}$`.
+//! [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name): Anthropic accepts only `^[a-zA-Z0-9_-]{1,64}$`.
 
 use serde_json::{Value, json};
 
 use super::transform;
-use crate::definition::ToolDefinition;
-
-/// The tool as an Anthropic `tools` entry.
-pub(crate) fn render(def: &ToolDefinition) -> Value {
-    tool(def.wire_name(), def.description(), def.input_schema())
-}
 
 /// `{"name", "description", "input_schema"}`.
 pub(crate) fn tool(wire_name: &str, description: &str, canonical: &Value) -> Value {

@@ -2,17 +2,11 @@
 //!
 //! `parametersJsonSchema` (unlike the older OpenAPI-subset `parameters`) takes JSON Schema, `$defs`/`$ref`
 //! included. keel still inlines references, which every Gemini model handles best, keeping `$defs` only for a
-//! recursive type; `$schema` is removed. The name is the [`ToolDefinition::wire_name`].
+//! recursive type; `$schema` is removed. The name is the [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name).
 
 use serde_json::{Value, json};
 
 use super::transform;
-use crate::definition::ToolDefinition;
-
-/// The tool as a Gemini `functionDeclarations` entry.
-pub(crate) fn render(def: &ToolDefinition) -> Value {
-    declaration(def.wire_name(), def.description(), def.input_schema())
-}
 
 /// `{"name", "description", "parametersJsonSchema"}`.
 pub(crate) fn declaration(wire_name: &str, description: &str, canonical: &Value) -> Value {

@@ -14,12 +14,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::definition::{Effect, ToolDefinition};
-
-/// The tool as an MCP `tools/list` entry.
-pub(crate) fn render(def: &ToolDefinition) -> Value {
-    tool(def.name(), def.description(), def.input_schema(), def.output_schema(), def.effect(), def.idempotent())
-}
+use crate::effect::Effect;
 
 /// Builds the entry from its parts.
 pub(crate) fn tool(
@@ -62,7 +57,8 @@ fn is_object_schema(schema: &Value) -> bool {
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::definition::{Effect, ToolDefinition};
+    use crate::definition::ToolDefinition;
+    use crate::effect::Effect;
     use crate::schema::Provider;
     use crate::schema::fixtures::{self, Address, Everything};
 

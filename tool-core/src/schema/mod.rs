@@ -17,7 +17,7 @@
 //!
 //! # Renderings
 //!
-//! [`ToolDefinition::render`] turns a definition into each [`Provider`]'s tool format, once per definition (the
+//! [`ToolDefinition::render`](crate::ToolDefinition::render) turns a definition into each [`Provider`]'s tool format, once per definition (the
 //! result is cached in its [`ToolSchemas`]):
 //!
 //! | provider | name | schema |
@@ -28,24 +28,27 @@
 //! | [`Provider::Gemini`] | `wire_name` | inlined, `$defs` only for recursion |
 //! | [`Provider::Mcp`] | `name` | canonical, plus `outputSchema` and annotations |
 //!
-//! Every renderer is a pure function of the definition; none of them panics, whatever the schema.
+//! Every renderer is a pure function of a tool's name, description, schemas and hints (this module knows no
+//! definition); none of them panics, whatever the schema.
 
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::definition::ToolDefinition;
-pub use lint::{Finding, Severity, lint, lint_all};
-
 mod anthropic;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod gemini;
-pub mod lint;
 mod mcp;
 mod ollama;
 mod openai;
 pub(crate) mod transform;
+
+pub(crate) use anthropic::tool as anthropic_tool;
+pub(crate) use gemini::declaration as gemini_tool;
+pub(crate) use mcp::tool as mcp_tool;
+pub(crate) use ollama::tool as ollama_tool;
+pub(crate) use openai::{STRICT_FORMATS, chat_tool as openai_chat_tool, responses_tool as openai_responses_tool};
 
 /// The providers whose tool formats keel renders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,7 +112,7 @@ pub struct ToolSchemas {
     /// The output schema, as generated.
     pub(crate) output: Option<Value>,
     /// Each provider's rendering, by [`Provider::slot`].
-    rendered: [OnceLock<Value>; Provider::ALL.len()],
+    pub(crate) rendered: [OnceLock<Value>; Provider::ALL.len()],
     /// The OpenAI parameters and strictness, shared by both OpenAI renderings.
     openai: OnceLock<openai::OpenAiParameters>,
 }
@@ -172,38 +175,6 @@ impl ToolSchemas {
     /// The OpenAI `parameters` and strictness, computed once.
     pub(crate) fn openai(&self) -> &openai::OpenAiParameters {
         self.openai.get_or_init(|| openai::parameters(&self.input))
-    }
-}
-
-impl ToolDefinition {
-    /// This tool in `provider`'s format, rendered once and cached:
-    ///
-    /// * [`Provider::Ollama`]: `{"type": "function", "function": {"name", "description", "parameters"}}`;
-    /// * [`Provider::OpenAiChat`]: `{"type": "function", "function": {"name", "description", "parameters",
-    ///   "strict"}}`;
-    /// * [`Provider::OpenAiResponses`]: `{"type": "function", "name", "description", "parameters", "strict"}`;
-    /// * [`Provider::Anthropic`]: `{"name", "description", "input_schema"}`;
-    /// * [`Provider::Gemini`]: a `functionDeclarations` entry `{"name", "description", "parametersJsonSchema"}`;
-    /// * [`Provider::Mcp`]: a `tools/list` entry `{"name", "description", "inputSchema", "outputSchema"?,
-    ///   "annotations"}`.
-    ///
-    /// Ollama and MCP use [`name`](ToolDefinition::name); the others the
-    /// [`wire_name`](ToolDefinition::wire_name), as they do not accept dots.
-    pub fn render(&self, provider: Provider) -> &Value {
-        self.schemas().rendered[provider.slot()].get_or_init(|| match provider {
-            Provider::Ollama => ollama::render(self),
-            Provider::OpenAiChat => openai::render_chat(self),
-            Provider::OpenAiResponses => openai::render_responses(self),
-            Provider::Anthropic => anthropic::render(self),
-            Provider::Gemini => gemini::render(self),
-            Provider::Mcp => mcp::render(self),
-        })
-    }
-
-    /// Whether the tool is sent to OpenAI in strict mode: `Ok(())`, or why not. See
-    /// [`ToolSchemas::openai_strictness`].
-    pub fn openai_strictness(&self) -> Result<(), String> {
-        self.schemas().openai_strictness()
     }
 }
 

@@ -24,7 +24,6 @@
 use serde_json::{Map, Value, json};
 
 use super::transform::{self, MAX_DEPTH, OnRecursion};
-use crate::definition::ToolDefinition;
 
 /// Keywords Ollama drops that are worth a sentence, in the order the sentences appear.
 const FOLDED: &[&str] = &[
@@ -77,11 +76,6 @@ const DROPPED: &[&str] = &[
     "minContains",
     "maxContains",
 ];
-
-/// The tool as an Ollama `tools` entry, named by [`ToolDefinition::name`].
-pub(crate) fn render(def: &ToolDefinition) -> Value {
-    tool(def.name(), def.description(), def.input_schema())
-}
 
 /// `{"type": "function", "function": {"name", "description", "parameters"}}`.
 pub(crate) fn tool(name: &str, description: &str, canonical: &Value) -> Value {

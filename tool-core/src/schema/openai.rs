@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions and Responses `tools` entries, in strict mode whenever the schema allows it.
 //!
 //! Both APIs take the same `parameters` and `strict` flag; they differ only in the envelope (Chat nests them under
-//! `function`). Names are [`ToolDefinition::wire_name`]s (`incident.search` is sent as `incident-search`), as
+//! `function`). Names are [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name)s (`incident.search` is sent as `incident-search`), as
 //! OpenAI only accepts `[A-Za-z0-9_-]{1,64}`.
 //!
 //! # Strict mode
@@ -34,7 +34,6 @@
 use serde_json::{Map, Value, json};
 
 use super::transform::{self, FieldPath, MAX_DEPTH, OnRecursion};
-use crate::definition::ToolDefinition;
 
 /// The `format`s strict mode accepts.
 pub(crate) const STRICT_FORMATS: &[&str] =
@@ -113,16 +112,6 @@ pub(crate) struct OpenAiParameters {
     pub(crate) parameters: Value,
     /// `Ok` when `parameters` satisfy strict mode; otherwise why the tool is sent with `"strict": false`.
     pub(crate) strict: Result<(), String>,
-}
-
-/// The tool as a Chat Completions `tools` entry.
-pub(crate) fn render_chat(def: &ToolDefinition) -> Value {
-    chat_tool(def.wire_name(), def.description(), def.schemas().openai())
-}
-
-/// The tool as a Responses `tools` entry.
-pub(crate) fn render_responses(def: &ToolDefinition) -> Value {
-    responses_tool(def.wire_name(), def.description(), def.schemas().openai())
 }
 
 /// `{"type": "function", "function": {"name", "description", "parameters", "strict"}}`.
@@ -715,6 +704,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::definition::ToolDefinition;
     use crate::schema::Provider;
     use crate::schema::fixtures::{self, Everything, Labelled, Node, Strictable, walk_schemas};
 

@@ -42,8 +42,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::Provider;
-use super::transform::{self, NUMERIC_FORMATS, OnRecursion};
 use crate::definition::ToolDefinition;
+use crate::schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
 
 /// Descriptions longer than this many characters get a warning: they are sent with every request.
 pub const MAX_DESCRIPTION: usize = 1024;
@@ -417,7 +417,7 @@ fn openai(def: &ToolDefinition, out: &mut Vec<Finding>) {
                     .filter(|k| map.get(*k).is_some_and(|v| v != &Value::Bool(false)))
                     .collect();
                 if let Some(Value::String(f)) = map.get("format")
-                    && !super::openai::STRICT_FORMATS.contains(&f.as_str())
+                    && !crate::schema::STRICT_FORMATS.contains(&f.as_str())
                     && !NUMERIC_FORMATS.contains(&f.as_str())
                 {
                     folded.push("format");

@@ -1,0 +1,130 @@
+//! tool-core's modules form layers: each module imports (through `crate::`) only modules of lower layers. A
+//! change that makes a module reach upwards, and so an import cycle, fails here. Test code (`#[cfg(test)]` items
+//! and `schema/fixtures.rs`) may reach anywhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use proc_macro2::{TokenStream, TokenTree};
+use quote::ToTokens;
+
+/// From the bottom up. Modules of one layer do not import each other.
+const LAYERS: &[&[&str]] = &[
+    &["effect", "error", "canonical", "failure", "name"],
+    &["call", "context", "content", "validate"],
+    &["params", "result"],
+    &["schema"],
+    &["definition"],
+    &["view"],
+    &["registry"],
+    &["policy"],
+    &["executor"],
+    &["event"],
+    &["run"],
+    &["lint", "lock"],
+];
+
+/// Outside the layers: the crate root, and the support of generated code (it may use anything).
+const ABOVE_ALL: &[&str] = &["lib", "__private"];
+
+fn layer(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+fn is_test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| a.path().is_ident("cfg") && a.meta.to_token_stream().to_string().contains("test"))
+}
+
+/// Every `crate::<module>` in `tokens` (string literals, such as doc comments, are single tokens and never match).
+fn crate_refs(tokens: TokenStream, out: &mut BTreeSet<String>) {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    for (i, t) in tokens.iter().enumerate() {
+        match t {
+            TokenTree::Group(g) => crate_refs(g.stream(), out),
+            // `$crate` in a `macro_rules!` names the crate for its users, not an import.
+            TokenTree::Ident(id)
+                if id == "crate"
+                    && !matches!(i.checked_sub(1).map(|p| &tokens[p]), Some(TokenTree::Punct(d)) if d.as_char() == '$') =>
+            {
+                if let (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)), Some(TokenTree::Ident(m))) =
+                    (tokens.get(i + 1), tokens.get(i + 2), tokens.get(i + 3))
+                    && a.as_char() == ':'
+                    && b.as_char() == ':'
+                {
+                    out.insert(m.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The modules each module of `src` imports, test code left out; a file under `src/schema/` counts as `schema`.
+fn imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
+    for dir in [src.to_path_buf(), src.join("schema")] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
+            let module = if dir.ends_with("schema") { "schema".to_owned() } else { stem.clone() };
+            if dir.ends_with("schema") && stem == "fixtures" {
+                continue;
+            }
+            files.push((module, path));
+        }
+    }
+    for (module, path) in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let file = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let refs = graph.entry(module.clone()).or_default();
+        for item in file.items {
+            let attrs: &[syn::Attribute] = match &item {
+                syn::Item::Mod(m) => &m.attrs,
+                syn::Item::Fn(f) => &f.attrs,
+                syn::Item::Impl(i) => &i.attrs,
+                syn::Item::Use(u) => &u.attrs,
+                syn::Item::Struct(s) => &s.attrs,
+                syn::Item::Const(c) => &c.attrs,
+                _ => &[],
+            };
+            if is_test_only(attrs) {
+                continue;
+            }
+            crate_refs(item.to_token_stream(), refs);
+        }
+        refs.remove(&module);
+    }
+    graph
+}
+
+#[test]
+fn every_module_imports_only_lower_layers() {
+    let graph = imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let mut wrong = Vec::new();
+    for (module, refs) in &graph {
+        if ABOVE_ALL.contains(&module.as_str()) {
+            continue;
+        }
+        let Some(own) = layer(module) else {
+            wrong.push(format!("module `{module}` is in no layer: add it to LAYERS"));
+            continue;
+        };
+        for r in refs {
+            match layer(r) {
+                Some(l) if l < own => {}
+                Some(_) => wrong.push(format!("`{module}` imports `{r}`, which is not below it")),
+                None if ABOVE_ALL.contains(&r.as_str()) => {
+                    wrong.push(format!("`{module}` imports `{r}`, which is above every layer"))
+                }
+                None => wrong.push(format!("`{module}` imports `{r}`, which is in no layer")),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "tool-core's layers are broken:\n{}", wrong.join("\n"));
+    // The check sees real imports: the executor does import the view.
+    assert!(graph["executor"].contains("view") && graph["definition"].contains("schema"), "{graph:?}");
+}
