@@ -17,12 +17,11 @@ use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion
 use keel_bench::fixture;
 use keel_bench::floor;
 use keel_bench::keel;
-use keel_bench::proposed::ProposedExecutor;
 use keel_bench::rmcp_peer::RmcpHarness;
 use serde_json::Value;
 use tokio::runtime::Runtime;
-use tool_core::run::{JsonLinesWriter, Run, StopPolicy};
 use tool_core::{Executor, ToolCall};
+use tool_core::{JsonLinesWriter, Run, StopPolicy};
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread().enable_time().enable_io().build().expect("a Tokio runtime")
@@ -50,7 +49,7 @@ fn time_call(
     });
 }
 
-/// The valid call: floor, keel (inline, async), rmcp and the prototype of the proposed path, in one group.
+/// The valid call: floor, keel (inline, async) and rmcp, in one group.
 fn valid_call(c: &mut Criterion) {
     let rt = runtime();
     let executor = keel::executor();
@@ -90,23 +89,6 @@ fn valid_call(c: &mut Criterion) {
         b.to_async(&rt).iter_batched(
             || RmcpHarness::params("search_incidents", args_obj.clone()),
             |params| rmcp.call(params),
-            BatchSize::SmallInput,
-        )
-    });
-    // The path with the proposed changes (keel_bench::proposed), same tool, same checks.
-    let proposed = ProposedExecutor::new(executor.view());
-    g.bench_function("proposed path prototype (inline)", |b| {
-        b.to_async(&rt).iter_batched(
-            || ToolCall::new("call-1", "search_incidents", args.clone()),
-            |call| proposed.call(call),
-            BatchSize::SmallInput,
-        )
-    });
-    let no_ctx = ProposedExecutor::without_call_context(executor.view());
-    g.bench_function("proposed + no per-call context (inline)", |b| {
-        b.to_async(&rt).iter_batched(
-            || ToolCall::new("call-1", "search_incidents", args.clone()),
-            |call| no_ctx.call(call),
             BatchSize::SmallInput,
         )
     });
@@ -175,7 +157,7 @@ fn run_overhead(c: &mut Criterion) {
         b.to_async(&rt).iter_batched(
             || {
                 (
-                    Run::new(executor.clone()).with_stop_policy(stop),
+                    Run::builder(executor.clone()).stop_policy(stop).build(),
                     ToolCall::new("call-1", "search_incidents", args.clone()),
                 )
             },
@@ -190,7 +172,7 @@ fn run_overhead(c: &mut Criterion) {
         b.to_async(&rt).iter_batched(
             || {
                 let sink = Arc::new(JsonLinesWriter::new(std::io::sink()));
-                let run = Run::new(executor.clone()).with_stop_policy(stop).with_sink(sink);
+                let run = Run::builder(executor.clone()).stop_policy(stop).sink(sink).build();
                 (run, ToolCall::new("call-1", "search_incidents", args.clone()))
             },
             |(mut run, call)| async move {

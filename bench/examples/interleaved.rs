@@ -13,13 +13,12 @@
 
 use std::time::{Duration, Instant};
 
-use keel_bench::proposed::ProposedExecutor;
 use keel_bench::rmcp_peer::RmcpHarness;
 use keel_bench::{fixture, floor, keel};
 use serde_json::Value;
 use tokio::runtime::Runtime;
-use tool_core::run::{Run, StopPolicy};
 use tool_core::{Executor, ToolCall};
+use tool_core::{Run, StopPolicy};
 
 #[derive(Clone, Copy)]
 enum Contender {
@@ -27,16 +26,12 @@ enum Contender {
     Keel(&'static str, bool),
     Rmcp,
     Run,
-    Proposed(&'static str, bool),
-    ProposedNoContext,
 }
 
 struct Setup {
     rt: Runtime,
     executor: Executor,
     rmcp: RmcpHarness,
-    proposed: ProposedExecutor,
-    no_ctx: ProposedExecutor,
     valid: Value,
     invalid: Value,
 }
@@ -65,26 +60,6 @@ fn chunk(s: &Setup, c: Contender, m: usize) -> Duration {
                 }
                 t.elapsed()
             }
-            Contender::Proposed(name, valid) => {
-                let args = if valid { &s.valid } else { &s.invalid };
-                let inputs: Vec<ToolCall> = (0..m).map(|_| ToolCall::new("call-1", name, args.clone())).collect();
-                let mut out = Vec::with_capacity(m);
-                let t = Instant::now();
-                for call in inputs {
-                    out.push(s.proposed.call(call).await);
-                }
-                t.elapsed()
-            }
-            Contender::ProposedNoContext => {
-                let inputs: Vec<ToolCall> =
-                    (0..m).map(|_| ToolCall::new("call-1", "search_incidents", s.valid.clone())).collect();
-                let mut out = Vec::with_capacity(m);
-                let t = Instant::now();
-                for call in inputs {
-                    out.push(s.no_ctx.call(call).await);
-                }
-                t.elapsed()
-            }
             Contender::Rmcp => {
                 let obj = s.valid.as_object().expect("an object");
                 let inputs: Vec<_> = (0..m).map(|_| RmcpHarness::params("search_incidents", obj.clone())).collect();
@@ -98,7 +73,7 @@ fn chunk(s: &Setup, c: Contender, m: usize) -> Duration {
             Contender::Run => {
                 let inputs: Vec<(Run, ToolCall)> = (0..m)
                     .map(|_| {
-                        let run = Run::new(s.executor.clone()).with_stop_policy(stop);
+                        let run = Run::builder(s.executor.clone()).stop_policy(stop).build();
                         (run, ToolCall::new("call-1", "search_incidents", s.valid.clone()))
                     })
                     .collect();
@@ -127,15 +102,7 @@ fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().enable_io().build().expect("a runtime");
     let rmcp = rt.block_on(async { RmcpHarness::start() });
     let executor = keel::executor();
-    let s = Setup {
-        rt,
-        proposed: ProposedExecutor::new(executor.view()),
-        no_ctx: ProposedExecutor::without_call_context(executor.view()),
-        executor,
-        rmcp,
-        valid: fixture::valid_arguments(),
-        invalid: fixture::invalid_arguments(),
-    };
+    let s = Setup { rt, executor, rmcp, valid: fixture::valid_arguments(), invalid: fixture::invalid_arguments() };
 
     // The blocking pool gets its own group, last: its threads and their cross-thread frees slow down whatever runs
     // next to them.
@@ -147,8 +114,6 @@ fn main() {
                 ("keel inline (blocking = false)", Contender::Keel("search_incidents", true)),
                 ("keel async fn", Contender::Keel("search_incidents_async", true)),
                 ("rmcp ToolRouter::call", Contender::Rmcp),
-                ("proposed path prototype (inline)", Contender::Proposed("search_incidents", true)),
-                ("proposed + no per-call context (inline)", Contender::ProposedNoContext),
             ],
         ),
         (
@@ -158,10 +123,6 @@ fn main() {
                 ("unknown_tool", Contender::Keel("no_such_tool", true)),
                 ("invalid_arguments (1 violation)", Contender::Keel("search_incidents", false)),
                 ("approval_required", Contender::Keel("file_incident", true)),
-                ("proposed: valid call", Contender::Proposed("search_incidents", true)),
-                ("proposed: unknown_tool", Contender::Proposed("no_such_tool", true)),
-                ("proposed: invalid_arguments", Contender::Proposed("search_incidents", false)),
-                ("proposed: approval_required", Contender::Proposed("file_incident", true)),
             ],
         ),
         (

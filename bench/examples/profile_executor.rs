@@ -8,23 +8,21 @@
 //! ```
 //!
 //! Contenders: `floor`, `keel` (inline handler), `keel-async`, `keel-blocking`, `rmcp`, `unknown`, `invalid`,
-//! `approval`, `run`, `proposed` (the prototype of `keel_bench::proposed`; also `proposed-invalid`,
-//! `proposed-approval`, `proposed-unknown`, `proposed-no-context`), and `registry` (a registry build of N run-time
-//! definitions). Only `timed_poll` (and what it calls) is collected with the `--toggle-collect` above, so building each
-//! call's input is left out, as in the criterion benches.
+//! `approval`, `run`, and `registry` (a registry build of N run-time definitions). Only `timed_poll` (and what it
+//! calls) is collected with the `--toggle-collect` above, so building each call's input is left out, as in the
+//! criterion benches.
 
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::pin;
 use std::task::{Context, Poll};
 
-use keel_bench::proposed::ProposedExecutor;
 use keel_bench::rmcp_peer::RmcpHarness;
 use keel_bench::{fixture, floor, keel};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData};
 use serde_json::Value;
-use tool_core::run::{Run, StopPolicy};
 use tool_core::{Executor, ToolCall, ToolResult};
+use tool_core::{Run, StopPolicy};
 
 /// Polls `fut` in a frame of its own (never inlined), so that a profiler can attribute exactly the work done
 /// while polling it: building the future happens inside this frame too, as the future is made lazily.
@@ -50,10 +48,6 @@ async fn timed_make<F: Future>(make: impl FnOnce() -> F) -> F::Output {
 }
 
 async fn timed_keel(executor: &Executor, call: ToolCall) -> ToolResult {
-    timed(|| executor.call(call)).await
-}
-
-async fn timed_proposed(executor: &ProposedExecutor, call: ToolCall) -> ToolResult {
     timed(|| executor.call(call)).await
 }
 
@@ -100,26 +94,10 @@ fn main() {
                     black_box(timed_rmcp(&rmcp, params).await.expect("rmcp answers"));
                 }
             }
-            p if p.starts_with("proposed") => {
-                let proposed = if p == "proposed-no-context" {
-                    ProposedExecutor::without_call_context(executor.view())
-                } else {
-                    ProposedExecutor::new(executor.view())
-                };
-                let (name, args) = match p {
-                    "proposed" | "proposed-no-context" => ("search_incidents", &valid),
-                    "proposed-invalid" => ("search_incidents", &invalid),
-                    "proposed-approval" => ("file_incident", &valid),
-                    _ => ("no_such_tool", &valid),
-                };
-                for _ in 0..n {
-                    black_box(timed_proposed(&proposed, keel_call(name, args)).await);
-                }
-            }
             "run" => {
                 let stop = StopPolicy { max_steps: u32::MAX, max_retries: u32::MAX };
                 for _ in 0..n {
-                    let mut run = Run::new(executor.clone()).with_stop_policy(stop);
+                    let mut run = Run::builder(executor.clone()).stop_policy(stop).build();
                     timed_run(&mut run, keel_call("search_incidents", &valid)).await;
                 }
             }

@@ -264,15 +264,13 @@ pub mod dynamic {
                     .version("1.0")
                     .input_schema(input.clone())
                     .output_schema(output.clone())
-                    .shared_handler(handler.clone())
+                    .handler(handler.clone())
                     .build()
                     .expect("generated definitions are valid")
             })
             .collect()
     }
 }
-
-pub mod proposed;
 
 pub mod generated {
     //! 200 compiled `#[tool]`s (written by `build.rs`), so `Registry::from_inventory()` and the schema benchmarks
