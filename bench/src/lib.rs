@@ -49,7 +49,7 @@ pub mod fixture {
         pub include_resolved: bool,
     }
 
-    /// One incident (the seed's result shape: five fields, one of them a list).
+    /// One incident (five fields, one of them a list).
     #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
     pub struct Incident {
         /// The incident id.

@@ -1,4 +1,4 @@
-//! Seed 001 in Rust: a row in a database table becomes a callable tool.
+//! The tool catalogue: a row in a database table becomes a callable tool.
 //!
 //! ```text
 //! cargo run -p examples --example catalogue

@@ -1,4 +1,4 @@
-//! The main demo: what the model sees, how the executor answers seed 000's four calls, and seed 004's batches.
+//! The main demo: what the model sees, how the executor answers the desk's four calls, and the bureau's batches.
 //!
 //! ```text
 //! cargo run -p examples --example incident_desk
@@ -22,7 +22,7 @@ async fn main() {
     let schemas = executor.view().ollama_schemas();
     println!("{}", serde_json::to_string_pretty(schemas).expect("schemas serialize"));
 
-    println!("\n== Seed 000: four calls through one executor\n");
+    println!("\n== The desk: four calls through one executor\n");
     let results = desk::run_seed_calls().await;
     let rows: Vec<[String; 5]> = results
         .iter()
@@ -42,7 +42,7 @@ async fn main() {
         println!("\nThe invalid call's error (what the model reads to repair its call):\n  {}", e.message);
     }
 
-    println!("\n== Seed 004: batches, decisions and the event log");
+    println!("\n== The bureau: batches, decisions and the event log");
     for s in cards::scenarios().await {
         println!("\n$ scenario {}\nmode: replay\norigin: synthetic_script (a fixed script, not a model)", s.name);
         for e in s.run.log().events() {

@@ -1,4 +1,4 @@
-//! Seed 004's task-card bureau and its three batch scenarios.
+//! The task-card bureau and its three batch scenarios.
 
 use std::sync::Mutex;
 
@@ -133,7 +133,7 @@ fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
     ToolCall::new(id, name, args)
 }
 
-/// Seed 004's three scenarios, replayed from a fixed script (no model involved).
+/// The three batch scenarios, replayed from a fixed script (no model involved).
 pub async fn scenarios() -> Vec<Scenario> {
     let mut out = Vec::new();
 

@@ -1,4 +1,4 @@
-//! Seed 000's incident desk.
+//! The incident desk: one read tool and one write tool behind one executor.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -79,7 +79,7 @@ pub fn executor() -> Executor {
     Executor::new(view).expect("desk schemas compile")
 }
 
-/// Seed 000's four calls: a valid lookup, an unknown tool, invalid arguments, a write without approval.
+/// The desk's four calls: a valid lookup, an unknown tool, invalid arguments, a write without approval.
 pub fn seed_calls() -> Vec<ToolCall> {
     vec![
         ToolCall::new("call-valid", "lookup_incident", json!({"incident_id": "INC-001"})),

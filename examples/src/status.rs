@@ -1,4 +1,4 @@
-//! Seed 001's two tools, for the catalogue demo (`examples/examples/catalogue.rs`):
+//! Two tools for the catalogue demo (`examples/examples/catalogue.rs`):
 //!
 //! - [`get_service_status`]: the local tool a catalogue row names by its Rust path;
 //! - [`search_incidents`]: served by the demo's MCP server; the catalogue's remote row `incident.search` forwards

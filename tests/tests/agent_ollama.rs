@@ -90,7 +90,7 @@ async fn two_calls_in_one_response_then_a_final_answer() {
     assert_eq!(cards_text[0]["task_id"], "T-1");
     assert_eq!(tool_messages[1]["content"], "true");
 
-    // The event log: seed 004's format, tied to the generated ids.
+    // The event log's lines, tied to the generated ids.
     assert_eq!(
         lines(&run),
         [

@@ -161,7 +161,7 @@ fn assert_no_internals(r: &ToolResult) {
     }
 }
 
-/// Seed 000's four calls, as its table shows them.
+/// The desk's four calls, one per stop.
 #[tokio::test]
 async fn seed_000_table() {
     let ex = executor(&["lookup_incident", "create_ticket"]);

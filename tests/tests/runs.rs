@@ -1,4 +1,4 @@
-//! Seed 004's batch semantics, reproduced exactly: steps count executed calls, a terminal decision stops the batch,
+//! The batch semantics, exactly: steps count executed calls, a terminal decision stops the batch,
 //! the rest is reported as not executed, a repeated call id is a terminal error.
 
 use std::sync::Arc;

@@ -9,7 +9,7 @@ use crate::model::{ChatModel, Message, Mode, ModelError, Turn};
 /// The loop: ask the model, run its tool calls through the [`Run`], send the results back, until the model
 /// answers without tool calls, the run's decider stops it, or the turn budget runs out.
 ///
-/// Seed 004's semantics come from the [`Run`]: the calls of one response are processed in order, a decision is
+/// The batch semantics come from the [`Run`]: the calls of one response are processed in order, a decision is
 /// taken after each observation, a terminal decision (`error`, `needs_input`) stops the batch and the rest of it
 /// is reported as not executed, steps count executed calls only, a repeated call id is a terminal error. The loop
 /// adds the turns around it:

@@ -10,7 +10,7 @@
 //! | [`Replay`] | recorded responses of either kind, JSON Lines | (recorded) | as above | as above |
 //!
 //! [`Agent::run`] is the only loop. It sends the conversation and exactly the executor's view, runs each reply's
-//! calls through [`Run::process_batch`](tool_core::Run::process_batch) (seed 004: a decision after every
+//! calls through [`Run::process_batch`](tool_core::Run::process_batch) (a decision after every
 //! observation, the rest of a batch not executed after a terminal decision, steps counting executed calls only),
 //! appends the results as `role: tool` messages (Ollama: `tool_name` and `tool_call_id`; OpenAI: `tool_call_id`)
 //! and asks again, until the model answers without tool calls (`done`), the decider stops the run, or

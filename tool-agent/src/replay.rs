@@ -18,7 +18,7 @@ enum Recorded {
 /// Where a replay script's responses came from, stated in every transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ReplayOrigin {
-    /// Written by hand (seed 004's `synthetic_script`): no model produced these responses. The default.
+    /// Written by hand (a synthetic script): no model produced these responses. The default.
     #[default]
     SyntheticScript,
     /// Captured from a model server earlier and replayed now.

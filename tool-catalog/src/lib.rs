@@ -46,7 +46,7 @@
 //!
 //! One table, `tools`, in a SQLite file ([`Catalog::builder`]`(..).open(path)`; bundled SQLite, nothing to
 //! install). A new file gets the table; a file holding an older `tools` table with at least `name`, `description`,
-//! `input_schema`, `kind` and `locator` (the seed's shape) is migrated by adding the other columns with their
+//! `input_schema`, `kind` and `locator` (the minimal shape) is migrated by adding the other columns with their
 //! defaults. `PRAGMA user_version` records the schema version ([`SCHEMA_VERSION`]).
 //!
 //! | column | type | meaning |

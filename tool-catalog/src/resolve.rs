@@ -1,4 +1,4 @@
-//! Resolution: from a row (a recipe) to a definition, in the seed's order. Nothing here evaluates anything: a
+//! Resolution: from a row (a recipe) to a definition, in a fixed order. Nothing here evaluates anything: a
 //! local row is looked up among the compiled tools, a remote row gets a forwarder over an MCP connection.
 
 use std::collections::{HashMap, HashSet};

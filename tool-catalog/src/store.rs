@@ -35,7 +35,7 @@ const CREATE_TABLE: &str = "CREATE TABLE tools (
 /// One name per tenant scope; `NULL` (every tenant) is a scope of its own.
 const CREATE_INDEX: &str = "CREATE UNIQUE INDEX IF NOT EXISTS tools_name_tenant ON tools (name, ifnull(tenant, ''))";
 
-/// The columns an existing table must already have to be adopted (the seed's table has exactly these).
+/// The columns an existing table must already have to be adopted (the minimal table has exactly these).
 const REQUIRED_COLUMNS: [&str; 5] = ["name", "description", "input_schema", "kind", "locator"];
 
 /// Columns added to an adopted table that lacks them, with their definitions.

@@ -1,12 +1,4 @@
 //! [`ToolCall`]: one tool call as a model produced it, parsed from each provider's wire format.
-//!
-//! Everything here is untrusted input. The constructors never fail and never panic on a JSON value: what cannot be
-//! read becomes something the executor answers cleanly:
-//!
-//! - a missing or non-string name becomes the empty name (the executor answers `unknown_tool`);
-//! - arguments that are not a JSON object become an [`ArgumentsError`] (the executor answers `invalid_arguments`
-//!   with its message, which never contains parser text);
-//! - a missing id becomes a stable, generated one (see [`generated_call_id`]).
 
 use std::fmt;
 use std::io::Write as _;
@@ -46,6 +38,16 @@ impl fmt::Display for ArgumentsError {
 
 impl std::error::Error for ArgumentsError {}
 
+/// [`ToolCall`]: one tool call as a model produced it, parsed from each provider's wire format.
+///
+/// Everything here is untrusted input. The constructors never fail and never panic on a JSON value: what cannot be
+/// read becomes something the executor answers cleanly:
+///
+/// - a missing or non-string name becomes the empty name (the executor answers `unknown_tool`);
+/// - arguments that are not a JSON object become an [`ArgumentsError`] (the executor answers `invalid_arguments`
+///   with its message, which never contains parser text);
+/// - a missing id becomes a stable, generated one (see [`ToolCall::generated_id`]).
+///
 /// One tool call: its id, the tool name the model used, and its arguments (a JSON object) or why they are unusable.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
@@ -88,7 +90,7 @@ impl ToolCall {
     /// object (not text); a missing or `null` `arguments` reads as `{}` (Ollama is written in Go, where an empty map
     /// may serialize as `null`).
     ///
-    /// `id` only exists on servers from late 2025 on. Without it, the id is [`generated_call_id`]`(index, name,
+    /// `id` only exists on servers from late 2025 on. Without it, the id is [`ToolCall::generated_id`]`(index, name,
     /// arguments)`: `call_<index>_<8 hex digits>`, deterministic, so replaying the same conversation yields the
     /// same ids.
     pub fn from_ollama(call: &Value, index: usize) -> ToolCall {
@@ -106,7 +108,7 @@ impl ToolCall {
     ///
     /// Shape: `{"id": "call_...", "type": "function", "function": {"name": "...", "arguments": "<JSON text>"}}`.
     /// `arguments` is parsed as in [`ToolCall::from_json_text`]; an object instead of text (sent by some compatible
-    /// servers) is accepted as is. A missing `id` becomes [`generated_call_id`]`(0, name, arguments)`.
+    /// servers) is accepted as is. A missing `id` becomes [`ToolCall::generated_id`]`(0, name, arguments)`.
     pub fn from_openai(call: &Value) -> ToolCall {
         let function = call.get("function");
         let name = string_field(function, "name");
@@ -119,7 +121,7 @@ impl ToolCall {
     ///
     /// Shape: `{"type": "function_call", "id": "fc_...", "call_id": "call_...", "name": "...", "arguments":
     /// "<JSON text>"}`. The call id is `call_id` (what `function_call_output` must echo), not the item `id`; without
-    /// `call_id`, [`generated_call_id`]`(0, name, arguments)`. `arguments` is read as in [`ToolCall::from_openai`].
+    /// `call_id`, [`ToolCall::generated_id`]`(0, name, arguments)`. `arguments` is read as in [`ToolCall::from_openai`].
     pub fn from_openai_responses(item: &Value) -> ToolCall {
         let name = string_field(Some(item), "name");
         let arguments = text_or_object_arguments(item.get("arguments"));
@@ -130,7 +132,7 @@ impl ToolCall {
     /// An Anthropic Messages content block of type `tool_use`.
     ///
     /// Shape: `{"type": "tool_use", "id": "toolu_...", "name": "...", "input": {...}}`. A missing `id` becomes
-    /// [`generated_call_id`]`(0, name, input)`.
+    /// [`ToolCall::generated_id`]`(0, name, input)`.
     pub fn from_anthropic(block: &Value) -> ToolCall {
         let name = string_field(Some(block), "name");
         let arguments = match block.get("input") {
@@ -145,7 +147,7 @@ impl ToolCall {
     ///
     /// Shape: `{"functionCall": {"name": "...", "args"?: {...}, "id"?: "..."}}` (`function_call` is accepted too).
     /// Gemini omits `args` for a function without parameters: missing or `null` reads as `{}`. Gemini often sends no
-    /// `id`: then [`generated_call_id`]`(index, name, args)`, which [`crate::result::ToolResult::to_gemini_part`]
+    /// `id`: then [`ToolCall::generated_id`]`(index, name, args)`, which [`crate::result::ToolResult::to_gemini_part`]
     /// knows not to send back.
     pub fn from_gemini(part: &Value, index: usize) -> ToolCall {
         let call = part.get("functionCall").or_else(|| part.get("function_call"));
@@ -223,7 +225,7 @@ pub(crate) fn generated_call_id(index: usize, name: &str, arguments: Option<&Val
     format!("call_{index}_{:08x}", (x ^ (x >> 32)) as u32)
 }
 
-/// Whether `id` has the form of a [`generated_call_id`]: `call_`, decimal digits, `_`, exactly 8 lowercase hex
+/// Whether `id` has the form of a [`ToolCall::generated_id`]: `call_`, decimal digits, `_`, exactly 8 lowercase hex
 /// digits. Provider ids do not have this form (OpenAI's `call_` ids have no second underscore).
 pub(crate) fn is_generated_call_id(id: &str) -> bool {
     let Some(rest) = id.strip_prefix("call_") else { return false };

@@ -18,7 +18,7 @@
 //!
 //! [`Content`] serializes as the array of MCP content blocks (`[{"type": "text", "text": "..."}, {"type":
 //! "image", "data": "<base64>", "mimeType": "image/png"}, ...]`). Its JSON Schema is that array, marked with
-//! `"x-keel-content": true` ([`CONTENT_MARKER`]): the MCP layer sees the marker on the tool's result schema and
+//! `"x-keel-content": true` (`x-keel-content`): the MCP layer sees the marker on the tool's result schema and
 //! serves the blocks as the `content` of the `CallToolResult` (no `structuredContent`, no `outputSchema`); every
 //! other provider receives the JSON text of the blocks, as for any other result. The executor validates the value
 //! against the schema like any result.
@@ -36,7 +36,7 @@ use serde_json::{Map, Value, json};
 /// The key that marks a result schema as [`Content`]: `"x-keel-content": true` at the schema's top level.
 pub const CONTENT_MARKER: &str = "x-keel-content";
 
-/// Whether a tool's result schema is [`Content`]'s (carries [`CONTENT_MARKER`] set to `true` at its top level).
+/// Whether a tool's result schema is [`Content`]'s (carries `x-keel-content` set to `true` at its top level).
 pub fn is_content_schema(schema: &Value) -> bool {
     schema.get(CONTENT_MARKER).and_then(Value::as_bool) == Some(true)
 }
@@ -281,7 +281,7 @@ fn block_schema(kind: &str, properties: Value, required: &[&str]) -> Value {
     json!({ "type": "object", "properties": props, "required": req })
 }
 
-/// The schema of [`Content`]: an array of blocks, marked with [`CONTENT_MARKER`]. Blocks stay open to the extra
+/// The schema of [`Content`]: an array of blocks, marked with `x-keel-content`. Blocks stay open to the extra
 /// fields MCP allows (`annotations`, `_meta`); an embedded resource has text or a blob.
 pub fn content_schema() -> Value {
     let string = json!({ "type": "string" });

@@ -1,9 +1,4 @@
 //! What a handler can ask for besides its arguments: the per-call [`CallContext`] and shared [`State<T>`].
-//!
-//! Any parameter whose type implements [`FromCallContext`] is filled from the call instead of the model's
-//! arguments and never appears in a schema; [`Args<T>`] marks the whole-struct argument form. What an extractor
-//! needs ([`Requirements`]) is checked when the executor is built, so a missing state fails there, naming the
-//! tool and the type, never per call.
 
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
@@ -113,6 +108,13 @@ struct Inner {
     notifier: Option<Arc<dyn Notifier>>,
 }
 
+/// What a handler can ask for besides its arguments: the per-call [`CallContext`] and shared [`State<T>`].
+///
+/// Any parameter whose type implements [`FromCallContext`] is filled from the call instead of the model's
+/// arguments and never appears in a schema; [`Args<T>`] marks the whole-struct argument form. What an extractor
+/// needs ([`Requirements`]) is checked when the executor is built, so a missing state fails there, naming the
+/// tool and the type, never per call.
+///
 /// The per-call context: call id, tool name, tenant, cancellation, shared state and notifications.
 ///
 /// Declare a `CallContext` parameter on a `#[tool]` fn to receive it. Cloning is cheap.

@@ -1,8 +1,4 @@
 //! What a tool is: [`ToolDefinition`], its [`Effect`], where it came from, and the erased handler.
-//!
-//! A definition is immutable once built. Compiled tools start as a [`StaticTool`] that `#[tool]` submits to
-//! `inventory`; the registry turns each into a `ToolDefinition` that borrows the static strings. Tools built at run
-//! time (remote forwarders, catalogue rows, tests) use [`ToolDefinition::builder`].
 
 use std::borrow::Cow;
 use std::fmt;
@@ -228,6 +224,12 @@ impl SchemaSource {
     }
 }
 
+/// What a tool is: [`ToolDefinition`], its [`Effect`], where it came from, and the erased handler.
+///
+/// A definition is immutable once built. Compiled tools start as a [`StaticTool`] that `#[tool]` submits to
+/// `inventory`; the registry turns each into a `ToolDefinition` that borrows the static strings. Tools built at run
+/// time (remote forwarders, catalogue rows, tests) use [`ToolDefinition::builder`].
+///
 /// One tool: its contract (name, description, version, effect, schemas) and its handler.
 ///
 /// Immutable once built; shared behind `Arc` by registries and views. Schemas are produced on first use and cached

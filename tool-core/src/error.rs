@@ -1,12 +1,4 @@
 //! [`ToolError`]: what a handler returns when it fails, and [`ErrorCode`]: every code a result can carry.
-//!
-//! Two kinds of failure, kept apart on purpose (a business failure and a bug need different owners):
-//!
-//! - a **business error** the tool reports on purpose, `tool_error!("not_found", "no incident INC-9")`: its code
-//!   and message reach the model as they are;
-//! - an **internal error**, anything else (`?` on an `std::error::Error`, [`ToolError::internal`], a panic): the
-//!   model sees only `tool_internal_error` and a generic message; the detail goes to the executor's internal-error
-//!   hook (by default a `tracing` event tagged with the call id).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -250,6 +242,16 @@ impl fmt::Display for ToolCode {
     }
 }
 
+/// [`ToolError`]: what a handler returns when it fails, and [`ErrorCode`]: every code a result can carry.
+///
+/// Two kinds of failure, kept apart on purpose (a business failure and a bug need different owners):
+///
+/// - a **business error** the tool reports on purpose, `tool_error!("not_found", "no incident INC-9")`: its code
+///   and message reach the model as they are;
+/// - an **internal error**, anything else (`?` on an `std::error::Error`, [`ToolError::internal`], a panic): the
+///   model sees only `tool_internal_error` and a generic message; the detail goes to the executor's internal-error
+///   hook (by default a `tracing` event tagged with the call id).
+///
 /// A failure reported by a tool handler.
 ///
 /// `ToolError` deliberately does not implement `std::error::Error`, so that any error type converts into it with

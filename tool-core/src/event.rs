@@ -1,8 +1,4 @@
 //! The event log of a run: an append-only sequence of what was observed, each event tied to its call id.
-//!
-//! Events are what happened (a request, an observation and the decision after it, a rejection, the end of the run),
-//! never the model's hidden reasoning. [`EventLog`] keeps them in memory; any [`EventSink`] (such as
-//! [`JsonLinesWriter`]) receives each one as it is appended.
 
 use std::fmt;
 use std::io::Write;
@@ -123,7 +119,7 @@ pub struct Event {
 }
 
 impl Event {
-    /// One line in the format of seed 004's dispatcher demo, e.g.
+    /// One human-readable line, e.g.
     /// `event: tool_observation | call_id: call-1 | tool: read_task_cards | execution: performed | ...`.
     pub fn display_line(&self) -> String {
         match &self.kind {
@@ -189,6 +185,12 @@ impl<W: Write + Send> EventSink for JsonLinesWriter<W> {
     }
 }
 
+/// The event log of a run: an append-only sequence of what was observed, each event tied to its call id.
+///
+/// Events are what happened (a request, an observation and the decision after it, a rejection, the end of the run),
+/// never the model's hidden reasoning. [`EventLog`] keeps them in memory; any [`EventSink`] (such as
+/// [`JsonLinesWriter`]) receives each one as it is appended.
+///
 /// The in-memory log of one run.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EventLog {

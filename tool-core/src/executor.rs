@@ -1,42 +1,4 @@
 //! The [`Executor`]: every model-produced call goes through one fixed order.
-//!
-//! ```text
-//! ToolCall ─▶ registered in this view? ──no──▶ unknown_tool        (tool_version: null, executed: false)
-//!                 │yes
-//!                 ▼
-//!             arguments valid against the schema the model saw? ──no──▶ invalid_arguments (JSON pointers)
-//!                 │yes
-//!                 ▼
-//!             policy (effect / approval) ──no──▶ approval_required | policy_denied
-//!                 │allow
-//!                 ▼
-//!             handler (timeout, panic caught) ──▶ the tool's own code | tool_internal_error | timeout
-//!                 │ok
-//!                 ▼
-//!             result valid against the result schema? ──no──▶ invalid_tool_output
-//!                 │yes
-//!                 ▼
-//!             ok
-//! ```
-//!
-//! The order is the design: validating after the policy would let invalid arguments reach approval; running the
-//! handler before validation would let them cause side effects; dropping the output check would let a broken
-//! result into the next turn. Nothing internal (panic text, error chains, type names, paths) is put in a
-//! [`ToolResult`]: the detail goes to a `tracing` event carrying the call id.
-//!
-//! ```
-//! # use tool_core::{tool, Registry, Executor, ToolCall};
-//! /// Adds two numbers.
-//! #[tool(effect = "read", version = "1.0")]
-//! fn add(a: i64, b: i64) -> i64 { a + b }
-//!
-//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! let registry = Registry::from_inventory().unwrap();
-//! let executor = Executor::new(registry.view().names(["add"]).build().unwrap()).unwrap();
-//! let result = executor.call(ToolCall::new("call-1", "add", serde_json::json!({"a": 2, "b": 3}))).await;
-//! assert_eq!(result.data(), Some(&serde_json::json!(5)));
-//! # });
-//! ```
 
 use std::any::Any;
 use std::fmt;
@@ -103,6 +65,46 @@ struct Inner {
     on_failure: FailureHook,
 }
 
+/// The [`Executor`]: every model-produced call goes through one fixed order.
+///
+/// ```text
+/// ToolCall ─▶ registered in this view? ──no──▶ unknown_tool        (tool_version: null, executed: false)
+///                 │yes
+///                 ▼
+///             arguments valid against the schema the model saw? ──no──▶ invalid_arguments (JSON pointers)
+///                 │yes
+///                 ▼
+///             policy (effect / approval) ──no──▶ approval_required | policy_denied
+///                 │allow
+///                 ▼
+///             handler (timeout, panic caught) ──▶ the tool's own code | tool_internal_error | timeout
+///                 │ok
+///                 ▼
+///             result valid against the result schema? ──no──▶ invalid_tool_output
+///                 │yes
+///                 ▼
+///             ok
+/// ```
+///
+/// The order is the design: validating after the policy would let invalid arguments reach approval; running the
+/// handler before validation would let them cause side effects; dropping the output check would let a broken
+/// result into the next turn. Nothing internal (panic text, error chains, type names, paths) is put in a
+/// [`ToolResult`]: the detail goes to a `tracing` event carrying the call id.
+///
+/// ```
+/// # use tool_core::{tool, Registry, Executor, ToolCall};
+/// /// Adds two numbers.
+/// #[tool(effect = "read", version = "1.0")]
+/// fn add(a: i64, b: i64) -> i64 { a + b }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let registry = Registry::from_inventory().unwrap();
+/// let executor = Executor::new(registry.view().names(["add"]).build().unwrap()).unwrap();
+/// let result = executor.call(ToolCall::new("call-1", "add", serde_json::json!({"a": 2, "b": 3}))).await;
+/// assert_eq!(result.data(), Some(&serde_json::json!(5)));
+/// # });
+/// ```
+///
 /// Runs calls against one [`ToolView`] in the fixed order. Cheap to clone; calls may run concurrently.
 #[derive(Clone)]
 pub struct Executor {
@@ -228,6 +230,24 @@ impl ExecutorBuilder {
 }
 
 /// Per-call inputs that do not come from the model: tenant, approvals, cancellation, notifications.
+///
+/// ```
+/// use tool_core::{tool, CallContext, CallOptions, CancellationToken, Executor, Registry, ToolCall};
+///
+/// /// Says whom the call runs for.
+/// #[tool(effect = "read", version = "1.0")]
+/// fn whoami(ctx: CallContext) -> String {
+///     ctx.tenant().unwrap_or("nobody").to_owned()
+/// }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let executor = Executor::new(Registry::from_inventory().unwrap().view().names(["whoami"]).build().unwrap()).unwrap();
+/// let stop = CancellationToken::new(); // cancelling it cancels the call
+/// let options = CallOptions::new().tenant("acme").cancellation(stop.clone());
+/// let r = executor.call_with(ToolCall::new("c1", "whoami", serde_json::json!({})), &options).await;
+/// assert_eq!(r.data(), Some(&serde_json::json!("acme")));
+/// # });
+/// ```
 #[derive(Clone, Default)]
 pub struct CallOptions {
     tenant: Option<Arc<str>>,

@@ -29,30 +29,21 @@
 //!
 //! # The `#[tool]` attribute
 //!
-//! | key | required | meaning |
-//! |---|---|---|
-//! | `effect = "read" \| "write" \| "destructive"` | yes | what the tool does to the world; `write` and `destructive` need an [`Approval`] under the default policy |
-//! | `version = "MAJOR.MINOR[.PATCH]"` | yes | the contract's version, reported in every result |
-//! | `name = "incident.search"` | no | dot-separated snake_case segments, 1-64 characters (default: the fn name) |
-//! | `description = "..."` | if no doc comment | what the model reads; the fn's doc comment by default |
-//! | `idempotent = bool` | no | default: true for `read`, false otherwise |
-//! | `timeout_ms = N` | no | the tool's own timeout (default: the executor's) |
-//! | `tags = ["..."]` | no | for choosing views |
-//! | `blocking = false` | no | a plain fn normally runs on the blocking pool; `false` runs it inline (for cheap, non-blocking work) |
-//! | `crate = "path"` | no | the path of this crate if it cannot be found in `Cargo.toml` |
+//! [`macro@tool`] is its full reference: the keys, the three parameter roles (injected extractors such as
+//! [`CallContext`] and [`State<T>`], the whole arguments [`Args<T>`], named arguments), the return forms and the
+//! compile errors. In short: `effect` and `version` are required, the doc comment is the description, a
+//! parameter whose type implements [`FromCallContext`] is filled from the call, every other one is an argument,
+//! and a handler returns `T` or `Result<T, E>` with any error type that Rust code writes ([`tool_error!`] for the
+//! errors the model should read).
 //!
-//! Arguments come in three forms: one parameter whose type is an args struct (`Deserialize + JsonSchema`);
-//! several named parameters, gathered into a generated struct (`#[arg(description = "...")]` documents one;
-//! `Option<T>` is not required); or none (an empty object). A single parameter of a plain type (`String`, numbers,
-//! `Vec`, `Option`, ...) or one marked `#[arg]` is a named argument, not an args struct. Parameters of type
-//! [`CallContext`] and [`State<T>`] are injected and never appear in a schema. The return type is `T` or
-//! `Result<T, E>` with `T: Serialize + JsonSchema` and `E: Into<ToolError>` (any `std::error::Error` converts
-//! into an internal error; [`ToolError::new`] makes a business error with the tool's own code).
+//! # Failures
 //!
-//! Mistakes are compile errors at the offending token: unknown or repeated keys, non-literal values, an effect
-//! outside the closed set, a malformed version or name, a missing description, generic fns, methods, `extern` and
-//! `unsafe` fns. Two tools with the same name in one crate are a compile error at both names; across crates,
-//! [`Registry::from_inventory`] fails with every definition site.
+//! Configuration mistakes fail before the first call: [`Registry::from_inventory`] reports duplicate names, bad
+//! parameters and schemas that do not compile, each with the tool and its site; [`ExecutorBuilder::build`] reports
+//! every tool whose `State<T>` (or other extractor's need) the executor lacks. At run time, each call ends with a
+//! stable [`ErrorCode`]; internal failures (an internal error with its source chain, a panic's text, an invalid
+//! result) go to [`ExecutorBuilder::on_internal_failure`], by default a `tracing` event at `ERROR` level with
+//! target `tool_core::internal`, and never to the model.
 //!
 //! # Crate features
 //!

@@ -1,12 +1,4 @@
 //! Which calls may run: the effect/approval policy, step 3 of the executor's order.
-//!
-//! The default [`EffectPolicy`] lets `read` tools run and stops `write` and `destructive` tools with
-//! `approval_required` unless the call carries an [`Approval`] for *exactly* that tool and those arguments: an
-//! approval is bound to the canonical JSON of the arguments (keys sorted, no whitespace), so a grant for
-//! `{"ticket": "A"}` does not approve `{"ticket": "B"}`.
-//!
-//! Implement [`Policy`] for per-tenant rules; it sees the definition, the validated arguments, the tenant and the
-//! approvals of the call.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -14,9 +6,49 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::canonical::canonical_json;
-use crate::definition::{Effect, ToolDefinition};
+use crate::definition::ToolDefinition;
+use crate::effect::Effect;
 
 /// A human's (or a higher authority's) consent to run one tool with one set of arguments.
+///
+/// The whole round trip: the call stops at `approval_required`, whose details say what to approve; a person
+/// approves exactly that; the same call runs with the approval.
+///
+/// ```
+/// use serde_json::json;
+/// use tool_core::{tool, Approval, CallOptions, Executor, Registry, ToolCall};
+///
+/// /// Close an incident.
+/// #[tool(effect = "write", version = "1.0")]
+/// fn close_incident(incident_id: String) -> String {
+///     format!("{incident_id} closed")
+/// }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let view = Registry::from_inventory().unwrap().view().names(["close_incident"]).build().unwrap();
+/// let executor = Executor::new(view).unwrap();
+/// let call = || ToolCall::new("c1", "close_incident", json!({"incident_id": "INC-7"}));
+///
+/// // 1. Without an approval the handler does not run.
+/// let stopped = executor.call(call()).await;
+/// assert_eq!(stopped.code(), Some("approval_required"));
+/// assert!(!stopped.executed);
+/// let what = &stopped.error().unwrap().details.as_ref().unwrap()["approve"];
+/// assert_eq!(what["tool"], "close_incident");
+///
+/// // 2. A person approves exactly that tool with exactly those arguments.
+/// let approval = Approval::new(what["tool"].as_str().unwrap(), &what["arguments"]);
+///
+/// // 3. The same call, with the approval, runs.
+/// let done = executor.call_with(call(), &CallOptions::new().approve(approval.clone())).await;
+/// assert_eq!(done.data(), Some(&json!("INC-7 closed")));
+///
+/// // The approval is bound to the arguments: another incident is not approved.
+/// let other = ToolCall::new("c2", "close_incident", json!({"incident_id": "INC-8"}));
+/// let refused = executor.call_with(other, &CallOptions::new().approve(approval)).await;
+/// assert_eq!(refused.code(), Some("approval_required"));
+/// # });
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Approval {
     tool: String,
@@ -105,6 +137,16 @@ pub enum PolicyDecision {
     },
 }
 
+/// Which calls may run: the effect/approval policy, step 3 of the executor's order.
+///
+/// The default [`EffectPolicy`] lets `read` tools run and stops `write` and `destructive` tools with
+/// `approval_required` unless the call carries an [`Approval`] for *exactly* that tool and those arguments: an
+/// approval is bound to the canonical JSON of the arguments (keys sorted, no whitespace), so a grant for
+/// `{"ticket": "A"}` does not approve `{"ticket": "B"}`.
+///
+/// Implement [`Policy`] for per-tenant rules; it sees the definition, the validated arguments, the tenant and the
+/// approvals of the call.
+///
 /// Decides whether a validated call may run.
 pub trait Policy: Send + Sync + 'static {
     /// The decision for one call. Must not block.

@@ -1,21 +1,4 @@
 //! The [`Registry`]: every tool this process may list or run, built once and immutable afterwards.
-//!
-//! A registry gathers the tools `#[tool]` submitted to `inventory` (from every crate linked into the binary) plus
-//! the definitions added on the [`RegistryBuilder`]. Names are unique: a name defined twice is an error that lists
-//! every definition site, unless the builder is told to [`replace`](RegistryBuilder::replace) it.
-//!
-//! ```
-//! use tool_core::{tool, Registry, ToolError};
-//!
-//! /// Says hello.
-//! #[tool(effect = "read", version = "1.0")]
-//! fn greet(name: String) -> String {
-//!     format!("hello, {name}")
-//! }
-//!
-//! let registry = Registry::from_inventory().expect("tool names are unique");
-//! assert!(registry.get("greet").is_some());
-//! ```
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -26,6 +9,25 @@ use crate::definition::{StaticTool, ToolDefinition, compiled};
 use crate::name;
 use crate::view::{ToolView, ViewBuilder};
 
+/// The [`Registry`]: every tool this process may list or run, built once and immutable afterwards.
+///
+/// A registry gathers the tools `#[tool]` submitted to `inventory` (from every crate linked into the binary) plus
+/// the definitions added on the [`RegistryBuilder`]. Names are unique: a name defined twice is an error that lists
+/// every definition site, unless the builder is told to [`replace`](RegistryBuilder::replace) it.
+///
+/// ```
+/// use tool_core::{tool, Registry, ToolError};
+///
+/// /// Says hello.
+/// #[tool(effect = "read", version = "1.0")]
+/// fn greet(name: String) -> String {
+///     format!("hello, {name}")
+/// }
+///
+/// let registry = Registry::from_inventory().expect("tool names are unique");
+/// assert!(registry.get("greet").is_some());
+/// ```
+///
 /// An immutable set of uniquely named tools. Cheap to clone, `Send + Sync`.
 ///
 /// A registry is a [`ToolView`] of every tool (it derefs to it) plus the guarantee that its names are unique;

@@ -1,30 +1,4 @@
 //! [`Run`]: the lifecycle of one agent run over many model turns, with its event log and stop rules.
-//!
-//! A model response may hold several tool calls (a batch). The run processes them in order through the
-//! [`Executor`]; after each observation a [`Decider`] returns continue / needs_input / error / done. After a
-//! terminal decision the rest of the batch is not executed and is reported as such (a second call in the same
-//! response does not oblige the harness to go on). A repeated call id is a terminal error. Steps count executed
-//! calls only: a call rejected before its handler is not a step.
-//!
-//! ```
-//! # use tool_core::{tool, Registry, Executor, ToolCall, Run, Decision};
-//! /// Reads the task cards.
-//! #[tool(effect = "read", version = "1.0")]
-//! fn read_cards() -> Vec<String> { vec!["card-1".into()] }
-//!
-//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! let registry = Registry::from_inventory().unwrap();
-//! let executor = Executor::new(registry.view().names(["read_cards"]).build().unwrap()).unwrap();
-//! let mut run = Run::new(executor);
-//! let batch = run.process_batch(vec![
-//!     ToolCall::new("call-X", "delete_everything", serde_json::json!({})),
-//!     ToolCall::new("call-2", "read_cards", serde_json::json!({})),
-//! ]).await;
-//! assert_eq!(batch.decision, Decision::Error);          // unknown tool: stop
-//! assert_eq!(batch.not_executed[0].call_id, "call-2"); // the rest of the batch never ran
-//! assert_eq!(run.state().steps(), 0);
-//! # });
-//! ```
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -124,6 +98,34 @@ pub struct BatchOutcome {
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(1);
 
+/// [`Run`]: the lifecycle of one agent run over many model turns, with its event log and stop rules.
+///
+/// A model response may hold several tool calls (a batch). The run processes them in order through the
+/// [`Executor`]; after each observation a [`Decider`] returns continue / needs_input / error / done. After a
+/// terminal decision the rest of the batch is not executed and is reported as such (a second call in the same
+/// response does not oblige the harness to go on). A repeated call id is a terminal error. Steps count executed
+/// calls only: a call rejected before its handler is not a step.
+///
+/// ```
+/// # use tool_core::{tool, Registry, Executor, ToolCall, Run, Decision};
+/// /// Reads the task cards.
+/// #[tool(effect = "read", version = "1.0")]
+/// fn read_cards() -> Vec<String> { vec!["card-1".into()] }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let registry = Registry::from_inventory().unwrap();
+/// let executor = Executor::new(registry.view().names(["read_cards"]).build().unwrap()).unwrap();
+/// let mut run = Run::new(executor);
+/// let batch = run.process_batch(vec![
+///     ToolCall::new("call-X", "delete_everything", serde_json::json!({})),
+///     ToolCall::new("call-2", "read_cards", serde_json::json!({})),
+/// ]).await;
+/// assert_eq!(batch.decision, Decision::Error);          // unknown tool: stop
+/// assert_eq!(batch.not_executed[0].call_id, "call-2"); // the rest of the batch never ran
+/// assert_eq!(run.state().steps(), 0);
+/// # });
+/// ```
+///
 /// One agent run: batches of calls, decisions, and the event log.
 pub struct Run {
     id: String,

@@ -1,16 +1,4 @@
 //! JSON Schema validation of untrusted tool arguments and tool results.
-//!
-//! - [`check_limits`] guards a value *before* it is validated: nesting depth and serialized size, measured with an
-//!   explicit stack (a value nested 100,000 deep gives a [`Violation`], not a stack overflow). The executor runs it
-//!   first, because schema validation itself recurses along the value.
-//! - [`CompiledSchema`] is a JSON Schema draft 2020-12 validator compiled once per schema. [`CompiledSchema::is_valid`]
-//!   is the allocation-free fast path; [`CompiledSchema::validate`] explains a failure as a list of [`Violation`]s
-//!   built from the validator's error *kinds* (never from its `Debug`/`Display` text), so no Rust type name or
-//!   library wording reaches the model, and no large input is copied into a message (previews are cut at 40
-//!   characters).
-//! - [`summary`] renders violations one per line for a model-facing error message.
-//!
-//! No coercion happens anywhere: `"42"` is a string, not an integer, as JSON Schema says.
 
 use std::fmt::{self, Write as _};
 
@@ -150,7 +138,7 @@ pub fn check_limits(v: &Value, limits: &Limits) -> Result<(), Violation> {
     check_limits_exact(v, limits)
 }
 
-/// Above this `max_depth`, [`check_limits`] goes straight to its explicit-stack walk.
+/// Above this `max_depth`, `check_limits` goes straight to its explicit-stack walk.
 pub const MAX_RECURSIVE_DEPTH: usize = 128;
 
 /// Adds an upper bound of `v`'s compact JSON size to `upper`; false when `v` nests deeper than `max_depth`.
@@ -203,7 +191,7 @@ fn size_bound(v: &Value, depth: usize, max_depth: usize, upper: &mut usize) -> b
     true
 }
 
-/// The exact walk behind [`check_limits`]: no recursion (an explicit stack, at most `max_depth` frames), no
+/// The exact walk behind `check_limits`: no recursion (an explicit stack, at most `max_depth` frames), no
 /// allocation on values that contain no array or object.
 fn check_limits_exact(v: &Value, limits: &Limits) -> Result<(), Violation> {
     enum Frame<'a> {
@@ -366,6 +354,20 @@ impl fmt::Display for SchemaError {
 
 impl std::error::Error for SchemaError {}
 
+/// JSON Schema validation of untrusted tool arguments and tool results.
+///
+/// - `check_limits` guards a value *before* it is validated: nesting depth and serialized size, measured with an
+///   explicit stack (a value nested 100,000 deep gives a [`Violation`], not a stack overflow). The executor runs it
+///   first, because schema validation itself recurses along the value.
+/// - [`CompiledSchema`] is a JSON Schema draft 2020-12 validator compiled once per schema. [`CompiledSchema::is_valid`]
+///   is the allocation-free fast path; [`CompiledSchema::validate`] explains a failure as a list of [`Violation`]s
+///   built from the validator's error *kinds* (never from its `Debug`/`Display` text), so no Rust type name or
+///   library wording reaches the model, and no large input is copied into a message (previews are cut at 40
+///   characters).
+/// - `summary` renders violations one per line for a model-facing error message.
+///
+/// No coercion happens anywhere: `"42"` is a string, not an integer, as JSON Schema says.
+///
 /// A JSON Schema (draft 2020-12) compiled once, shared freely (`Send + Sync`, cheap to clone).
 ///
 /// Compilation checks the schema against the draft 2020-12 meta-schema and resolves internal `$ref`s; external
@@ -425,10 +427,10 @@ impl CompiledSchema {
         self.validator.is_valid(instance)
     }
 
-    /// Validates `instance`, explaining every failure (at most [`MAX_VIOLATIONS`], then a final entry saying more
+    /// Validates `instance`, explaining every failure (at most `MAX_VIOLATIONS`, then a final entry saying more
     /// were left out).
     ///
-    /// Run [`check_limits`] first on untrusted input: validation recurses along the value.
+    /// Run `check_limits` first on untrusted input: validation recurses along the value.
     ///
     /// # Errors
     ///

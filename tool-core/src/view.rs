@@ -1,8 +1,4 @@
 //! [`ToolView`]: the tools one run or turn may see, which are exactly the tools it may call.
-//!
-//! A view is one object that answers both questions, "what does the model see?" ([`ToolView::schemas`]) and "what
-//! may the executor run?" ([`ToolView::get`]), so the two cannot drift. A registry of 200 tools typically exposes
-//! 10 to 40 of them per turn through a view chosen by names, tags or effect.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -14,7 +10,31 @@ use crate::definition::{Effect, ToolDefinition};
 use crate::name;
 use crate::schema::Provider;
 
+/// [`ToolView`]: the tools one run or turn may see, which are exactly the tools it may call.
+///
+/// A view is one object that answers both questions, "what does the model see?" ([`ToolView::schemas`]) and "what
+/// may the executor run?" ([`ToolView::get`]), so the two cannot drift. A registry of 200 tools typically exposes
+/// 10 to 40 of them per turn through a view chosen by names, tags or effect.
+///
 /// A fixed set of tools: the model-visible list and the executor's allowlist, from the same definitions.
+///
+/// ```
+/// use tool_core::{tool, Executor, Provider, Registry};
+///
+/// /// Reads the weather.
+/// #[tool(effect = "read", version = "1.0", tags = ["weather"])]
+/// fn forecast(city: String) -> String {
+///     format!("sunny in {city}")
+/// }
+///
+/// let registry = Registry::from_inventory().unwrap();
+/// let view = registry.view().tag("weather").build().unwrap();
+/// // What the model is shown...
+/// assert_eq!(view.schemas(Provider::OpenAiChat)[0]["function"]["name"], "forecast");
+/// // ...is exactly what the executor built from the same view allows.
+/// let executor = Executor::new(view.clone()).unwrap();
+/// assert_eq!(view.model_names(), executor.view().executor_names());
+/// ```
 #[derive(Clone)]
 pub struct ToolView {
     inner: Arc<Inner>,

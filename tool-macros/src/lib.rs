@@ -1,10 +1,11 @@
-//! The `#[tool]` attribute of keel. Use it through `tool-core` (`use tool_core::tool;`), which documents it and
-//! provides everything the generated code needs.
-//!
-//! Stages, each in its own module: [`attr`] parses `#[tool(...)]`, [`model`] checks the fn and builds the model,
-//! [`expand`] generates code. Errors are collected ([`ctxt`]) so one build reports every mistake; on error the
-//! user's fn is emitted unchanged beside the errors so that its callers do not cascade. Set `KEEL_MACROS_DEBUG=1`
-//! to print each expansion to stderr.
+//! The `#[tool]` attribute of keel. Use it through `tool-core` (`use tool_core::tool;`), which provides
+//! everything the generated code needs; [`macro@tool`] is its full reference.
+#![warn(missing_docs)]
+
+// Stages, each in its own module: `attr` parses `#[tool(...)]`, `model` checks the fn and builds the model,
+// `expand` generates code. Errors are collected (`ctxt`) so one build reports every mistake; on error the user's fn
+// is emitted unchanged beside the errors so that its callers do not cascade. Set `KEEL_MACROS_DEBUG=1` to print
+// each expansion to stderr.
 
 mod attr;
 mod ctxt;
@@ -16,7 +17,121 @@ mod site;
 use proc_macro::TokenStream;
 use quote::quote;
 
-/// Declares an LLM tool. See the `tool_core` documentation for the full reference.
+/// Declares an LLM tool: the fn's signature and doc comment become the tool's contract (name, description,
+/// version, effect, argument and result JSON Schemas), registered for `tool_core::Registry::from_inventory`.
+///
+/// ```
+/// use schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+/// use tool_core::{tool, tool_error, CallContext, ToolError};
+///
+/// /// Which incident to look up.
+/// #[derive(Deserialize, JsonSchema)]
+/// struct LookupArgs {
+///     /// The incident id, e.g. `INC-001`.
+///     incident_id: String,
+/// }
+///
+/// #[derive(Serialize, JsonSchema)]
+/// struct Incident {
+///     incident_id: String,
+///     status: String,
+/// }
+///
+/// /// Look up one incident by its id.
+/// #[tool(effect = "read", version = "1.0", tags = ["incident"])]
+/// async fn lookup_incident(args: LookupArgs, ctx: CallContext) -> Result<Incident, ToolError> {
+///     if args.incident_id != "INC-001" {
+///         return Err(tool_error!("incident_not_found", "there is no incident {}", args.incident_id));
+///     }
+///     ctx.progress(1.0, Some(1.0), Some("found"));
+///     Ok(Incident { incident_id: args.incident_id, status: "open".into() })
+/// }
+/// # fn main() {}
+/// ```
+///
+/// # Keys
+///
+/// Every value is a literal. Unknown, repeated and malformed keys are compile errors at the key.
+///
+/// | key | required | meaning |
+/// |---|---|---|
+/// | `effect = "read" \| "write" \| "destructive"` | yes | what the tool does to the world; `write` and `destructive` need an approval under the default policy |
+/// | `version = "MAJOR.MINOR[.PATCH]"` | yes | the contract's version, reported in every result |
+/// | `name = "incident.search"` | no | dot-separated snake_case segments, 1-64 characters (default: the fn name) |
+/// | `description = "..."` | if no doc comment | what the model reads (default: the fn's doc comment) |
+/// | `idempotent = bool` | no | default: `true` for `read`, `false` otherwise |
+/// | `timeout_ms = N` | no | the tool's own timeout in milliseconds (default: the executor's) |
+/// | `tags = ["..."]` | no | for choosing views (`registry.view().tag("incident")`) |
+/// | `blocking = false` | no | plain fns only: run inline instead of on the blocking pool (for cheap work) |
+/// | `crate = "path"` | no | the path of tool-core when `Cargo.toml` does not name it (e.g. re-exported) |
+///
+/// # Parameters
+///
+/// Each parameter's role comes from what its type implements, never from how it is spelled, so aliases and
+/// renamed imports work:
+///
+/// - **Injected**: a type that implements `tool_core::FromCallContext` is filled from the call and never appears
+///   in a schema: `CallContext` (call id, tenant, cancellation, progress and log notifications), `State<T>`
+///   (shared state given to the executor with `.state(value)`; an executor without it does not build), and your
+///   own extractors (a tenant newtype, a database handle). Patterns are fine: `State(db): State<Db>`.
+/// - **The whole arguments**: `Args<T>` takes the model's arguments as one `T: Deserialize + JsonSchema`
+///   (`Args(query): Args<Query>`). A lone argument parameter whose type is a struct is the same (as
+///   `args: LookupArgs` above). A tool with the whole arguments has no other argument parameters.
+/// - **Named arguments**: every other parameter is one property of the argument object, named after the
+///   parameter. Its type needs `Deserialize + JsonSchema`; `Option<T>` is optional. Document one with
+///   `#[arg(description = "...")]` (doc comments are not allowed on parameters); `#[arg]` also keeps a lone
+///   struct parameter a named argument.
+/// - **None**: the schema is an empty object.
+///
+/// ```
+/// use tool_core::{tool, CallContext, State};
+///
+/// struct Notes {
+///     list: std::sync::Mutex<Vec<String>>,
+/// }
+///
+/// /// Add a note to an incident.
+/// #[tool(effect = "write", version = "1.0")]
+/// fn add_note(
+///     #[arg(description = "The incident id")] id: String,
+///     text: String,
+///     priority: Option<u8>,
+///     notes: State<Notes>,
+///     ctx: CallContext,
+/// ) -> usize {
+///     let mut notes = notes.list.lock().unwrap();
+///     notes.push(format!("{} {id} p{}: {text}", ctx.call_id(), priority.unwrap_or(3)));
+///     notes.len()
+/// }
+/// # fn main() {}
+/// ```
+///
+/// # Return types
+///
+/// `T`, `Result<T, E>` (or an alias such as `anyhow::Result<T>`) or nothing, with `T: Serialize + JsonSchema`
+/// (its schema is the result schema the executor checks every result against). The error `E` may be:
+///
+/// - `ToolError`: `tool_error!("code", "message")` is a business error whose code and message reach the model
+///   (the code is checked at compile time: `snake_case` and not one of the executor's own codes);
+/// - any `std::error::Error + Send + Sync + 'static`, `Box<dyn Error + Send + Sync>` or `anyhow::Error`: an internal
+///   error; the model reads only `tool_internal_error`, and the error with its source chain goes to the
+///   executor's internal-failure hook (`ExecutorBuilder::on_internal_failure`);
+/// - your own type with `impl From<YourError> for ToolError`.
+///
+/// A panic in the handler is caught and becomes an internal error too.
+///
+/// # Compile errors
+///
+/// Each misuse is an error at the offending token that says what to write instead: an unknown, repeated or
+/// non-literal key; an effect outside the closed set; a malformed version or name; a missing description; a
+/// generic, `extern`, `unsafe` or variadic fn; a method (`self`) or an associated fn; a reference parameter
+/// (`&str`, `&State<T>`); a parameter that is neither an argument nor injected; `#[arg]` on an injected
+/// parameter; a pattern or a `_name` for a named argument; a result or error type that does not convert.
+///
+/// Two tools with the same name in one crate fail at both names with "the name
+/// `duplicate_tool_name_search` is defined multiple times"; across crates, `Registry::from_inventory` fails and
+/// lists every definition site.
 #[proc_macro_attribute]
 pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
     let args = proc_macro2::TokenStream::from(args);
