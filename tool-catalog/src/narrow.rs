@@ -30,27 +30,8 @@ use std::fmt;
 use serde_json::{Map, Value};
 use tool_core::CompiledSchema;
 
-/// How deep the check descends before it gives up (and rejects).
-const MAX_DEPTH: usize = 64;
-
-/// Keywords that carry no assertion: ignored on both sides.
-const ANNOTATIONS: &[&str] = &[
-    "title",
-    "description",
-    "default",
-    "examples",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-    "$comment",
-    "$schema",
-    "$defs",
-    "definitions",
-    "$anchor",
-    "contentEncoding",
-    "contentMediaType",
-    "contentSchema",
-];
+/// How deep the check descends before it gives up (and rejects): the vocabulary's one limit.
+use tool_core::vocabulary::MAX_DEPTH;
 
 /// Where and why a row's schema accepts more than the compiled one (or could not be shown not to).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,12 +78,9 @@ fn escape(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
 }
 
-fn unescape(segment: &str) -> String {
-    segment.replace("~1", "/").replace("~0", "~")
-}
-
+/// Keywords that carry no assertion (annotations and core keywords) are ignored on both sides.
 fn is_annotation(k: &str) -> bool {
-    ANNOTATIONS.contains(&k)
+    tool_core::vocabulary::asserts_nothing(k)
 }
 
 /// The schema's assertion keywords (annotations dropped).
@@ -140,45 +118,9 @@ fn equal_kw(r: &Map<String, Value>, c: &Map<String, Value>, k: &str) -> bool {
     }
 }
 
-/// Resolves a local `$ref` (`#`, `#/$defs/X`) against `root`: the target and its pointer.
+/// Resolves a local `$ref` (`#`, `#/$defs/X`) against `root`: the target and its (decoded) pointer.
 fn resolve<'a>(root: &'a Value, reference: &str) -> Option<(&'a Value, String)> {
-    let pointer = reference.strip_prefix('#')?;
-    if pointer.is_empty() {
-        return Some((root, String::new()));
-    }
-    if !pointer.starts_with('/') {
-        return None;
-    }
-    let mut cur = root;
-    for seg in pointer[1..].split('/') {
-        let seg = unescape(&percent_decode(seg)?);
-        cur = match cur {
-            Value::Object(m) => m.get(&seg)?,
-            Value::Array(a) => a.get(seg.parse::<usize>().ok()?)?,
-            _ => return None,
-        };
-    }
-    Some((cur, pointer.to_owned()))
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    if !s.contains('%') {
-        return Some(s.to_owned());
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    tool_core::vocabulary::resolve_ref(root, reference)
 }
 
 /// The set of JSON types a schema's `type` names (`None`: any type).

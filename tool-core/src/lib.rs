@@ -57,11 +57,11 @@
 extern crate self as tool_core;
 
 // The modules form layers; each imports only the ones above it in this list (checked by `tests/layers.rs`):
-//   effect, error, canonical, failure, call, context, content, validate, params
+//   vocabulary, effect, error, canonical, failure, call, context, content, validate, params
 //   -> result -> schema (neutral schemas and pure renderers) -> definition -> view -> registry -> policy
 //   -> executor -> event -> run -> lint, lock.
 // The core modules are private: each of their public items has one path, at the root. `canonical`, `lint`,
-// `lock` and `name` are toolboxes whose items are only there.
+// `lock`, `name` and `vocabulary` are toolboxes whose items are only there.
 mod call;
 pub mod canonical;
 mod content;
@@ -82,6 +82,7 @@ mod run;
 mod schema;
 mod validate;
 mod view;
+pub mod vocabulary;
 
 #[doc(hidden)]
 pub mod __private;

@@ -52,7 +52,7 @@ pub const MAX_DESCRIPTION: usize = 1024;
 pub const MAX_TOOLS_PER_REQUEST: usize = 128;
 
 /// The deepest nesting the walkers descend into.
-const MAX_DEPTH: usize = 64;
+use crate::vocabulary::{self, MAX_DEPTH};
 
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -210,34 +210,18 @@ fn walk(schema: &Value, path: &str, depth: usize, f: &mut dyn FnMut(&str, &Map<S
         return;
     }
     f(path, map);
-    if let Some(Value::Object(props)) = map.get("properties") {
-        for (k, v) in props {
-            walk(v, &child_path(path, k), depth + 1, f);
-        }
-    }
-    match map.get("items") {
-        Some(Value::Array(items)) => items.iter().for_each(|i| walk(i, &child_path(path, "[]"), depth + 1, f)),
-        Some(items) => walk(items, &child_path(path, "[]"), depth + 1, f),
-        None => {}
-    }
-    if let Some(Value::Array(items)) = map.get("prefixItems") {
-        items.iter().for_each(|i| walk(i, &child_path(path, "[]"), depth + 1, f));
-    }
-    if let Some(values) = map.get("additionalProperties") {
-        walk(values, &child_path(path, "*"), depth + 1, f);
-    }
-    for keyword in ["anyOf", "oneOf", "allOf"] {
-        if let Some(Value::Array(branches)) = map.get(keyword) {
-            branches.iter().for_each(|b| walk(b, path, depth + 1, f));
-        }
-    }
-    for keyword in ["$defs", "definitions"] {
-        if let Some(Value::Object(defs)) = map.get(keyword) {
-            for (k, v) in defs {
-                walk(v, &format!("$defs.{k}"), depth + 1, f);
-            }
-        }
-    }
+    vocabulary::for_each_child(schema, |keyword, name, child| {
+        let at = match (keyword, name) {
+            ("properties", Some(name)) => child_path(path, name),
+            ("items" | "prefixItems", _) => child_path(path, "[]"),
+            ("additionalProperties", _) => child_path(path, "*"),
+            ("anyOf" | "oneOf" | "allOf", _) => path.to_owned(),
+            ("$defs" | "definitions", Some(name)) => format!("$defs.{name}"),
+            // The other applicators say nothing a provider drops that these paths do not already show.
+            _ => return,
+        };
+        walk(child, &at, depth + 1, f);
+    });
 }
 
 fn join_keywords(keywords: &[&str]) -> String {
@@ -337,7 +321,7 @@ fn compare_ollama(tool: &str, canonical: &Value, rendered: &Value, path: &str, d
     }
     folded.sort_unstable();
     silent.sort_unstable();
-    let (notes, folded): (Vec<&str>, Vec<&str>) = folded.into_iter().partition(|k| ANNOTATIONS.contains(k));
+    let (notes, folded): (Vec<&str>, Vec<&str>) = folded.into_iter().partition(|k| vocabulary::asserts_nothing(k));
     let described = |m: &Map<String, Value>| m.get("description").and_then(Value::as_str).unwrap_or("").to_owned();
     let in_words = described(r) != described(c);
     if !folded.is_empty() {
@@ -491,9 +475,6 @@ const GEMINI_SUPPORTED: &[&str] = &[
     "propertyOrdering",
 ];
 
-/// Keywords outside the subset that only annotate: losing them changes nothing that is valid.
-const ANNOTATIONS: &[&str] = &["default", "examples", "deprecated", "readOnly", "writeOnly", "$comment", "$schema"];
-
 /// The string formats Gemini documents.
 const GEMINI_FORMATS: &[&str] = &["date-time", "date", "time"];
 
@@ -538,7 +519,7 @@ fn gemini(def: &ToolDefinition, out: &mut Vec<Finding>) {
             }
             match (k, v) {
                 ("uniqueItems" | "deprecated", Value::Bool(false)) => {}
-                _ if ANNOTATIONS.contains(&k) => annotations.push(k),
+                _ if vocabulary::asserts_nothing(k) => annotations.push(k),
                 _ => validation.push(k),
             }
         }

@@ -78,6 +78,7 @@ use crate::canonical::canonical_json;
 use crate::definition::ToolDefinition;
 use crate::name::parse_version;
 use crate::registry::Registry;
+use crate::vocabulary::{self, MAX_DEPTH};
 
 /// The format number written in every lock file (`"keel_lock": 1`).
 pub const FORMAT: u32 = 1;
@@ -85,29 +86,8 @@ pub const FORMAT: u32 = 1;
 /// The conventional file name of the lock, at the root of the repository.
 pub const DEFAULT_PATH: &str = "keel.lock";
 
-/// The deepest schema nesting the summary descends into.
-const MAX_DEPTH: usize = 64;
-
 /// How many schema nodes one summary may visit; guards against references that expand exponentially.
 const NODE_BUDGET: usize = 100_000;
-
-/// Constraint keywords recorded in the summary.
-const CONSTRAINTS: &[&str] = &[
-    "minimum",
-    "exclusiveMinimum",
-    "maximum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "format",
-    "minItems",
-    "maxItems",
-    "uniqueItems",
-    "minProperties",
-    "maxProperties",
-];
 
 /// A lock: every tool's name, version and schema summaries, sorted by name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -420,10 +400,9 @@ fn describe(root: &Value, schema: &Value, cx: &mut Cx, depth: usize) -> Node {
         }
         node.values = Some(sorted_values(values));
     }
-    for k in CONSTRAINTS {
-        if let Some(v) = map.get(*k) {
-            node.constraints.insert((*k).to_owned(), normalized(v));
-        }
+    // The constraint keywords of the vocabulary (bounds on one value's size, range or form).
+    for (k, v) in map.iter().filter(|(k, _)| vocabulary::is_constraint(k)) {
+        node.constraints.insert(k.clone(), normalized(v));
     }
     if let Some(Value::Object(props)) = map.get("properties") {
         let required: BTreeSet<&str> = match map.get("required") {
@@ -478,11 +457,7 @@ fn describe(root: &Value, schema: &Value, cx: &mut Cx, depth: usize) -> Node {
 }
 
 fn local_target<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
-    let pointer = reference.strip_prefix('#')?;
-    if pointer.is_empty() {
-        return Some(root);
-    }
-    root.pointer(pointer)
+    vocabulary::resolve_ref(root, reference).map(|(target, _)| target)
 }
 
 /// Both must hold (`allOf`, or a node's own keywords next to a union).

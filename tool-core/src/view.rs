@@ -33,7 +33,9 @@ use crate::schema::Provider;
 /// assert_eq!(view.schemas(Provider::OpenAiChat)[0]["function"]["name"], "forecast");
 /// // ...is exactly what the executor built from the same view allows.
 /// let executor = Executor::new(view.clone()).unwrap();
-/// assert_eq!(view.model_names(), executor.view().executor_names());
+/// let both = executor.view().describe_tools();
+/// assert_eq!(both.model_names(), both.executor_names());
+/// assert!(executor.view().contains("forecast") && !executor.view().contains("other"));
 /// ```
 #[derive(Clone)]
 pub struct ToolView {

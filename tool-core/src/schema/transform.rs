@@ -16,19 +16,14 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use crate::vocabulary::{is_annotation, is_schema};
+
 /// The deepest subschema nesting the walkers descend into; deeper subtrees are copied unchanged.
-///
-/// Real tool schemas are a few levels deep; the limit only exists so that an absurd schema cannot overflow the
-/// stack.
-pub(crate) const MAX_DEPTH: usize = 128;
+pub(crate) use crate::vocabulary::MAX_DEPTH;
 
 /// How many schema nodes `$ref` inlining may copy in total before it stops expanding references. Guards against
 /// definitions that reference each other in a way that grows exponentially when inlined.
 pub(crate) const INLINE_BUDGET: usize = 100_000;
-
-/// Annotation keywords: they describe a value but do not constrain it.
-const ANNOTATIONS: &[&str] =
-    &["description", "title", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment"];
 
 /// The number formats schemars emits for Rust's integer and float widths. They say nothing a model needs (the
 /// bounds that matter are in `minimum`/`maximum`), so folding drops them silently.
@@ -37,89 +32,7 @@ pub(crate) const NUMERIC_FORMATS: &[&str] = &[
     "float", "double",
 ];
 
-/// How a keyword holds subschemas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Slot {
-    /// One subschema (`items`, `additionalProperties`, `not`, ...). `items` may also be a draft-7 tuple array.
-    Single,
-    /// An array of subschemas (`anyOf`, `prefixItems`, ...).
-    List,
-    /// A map from names to subschemas (`properties`, `$defs`, ...).
-    Named,
-}
-
-/// Which keywords hold subschemas, and how.
-pub(crate) fn slot(keyword: &str) -> Option<Slot> {
-    match keyword {
-        "additionalProperties"
-        | "items"
-        | "contains"
-        | "not"
-        | "if"
-        | "then"
-        | "else"
-        | "propertyNames"
-        | "unevaluatedItems"
-        | "unevaluatedProperties"
-        | "additionalItems"
-        | "contentSchema" => Some(Slot::Single),
-        "allOf" | "anyOf" | "oneOf" | "prefixItems" => Some(Slot::List),
-        "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" | "dependencies" => {
-            Some(Slot::Named)
-        }
-        _ => None,
-    }
-}
-
-/// Whether `v` can be a schema (an object or a boolean).
-fn is_schema(v: &Value) -> bool {
-    matches!(v, Value::Object(_) | Value::Bool(_))
-}
-
-/// Calls `f(keyword, name, child)` for every direct subschema of `schema`. `name` is the entry name for
-/// [`Slot::Named`] keywords.
-pub(crate) fn for_each_child(schema: &Value, mut f: impl FnMut(&str, Option<&str>, &Value)) {
-    let Value::Object(map) = schema else { return };
-    for (keyword, value) in map {
-        match (slot(keyword), value) {
-            (Some(Slot::Single), Value::Array(items)) if keyword == "items" => {
-                items.iter().filter(|c| is_schema(c)).for_each(|c| f(keyword, None, c))
-            }
-            (Some(Slot::Single), c) if is_schema(c) => f(keyword, None, c),
-            (Some(Slot::List), Value::Array(items)) => {
-                items.iter().filter(|c| is_schema(c)).for_each(|c| f(keyword, None, c))
-            }
-            (Some(Slot::Named), Value::Object(entries)) => {
-                for (name, c) in entries.iter().filter(|(_, c)| is_schema(c)) {
-                    f(keyword, Some(name), c)
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Like [`for_each_child`], mutably.
-pub(crate) fn for_each_child_mut(schema: &mut Value, mut f: impl FnMut(&str, Option<&str>, &mut Value)) {
-    let Value::Object(map) = schema else { return };
-    for (keyword, value) in map.iter_mut() {
-        match (slot(keyword), value) {
-            (Some(Slot::Single), Value::Array(items)) if keyword == "items" => {
-                items.iter_mut().filter(|c| is_schema(c)).for_each(|c| f(keyword, None, c))
-            }
-            (Some(Slot::Single), c) if is_schema(c) => f(keyword, None, c),
-            (Some(Slot::List), Value::Array(items)) => {
-                items.iter_mut().filter(|c| is_schema(c)).for_each(|c| f(keyword, None, c))
-            }
-            (Some(Slot::Named), Value::Object(entries)) => {
-                for (name, c) in entries.iter_mut().filter(|(_, c)| is_schema(c)) {
-                    f(keyword, Some(name), c)
-                }
-            }
-            _ => {}
-        }
-    }
-}
+pub(crate) use crate::vocabulary::{Slot, for_each_child, for_each_child_mut, slot};
 
 // ---------------------------------------------------------------------------------------------------------------
 // Field paths
@@ -385,54 +298,11 @@ pub(crate) fn fold_const_one_of(root: &mut Value) {
 // References
 // ---------------------------------------------------------------------------------------------------------------
 
-/// The JSON pointer of a local reference (`#`, `#/$defs/Node`), percent-decoded; `None` for anything else
-/// (another document, an anchor).
-pub(crate) fn local_pointer(reference: &str) -> Option<String> {
-    let fragment = reference.strip_prefix('#')?;
-    if !(fragment.is_empty() || fragment.starts_with('/')) {
-        return None;
-    }
-    Some(percent_decode(fragment))
-}
+pub(crate) use crate::vocabulary::{local_pointer, resolve};
 
 /// Resolves a JSON pointer (already percent-decoded) in `root`.
 pub(crate) fn resolve_pointer<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
     root.pointer(pointer)
-}
-
-/// Follows `$ref` chains from `schema` (at most `MAX_DEPTH` hops); the first schema that is not a bare reference.
-/// Unresolvable references resolve to the referencing schema itself.
-pub(crate) fn resolve<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
-    for _ in 0..MAX_DEPTH {
-        let Some(Value::String(r)) = schema.get("$ref") else { return schema };
-        match local_pointer(r).and_then(|p| resolve_pointer(root, &p)) {
-            Some(target) => schema = target,
-            None => return schema,
-        }
-    }
-    schema
-}
-
-fn percent_decode(s: &str) -> String {
-    if !s.contains('%') {
-        return s.to_owned();
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(hex) = s.get(i + 1..i + 3)
-            && let Ok(b) = u8::from_str_radix(hex, 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 fn unescape_token(token: &str) -> String {
@@ -747,7 +617,7 @@ fn merge_ref(target: Value, siblings: Map<String, Value>) -> Value {
             let mut conflicts = Map::new();
             for (k, v) in siblings {
                 let agrees = t.get(&k).is_none_or(|existing| *existing == v);
-                if agrees || ANNOTATIONS.contains(&k.as_str()) {
+                if agrees || is_annotation(&k) {
                     t.insert(k, v);
                 } else {
                     conflicts.insert(k, v);
@@ -757,9 +627,10 @@ fn merge_ref(target: Value, siblings: Map<String, Value>) -> Value {
                 Value::Object(t)
             } else {
                 let mut out = Map::new();
-                for k in ANNOTATIONS {
-                    if let Some(v) = t.remove(*k) {
-                        out.insert((*k).to_owned(), v);
+                let annotations: Vec<String> = t.keys().filter(|k| is_annotation(k)).cloned().collect();
+                for k in annotations {
+                    if let Some(v) = t.remove(&k) {
+                        out.insert(k, v);
                     }
                 }
                 out.insert("allOf".to_owned(), Value::Array(vec![Value::Object(t), Value::Object(conflicts)]));
@@ -831,7 +702,7 @@ pub(crate) fn is_null_only(v: &Value) -> bool {
     let null_type = map.get("type").and_then(Value::as_str) == Some("null");
     let null_const = map.get("const") == Some(&Value::Null);
     let null_enum = map.get("enum").and_then(Value::as_array).is_some_and(|e| e.len() == 1 && e[0].is_null());
-    let others = map.keys().all(|k| ANNOTATIONS.contains(&k.as_str()) || k == "type" || k == "const" || k == "enum");
+    let others = map.keys().all(|k| is_annotation(k) || k == "type" || k == "const" || k == "enum");
     (null_type || null_const || null_enum) && others
 }
 
@@ -934,7 +805,7 @@ pub(crate) fn strip_null(map: &mut Map<String, Value>) {
 /// The values one literal branch (`{"const": v}` or `{"enum": [...]}`, with annotations) stands for.
 fn literal_values(branch: &Value) -> Option<Vec<Value>> {
     let Value::Object(map) = branch else { return None };
-    let allowed = |k: &str| ANNOTATIONS.contains(&k) || k == "type" || k == "const" || k == "enum";
+    let allowed = |k: &str| is_annotation(k) || k == "type" || k == "const" || k == "enum";
     if !map.keys().all(|k| allowed(k)) {
         return None;
     }
@@ -1078,7 +949,7 @@ fn merge_conjunct(
                 _ => false,
             },
             "required" => existing.is_array() && v.is_array(),
-            k if ANNOTATIONS.contains(&k) => true,
+            k if is_annotation(k) => true,
             _ => existing == v,
         };
         if !fine {

@@ -1,0 +1,306 @@
+//! The JSON Schema vocabulary, once: every keyword keel knows with its kind (validation, annotation, applicator,
+//! reference, core) and where it holds subschemas; one visitor over a schema's direct subschemas; one resolver of
+//! local `$ref`s (percent-decoded JSON pointers); one depth limit. The schema transforms, the provider lint, the
+//! schema lock and `tool-catalog`'s narrowing check all read schemas through this module.
+//!
+//! The table covers JSON Schema 2020-12 and the draft-07 spellings schemars and MCP peers still emit
+//! (`definitions`, `dependencies`, `additionalItems`, tuple `items`).
+
+use serde_json::Value;
+
+/// The deepest subschema nesting any walker descends into. Real tool schemas are a few levels deep; the limit only
+/// exists so that an absurd schema cannot overflow the stack.
+pub const MAX_DEPTH: usize = 128;
+
+/// What a keyword does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeywordKind {
+    /// Constrains the instance itself (`type`, `minimum`, `required`, `format`, ...).
+    Validation,
+    /// Describes the instance and constrains nothing (`title`, `description`, `default`, `examples`, ...).
+    Annotation,
+    /// Applies subschemas to the instance or its parts (`properties`, `items`, `anyOf`, `not`, ...).
+    Applicator,
+    /// Stands for another schema (`$ref`, `$dynamicRef`).
+    Reference,
+    /// Identifies the schema or holds definitions for references; constrains nothing by itself (`$schema`, `$id`,
+    /// `$anchor`, `$defs`).
+    Core,
+}
+
+/// How a keyword holds subschemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Slot {
+    /// One subschema (`items`, `additionalProperties`, `not`, ...). `items` may also be a draft-07 tuple array.
+    Single,
+    /// An array of subschemas (`anyOf`, `prefixItems`, ...).
+    List,
+    /// A map from names to subschemas (`properties`, `$defs`, ...).
+    Named,
+}
+
+/// One keyword of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keyword {
+    /// The keyword as written.
+    pub name: &'static str,
+    /// What it does.
+    pub kind: KeywordKind,
+    /// Where it holds subschemas, if it does.
+    pub slot: Option<Slot>,
+    /// A bound on one value's size, range or form (`minimum`, `maxLength`, `pattern`, `format`, ...), as opposed to
+    /// the structure (`type`, `enum`, `required`).
+    pub constraint: bool,
+}
+
+const fn k(name: &'static str, kind: KeywordKind, slot: Option<Slot>, constraint: bool) -> Keyword {
+    Keyword { name, kind, slot, constraint }
+}
+
+use KeywordKind::{Annotation, Applicator, Core, Reference, Validation};
+use Slot::{List, Named, Single};
+
+/// Every keyword keel knows.
+pub const KEYWORDS: &[Keyword] = &[
+    // Core.
+    k("$schema", Core, None, false),
+    k("$id", Core, None, false),
+    k("$anchor", Core, None, false),
+    k("$dynamicAnchor", Core, None, false),
+    k("$vocabulary", Core, None, false),
+    k("$defs", Core, Some(Named), false),
+    k("definitions", Core, Some(Named), false),
+    // References.
+    k("$ref", Reference, None, false),
+    k("$dynamicRef", Reference, None, false),
+    k("$recursiveRef", Reference, None, false),
+    // Applicators.
+    k("allOf", Applicator, Some(List), false),
+    k("anyOf", Applicator, Some(List), false),
+    k("oneOf", Applicator, Some(List), false),
+    k("not", Applicator, Some(Single), false),
+    k("if", Applicator, Some(Single), false),
+    k("then", Applicator, Some(Single), false),
+    k("else", Applicator, Some(Single), false),
+    k("dependentSchemas", Applicator, Some(Named), false),
+    k("dependencies", Applicator, Some(Named), false),
+    k("prefixItems", Applicator, Some(List), false),
+    k("items", Applicator, Some(Single), false),
+    k("additionalItems", Applicator, Some(Single), false),
+    k("contains", Applicator, Some(Single), false),
+    k("properties", Applicator, Some(Named), false),
+    k("patternProperties", Applicator, Some(Named), false),
+    k("additionalProperties", Applicator, Some(Single), false),
+    k("propertyNames", Applicator, Some(Single), false),
+    k("unevaluatedItems", Applicator, Some(Single), false),
+    k("unevaluatedProperties", Applicator, Some(Single), false),
+    // Validation.
+    k("type", Validation, None, false),
+    k("enum", Validation, None, false),
+    k("const", Validation, None, false),
+    k("required", Validation, None, false),
+    k("dependentRequired", Validation, None, false),
+    k("multipleOf", Validation, None, true),
+    k("minimum", Validation, None, true),
+    k("exclusiveMinimum", Validation, None, true),
+    k("maximum", Validation, None, true),
+    k("exclusiveMaximum", Validation, None, true),
+    k("minLength", Validation, None, true),
+    k("maxLength", Validation, None, true),
+    k("pattern", Validation, None, true),
+    k("format", Validation, None, true),
+    k("minItems", Validation, None, true),
+    k("maxItems", Validation, None, true),
+    k("uniqueItems", Validation, None, true),
+    k("minContains", Validation, None, true),
+    k("maxContains", Validation, None, true),
+    k("minProperties", Validation, None, true),
+    k("maxProperties", Validation, None, true),
+    // Annotations (the meta-data and content vocabularies, and `$comment`).
+    k("title", Annotation, None, false),
+    k("description", Annotation, None, false),
+    k("default", Annotation, None, false),
+    k("examples", Annotation, None, false),
+    k("deprecated", Annotation, None, false),
+    k("readOnly", Annotation, None, false),
+    k("writeOnly", Annotation, None, false),
+    k("$comment", Annotation, None, false),
+    k("contentEncoding", Annotation, None, false),
+    k("contentMediaType", Annotation, None, false),
+    k("contentSchema", Annotation, Some(Single), false),
+];
+
+/// The keyword named `name`, if keel knows it.
+pub fn keyword(name: &str) -> Option<&'static Keyword> {
+    KEYWORDS.iter().find(|k| k.name == name)
+}
+
+/// The kind of `name`; `None` for a keyword keel does not know (an extension such as `x-keel-content`).
+pub fn kind(name: &str) -> Option<KeywordKind> {
+    keyword(name).map(|k| k.kind)
+}
+
+/// Whether `name` describes without constraining: an annotation.
+pub fn is_annotation(name: &str) -> bool {
+    kind(name) == Some(Annotation)
+}
+
+/// Whether `name` carries no assertion of its own: an annotation or a core keyword.
+pub fn asserts_nothing(name: &str) -> bool {
+    matches!(kind(name), Some(Annotation | Core))
+}
+
+/// Whether `name` bounds one value's size, range or form.
+pub fn is_constraint(name: &str) -> bool {
+    keyword(name).is_some_and(|k| k.constraint)
+}
+
+/// Where `name` holds subschemas, if it does.
+pub fn slot(name: &str) -> Option<Slot> {
+    keyword(name).and_then(|k| k.slot)
+}
+
+/// Whether `v` can be a schema (an object or a boolean).
+pub fn is_schema(v: &Value) -> bool {
+    matches!(v, Value::Object(_) | Value::Bool(_))
+}
+
+/// Calls `f(keyword, name, child)` for every direct subschema of `schema`. `name` is the entry name for
+/// [`Slot::Named`] keywords.
+pub fn for_each_child(schema: &Value, mut f: impl FnMut(&str, Option<&str>, &Value)) {
+    let Value::Object(map) = schema else { return };
+    for (keyword, value) in map {
+        match (slot(keyword), value) {
+            (Some(Slot::Single), Value::Array(items)) if keyword == "items" => {
+                items.iter().filter(|c| is_schema(c)).for_each(|c| f(keyword, None, c))
+            }
+            (Some(Slot::Single), c) if is_schema(c) => f(keyword, None, c),
+            (Some(Slot::List), Value::Array(items)) => {
+                items.iter().filter(|c| is_schema(c)).for_each(|c| f(keyword, None, c))
+            }
+            (Some(Slot::Named), Value::Object(entries)) => {
+                for (name, c) in entries.iter().filter(|(_, c)| is_schema(c)) {
+                    f(keyword, Some(name), c)
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Like [`for_each_child`], mutably.
+pub fn for_each_child_mut(schema: &mut Value, mut f: impl FnMut(&str, Option<&str>, &mut Value)) {
+    let Value::Object(map) = schema else { return };
+    for (keyword, value) in map.iter_mut() {
+        match (slot(keyword), value) {
+            (Some(Slot::Single), Value::Array(items)) if keyword == "items" => {
+                items.iter_mut().filter(|c| is_schema(c)).for_each(|c| f(keyword, None, c))
+            }
+            (Some(Slot::Single), c) if is_schema(c) => f(keyword, None, c),
+            (Some(Slot::List), Value::Array(items)) => {
+                items.iter_mut().filter(|c| is_schema(c)).for_each(|c| f(keyword, None, c))
+            }
+            (Some(Slot::Named), Value::Object(entries)) => {
+                for (name, c) in entries.iter_mut().filter(|(_, c)| is_schema(c)) {
+                    f(keyword, Some(name), c)
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The JSON pointer of a local reference (`#`, `#/$defs/Node`), percent-decoded; `None` for anything else
+/// (another document, an anchor).
+pub fn local_pointer(reference: &str) -> Option<String> {
+    let fragment = reference.strip_prefix('#')?;
+    if !(fragment.is_empty() || fragment.starts_with('/')) {
+        return None;
+    }
+    Some(percent_decode(fragment))
+}
+
+/// The target of the local reference `reference` in `root`, and its (decoded) pointer.
+pub fn resolve_ref<'a>(root: &'a Value, reference: &str) -> Option<(&'a Value, String)> {
+    let pointer = local_pointer(reference)?;
+    root.pointer(&pointer).map(|target| (target, pointer))
+}
+
+/// Follows `$ref` chains from `schema` (at most [`MAX_DEPTH`] hops): the first schema that is not a bare
+/// reference. An unresolvable reference resolves to the referencing schema itself.
+pub fn resolve<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
+    for _ in 0..MAX_DEPTH {
+        let Some(Value::String(r)) = schema.get("$ref") else { return schema };
+        match resolve_ref(root, r) {
+            Some((target, _)) => schema = target,
+            None => return schema,
+        }
+    }
+    schema
+}
+
+fn percent_decode(s: &str) -> String {
+    if !s.contains('%') {
+        return s.to_owned();
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = s.get(i + 1..i + 3)
+            && let Ok(b) = u8::from_str_radix(hex, 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn every_keyword_is_listed_once_and_subschema_holders_are_applicators_or_definitions() {
+        for (i, a) in KEYWORDS.iter().enumerate() {
+            assert!(KEYWORDS[i + 1..].iter().all(|b| b.name != a.name), "{} twice", a.name);
+            if a.slot.is_some() {
+                assert!(matches!(a.kind, Applicator | Core) || a.name == "contentSchema", "{}", a.name);
+            }
+            if a.constraint {
+                assert_eq!(a.kind, Validation, "{}", a.name);
+            }
+        }
+        assert!(is_annotation("description") && !is_annotation("minimum") && asserts_nothing("$defs"));
+        assert_eq!(kind("x-keel-content"), None);
+    }
+
+    #[test]
+    fn references_are_percent_decoded_and_followed() {
+        let root = json!({"$defs": {"a b": {"$ref": "#/$defs/c"}, "c": {"type": "string"}}, "$ref": "#/$defs/a%20b"});
+        assert_eq!(resolve(&root, &root), &json!({"type": "string"}));
+        assert_eq!(local_pointer("#/$defs/a%20b").as_deref(), Some("/$defs/a b"));
+        assert_eq!(local_pointer("other.json#/x"), None);
+        let looping = json!({"$ref": "#"});
+        assert_eq!(resolve(&looping, &looping), &looping);
+    }
+
+    #[test]
+    fn the_visitor_sees_every_direct_subschema() {
+        let s = json!({
+            "properties": {"a": {}, "b": true}, "items": [{}, {}], "anyOf": [{}], "not": {},
+            "$defs": {"D": {}}, "description": "not a schema holder", "enum": [{}]
+        });
+        let mut seen = Vec::new();
+        for_each_child(&s, |k, n, _| seen.push(format!("{k}{}", n.map(|n| format!(".{n}")).unwrap_or_default())));
+        seen.sort();
+        assert_eq!(seen, ["$defs.D", "anyOf", "items", "items", "not", "properties.a", "properties.b"]);
+    }
+}
