@@ -132,7 +132,10 @@ fn bad(row: &RowRef, column: &'static str, reason: impl Into<String>) -> RowErro
 /// Checks that `def`'s schemas compile for the executor, so that one row cannot fail a whole view's executor.
 fn compiles(row: &RowRef, def: &Arc<ToolDefinition>) -> Result<(), RowError> {
     Executor::new(ToolView::new(vec![def.clone()])).map(|_| ()).map_err(|e| {
-        let detail = e.problems().first().map_or_else(|| e.to_string(), |(_, p)| p.clone());
+        let detail = match e.problems().first() {
+            Some(tool_core::ExecutorProblem::Schema { problem, .. }) => problem.clone(),
+            _ => e.to_string(),
+        };
         bad(row, "input_schema", format!("does not compile as a JSON Schema ({detail})"))
     })
 }

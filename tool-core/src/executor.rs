@@ -28,15 +28,77 @@ use crate::view::ToolView;
 /// The longest requested name echoed back in an `unknown_tool` result.
 const MAX_ECHOED_NAME: usize = 128;
 
-/// Why an executor could not be built.
+/// One reason an executor could not be built, with the tool it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExecutorProblem {
+    /// The tool's parameters cannot be mapped to arguments (e.g. `Args<T>` beside other arguments).
+    Parameters {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// An argument or result schema does not compile, or the arguments are not an object.
+    Schema {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The tool takes `State<T>` (or an extractor needs a `T`) and the executor holds no `T`.
+    MissingState {
+        /// The tool.
+        tool: String,
+        /// The state's type, as `std::any::type_name` writes it.
+        type_name: &'static str,
+    },
+}
+
+impl ExecutorProblem {
+    /// The tool the problem concerns.
+    pub fn tool(&self) -> &str {
+        match self {
+            ExecutorProblem::Parameters { tool, .. }
+            | ExecutorProblem::Schema { tool, .. }
+            | ExecutorProblem::MissingState { tool, .. } => tool,
+        }
+    }
+
+    /// A stable code: `bad_parameters`, `bad_schema` or `missing_state`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ExecutorProblem::Parameters { .. } => "bad_parameters",
+            ExecutorProblem::Schema { .. } => "bad_schema",
+            ExecutorProblem::MissingState { .. } => "missing_state",
+        }
+    }
+}
+
+impl fmt::Display for ExecutorProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExecutorProblem::Parameters { tool, problem } | ExecutorProblem::Schema { tool, problem } => {
+                write!(f, "tool `{tool}`: {problem}")
+            }
+            ExecutorProblem::MissingState { tool, type_name } => write!(
+                f,
+                "tool `{tool}`: it takes `State<{type_name}>`, but the executor holds no `{type_name}`; add it with \
+                 `Executor::builder(view).state(value)`"
+            ),
+        }
+    }
+}
+
+/// Why an executor could not be built: every problem found, each with its tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutorError {
-    problems: Vec<(String, String)>,
+    problems: Vec<ExecutorProblem>,
 }
 
 impl ExecutorError {
-    /// `(tool name, problem)` pairs.
-    pub fn problems(&self) -> &[(String, String)] {
+    /// The problems, in the view's order.
+    pub fn problems(&self) -> &[ExecutorProblem] {
         &self.problems
     }
 }
@@ -44,8 +106,8 @@ impl ExecutorError {
 impl fmt::Display for ExecutorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "the executor could not be built:")?;
-        for (tool, p) in &self.problems {
-            write!(f, "\n- tool `{tool}`: {p}")?;
+        for p in &self.problems {
+            write!(f, "\n- {p}")?;
         }
         Ok(())
     }
@@ -193,22 +255,17 @@ impl ExecutorBuilder {
     /// `State<T>`), and builds the executor. Every problem is reported at once, with the tool named: after this,
     /// nothing that depends only on the configuration can fail a call.
     pub fn build(self) -> Result<Executor, ExecutorError> {
-        let mut problems: Vec<(String, String)> = Vec::new();
+        let mut problems: Vec<ExecutorProblem> = Vec::new();
         for d in self.view.iter() {
+            let tool = || d.name().to_owned();
             if let Some(p) = &d.problem {
-                problems.push((d.name().to_owned(), p.clone()));
+                problems.push(ExecutorProblem::Parameters { tool: tool(), problem: p.clone() });
             }
             if let Err(e) = compiled(d) {
-                problems.push((d.name().to_owned(), e.to_owned()));
+                problems.push(ExecutorProblem::Schema { tool: tool(), problem: e.to_owned() });
             }
-            for ty in d.requirements().missing_states(&self.state) {
-                problems.push((
-                    d.name().to_owned(),
-                    format!(
-                        "it takes `State<{ty}>`, but the executor holds no `{ty}`; add it with \
-                         `Executor::builder(view).state(value)`"
-                    ),
-                ));
+            for type_name in d.requirements().missing_states(&self.state) {
+                problems.push(ExecutorProblem::MissingState { tool: tool(), type_name });
             }
         }
         if !problems.is_empty() {

@@ -105,7 +105,7 @@ pub use definition::{
 pub use effect::Effect;
 pub use error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode, ToolError};
 pub use event::{Decision, Event, EventKind, EventLog, EventSink, JsonLinesWriter, NotExecuted};
-pub use executor::{CallOptions, Executor, ExecutorBuilder, ExecutorError};
+pub use executor::{CallOptions, Executor, ExecutorBuilder, ExecutorError, ExecutorProblem};
 pub use failure::{FailureKind, InternalFailure};
 pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 pub use registry::{Registry, RegistryBuilder, RegistryError, RegistryProblem};

@@ -76,15 +76,30 @@ const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Notifications queued per call before new ones are dropped.
 const NOTIFICATION_QUEUE: usize = 1024;
 
-/// Why an [`McpServer`] could not be built.
+/// One tool whose `tools/list` entry is not a valid MCP tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidToolEntry {
+    /// The tool.
+    pub tool: String,
+    /// Why the SDK refused the entry.
+    pub reason: String,
+}
+
+impl fmt::Display for InvalidToolEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tool `{}`: not a valid MCP tool entry: {}", self.tool, self.reason)
+    }
+}
+
+/// Why an [`McpServer`] could not be built: every tool whose entry is not a valid MCP tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerError {
-    problems: Vec<(String, String)>,
+    problems: Vec<InvalidToolEntry>,
 }
 
 impl McpServerError {
-    /// `(tool name, problem)` pairs.
-    pub fn problems(&self) -> &[(String, String)] {
+    /// The refused entries.
+    pub fn problems(&self) -> &[InvalidToolEntry] {
         &self.problems
     }
 }
@@ -92,8 +107,8 @@ impl McpServerError {
 impl fmt::Display for McpServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "the MCP server could not be built:")?;
-        for (tool, p) in &self.problems {
-            write!(f, "\n- tool `{tool}`: {p}")?;
+        for p in &self.problems {
+            write!(f, "\n- {p}")?;
         }
         Ok(())
     }
@@ -133,7 +148,7 @@ impl Listing {
                     let has_output_schema = tool.output_schema.is_some();
                     tools.push(Listed { tool, content, has_output_schema });
                 }
-                Err(e) => problems.push((def.name().to_owned(), format!("not a valid MCP tool entry: {e}"))),
+                Err(e) => problems.push(InvalidToolEntry { tool: def.name().to_owned(), reason: e.to_string() }),
             }
         }
         if !problems.is_empty() {
@@ -358,23 +373,39 @@ impl McpServer {
 
     /// Serves one session on this process's stdin/stdout until the client disconnects.
     pub async fn serve_stdio(&self) -> Result<(), ServeError> {
-        let running = self.serve(rmcp::transport::stdio()).await.map_err(|e| ServeError(e.to_string()))?;
-        running.waiting().await.map_err(|e| ServeError(e.to_string()))?;
+        let running = self.serve(rmcp::transport::stdio()).await.map_err(|e| ServeError::Initialize(Box::new(e)))?;
+        running.waiting().await.map_err(ServeError::Session)?;
         Ok(())
     }
 }
 
 /// Why serving stopped with an error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServeError(pub String);
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The session could not start (the client's `initialize` failed or the transport closed first).
+    Initialize(Box<rmcp::service::ServerInitializeError>),
+    /// The session's task ended abnormally.
+    Session(tokio::task::JoinError),
+}
 
 impl fmt::Display for ServeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "MCP server error: {}", self.0)
+        match self {
+            ServeError::Initialize(e) => write!(f, "the MCP session did not start: {e}"),
+            ServeError::Session(e) => write!(f, "the MCP session ended abnormally: {e}"),
+        }
     }
 }
 
-impl std::error::Error for ServeError {}
+impl std::error::Error for ServeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServeError::Initialize(e) => Some(&**e),
+            ServeError::Session(e) => Some(e),
+        }
+    }
+}
 
 /// The rmcp [`ServerHandler`] of one client session.
 #[derive(Clone)]
