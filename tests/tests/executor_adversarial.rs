@@ -85,7 +85,7 @@ fn catalogue() -> Vec<Case> {
         v("relative path", "./lookup_incident", ok(), "unknown_tool"),
         v("Rust path", "a::b", ok(), "unknown_tool"),
         v("crate path", "crate::lookup_incident", ok(), "unknown_tool"),
-        v("module path of the fn", "adversarial::lookup_incident", ok(), "unknown_tool"),
+        v("module path of the fn", "executor_adversarial::lookup_incident", ok(), "unknown_tool"),
         v("wire name form", "lookup-incident", ok(), "unknown_tool"),
         v("plural (nearest name)", "lookup_incidents", ok(), "unknown_tool"),
         v("empty name", "", ok(), "unknown_tool"),

@@ -478,9 +478,14 @@ async fn a_panic_text_reaches_the_failure_hook_and_never_the_result() {
 async fn an_executor_without_a_tools_state_does_not_build() {
     let err = Executor::new(view(&["needs_missing_state", "lookup_incident"])).unwrap_err();
     assert_eq!(err.problems().len(), 1, "{err}");
-    let (tool, problem) = &err.problems()[0];
-    assert_eq!(tool, "needs_missing_state");
-    assert!(problem.contains("State<u128>") && problem.contains(".state("), "{problem}");
+    let problem = &err.problems()[0];
+    assert_eq!(
+        problem,
+        &tool_core::ExecutorProblem::MissingState { tool: "needs_missing_state".into(), type_name: "u128" }
+    );
+    assert_eq!(problem.code(), "missing_state");
+    let text = problem.to_string();
+    assert!(text.contains("State<u128>") && text.contains(".state("), "{text}");
     // With the state it builds, and the handler runs.
     let ex = Executor::builder(view(&["needs_missing_state"])).state(7u128).build().unwrap();
     let r = ex.call(ToolCall::new("c1", "needs_missing_state", json!({}))).await;

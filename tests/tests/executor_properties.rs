@@ -2,8 +2,8 @@
 //! on raw argument text and on arbitrary provider messages.
 //!
 //! The tools, the oracle (an independent validator for the schema subset the tools use), the generator, the
-//! mutations and the per-call invariant checks live in `fuzz/harness.rs`, which the cargo-fuzz target shares (see
-//! `docs/FUZZING.md`). Every call checked here asserts, besides what each test says:
+//! mutations and the per-call invariant checks live in the `keel-fuzz-harness` crate (`fuzz/harness/`), which the
+//! cargo-fuzz target shares (see `docs/FUZZING.md`). Every call checked here asserts, besides what each test says:
 //!
 //! - no panic, and the result carries the call's id;
 //! - a handler runs at most once, only for a name in the view, only with arguments valid against its schema, only
@@ -14,13 +14,11 @@
 //!
 //! `PROPTEST_CASES=N` overrides the number of cases of every test.
 
-#[path = "../../fuzz/harness.rs"]
-mod harness;
-
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use harness::{Args, Expect, Harness, Input, SHAPES, VIEW};
+// Naming the crate links it, and with it the harness's `#[tool]` registrations.
+use keel_fuzz_harness::{self as harness, Args, Expect, Harness, Input, SHAPES, VIEW};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestRunner};

@@ -132,7 +132,7 @@ fn definitions_carry_the_declared_contract() {
     assert_eq!(schema["properties"]["incident_id"]["description"], "The incident the ticket is about");
     assert_eq!(schema["additionalProperties"], false);
     let origin = t.origin().to_string();
-    assert!(origin.contains("create_ticket") && origin.contains("registry::tickets"), "{origin}");
+    assert!(origin.contains("create_ticket") && origin.contains("registry_inventory::tickets"), "{origin}");
 
     let l = registry.get("lookup_incident").unwrap();
     assert!(l.idempotent(), "read tools default to idempotent");
