@@ -198,13 +198,19 @@ fn count(m: &Map<String, Value>, k: &str) -> Option<u64> {
 
 /// Checks `min*`/`max*` count keywords: the row's minimum at least the compiled one, its maximum at most.
 fn counts(r: &Map<String, Value>, c: &Map<String, Value>, ptr: &str, min: &str, max: &str) -> Result<(), Widening> {
+    // The vocabulary's subset question, per keyword; a row without a minimum allows 0, without a maximum anything.
+    let narrows = |k: &str, row: Option<u64>, compiled: u64| {
+        row.is_some_and(|rv| {
+            tool_core::vocabulary::constraint_narrows(k, &Value::from(rv), &Value::from(compiled)) == Some(true)
+        })
+    };
     if let Some(cm) = count(c, min)
-        && count(r, min).unwrap_or(0) < cm
+        && !narrows(min, Some(count(r, min).unwrap_or(0)), cm)
     {
         return widens(ptr, format!("allows fewer than `{min}: {cm}`"));
     }
     if let Some(cm) = count(c, max)
-        && count(r, max).is_none_or(|rm| rm > cm)
+        && !narrows(max, count(r, max), cm)
     {
         return widens(ptr, format!("allows more than `{max}: {cm}`"));
     }

@@ -714,14 +714,6 @@ fn show_values(values: &[Value]) -> String {
 }
 
 /// Whether a larger value of this constraint allows more values (`maximum`), fewer (`minimum`), or neither.
-fn constraint_direction(keyword: &str) -> Option<bool> {
-    match keyword {
-        "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties" => Some(true),
-        "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties" => Some(false),
-        _ => None,
-    }
-}
-
 fn compare_schemas(old: &SchemaLock, new: &SchemaLock, side: Side) -> Vec<Change> {
     let mut changes = Vec::new();
     let mut push = |level: ChangeLevel, message: String| changes.push(Change { level, message });
@@ -801,19 +793,12 @@ fn compare_schemas(old: &SchemaLock, new: &SchemaLock, side: Side) -> Vec<Change
                 (Some(b), None) => push(side.widen(), format!("{field}: constraint `{k}` ({b}) removed")),
                 (None, Some(a)) => push(side.narrow(), format!("{field}: new constraint `{k}` ({a})")),
                 (Some(b), Some(a)) if b != a => {
-                    let level = match (constraint_direction(k), b.as_f64(), a.as_f64()) {
-                        (Some(bigger_allows_more), Some(x), Some(y)) => {
-                            if (y > x) == bigger_allows_more {
-                                side.widen()
-                            } else {
-                                side.narrow()
-                            }
-                        }
-                        _ if k == "uniqueItems" && a == &Value::Bool(false) => side.widen(),
-                        _ => ChangeLevel::Breaking,
+                    // The vocabulary's subset question: does the new constraint accept no more than the old?
+                    let (level, how) = match vocabulary::constraint_narrows(k, a, b) {
+                        Some(true) => (side.narrow(), "tightened"),
+                        Some(false) => (side.widen(), "loosened"),
+                        None => (ChangeLevel::Breaking, "changed"),
                     };
-                    let how = if level == side.widen() { "loosened" } else { "tightened" };
-                    let how = if constraint_direction(k).is_some() || k == "uniqueItems" { how } else { "changed" };
                     push(level, format!("{field}: constraint `{k}` {how} from {b} to {a}"));
                 }
                 _ => {}

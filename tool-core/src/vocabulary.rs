@@ -160,6 +160,47 @@ pub fn slot(name: &str) -> Option<Slot> {
     keyword(name).and_then(|k| k.slot)
 }
 
+/// Whether a larger value of the bound keyword `name` accepts more instances (`maximum`, `maxLength`, ...:
+/// `Some(true)`) or fewer (`minimum`, `minLength`, ...: `Some(false)`); `None` for keywords that are not numeric
+/// bounds.
+pub fn larger_accepts_more(name: &str) -> Option<bool> {
+    match name {
+        "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties" | "maxContains" => Some(true),
+        "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties" | "minContains" | "multipleOf" => {
+            Some(false)
+        }
+        _ => None,
+    }
+}
+
+/// The subset question for one constraint keyword, shared by the catalogue's narrowing check ("does the row
+/// accept no more than the compiled tool?") and the lock's classification ("does the new schema accept no more
+/// than the old?"): whether `name: narrower` accepts no more instances than `name: wider`.
+///
+/// `Some(true)`: it accepts no more; `Some(false)`: it accepts some instance the other refuses; `None`: keel cannot
+/// tell from the two values alone (a changed `pattern` or `format`, a `multipleOf` that does not divide, values of
+/// the wrong type).
+pub fn constraint_narrows(name: &str, narrower: &Value, wider: &Value) -> Option<bool> {
+    if narrower == wider {
+        return Some(true);
+    }
+    if name == "uniqueItems" {
+        return match (narrower.as_bool(), wider.as_bool()) {
+            (Some(n), Some(w)) => Some(n || !w),
+            _ => None,
+        };
+    }
+    if name == "multipleOf" {
+        let (n, w) = (narrower.as_f64()?, wider.as_f64()?);
+        // Multiples of `n` are multiples of `w` when `n` is itself a multiple of `w`.
+        let ratio = n / w;
+        return (w > 0.0 && n > 0.0 && (ratio - ratio.round()).abs() < 1e-9).then_some(true);
+    }
+    let larger_more = larger_accepts_more(name)?;
+    let (n, w) = (narrower.as_f64()?, wider.as_f64()?);
+    Some(if larger_more { n <= w } else { n >= w })
+}
+
 /// Whether `v` can be a schema (an object or a boolean).
 pub fn is_schema(v: &Value) -> bool {
     matches!(v, Value::Object(_) | Value::Bool(_))
@@ -280,6 +321,20 @@ mod tests {
         }
         assert!(is_annotation("description") && !is_annotation("minimum") && asserts_nothing("$defs"));
         assert_eq!(kind("x-keel-content"), None);
+    }
+
+    #[test]
+    fn constraint_narrowing_follows_each_keywords_direction() {
+        assert_eq!(constraint_narrows("maxLength", &json!(5), &json!(10)), Some(true));
+        assert_eq!(constraint_narrows("maxLength", &json!(10), &json!(5)), Some(false));
+        assert_eq!(constraint_narrows("minimum", &json!(3), &json!(0)), Some(true));
+        assert_eq!(constraint_narrows("minimum", &json!(-1), &json!(0)), Some(false));
+        assert_eq!(constraint_narrows("uniqueItems", &json!(true), &json!(false)), Some(true));
+        assert_eq!(constraint_narrows("uniqueItems", &json!(false), &json!(true)), Some(false));
+        assert_eq!(constraint_narrows("multipleOf", &json!(4), &json!(2)), Some(true));
+        assert_eq!(constraint_narrows("multipleOf", &json!(3), &json!(2)), None);
+        assert_eq!(constraint_narrows("pattern", &json!("^a"), &json!("^b")), None);
+        assert_eq!(constraint_narrows("pattern", &json!("^a"), &json!("^a")), Some(true));
     }
 
     #[test]
