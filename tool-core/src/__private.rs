@@ -22,9 +22,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// What an args struct needs. A bound of its own so the compiler's message says what to derive. Only the schema
-/// functions carry these bounds (the conversion functions need just the serde half), so a missing `JsonSchema` is
-/// reported once.
+/// What the whole arguments (`Args<T>`) need. A bound of its own so the compiler's message says what to derive.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be the arguments of a #[tool]: it must implement `Deserialize` and `JsonSchema`",
     label = "the arguments type of this tool",
@@ -41,11 +39,6 @@ impl<T: DeserializeOwned + schemars::JsonSchema> ToolArgs for T {}
 )]
 pub trait ToolOutput: Serialize + schemars::JsonSchema {}
 impl<T: Serialize + schemars::JsonSchema> ToolOutput for T {}
-
-/// The argument schema of an args struct.
-pub fn args_schema_for<T: ToolArgs>() -> Value {
-    schema_for::<T>()
-}
 
 /// The result schema of a tool.
 pub fn output_schema_for<T: ToolOutput>() -> Value {
