@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use keel_tests::http::{RawClient, SESSION_REVISION, call_request};
 use serde_json::{Value, json};
 use tool_cli::Cli;
-use tool_core::{Approval, CallOptions, Executor, Registry, ToolCall, ToolResult};
+use tool_core::{Approval, CallOptions, Executor, Provider, Registry, ToolCall, ToolResult};
 use tool_mcp::{HttpConfig, McpServer};
 
 tool_core::link_tools!(examples);
@@ -50,18 +50,20 @@ fn keel_list_prints_the_same_bytes_for_every_format() {
     }
 }
 
-/// Every rendering of one result, one line each.
+/// Every rendering of one result, one line each: each codec's reply, bound to the example tools.
 fn renderings(r: &ToolResult) -> String {
+    let registry = Registry::from_inventory().unwrap();
+    let reply = |p: Provider| registry.codec(p).reply(r).to_string();
     let lines = [
         ("json", serde_json::to_string(r).unwrap()),
         ("to_json", r.to_json().to_string()),
         ("content_text", r.content_text()),
-        ("ollama", r.to_ollama_message().to_string()),
-        ("openai", r.to_openai_message().to_string()),
-        ("openai_responses", r.to_openai_responses_item().to_string()),
-        ("anthropic", r.to_anthropic_block().to_string()),
-        ("gemini", r.to_gemini_part().to_string()),
-        ("mcp", r.to_mcp_call_tool_result().to_string()),
+        ("ollama", reply(Provider::Ollama)),
+        ("openai", reply(Provider::OpenAiChat)),
+        ("openai_responses", reply(Provider::OpenAiResponses)),
+        ("anthropic", reply(Provider::Anthropic)),
+        ("gemini", reply(Provider::Gemini)),
+        ("mcp", reply(Provider::Mcp)),
     ];
     lines.iter().map(|(k, v)| format!("{k}: {v}\n")).collect()
 }

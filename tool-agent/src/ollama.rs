@@ -99,7 +99,7 @@ impl OllamaClient {
     pub fn request_body(&self, turn: &Turn<'_>) -> Value {
         let mut body = self.extra.clone();
         body.insert("model".into(), Value::String(self.model.clone()));
-        body.insert("messages".into(), Value::Array(wire::ollama_messages(turn.messages)));
+        body.insert("messages".into(), Value::Array(wire::ollama_messages(turn.tools, turn.messages)));
         let tools = turn.tools.ollama_schemas();
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools.to_vec()));
@@ -125,7 +125,7 @@ impl ChatModel for OllamaClient {
         Box::pin(async move {
             let body = self.request_body(&turn);
             let response = self.http.post_json(&self.url, &body, None).await?;
-            wire::parse_ollama(&response, turn.calls_so_far(), Mode::Live)
+            wire::parse_ollama(&response, turn.tools, turn.calls_so_far(), Mode::Live)
         })
     }
 }

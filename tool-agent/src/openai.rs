@@ -126,7 +126,7 @@ impl OpenAiClient {
     pub fn request_body(&self, turn: &Turn<'_>) -> Value {
         let mut body = self.extra.clone();
         body.insert("model".into(), Value::String(self.model.clone()));
-        body.insert("messages".into(), Value::Array(wire::openai_messages(turn.messages)));
+        body.insert("messages".into(), Value::Array(wire::openai_messages(turn.tools, turn.messages)));
         let tools = turn.tools.schemas(Provider::OpenAiChat);
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools.to_vec()));

@@ -186,7 +186,7 @@ impl ChatModel for Replay {
             state.next += 1;
             drop(state);
             match kind {
-                Recorded::Ollama => wire::parse_ollama(body, turn.calls_so_far(), Mode::Replay),
+                Recorded::Ollama => wire::parse_ollama(body, turn.tools, turn.calls_so_far(), Mode::Replay),
                 Recorded::OpenAi => wire::parse_openai(body, turn.tools, turn.calls_so_far(), Mode::Replay),
             }
         })();

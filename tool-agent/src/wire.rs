@@ -1,9 +1,9 @@
-//! The two wire formats: reading an assistant message out of a response body and writing a conversation as the
-//! request's `messages`. Shared by the HTTP clients and [`crate::Replay`], so a replayed response goes through
-//! exactly the parsing a live one does.
+//! The two HTTP APIs: finding the assistant message in a response body (read by the provider's codec) and
+//! writing a conversation as the request's `messages` (each message written by the codec). Shared by the HTTP
+//! clients and [`crate::Replay`], so a replayed response goes through exactly the parsing a live one does.
 
 use serde_json::{Map, Value, json};
-use tool_core::{ToolCall, ToolView};
+use tool_core::{Codec, Provider, ToolView};
 
 use crate::model::{AssistantMessage, Message, Mode, ModelError, WireFormat};
 
@@ -18,44 +18,6 @@ pub(crate) fn error_message(body: &Value) -> Option<String> {
         ),
         Value::Null => None,
         other => Some(other.to_string()),
-    }
-}
-
-fn content_of(message: &Map<String, Value>) -> Result<String, ModelError> {
-    match message.get("content") {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        // Some compatible servers send content parts: keep their text.
-        Some(Value::Array(parts)) => Ok(parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
-            .collect::<Vec<_>>()
-            .join("")),
-        Some(_) => Err(ModelError::malformed("`message.content` is neither text nor null")),
-    }
-}
-
-fn tool_calls_of(message: &Map<String, Value>) -> Result<Vec<Value>, ModelError> {
-    match message.get("tool_calls") {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(calls)) => Ok(calls.clone()),
-        Some(_) => Err(ModelError::malformed("`message.tool_calls` is not an array")),
-    }
-}
-
-fn has_id(call: &Value) -> bool {
-    match call.get("id") {
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Number(_)) => true,
-        _ => false,
-    }
-}
-
-/// Writes a generated id into the echoed call, so the transcript the server sees next time is consistent with the
-/// `tool_call_id`s of the results.
-fn fill_id(wire_calls: &mut [Value], index: usize, id: &str) {
-    if let Some(Value::Object(call)) = wire_calls.get_mut(index) {
-        call.insert("id".to_owned(), Value::String(id.to_owned()));
     }
 }
 
@@ -77,36 +39,25 @@ fn response_message<'a>(body: &'a Value, pointer: &str, what: &str) -> Result<&'
 /// An Ollama `/api/chat` response body (`stream: false`): `{"message": {"role": "assistant", "content": ...,
 /// "tool_calls": [{"function": {"name", "arguments": {...}}}]}, "done": true, ...}`.
 ///
-/// Calls are read with [`ToolCall::from_ollama`] at index `first_index + i`: a server older than late 2025 sends
-/// no `id`, and the generated one is deterministic and unique across the turns of a conversation. Names are kept
-/// as sent: Ollama is given the registered names, so nothing is mapped.
-pub(crate) fn parse_ollama(body: &Value, first_index: usize, mode: Mode) -> Result<AssistantMessage, ModelError> {
+/// The message is read by the Ollama [`Codec`](tool_core::Codec) of the turn's view; calls without an id (a
+/// server older than late 2025) get [`ToolCall::generated_id`](tool_core::ToolCall::generated_id) at index
+/// `first_index + i`, deterministic and unique across the turns of a conversation.
+pub(crate) fn parse_ollama(
+    body: &Value,
+    view: &ToolView,
+    first_index: usize,
+    mode: Mode,
+) -> Result<AssistantMessage, ModelError> {
     let message = response_message(body, "/message", "`message`")?;
-    let content = content_of(message)?;
-    let raw_calls = tool_calls_of(message)?;
-    let mut wire = message.clone();
-    let mut wire_calls = raw_calls.clone();
-    let mut calls = Vec::with_capacity(raw_calls.len());
-    for (i, raw) in raw_calls.iter().enumerate() {
-        let call = ToolCall::from_ollama(raw, first_index + i);
-        if !has_id(raw) {
-            fill_id(&mut wire_calls, i, call.id());
-        }
-        calls.push(call);
-    }
-    if !wire_calls.is_empty() {
-        wire.insert("tool_calls".to_owned(), Value::Array(wire_calls));
-    }
-    wire.entry("role").or_insert_with(|| Value::String("assistant".to_owned()));
-    Ok(AssistantMessage { content, calls, wire: Value::Object(wire), format: WireFormat::Ollama, mode })
+    parsed(view.codec(Provider::Ollama), message, first_index, WireFormat::Ollama, mode)
 }
 
 /// An OpenAI Chat Completions response body: `{"choices": [{"message": {"role": "assistant", "content": ...,
 /// "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": "<JSON text>"}}]}}]}`.
 ///
-/// Names are wire names (`incident-search`); each is mapped back to the registered name with
-/// [`ToolView::get_by_wire_name`]. A name that maps to nothing is kept as sent (the executor answers
-/// `unknown_tool`). A call without `id` gets [`ToolCall::generated_id`] at index `first_index + i`.
+/// The message is read by the OpenAI Chat [`Codec`](tool_core::Codec) of the turn's view: wire names
+/// (`incident-search`) are mapped back to the registered names; a name that maps to nothing is kept as sent (the
+/// executor answers `unknown_tool`).
 pub(crate) fn parse_openai(
     body: &Value,
     view: &ToolView,
@@ -114,90 +65,47 @@ pub(crate) fn parse_openai(
     mode: Mode,
 ) -> Result<AssistantMessage, ModelError> {
     let message = response_message(body, "/choices/0/message", "`choices[0].message`")?;
-    let content = content_of(message)?;
-    let raw_calls = tool_calls_of(message)?;
-    let mut wire = message.clone();
-    let mut wire_calls = raw_calls.clone();
-    let mut calls = Vec::with_capacity(raw_calls.len());
-    for (i, raw) in raw_calls.iter().enumerate() {
-        let (mut id, name, arguments) = ToolCall::from_openai(raw).into_parts();
-        if !has_id(raw) {
-            id = ToolCall::generated_id(first_index + i, &name, arguments.as_ref().ok());
-            fill_id(&mut wire_calls, i, &id);
-        }
-        let name = match view.get_by_wire_name(&name) {
-            Some(def) => def.name().to_owned(),
-            None => name,
-        };
-        calls.push(ToolCall::from_parts(id, name, arguments));
-    }
-    if !wire_calls.is_empty() {
-        wire.insert("tool_calls".to_owned(), Value::Array(wire_calls));
-    }
-    wire.entry("role").or_insert_with(|| Value::String("assistant".to_owned()));
-    Ok(AssistantMessage { content, calls, wire: Value::Object(wire), format: WireFormat::OpenAiChat, mode })
+    parsed(view.codec(Provider::OpenAiChat), message, first_index, WireFormat::OpenAiChat, mode)
 }
 
-fn arguments_or_empty(call: &ToolCall) -> Value {
-    call.arguments().cloned().unwrap_or_else(|_| json!({}))
+fn parsed(
+    codec: Codec,
+    message: &Map<String, Value>,
+    first_index: usize,
+    format: WireFormat,
+    mode: Mode,
+) -> Result<AssistantMessage, ModelError> {
+    let message = Value::Object(message.clone());
+    let parsed = codec
+        .message(&message, first_index)
+        .map_err(|e| ModelError::malformed(format!("the assistant message: {e}")))?;
+    Ok(AssistantMessage { content: parsed.text, calls: parsed.calls, wire: parsed.message, format, mode })
+}
+
+/// The conversation as `codec`'s messages: assistant messages that arrived in `format` are echoed verbatim,
+/// others are written by the codec, as are the tool results.
+fn messages(codec: &Codec, format: WireFormat, messages: &[Message]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len());
+    for m in messages {
+        match m {
+            Message::System(c) => out.push(json!({"role": "system", "content": c})),
+            Message::User(c) => out.push(json!({"role": "user", "content": c})),
+            Message::Assistant(a) if a.format == format => out.push(a.wire.clone()),
+            Message::Assistant(a) => out.push(codec.assistant_message(&a.content, &a.calls)),
+            Message::Tool(r) => out.extend(codec.replies(std::slice::from_ref(r))),
+        }
+    }
+    out
 }
 
 /// The conversation as Ollama `messages`.
-pub(crate) fn ollama_messages(messages: &[Message]) -> Vec<Value> {
-    messages
-        .iter()
-        .map(|m| match m {
-            Message::System(c) => json!({"role": "system", "content": c}),
-            Message::User(c) => json!({"role": "user", "content": c}),
-            Message::Assistant(a) if a.format == WireFormat::Ollama => a.wire.clone(),
-            Message::Assistant(a) => {
-                let mut msg = json!({"role": "assistant", "content": a.content});
-                if !a.calls.is_empty() {
-                    msg["tool_calls"] = a
-                        .calls
-                        .iter()
-                        .map(|c| json!({"id": c.id(), "function": {"name": c.name(), "arguments": arguments_or_empty(c)}}))
-                        .collect();
-                }
-                msg
-            }
-            Message::Tool(r) => r.to_ollama_message(),
-        })
-        .collect()
+pub(crate) fn ollama_messages(view: &ToolView, conversation: &[Message]) -> Vec<Value> {
+    messages(&view.codec(Provider::Ollama), WireFormat::Ollama, conversation)
 }
 
 /// The conversation as Chat Completions `messages`.
-pub(crate) fn openai_messages(messages: &[Message]) -> Vec<Value> {
-    messages
-        .iter()
-        .map(|m| match m {
-            Message::System(c) => json!({"role": "system", "content": c}),
-            Message::User(c) => json!({"role": "user", "content": c}),
-            Message::Assistant(a) if a.format == WireFormat::OpenAiChat => a.wire.clone(),
-            Message::Assistant(a) => {
-                let content = if a.content.is_empty() { Value::Null } else { Value::String(a.content.clone()) };
-                let mut msg = json!({"role": "assistant", "content": content});
-                if !a.calls.is_empty() {
-                    msg["tool_calls"] = a
-                        .calls
-                        .iter()
-                        .map(|c| {
-                            json!({
-                                "id": c.id(),
-                                "type": "function",
-                                "function": {
-                                    "name": tool_core::name::to_wire(c.name()),
-                                    "arguments": arguments_or_empty(c).to_string(),
-                                },
-                            })
-                        })
-                        .collect();
-                }
-                msg
-            }
-            Message::Tool(r) => r.to_openai_message(),
-        })
-        .collect()
+pub(crate) fn openai_messages(view: &ToolView, conversation: &[Message]) -> Vec<Value> {
+    messages(&view.codec(Provider::OpenAiChat), WireFormat::OpenAiChat, conversation)
 }
 
 #[cfg(test)]
@@ -213,13 +121,13 @@ mod tests {
             {"function": {"name": "read_task_cards", "arguments": {}}},
             {"function": {"name": "read_task_cards", "arguments": {}}}
         ]}, "done": true});
-        let a = parse_ollama(&body, 0, Mode::Live).unwrap();
-        let b = parse_ollama(&body, 0, Mode::Live).unwrap();
+        let a = parse_ollama(&body, &ToolView::new(Vec::new()), 0, Mode::Live).unwrap();
+        let b = parse_ollama(&body, &ToolView::new(Vec::new()), 0, Mode::Live).unwrap();
         assert_eq!(a, b, "deterministic");
         assert_ne!(a.calls[0].id(), a.calls[1].id(), "unique within a turn");
         assert!(ToolCall::is_generated_id(a.calls[0].id()));
         assert_eq!(a.wire["tool_calls"][1]["id"], a.calls[1].id());
-        let later = parse_ollama(&body, 2, Mode::Live).unwrap();
+        let later = parse_ollama(&body, &ToolView::new(Vec::new()), 2, Mode::Live).unwrap();
         assert_ne!(later.calls[0].id(), a.calls[0].id(), "unique across turns");
     }
 
@@ -228,7 +136,7 @@ mod tests {
         let body = json!({"message": {"role": "assistant", "content": "x", "tool_calls": [
             {"id": "call_abc", "function": {"name": "t", "arguments": null}}
         ]}});
-        let a = parse_ollama(&body, 0, Mode::Live).unwrap();
+        let a = parse_ollama(&body, &ToolView::new(Vec::new()), 0, Mode::Live).unwrap();
         assert_eq!(a.calls[0].id(), "call_abc");
         assert_eq!(a.calls[0].arguments(), Ok(&json!({})));
         assert_eq!(a.wire, body["message"]);
@@ -238,10 +146,11 @@ mod tests {
             (json!({"message": {"content": 5}}), "neither text nor null"),
             (json!({"message": {"content": "", "tool_calls": {}}}), "not an array"),
         ] {
-            let e = parse_ollama(&body, 0, Mode::Live).unwrap_err();
+            let e = parse_ollama(&body, &ToolView::new(Vec::new()), 0, Mode::Live).unwrap_err();
             assert!(e.to_string().contains(expected), "{e}");
         }
-        let e = parse_ollama(&json!({"error": "model 'x' not found"}), 0, Mode::Live).unwrap_err();
+        let e = parse_ollama(&json!({"error": "model 'x' not found"}), &ToolView::new(Vec::new()), 0, Mode::Live)
+            .unwrap_err();
         assert_eq!(e, ModelError::Server { message: "model 'x' not found".into() });
     }
 

@@ -1,4 +1,4 @@
-//! [`ToolCall`]: one tool call as a model produced it, parsed from each provider's wire format.
+//! [`ToolCall`]: one tool call as a model produced it, its arguments read from JSON text or an object.
 
 use std::fmt;
 use std::io::Write as _;
@@ -38,9 +38,10 @@ impl fmt::Display for ArgumentsError {
 
 impl std::error::Error for ArgumentsError {}
 
-/// [`ToolCall`]: one tool call as a model produced it, parsed from each provider's wire format.
+/// [`ToolCall`]: one tool call as a model produced it. Each provider's call items are read by its
+/// [`Codec`](crate::Codec), which maps wire names back through a view; the constructors here take the parts.
 ///
-/// Everything here is untrusted input. The constructors never fail and never panic on a JSON value: what cannot be
+/// Everything here is untrusted input. The constructors (and the codecs) never fail and never panic on a JSON value: what cannot be
 /// read becomes something the executor answers cleanly:
 ///
 /// - a missing or non-string name becomes the empty name (the executor answers `unknown_tool`);
@@ -58,7 +59,7 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A call with already-parsed arguments. Arguments that are not a JSON object are kept as an
-    /// [`ArgumentsError`], exactly as the provider constructors do.
+    /// [`ArgumentsError`], exactly as the codecs do.
     pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> ToolCall {
         ToolCall { id: id.into(), name: name.into(), arguments: require_object(arguments) }
     }
@@ -82,94 +83,6 @@ impl ToolCall {
     ///   tool without parameters. A tool with required parameters then answers `invalid_arguments` naming them.
     pub fn from_json_text(id: impl Into<String>, name: impl Into<String>, text: &str) -> ToolCall {
         ToolCall { id: id.into(), name: name.into(), arguments: parse_arguments(text) }
-    }
-
-    /// An Ollama `/api/chat` tool call: `message.tool_calls[index]`.
-    ///
-    /// Shape: `{"id"?: "...", "function": {"name": "...", "arguments": {...}, "index"?: n}}`. `arguments` is an
-    /// object (not text); a missing or `null` `arguments` reads as `{}` (Ollama is written in Go, where an empty map
-    /// may serialize as `null`).
-    ///
-    /// `id` only exists on servers from late 2025 on. Without it, the id is [`ToolCall::generated_id`]`(index, name,
-    /// arguments)`: `call_<index>_<8 hex digits>`, deterministic, so replaying the same conversation yields the
-    /// same ids.
-    pub fn from_ollama(call: &Value, index: usize) -> ToolCall {
-        let function = call.get("function");
-        let name = string_field(function, "name");
-        let arguments = match function.and_then(|f| f.get("arguments")) {
-            None | Some(Value::Null) => Ok(Value::Object(Map::new())),
-            Some(v) => object_arguments(v),
-        };
-        let id = id_or_generated(call.get("id"), index, &name, &arguments);
-        ToolCall { id, name, arguments }
-    }
-
-    /// An OpenAI Chat Completions tool call: `choices[0].message.tool_calls[i]`.
-    ///
-    /// Shape: `{"id": "call_...", "type": "function", "function": {"name": "...", "arguments": "<JSON text>"}}`.
-    /// `arguments` is parsed as in [`ToolCall::from_json_text`]; an object instead of text (sent by some compatible
-    /// servers) is accepted as is. A missing `id` becomes [`ToolCall::generated_id`]`(0, name, arguments)`.
-    pub fn from_openai(call: &Value) -> ToolCall {
-        let function = call.get("function");
-        let name = string_field(function, "name");
-        let arguments = text_or_object_arguments(function.and_then(|f| f.get("arguments")));
-        let id = id_or_generated(call.get("id"), 0, &name, &arguments);
-        ToolCall { id, name, arguments }
-    }
-
-    /// An OpenAI Responses API output item of type `function_call`.
-    ///
-    /// Shape: `{"type": "function_call", "id": "fc_...", "call_id": "call_...", "name": "...", "arguments":
-    /// "<JSON text>"}`. The call id is `call_id` (what `function_call_output` must echo), not the item `id`; without
-    /// `call_id`, [`ToolCall::generated_id`]`(0, name, arguments)`. `arguments` is read as in [`ToolCall::from_openai`].
-    pub fn from_openai_responses(item: &Value) -> ToolCall {
-        let name = string_field(Some(item), "name");
-        let arguments = text_or_object_arguments(item.get("arguments"));
-        let id = id_or_generated(item.get("call_id"), 0, &name, &arguments);
-        ToolCall { id, name, arguments }
-    }
-
-    /// An Anthropic Messages content block of type `tool_use`.
-    ///
-    /// Shape: `{"type": "tool_use", "id": "toolu_...", "name": "...", "input": {...}}`. A missing `id` becomes
-    /// [`ToolCall::generated_id`]`(0, name, input)`.
-    pub fn from_anthropic(block: &Value) -> ToolCall {
-        let name = string_field(Some(block), "name");
-        let arguments = match block.get("input") {
-            None => Err(ArgumentsError::missing()),
-            Some(v) => object_arguments(v),
-        };
-        let id = id_or_generated(block.get("id"), 0, &name, &arguments);
-        ToolCall { id, name, arguments }
-    }
-
-    /// A Gemini content part carrying a function call: `candidates[0].content.parts[index]`.
-    ///
-    /// Shape: `{"functionCall": {"name": "...", "args"?: {...}, "id"?: "..."}}` (`function_call` is accepted too).
-    /// Gemini omits `args` for a function without parameters: missing or `null` reads as `{}`. Gemini often sends no
-    /// `id`: then [`ToolCall::generated_id`]`(index, name, args)`, which [`crate::result::ToolResult::to_gemini_part`]
-    /// knows not to send back.
-    pub fn from_gemini(part: &Value, index: usize) -> ToolCall {
-        let call = part.get("functionCall").or_else(|| part.get("function_call"));
-        let name = string_field(call, "name");
-        let arguments = match call.and_then(|c| c.get("args")) {
-            None | Some(Value::Null) => Ok(Value::Object(Map::new())),
-            Some(v) => object_arguments(v),
-        };
-        let id = id_or_generated(call.and_then(|c| c.get("id")), index, &name, &arguments);
-        ToolCall { id, name, arguments }
-    }
-
-    /// An MCP `tools/call` request: its `params` and the JSON-RPC request id (as text).
-    ///
-    /// Shape of `params`: `{"name": "...", "arguments"?: {...}}`; missing or `null` `arguments` reads as `{}`.
-    pub fn from_mcp(params: &Value, id: impl Into<String>) -> ToolCall {
-        let name = string_field(Some(params), "name");
-        let arguments = match params.get("arguments") {
-            None | Some(Value::Null) => Ok(Value::Object(Map::new())),
-            Some(v) => object_arguments(v),
-        };
-        ToolCall { id: id.into(), name, arguments }
     }
 
     /// The call id, echoed in the result.
@@ -251,16 +164,29 @@ fn require_object(v: Value) -> Result<Value, ArgumentsError> {
     if v.is_object() { Ok(v) } else { Err(ArgumentsError::not_an_object(&v)) }
 }
 
-/// An object value, cloned (the provider message is borrowed).
-fn object_arguments(v: &Value) -> Result<Value, ArgumentsError> {
-    if v.is_object() { Ok(v.clone()) } else { Err(ArgumentsError::not_an_object(v)) }
+/// An object value, cloned (the provider message is borrowed); missing arguments are an error.
+pub(crate) fn object_arguments(v: Option<&Value>) -> Result<Value, ArgumentsError> {
+    match v {
+        Some(v) if v.is_object() => Ok(v.clone()),
+        Some(v) => Err(ArgumentsError::not_an_object(v)),
+        None => Err(ArgumentsError::missing()),
+    }
 }
 
-fn text_or_object_arguments(v: Option<&Value>) -> Result<Value, ArgumentsError> {
+/// An object value, cloned; missing or `null` reads as `{}` (providers that omit the arguments of a call without
+/// parameters).
+pub(crate) fn object_or_null_arguments(v: Option<&Value>) -> Result<Value, ArgumentsError> {
+    match v {
+        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
+        v => object_arguments(v),
+    }
+}
+
+/// JSON text (parsed as in [`ToolCall::from_json_text`]) or an object; missing arguments are an error.
+pub(crate) fn text_or_object_arguments(v: Option<&Value>) -> Result<Value, ArgumentsError> {
     match v {
         Some(Value::String(text)) => parse_arguments(text),
-        Some(v) => object_arguments(v),
-        None => Err(ArgumentsError::missing()),
+        v => object_arguments(v),
     }
 }
 
@@ -359,13 +285,13 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeys {
     }
 }
 
-/// A string field of an optional object; empty when missing or not a string.
-fn string_field(obj: Option<&Value>, key: &str) -> String {
-    obj.and_then(|o| o.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned()
-}
-
 /// The provider's id when it is a non-empty string (or a number, as some compatible servers send), else generated.
-fn id_or_generated(id: Option<&Value>, index: usize, name: &str, arguments: &Result<Value, ArgumentsError>) -> String {
+pub(crate) fn id_or_generated(
+    id: Option<&Value>,
+    index: usize,
+    name: &str,
+    arguments: &Result<Value, ArgumentsError>,
+) -> String {
     match id {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(Value::Number(n)) => n.to_string(),
@@ -475,141 +401,6 @@ mod tests {
                 assert!(!msg.contains(leak), "{msg}");
             }
         }
-    }
-
-    #[test]
-    fn ollama_with_and_without_id() {
-        let raw =
-            json!({"id": "call_abc", "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Paris"}}});
-        let call = ToolCall::from_ollama(&raw, 0);
-        assert_eq!(call.id(), "call_abc");
-        assert_eq!(call.name(), "get_weather");
-        assert_eq!(call.arguments(), Ok(&json!({"city": "Paris"})));
-
-        let raw = json!({"function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}});
-        let a = ToolCall::from_ollama(&raw, 2);
-        assert!(a.id().starts_with("call_2_") && a.id().len() == "call_2_".len() + 8, "{}", a.id());
-        assert!(is_generated_call_id(a.id()));
-        // Deterministic, independent of key order, dependent on index, name and arguments.
-        let reordered = json!({"function": {"arguments": {"unit": "c", "city": "Paris"}, "name": "get_weather"}});
-        assert_eq!(ToolCall::from_ollama(&reordered, 2).id(), a.id());
-        assert_ne!(ToolCall::from_ollama(&raw, 3).id(), a.id());
-        let other = json!({"function": {"name": "get_weather", "arguments": {"city": "Lyon", "unit": "c"}}});
-        assert_ne!(ToolCall::from_ollama(&other, 2).id(), a.id());
-        assert_eq!(a.id(), generated_call_id(2, "get_weather", Some(&json!({"city": "Paris", "unit": "c"}))));
-        // Pinned: the scheme must not change between versions.
-        assert_eq!(generated_call_id(0, "", None), "call_0_daf899d5");
-    }
-
-    #[test]
-    fn ollama_bad_shapes() {
-        let call = ToolCall::from_ollama(&json!({"function": {"name": "t", "arguments": [1]}}), 0);
-        assert_eq!(err(&call), "arguments must be a JSON object; found array");
-        assert!(is_generated_call_id(call.id()));
-        let call = ToolCall::from_ollama(&json!({"function": {"name": "t", "arguments": "{\"a\":1}"}}), 0);
-        assert_eq!(err(&call), "arguments must be a JSON object; found string");
-        let call = ToolCall::from_ollama(&json!({"function": {"name": "t", "arguments": null}}), 0);
-        assert_eq!(call.arguments(), Ok(&json!({})));
-        let call = ToolCall::from_ollama(&json!({"function": {"name": 7}}), 1);
-        assert_eq!(call.name(), "");
-        assert_eq!(call.arguments(), Ok(&json!({})));
-        let call = ToolCall::from_ollama(&json!(null), 0);
-        assert_eq!(call.name(), "");
-        let call = ToolCall::from_ollama(&json!([]), 0);
-        assert_eq!(call.name(), "");
-        let call = ToolCall::from_ollama(&json!({"id": "", "function": {"name": "t", "arguments": {}}}), 4);
-        assert!(call.id().starts_with("call_4_"));
-    }
-
-    #[test]
-    fn openai_chat() {
-        let raw = json!({"id": "call_Xy1", "type": "function", "function": {"name": "add", "arguments": "{\"a\":2,\"b\":3}"}});
-        let call = ToolCall::from_openai(&raw);
-        assert_eq!((call.id(), call.name()), ("call_Xy1", "add"));
-        assert_eq!(call.arguments(), Ok(&json!({"a": 2, "b": 3})));
-        assert!(!is_generated_call_id(call.id()));
-
-        let call = ToolCall::from_openai(&json!({"id": "c", "function": {"name": "add", "arguments": "{\"a\":2} x"}}));
-        assert!(err(&call).contains("continues after the JSON value"));
-        let call = ToolCall::from_openai(&json!({"id": "c", "function": {"name": "add", "arguments": "[1,2]"}}));
-        assert_eq!(err(&call), "arguments must be a JSON object; found array");
-        let call = ToolCall::from_openai(&json!({"id": "c", "function": {"name": "add", "arguments": {"a": 1}}}));
-        assert_eq!(call.arguments(), Ok(&json!({"a": 1})));
-        let call = ToolCall::from_openai(&json!({"id": "c", "function": {"name": "add", "arguments": null}}));
-        assert_eq!(err(&call), "arguments must be a JSON object; found null");
-        let call = ToolCall::from_openai(&json!({"id": "c", "function": {"name": "add"}}));
-        assert_eq!(err(&call), "arguments must be a JSON object; found no arguments");
-        let call = ToolCall::from_openai(&json!({"function": {"name": "add", "arguments": "{}"}}));
-        assert!(is_generated_call_id(call.id()) && call.id().starts_with("call_0_"));
-        let call = ToolCall::from_openai(&json!({"id": 17, "function": {"arguments": "{}"}}));
-        assert_eq!((call.id(), call.name()), ("17", ""));
-        let call = ToolCall::from_openai(&json!("garbage"));
-        assert_eq!(call.name(), "");
-        assert!(call.arguments().is_err());
-    }
-
-    #[test]
-    fn openai_responses() {
-        let raw = json!({"type": "function_call", "id": "fc_1", "call_id": "call_9", "name": "add", "arguments": "{\"a\":1}"});
-        let call = ToolCall::from_openai_responses(&raw);
-        assert_eq!((call.id(), call.name()), ("call_9", "add"));
-        assert_eq!(call.arguments(), Ok(&json!({"a": 1})));
-        let call = ToolCall::from_openai_responses(
-            &json!({"type": "function_call", "id": "fc_1", "name": "add", "arguments": "nope"}),
-        );
-        assert!(is_generated_call_id(call.id()));
-        assert!(err(&call).contains("not valid JSON"));
-        let call = ToolCall::from_openai_responses(&json!({"call_id": "c", "name": ["add"], "arguments": "\"s\""}));
-        assert_eq!(call.name(), "");
-        assert_eq!(err(&call), "arguments must be a JSON object; found string");
-    }
-
-    #[test]
-    fn anthropic() {
-        let raw = json!({"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}});
-        let call = ToolCall::from_anthropic(&raw);
-        assert_eq!((call.id(), call.name()), ("toolu_01", "get_weather"));
-        assert_eq!(call.arguments(), Ok(&json!({"city": "Paris"})));
-        let call = ToolCall::from_anthropic(&json!({"type": "tool_use", "id": "t", "name": "x", "input": "{}"}));
-        assert_eq!(err(&call), "arguments must be a JSON object; found string");
-        let call = ToolCall::from_anthropic(&json!({"type": "tool_use", "id": "t", "name": "x", "input": null}));
-        assert_eq!(err(&call), "arguments must be a JSON object; found null");
-        let call = ToolCall::from_anthropic(&json!({"type": "tool_use", "name": "x"}));
-        assert_eq!(err(&call), "arguments must be a JSON object; found no arguments");
-        assert!(is_generated_call_id(call.id()));
-    }
-
-    #[test]
-    fn gemini() {
-        let raw = json!({"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}});
-        let call = ToolCall::from_gemini(&raw, 1);
-        assert_eq!(call.name(), "get_weather");
-        assert!(call.id().starts_with("call_1_") && is_generated_call_id(call.id()));
-        assert_eq!(call.arguments(), Ok(&json!({"city": "Paris"})));
-        let call = ToolCall::from_gemini(&json!({"functionCall": {"name": "x", "args": {}, "id": "fc-7"}}), 0);
-        assert_eq!(call.id(), "fc-7");
-        let call = ToolCall::from_gemini(&json!({"functionCall": {"name": "ping"}}), 0);
-        assert_eq!(call.arguments(), Ok(&json!({})));
-        let call = ToolCall::from_gemini(&json!({"function_call": {"name": "ping", "args": [1]}}), 0);
-        assert_eq!(call.name(), "ping");
-        assert_eq!(err(&call), "arguments must be a JSON object; found array");
-        let call = ToolCall::from_gemini(&json!({"text": "hello"}), 0);
-        assert_eq!(call.name(), "");
-    }
-
-    #[test]
-    fn mcp() {
-        let call = ToolCall::from_mcp(&json!({"name": "add", "arguments": {"a": 1}}), "42");
-        assert_eq!((call.id(), call.name()), ("42", "add"));
-        assert_eq!(call.arguments(), Ok(&json!({"a": 1})));
-        let call = ToolCall::from_mcp(&json!({"name": "ping"}), "1");
-        assert_eq!(call.arguments(), Ok(&json!({})));
-        let call = ToolCall::from_mcp(&json!({"name": "ping", "arguments": null}), "1");
-        assert_eq!(call.arguments(), Ok(&json!({})));
-        let call = ToolCall::from_mcp(&json!({"name": "ping", "arguments": [1]}), String::from("2"));
-        assert_eq!(err(&call), "arguments must be a JSON object; found array");
-        let call = ToolCall::from_mcp(&json!({"arguments": {}}), "3");
-        assert_eq!(call.name(), "");
     }
 
     #[test]

@@ -58,12 +58,13 @@ extern crate self as tool_core;
 
 // The modules form layers; each imports only the ones above it in this list (checked by `tests/layers.rs`):
 //   vocabulary, effect, error, canonical, failure, call, context, content, validate, params
-//   -> result -> schema (neutral schemas and pure renderers) -> definition -> view -> registry -> policy
+//   -> result -> schema (neutral schemas and pure renderers) -> definition -> view -> codec -> registry -> policy
 //   -> executor -> event -> run -> lint, lock.
 // The core modules are private: each of their public items has one path, at the root. `canonical`, `lint`,
 // `lock`, `name` and `vocabulary` are toolboxes whose items are only there.
 mod call;
 pub mod canonical;
+mod codec;
 mod content;
 mod context;
 mod definition;
@@ -93,6 +94,7 @@ pub mod name {
 }
 
 pub use call::{ArgumentsError, ToolCall};
+pub use codec::{Codec, MessageError, ParsedMessage};
 pub use content::{Content, ContentBlock, EmbeddedResource, content_schema, is_content_schema};
 pub use context::{
     Args, CallContext, CallContextBuilder, FromCallContext, LogLevel, MissingState, Notifier, Requirements, State,

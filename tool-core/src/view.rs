@@ -70,8 +70,13 @@ impl ToolView {
         tools.binary_search_by(|d| d.name().cmp(name)).ok().map(|i| &tools[i])
     }
 
-    /// The tool whose provider wire name is `wire`, if this view allows it.
+    /// The tool whose provider wire name is exactly `wire` (`incident-search` for `incident.search`), if this
+    /// view allows it. A registered name that is not its own wire name (`incident.search`) finds nothing: a call
+    /// must name a tool as the provider was shown it.
     pub fn get_by_wire_name(&self, wire: &str) -> Option<&Arc<ToolDefinition>> {
+        if wire.contains('.') {
+            return None;
+        }
         name::from_wire(wire).and_then(|n| self.get(&n))
     }
 

@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["schema"],
     &["definition"],
     &["view"],
+    &["codec"],
     &["registry"],
     &["policy"],
     &["executor"],

@@ -1,71 +1,47 @@
 //! Between keel results and MCP `CallToolResult`s, in both directions.
 //!
-//! Serving ([`call_tool_result`]):
-//!
-//! * success of a [`Content`](tool_core::Content) tool (its result schema carries the content marker): the blocks
-//!   are the `content`, with no `structuredContent`;
-//! * other success: `structuredContent` is the data when it is an object, and `content` is one text block with the
-//!   same data as JSON ([`ToolResult::to_mcp_call_tool_result`]);
-//! * failure: `isError: true`, a text block with `{"error": {"code", "message", "details"}}`, and the same object
-//!   as `structuredContent` unless the tool declares an `outputSchema` (clients such as the TypeScript SDK check
-//!   any `structuredContent` against the `outputSchema`, error or not, and would reject the error object).
+//! Serving ([`call_tool_result`]) converts the MCP [`Codec`]'s reply (see [`Codec::reply`]) into the SDK's type:
+//! a [`Content`](tool_core::Content) tool's blocks as `content`; other data as a text block and, when it is an
+//! object, `structuredContent`; failures with `isError: true`.
 //!
 //! Importing ([`remote_outcome`]) maps a remote `CallToolResult` back to a handler outcome.
 
 use rmcp::model::{CallToolResult, ContentBlock, ResultType};
 use serde_json::{Map, Value, json};
-use tool_core::{ErrorBody, ToolError, ToolResult};
+use tool_core::{Codec, ErrorBody, ToolError, ToolResult};
 use tool_core::{ErrorCode, ToolCode};
 
 /// Longest remote text carried into an error message, in characters.
 const MAX_REMOTE_TEXT: usize = 2000;
 
-/// Renders an executor result as an MCP `CallToolResult`.
-///
-/// `content_tool`: the tool's result schema is [`Content`](tool_core::Content)'s. `has_output_schema`: the tool's
-/// `tools/list` entry carries an `outputSchema`.
-pub fn call_tool_result(result: &ToolResult, content_tool: bool, has_output_schema: bool) -> CallToolResult {
-    if result.is_ok() && content_tool {
-        let blocks = result.data().cloned().map(serde_json::from_value::<Vec<ContentBlock>>);
-        match blocks {
-            Some(Ok(blocks)) => return complete(CallToolResult::success(blocks)),
-            _ => {
-                // The executor validated the data against the content schema, so this is a mismatch between that
-                // schema and the SDK's content types: an internal error, logged, not shown.
-                tracing::error!(
-                    call_id = %result.call_id,
-                    tool_name = %result.tool_name,
-                    "content result could not be converted to MCP content blocks"
-                );
-                let failed = ToolResult::failure(
-                    result.call_id.clone(),
-                    result.tool_name.clone(),
-                    result.tool_version.clone(),
-                    true,
-                    ErrorBody::new(
-                        ErrorCode::ToolInternalError,
-                        format!(
-                            "the tool failed with an internal error; it was logged under call id {:?}",
-                            result.call_id
-                        ),
-                    ),
-                );
-                return call_tool_result(&failed, false, has_output_schema);
-            }
-        }
-    }
-    let mut value = result.to_mcp_call_tool_result();
-    if !result.is_ok()
-        && has_output_schema
-        && let Some(obj) = value.as_object_mut()
-    {
-        obj.remove("structuredContent");
-    }
-    match serde_json::from_value::<CallToolResult>(value) {
+/// Renders an executor result as an MCP `CallToolResult`: the reply of `codec` (the MCP codec of the view the
+/// result came from), in the SDK's type.
+pub fn call_tool_result(result: &ToolResult, codec: &Codec) -> CallToolResult {
+    match serde_json::from_value::<CallToolResult>(codec.reply(result)) {
         Ok(r) => complete(r),
         Err(e) => {
-            tracing::error!(call_id = %result.call_id, error = %e, "CallToolResult rendering failed");
-            complete(CallToolResult::error(vec![ContentBlock::text(result.content_text())]))
+            // The executor validated the data against the tool's result schema, so this is a mismatch between
+            // that schema (the content schema) and the SDK's content types: an internal error, logged, not shown.
+            tracing::error!(
+                call_id = %result.call_id,
+                tool_name = %result.tool_name,
+                error = %e,
+                "the result could not be converted to an MCP CallToolResult"
+            );
+            let failed = ToolResult::failure(
+                result.call_id.clone(),
+                result.tool_name.clone(),
+                result.tool_version.clone(),
+                result.executed,
+                ErrorBody::new(
+                    ErrorCode::ToolInternalError,
+                    format!("the tool failed with an internal error; it was logged under call id {:?}", result.call_id),
+                ),
+            );
+            match serde_json::from_value::<CallToolResult>(codec.reply(&failed)) {
+                Ok(r) => complete(r),
+                Err(_) => complete(CallToolResult::error(vec![ContentBlock::text(failed.content_text())])),
+            }
         }
     }
 }
@@ -145,7 +121,35 @@ pub fn rpc_error_details(code: i32, message: &str) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use tool_core::{Provider, ToolDefinition, ToolView};
+
     use super::*;
+
+    /// The MCP codec of a view holding one tool `t` with this result schema.
+    fn codec(output: Option<Value>) -> Codec {
+        let mut b = ToolDefinition::builder("t")
+            .description("A tool.")
+            .input_schema(json!({"type": "object", "properties": {}}))
+            .handler(|_v, _c| async { Ok(Value::Null) });
+        if let Some(o) = output {
+            b = b.output_schema(o);
+        }
+        ToolView::new(vec![Arc::new(b.build().unwrap())]).codec(Provider::Mcp)
+    }
+
+    fn plain() -> Codec {
+        codec(None)
+    }
+
+    fn structured() -> Codec {
+        codec(Some(json!({"type": "object", "properties": {"a": {"type": "integer"}}})))
+    }
+
+    fn content() -> Codec {
+        codec(Some(tool_core::content_schema()))
+    }
 
     fn ok(data: Value) -> ToolResult {
         ToolResult::success("1", "t", Some("1.0".into()), data)
@@ -163,7 +167,7 @@ mod tests {
 
     #[test]
     fn success_object_is_structured_and_text() {
-        let r = call_tool_result(&ok(json!({"a": 1})), false, true);
+        let r = call_tool_result(&ok(json!({"a": 1})), &structured());
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["structuredContent"], json!({"a": 1}));
         assert_eq!(v["content"], json!([{"type": "text", "text": "{\"a\":1}"}]));
@@ -173,17 +177,17 @@ mod tests {
     #[test]
     fn content_tool_serves_blocks() {
         let data = json!([{"type": "text", "text": "hi"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}]);
-        let v = serde_json::to_value(call_tool_result(&ok(data.clone()), true, false)).unwrap();
+        let v = serde_json::to_value(call_tool_result(&ok(data.clone()), &content())).unwrap();
         assert_eq!(v["content"], data);
         assert!(v.get("structuredContent").is_none());
     }
 
     #[test]
     fn errors_keep_structure_unless_an_output_schema_forbids_it() {
-        let v = serde_json::to_value(call_tool_result(&failed(), false, false)).unwrap();
+        let v = serde_json::to_value(call_tool_result(&failed(), &plain())).unwrap();
         assert_eq!(v["isError"], true);
         assert_eq!(v["structuredContent"]["error"]["code"], "not_found");
-        let v = serde_json::to_value(call_tool_result(&failed(), false, true)).unwrap();
+        let v = serde_json::to_value(call_tool_result(&failed(), &structured())).unwrap();
         assert!(v.get("structuredContent").is_none());
         let text: Value = serde_json::from_str(v["content"][0]["text"].as_str().unwrap()).unwrap();
         assert_eq!(text["error"]["code"], "not_found");
@@ -200,8 +204,7 @@ mod tests {
                     false,
                     ErrorBody::new(ErrorCode::parse(code).unwrap(), "m").with_details(json!({"x": 1})),
                 ),
-                false,
-                true,
+                &structured(),
             );
             remote_outcome(r, false).unwrap_err()
         };

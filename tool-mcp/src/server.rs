@@ -62,7 +62,7 @@ use rmcp::service::{
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
-use tool_core::is_content_schema;
+use tool_core::Codec;
 use tool_core::{CallOptions, Executor, LogLevel, Notifier, Provider, ToolCall, ToolView};
 
 use crate::render;
@@ -116,17 +116,12 @@ impl fmt::Display for McpServerError {
 
 impl std::error::Error for McpServerError {}
 
-/// One listed tool and what the server needs to know to render its results.
-struct Listed {
-    tool: Tool,
-    content: bool,
-    has_output_schema: bool,
-}
-
 /// One executor and its rendered `tools/list`: what the server serves until [`McpServer::update`] swaps it.
 struct Listing {
     executor: Executor,
-    tools: Vec<Listed>,
+    /// The MCP codec of the executor's view: the entries served, and the replies.
+    codec: Codec,
+    tools: Vec<Tool>,
     index: HashMap<String, usize>,
 }
 
@@ -134,32 +129,25 @@ impl Listing {
     /// Renders the executor's view for MCP; every tool whose entry is not a valid MCP tool is reported at once.
     fn new(executor: Executor) -> Result<Listing, McpServerError> {
         let view: &ToolView = executor.view();
+        let codec = view.codec(Provider::Mcp);
         let mut problems = Vec::new();
         let mut tools = Vec::with_capacity(view.len());
-        for (def, entry) in view.iter().zip(view.schemas(Provider::Mcp)) {
-            let content = def.output_schema().is_some_and(is_content_schema);
-            let mut entry = entry.clone();
-            if content && let Some(obj) = entry.as_object_mut() {
-                // Content is served as blocks, never as structuredContent: no outputSchema.
-                obj.remove("outputSchema");
-            }
-            match serde_json::from_value::<Tool>(entry) {
-                Ok(tool) => {
-                    let has_output_schema = tool.output_schema.is_some();
-                    tools.push(Listed { tool, content, has_output_schema });
-                }
+        // Served exactly as the codec renders them (the SDK's `Tool` keeps every field keel writes).
+        for (def, entry) in view.iter().zip(codec.tools()) {
+            match serde_json::from_value::<Tool>(entry.clone()) {
+                Ok(tool) => tools.push(tool),
                 Err(e) => problems.push(InvalidToolEntry { tool: def.name().to_owned(), reason: e.to_string() }),
             }
         }
         if !problems.is_empty() {
             return Err(McpServerError { problems });
         }
-        let index = tools.iter().enumerate().map(|(i, t)| (t.tool.name.to_string(), i)).collect();
-        Ok(Listing { executor, tools, index })
+        let index = tools.iter().enumerate().map(|(i, t)| (t.name.to_string(), i)).collect();
+        Ok(Listing { executor, codec, tools, index })
     }
 
     fn same_tools(&self, other: &Listing) -> bool {
-        self.tools.len() == other.tools.len() && self.tools.iter().zip(&other.tools).all(|(a, b)| a.tool == b.tool)
+        self.tools.len() == other.tools.len() && self.tools.iter().zip(&other.tools).all(|(a, b)| a == b)
     }
 }
 
@@ -211,7 +199,7 @@ impl fmt::Debug for McpServer {
         let listing = self.shared.listing();
         f.debug_struct("McpServer")
             .field("name", &self.shared.config.server_info.name)
-            .field("tools", &listing.tools.iter().map(|t| t.tool.name.as_ref()).collect::<Vec<_>>())
+            .field("tools", &listing.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
@@ -300,7 +288,7 @@ impl McpServer {
 
     /// The current `tools/list` entries, in name order.
     pub fn tools(&self) -> Vec<Tool> {
-        self.shared.listing().tools.iter().map(|t| t.tool.clone()).collect()
+        self.shared.listing().tools.clone()
     }
 
     /// The executor new calls go through.
@@ -637,9 +625,7 @@ impl McpSession {
             let message = result.error().map(|e| e.message.clone()).unwrap_or_default();
             return Err(ErrorData::invalid_params(message, None));
         }
-        let listed = listing.index.get(result.tool_name.as_str()).and_then(|&i| listing.tools.get(i));
-        let (content, has_output_schema) = listed.map_or((false, false), |l| (l.content, l.has_output_schema));
-        Ok(CallToolResponse::Complete(render::call_tool_result(&result, content, has_output_schema)))
+        Ok(CallToolResponse::Complete(render::call_tool_result(&result, &listing.codec)))
     }
 }
 
@@ -655,12 +641,12 @@ impl ServerHandler for McpSession {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let listing = self.shared.listing();
-        Ok(ListToolsResult::with_all_items(listing.tools.iter().map(|t| t.tool.clone()).collect()))
+        Ok(ListToolsResult::with_all_items(listing.tools.clone()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         let listing = self.shared.listing();
-        listing.index.get(name).and_then(|&i| listing.tools.get(i)).map(|t| t.tool.clone())
+        listing.index.get(name).and_then(|&i| listing.tools.get(i)).cloned()
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

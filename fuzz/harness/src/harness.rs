@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use proptest::strategy::{SBoxedStrategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::Value;
-use tool_core::{Approval, CallOptions, Effect, Executor, Handler, Registry, ToolCall, ToolResult};
+use tool_core::{Approval, CallOptions, Effect, Executor, Handler, Registry, ToolCall, ToolResult, ToolView};
 
 use crate::input::{Approve, Args, Input, SHAPES, deliver, delivery, short};
 use crate::instance::instance;
@@ -143,7 +143,8 @@ impl Harness {
         match &input.args {
             Args::Value(v) => ToolCall::new(input.id.clone(), input.name.clone(), v.clone()),
             Args::Text(t) => ToolCall::from_json_text(input.id.clone(), input.name.clone(), t),
-            Args::Provider(shape, message) => shape.call(message, &input.id),
+            // The raw reading (a codec of no tools): names reach the executor as the message spells them.
+            Args::Provider(shape, message) => shape.call(&ToolView::new(Vec::new()), message, &input.id),
         }
     }
 

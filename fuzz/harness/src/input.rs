@@ -4,7 +4,7 @@ use std::fmt;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use tool_core::ToolCall;
+use tool_core::{Provider, ToolCall, ToolView};
 
 /// How the arguments reach the executor.
 #[derive(Clone)]
@@ -54,14 +54,28 @@ impl ProviderShape {
         }
     }
 
-    pub fn call(self, message: &Value, id: &str) -> ToolCall {
+    /// The provider this shape is.
+    pub fn provider(self) -> Provider {
         match self {
-            ProviderShape::Ollama => ToolCall::from_ollama(message, 0),
-            ProviderShape::OpenAi => ToolCall::from_openai(message),
-            ProviderShape::OpenAiResponses => ToolCall::from_openai_responses(message),
-            ProviderShape::Anthropic => ToolCall::from_anthropic(message),
-            ProviderShape::Gemini => ToolCall::from_gemini(message, 1),
-            ProviderShape::Mcp => ToolCall::from_mcp(message, id),
+            ProviderShape::Ollama => Provider::Ollama,
+            ProviderShape::OpenAi => Provider::OpenAiChat,
+            ProviderShape::OpenAiResponses => Provider::OpenAiResponses,
+            ProviderShape::Anthropic => Provider::Anthropic,
+            ProviderShape::Gemini => Provider::Gemini,
+            ProviderShape::Mcp => Provider::Mcp,
+        }
+    }
+
+    /// The call `message` carries, read by this provider's codec of `view` (an MCP message is wrapped in a
+    /// `tools/call` request with `id`).
+    pub fn call(self, view: &ToolView, message: &Value, id: &str) -> ToolCall {
+        let codec = view.codec(self.provider());
+        match self {
+            ProviderShape::Mcp => {
+                codec.call(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": message}), 0)
+            }
+            ProviderShape::Gemini => codec.call(message, 1),
+            _ => codec.call(message, 0),
         }
     }
 }

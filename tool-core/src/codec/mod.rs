@@ -1,0 +1,313 @@
+//! [`Codec`]: one provider's side of a conversation, bound to a view: the tool list the model is shown, the
+//! calls it sends back, and the replies it reads.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::call::ToolCall;
+use crate::result::ToolResult;
+use crate::schema::Provider;
+use crate::view::ToolView;
+
+mod anthropic;
+mod gemini;
+mod mcp;
+mod ollama;
+mod openai_chat;
+mod openai_responses;
+
+/// One provider's side of a conversation, bound to a [`ToolView`]: what the model is shown and what it sends back
+/// go through the same object, so a call made from the list reaches exactly the tool it names.
+///
+/// A codec owns, for its [`Provider`]:
+///
+/// - the tool list ([`Codec::tools`]), rendered from the view's definitions;
+/// - the calls the model sends ([`Codec::call`] for one item, [`Codec::message`] for a whole assistant message):
+///   wire names are mapped back to the registered names through the view, arguments are read as that provider
+///   sends them (JSON text or an object), missing ids are generated;
+/// - the reply to each result ([`Codec::reply`], [`Codec::replies`]);
+/// - the assistant message that carries given calls, for a transcript kept in another format
+///   ([`Codec::assistant_message`]).
+///
+/// | provider | a call item | names | arguments | a reply |
+/// |---|---|---|---|---|
+/// | [`Provider::Ollama`] | `message.tool_calls[i]` | registered | object | `{"role": "tool", ...}` message |
+/// | [`Provider::OpenAiChat`] | `message.tool_calls[i]` | wire, mapped back | JSON text | `{"role": "tool", ...}` message |
+/// | [`Provider::OpenAiResponses`] | an `output` item of type `function_call` | wire, mapped back | JSON text | a `function_call_output` item |
+/// | [`Provider::Anthropic`] | a `tool_use` content block | wire, mapped back | object | a `tool_result` block, all of a turn's in one `user` message |
+/// | [`Provider::Gemini`] | a `functionCall` part | wire, mapped back | object | a `functionResponse` part, all of a turn's in one `user` content |
+/// | [`Provider::Mcp`] | a `tools/call` request (or its `params`) | registered | object | a `CallToolResult` |
+///
+/// Everything a model sends is untrusted: no method here panics or fails on a call item. What cannot be read
+/// becomes something the executor answers cleanly (see [`ToolCall`]); a name that maps to no tool of the view is
+/// kept as sent, and the executor answers `unknown_tool`. A codec of an empty view ([`ToolView::new`]`(vec![])`)
+/// is the raw, view-less parse: it maps no name.
+///
+/// ```
+/// use serde_json::json;
+/// use tool_core::{tool, Executor, Provider, Registry};
+///
+/// /// Searches the notes.
+/// #[tool(name = "notes.search", effect = "read", version = "1.0")]
+/// fn notes_search(query: String) -> Vec<String> {
+///     vec![format!("a note about {query}")]
+/// }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let registry = Registry::from_inventory().unwrap();
+/// let view = registry.view().names(["notes.search"]).build().unwrap();
+/// let codec = view.codec(Provider::OpenAiChat);
+/// // OpenAI is shown the wire name...
+/// assert_eq!(codec.tools()[0]["function"]["name"], "notes-search");
+///
+/// // ...and its call, exactly as the response carries it, reaches the registered tool.
+/// let message = json!({"role": "assistant", "content": null, "tool_calls": [{
+///     "id": "call_1", "type": "function",
+///     "function": {"name": "notes-search", "arguments": "{\"query\": \"disks\"}"}
+/// }]});
+/// let parsed = codec.message(&message, 0).unwrap();
+/// let executor = Executor::new(view.clone()).unwrap();
+/// let result = executor.call(parsed.calls[0].clone()).await;
+/// assert!(result.is_ok());
+/// let reply = codec.reply(&result);
+/// assert_eq!(reply, json!({"role": "tool", "tool_call_id": "call_1", "content": "[\"a note about disks\"]"}));
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct Codec {
+    view: ToolView,
+    provider: Provider,
+}
+
+impl fmt::Debug for Codec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Codec").field("provider", &self.provider).field("view", &self.view).finish()
+    }
+}
+
+/// An assistant message read by [`Codec::message`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedMessage {
+    /// The message's text (its text parts joined), empty when it has none.
+    pub text: String,
+    /// Its tool calls, in order, names mapped back to registered names.
+    pub calls: Vec<ToolCall>,
+    /// The message as it goes back into the conversation: as received, with every generated call id written in
+    /// where the provider carries ids (so the replies' ids match), and the assistant role filled in when missing.
+    pub message: Value,
+}
+
+/// A message whose shape is not the provider's assistant message (for example `tool_calls` that is not an array).
+/// Its text says what is wrong, never what a parser said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageError {
+    message: String,
+}
+
+impl MessageError {
+    pub(crate) fn new(message: impl Into<String>) -> MessageError {
+        MessageError { message: message.into() }
+    }
+
+    /// What is wrong, e.g. "`tool_calls` is not an array".
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for MessageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for MessageError {}
+
+impl ToolView {
+    /// The codec of `provider` bound to this view: the tool list it is shown, and the reading of its calls and
+    /// the writing of its replies, for exactly these tools.
+    pub fn codec(&self, provider: Provider) -> Codec {
+        Codec { view: self.clone(), provider }
+    }
+}
+
+impl Codec {
+    /// The codec of `provider` bound to `view` (the same as [`ToolView::codec`]).
+    pub fn new(view: ToolView, provider: Provider) -> Codec {
+        Codec { view, provider }
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// The view: the tools listed, and the only tools a call can name.
+    pub fn view(&self) -> &ToolView {
+        &self.view
+    }
+
+    /// The tool list in this provider's format, in name order (rendered once per view and cached).
+    pub fn tools(&self) -> &[Value] {
+        self.view.schemas(self.provider)
+    }
+
+    /// The name this provider is shown for the registered tool `name`: its wire name for OpenAI, Anthropic and
+    /// Gemini (`incident.search` as `incident-search`), the name itself for Ollama and MCP.
+    pub fn shown_name(&self, name: &str) -> String {
+        if uses_wire_names(self.provider) { crate::name::to_wire(name) } else { name.to_owned() }
+    }
+
+    /// The registered name of the tool the model called by `shown`: the tool of this view whose
+    /// [`Codec::shown_name`] is exactly `shown`, or `shown` itself when there is none.
+    pub fn registered_name(&self, shown: &str) -> String {
+        registered_name(&self.view, self.provider, shown)
+    }
+
+    /// One tool-call item exactly as the provider's response carries it (see the table above); `index` is the
+    /// call's position in the conversation, used only to generate an id when the item has none
+    /// ([`ToolCall::generated_id`]).
+    pub fn call(&self, item: &Value, index: usize) -> ToolCall {
+        let view = &self.view;
+        match self.provider {
+            Provider::Ollama => ollama::call(item, index),
+            Provider::OpenAiChat => openai_chat::call(view, item, index),
+            Provider::OpenAiResponses => openai_responses::call(view, item, index),
+            Provider::Anthropic => anthropic::call(view, item, index),
+            Provider::Gemini => gemini::call(view, item, index),
+            Provider::Mcp => mcp::call(item, index),
+        }
+    }
+
+    /// A whole assistant message (or, for OpenAI Responses, the response's `output` items; for MCP, one
+    /// `tools/call` request): its text, its calls, and the message to keep in the conversation. Calls without an
+    /// id get [`ToolCall::generated_id`] at `first_index + i`, so ids stay unique across a conversation's turns.
+    ///
+    /// | provider | the message |
+    /// |---|---|
+    /// | Ollama, OpenAI Chat | `{"role": "assistant", "content": ..., "tool_calls": [...]}` |
+    /// | OpenAI Responses | the `output` array, or the response object holding it |
+    /// | Anthropic | `{"role": "assistant", "content": [blocks]}` (a Messages response has this shape) |
+    /// | Gemini | a candidate's `content`: `{"role": "model", "parts": [...]}` |
+    /// | MCP | a `tools/call` request |
+    pub fn message(&self, message: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
+        let view = &self.view;
+        match self.provider {
+            Provider::Ollama => ollama::message(message, first_index),
+            Provider::OpenAiChat => openai_chat::message(view, message, first_index),
+            Provider::OpenAiResponses => openai_responses::message(view, message, first_index),
+            Provider::Anthropic => anthropic::message(view, message, first_index),
+            Provider::Gemini => gemini::message(view, message, first_index),
+            Provider::Mcp => Ok(mcp::message(message, first_index)),
+        }
+    }
+
+    /// The reply to one result, in this provider's format: a message (Ollama, OpenAI Chat), an input item (OpenAI
+    /// Responses), a content block (Anthropic), a part (Gemini) or a `CallToolResult` (MCP). Names go back as
+    /// the model was shown them.
+    pub fn reply(&self, result: &ToolResult) -> Value {
+        match self.provider {
+            Provider::Ollama => ollama::reply(result),
+            Provider::OpenAiChat => openai_chat::reply(result),
+            Provider::OpenAiResponses => openai_responses::reply(result),
+            Provider::Anthropic => anthropic::reply(result),
+            Provider::Gemini => gemini::reply(self, result),
+            Provider::Mcp => mcp::reply(self, result),
+        }
+    }
+
+    /// The messages that answer one turn's results, to append to the conversation: one message per result for
+    /// Ollama and OpenAI Chat, one item per result for OpenAI Responses, one `CallToolResult` per result for MCP,
+    /// and a single `user` message (Anthropic) or content (Gemini) holding every reply. No results, no messages.
+    pub fn replies(&self, results: &[ToolResult]) -> Vec<Value> {
+        if results.is_empty() {
+            return Vec::new();
+        }
+        let each = results.iter().map(|r| self.reply(r));
+        match self.provider {
+            Provider::Anthropic => vec![anthropic::user_message(each.collect())],
+            Provider::Gemini => vec![gemini::user_content(each.collect())],
+            _ => each.collect(),
+        }
+    }
+
+    /// The assistant message carrying `text` and `calls` in this provider's format, names as the model is shown
+    /// them: for a transcript that was read in another format. For OpenAI Responses, the output items (an array);
+    /// for MCP, the `tools/call` requests (an array).
+    pub fn assistant_message(&self, text: &str, calls: &[ToolCall]) -> Value {
+        match self.provider {
+            Provider::Ollama => ollama::assistant(text, calls),
+            Provider::OpenAiChat => openai_chat::assistant(self, text, calls),
+            Provider::OpenAiResponses => openai_responses::assistant(self, text, calls),
+            Provider::Anthropic => anthropic::assistant(self, text, calls),
+            Provider::Gemini => gemini::assistant(self, text, calls),
+            Provider::Mcp => mcp::assistant(calls),
+        }
+    }
+}
+
+fn uses_wire_names(provider: Provider) -> bool {
+    matches!(provider, Provider::OpenAiChat | Provider::OpenAiResponses | Provider::Anthropic | Provider::Gemini)
+}
+
+/// See [`Codec::registered_name`].
+fn registered_name(view: &ToolView, provider: Provider, shown: &str) -> String {
+    if uses_wire_names(provider) {
+        match view.get_by_wire_name(shown) {
+            Some(def) => def.name().to_owned(),
+            None => shown.to_owned(),
+        }
+    } else {
+        shown.to_owned()
+    }
+}
+
+/// A string field of an optional object; empty when missing or not a string.
+fn string_field(obj: Option<&Value>, key: &str) -> String {
+    obj.and_then(|o| o.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+/// Whether an id field holds a usable id (a non-empty string, or a number as some compatible servers send).
+fn has_id(id: Option<&Value>) -> bool {
+    match id {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Number(_)) => true,
+        _ => false,
+    }
+}
+
+/// The arguments of a call for a message written by keel: the object, or `{}` when they were unusable.
+fn arguments_or_empty(call: &ToolCall) -> Value {
+    call.arguments().cloned().unwrap_or_else(|_| Value::Object(Map::new()))
+}
+
+/// The text of a `content` that is text, null or a list of parts (`{"text": ...}` or plain strings).
+fn content_text(content: Option<&Value>, what: &str) -> Result<String, MessageError> {
+    match content {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => Ok(parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
+            .collect::<Vec<_>>()
+            .join("")),
+        Some(_) => Err(MessageError::new(format!("`{what}` is neither text nor null"))),
+    }
+}
+
+/// The array at `key` of a message: empty when missing or null, an error when it is something else.
+fn array_field<'a>(message: &'a Map<String, Value>, key: &str) -> Result<&'a [Value], MessageError> {
+    match message.get(key) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(items)) => Ok(items),
+        Some(_) => Err(MessageError::new(format!("`{key}` is not an array"))),
+    }
+}
+
+fn object<'a>(message: &'a Value, what: &str) -> Result<&'a Map<String, Value>, MessageError> {
+    message.as_object().ok_or_else(|| MessageError::new(format!("{what} is not a JSON object")))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,67 @@
+//! Ollama `/api/chat`: tools as `{"type": "function", "function": {...}}` under their registered names, calls with
+//! object arguments, replies as `tool` messages.
+
+use serde_json::{Map, Value, json};
+
+use super::{MessageError, ParsedMessage, arguments_or_empty, array_field, content_text, has_id, object, string_field};
+use crate::call::{ToolCall, id_or_generated, object_or_null_arguments};
+use crate::result::ToolResult;
+
+/// `message.tool_calls[index]`: `{"id"?: "...", "function": {"name": "...", "arguments": {...}, "index"?: n}}`.
+///
+/// `arguments` is an object; missing or `null` reads as `{}` (Ollama is written in Go, where an empty map may
+/// serialize as `null`). `id` only exists on servers from late 2025 on; without it the id is generated.
+pub(super) fn call(item: &Value, index: usize) -> ToolCall {
+    let function = item.get("function");
+    let name = string_field(function, "name");
+    let arguments = object_or_null_arguments(function.and_then(|f| f.get("arguments")));
+    let id = id_or_generated(item.get("id"), index, &name, &arguments);
+    ToolCall::from_parts(id, name, arguments)
+}
+
+pub(super) fn message(message: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
+    let m = object(message, "the message")?;
+    let text = content_text(m.get("content"), "content")?;
+    let items = array_field(m, "tool_calls")?;
+    let mut echo = m.clone();
+    let mut echoed = items.to_vec();
+    let mut calls = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let call = call(item, first_index + i);
+        if !has_id(item.get("id"))
+            && let Some(Value::Object(o)) = echoed.get_mut(i)
+        {
+            o.insert("id".to_owned(), Value::String(call.id().to_owned()));
+        }
+        calls.push(call);
+    }
+    if !echoed.is_empty() {
+        echo.insert("tool_calls".to_owned(), Value::Array(echoed));
+    }
+    echo.entry("role").or_insert_with(|| Value::String("assistant".to_owned()));
+    Ok(ParsedMessage { text, calls, message: Value::Object(echo) })
+}
+
+/// `{"role": "tool", "tool_name": <tool name>, "tool_call_id": <call id>, "content": <text>}`.
+pub(super) fn reply(result: &ToolResult) -> Value {
+    json!({
+        "role": "tool",
+        "tool_name": result.tool_name,
+        "tool_call_id": result.call_id,
+        "content": result.content_text(),
+    })
+}
+
+pub(super) fn assistant(text: &str, calls: &[ToolCall]) -> Value {
+    let mut m = Map::new();
+    m.insert("role".into(), "assistant".into());
+    m.insert("content".into(), text.into());
+    if !calls.is_empty() {
+        let items = calls
+            .iter()
+            .map(|c| json!({"id": c.id(), "function": {"name": c.name(), "arguments": arguments_or_empty(c)}}))
+            .collect();
+        m.insert("tool_calls".into(), Value::Array(items));
+    }
+    Value::Object(m)
+}

@@ -1,0 +1,78 @@
+//! OpenAI Chat Completions: tools as `{"type": "function", "function": {...}}` under their wire names, calls with
+//! JSON-text arguments, replies as `tool` messages.
+
+use serde_json::{Map, Value, json};
+
+use super::{
+    Codec, MessageError, ParsedMessage, arguments_or_empty, array_field, content_text, has_id, object, registered_name,
+    string_field,
+};
+use crate::call::{ToolCall, id_or_generated, text_or_object_arguments};
+use crate::result::ToolResult;
+use crate::schema::Provider;
+use crate::view::ToolView;
+
+/// `choices[0].message.tool_calls[i]`: `{"id": "call_...", "type": "function", "function": {"name": "...",
+/// "arguments": "<JSON text>"}}`.
+///
+/// `arguments` is parsed as in [`ToolCall::from_json_text`]; an object instead of text (sent by some compatible
+/// servers) is accepted as is. The wire name is mapped back through the view.
+pub(super) fn call(view: &ToolView, item: &Value, index: usize) -> ToolCall {
+    let function = item.get("function");
+    let shown = string_field(function, "name");
+    let arguments = text_or_object_arguments(function.and_then(|f| f.get("arguments")));
+    let id = id_or_generated(item.get("id"), index, &shown, &arguments);
+    ToolCall::from_parts(id, registered_name(view, Provider::OpenAiChat, &shown), arguments)
+}
+
+pub(super) fn message(view: &ToolView, message: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
+    let m = object(message, "the message")?;
+    let text = content_text(m.get("content"), "content")?;
+    let items = array_field(m, "tool_calls")?;
+    let mut echo = m.clone();
+    let mut echoed = items.to_vec();
+    let mut calls = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let call = call(view, item, first_index + i);
+        if !has_id(item.get("id"))
+            && let Some(Value::Object(o)) = echoed.get_mut(i)
+        {
+            o.insert("id".to_owned(), Value::String(call.id().to_owned()));
+        }
+        calls.push(call);
+    }
+    if !echoed.is_empty() {
+        echo.insert("tool_calls".to_owned(), Value::Array(echoed));
+    }
+    echo.entry("role").or_insert_with(|| Value::String("assistant".to_owned()));
+    Ok(ParsedMessage { text, calls, message: Value::Object(echo) })
+}
+
+/// `{"role": "tool", "tool_call_id": <call id>, "content": <text>}`.
+pub(super) fn reply(result: &ToolResult) -> Value {
+    json!({
+        "role": "tool",
+        "tool_call_id": result.call_id,
+        "content": result.content_text(),
+    })
+}
+
+pub(super) fn assistant(codec: &Codec, text: &str, calls: &[ToolCall]) -> Value {
+    let mut m = Map::new();
+    m.insert("role".into(), "assistant".into());
+    m.insert("content".into(), if text.is_empty() { Value::Null } else { text.into() });
+    if !calls.is_empty() {
+        let items = calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id(),
+                    "type": "function",
+                    "function": {"name": codec.shown_name(c.name()), "arguments": arguments_or_empty(c).to_string()},
+                })
+            })
+            .collect();
+        m.insert("tool_calls".into(), Value::Array(items));
+    }
+    Value::Object(m)
+}
