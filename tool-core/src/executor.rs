@@ -510,11 +510,10 @@ impl Executor {
         if let Err(v) = check_limits(&arguments, &self.inner.limits) {
             fail!(false, invalid_arguments_body(vec![v]));
         }
-        // A model in OpenAI strict mode says "not given" with `null` for optional properties; those nulls are
-        // dropped (only on the slow path, so a valid call pays nothing) and the call is checked again.
-        if !compiled.input.is_valid(&arguments)
-            && (def.schemas().remove_optional_nulls(&mut arguments) == 0 || !compiled.input.is_valid(&arguments))
-        {
+        // One canonical form from here on (validation, policy, approvals, events, handler): the spellings of
+        // "absent" (a strict-mode `null`, an `Option`'s `null`, a spelled-out default) are removed.
+        def.canonical_arguments(&mut arguments);
+        if !compiled.input.is_valid(&arguments) {
             fail!(false, invalid_arguments_body(compiled.input.explain(&arguments)));
         }
 

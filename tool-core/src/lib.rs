@@ -58,10 +58,11 @@ extern crate self as tool_core;
 
 // The modules form layers; each imports only the ones above it in this list (checked by `tests/layers.rs`):
 //   vocabulary, effect, error, canonical, failure, call, context, content, validate, params
-//   -> result -> schema (neutral schemas and pure renderers) -> definition -> view -> codec -> registry -> policy
+//   -> result -> schema (neutral schemas and pure renderers) -> definition -> arguments -> view -> codec -> registry -> policy
 //   -> executor -> event -> run -> lint, lock.
 // The core modules are private: each of their public items has one path, at the root. `canonical`, `lint`,
 // `lock`, `name` and `vocabulary` are toolboxes whose items are only there.
+mod arguments;
 mod call;
 pub mod canonical;
 mod codec;

@@ -49,24 +49,50 @@ use crate::effect::Effect;
 /// assert_eq!(refused.code(), Some("approval_required"));
 /// # });
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone)]
 pub struct Approval {
     tool: String,
-    arguments: String,
+    arguments: Value,
+    canonical: String,
+}
+
+impl PartialEq for Approval {
+    fn eq(&self, other: &Approval) -> bool {
+        self.tool == other.tool && self.canonical == other.canonical
+    }
+}
+
+impl Eq for Approval {}
+
+impl std::hash::Hash for Approval {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.tool.hash(state);
+        self.canonical.hash(state);
+    }
 }
 
 impl Approval {
-    /// Approves `tool` with exactly `arguments` (compared in canonical form).
+    /// Approves `tool` with exactly `arguments`.
+    ///
+    /// The arguments are compared with the call's in the tool's canonical form
+    /// ([`ToolDefinition::canonical_arguments`]) and as canonical JSON, so an approval made from the arguments
+    /// exactly as the model sent them (with a strict-mode `null`, a spelled-out default, keys in any order)
+    /// approves that call, and an approval of the `details.approve.arguments` of an `approval_required` answer
+    /// does too.
     pub fn new(tool: impl Into<String>, arguments: &Value) -> Approval {
-        Approval { tool: tool.into(), arguments: canonical_json(arguments) }
+        Approval { tool: tool.into(), arguments: arguments.clone(), canonical: canonical_json(arguments) }
     }
     /// The approved tool.
     pub fn tool(&self) -> &str {
         &self.tool
     }
-    /// The canonical JSON of the approved arguments.
-    pub fn canonical_arguments(&self) -> &str {
+    /// The approved arguments, as given.
+    pub fn arguments(&self) -> &Value {
         &self.arguments
+    }
+    /// The canonical JSON of the approved arguments, as given.
+    pub fn canonical_arguments(&self) -> &str {
+        &self.canonical
     }
 }
 
@@ -91,9 +117,20 @@ impl Approvals {
         self.set.insert(approval);
         self
     }
-    /// Whether `tool` with `arguments` is approved.
-    pub fn approves(&self, tool: &str, arguments: &Value) -> bool {
-        !self.set.is_empty() && self.set.contains(&Approval::new(tool, arguments))
+    /// Whether `tool` with `arguments` (in its canonical form, as the executor passes them to a policy) is
+    /// approved: some approval for the tool whose arguments, brought into the tool's canonical form, are the same.
+    pub fn approves(&self, tool: &ToolDefinition, arguments: &Value) -> bool {
+        if self.set.is_empty() {
+            return false;
+        }
+        let wanted = canonical_json(arguments);
+        self.set.iter().any(|a| {
+            a.tool == tool.name()
+                && (a.canonical == wanted || {
+                    let mut approved = a.arguments.clone();
+                    tool.canonical_arguments(&mut approved) > 0 && canonical_json(&approved) == wanted
+                })
+        })
     }
     /// Whether there are no approvals.
     pub fn is_empty(&self) -> bool {
@@ -112,7 +149,8 @@ impl FromIterator<Approval> for Approvals {
 pub struct PolicyRequest<'a> {
     /// The tool.
     pub tool: &'a ToolDefinition,
-    /// The arguments, already valid against the tool's schema.
+    /// The arguments, in the tool's canonical form ([`ToolDefinition::canonical_arguments`]) and valid against
+    /// its schema.
     pub arguments: &'a Value,
     /// The tenant of the call.
     pub tenant: Option<&'a str>,
@@ -141,8 +179,9 @@ pub enum PolicyDecision {
 ///
 /// The default [`EffectPolicy`] lets `read` tools run and stops `write` and `destructive` tools with
 /// `approval_required` unless the call carries an [`Approval`] for *exactly* that tool and those arguments: an
-/// approval is bound to the canonical JSON of the arguments (keys sorted, no whitespace), so a grant for
-/// `{"ticket": "A"}` does not approve `{"ticket": "B"}`.
+/// approval is bound to the arguments in the tool's canonical form ([`ToolDefinition::canonical_arguments`]),
+/// compared as canonical JSON (keys sorted, no whitespace), so a grant for `{"ticket": "A"}` does not approve
+/// `{"ticket": "B"}`, while `{"ticket": "A", "note": null}` and `{"ticket": "A"}` are the same call.
 ///
 /// Implement [`Policy`] for per-tenant rules; it sees the definition, the validated arguments, the tenant and the
 /// approvals of the call.
@@ -177,7 +216,7 @@ impl Policy for EffectPolicy {
     fn decide(&self, r: &PolicyRequest<'_>) -> PolicyDecision {
         match r.tool.effect() {
             Effect::Read => PolicyDecision::Allow,
-            _ if r.approvals.approves(r.tool.name(), r.arguments) => PolicyDecision::Allow,
+            _ if r.approvals.approves(r.tool, r.arguments) => PolicyDecision::Allow,
             effect => PolicyDecision::RequireApproval {
                 reason: format!(
                     "`{}` has effect `{effect}`; it runs only with an approval for these exact arguments",

@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["params", "result"],
     &["schema"],
     &["definition"],
+    &["arguments"],
     &["view"],
     &["codec"],
     &["registry"],

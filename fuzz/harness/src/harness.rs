@@ -159,7 +159,7 @@ impl Harness {
             return Expect::Refused("policy_denied");
         }
         let approved = match &input.approval {
-            Some((tool, approved)) => tool == def.name() && json_identical(approved, &cleaned),
+            Some((tool, approved)) => tool == def.name() && json_identical(&schema.canonical(approved), &cleaned),
             None => false,
         };
         if def.effect() != Effect::Read && !approved {

@@ -103,8 +103,8 @@ impl<'a> Oracle<'a> {
         self.root.pointer(pointer).unwrap_or_else(|| panic!("dangling reference {r}"))
     }
 
-    /// Valid against the schema, within the executor's limits, as the executor validates: strictly, or else after
-    /// removing the `null`s of optional properties that do not accept `null` (OpenAI strict mode's "not given").
+    /// Valid against the schema, within the executor's limits, as the executor validates: in canonical form
+    /// ([`Oracle::canonical`]).
     pub fn valid(&self, v: &Value) -> bool {
         self.cleaned(v).is_some()
     }
@@ -114,11 +114,16 @@ impl<'a> Oracle<'a> {
         if !within_limits(v) {
             return None;
         }
-        if self.check(self.root, v, 0).is_ok() {
-            return Some(v.clone());
-        }
+        let c = self.canonical(v);
+        if self.check(self.root, &c, 0).is_ok() { Some(c) } else { None }
+    }
+
+    /// `v` in the executor's canonical form: optional properties whose value means "absent" (a `null` the
+    /// property does not accept; a `null` where the default is `null` or unstated; the stated default) removed.
+    pub fn canonical(&self, v: &Value) -> Value {
         let mut c = v.clone();
-        if self.clean(self.root, &mut c, 0) > 0 && self.check(self.root, &c, 0).is_ok() { Some(c) } else { None }
+        self.clean(self.root, &mut c, 0);
+        c
     }
 
     /// Valid against the schema as it is (no null removal, no limits).
@@ -292,7 +297,7 @@ impl<'a> Oracle<'a> {
         schema
     }
 
-    /// Removes `null` values of optional properties whose schema does not accept `null`; returns how many.
+    /// Removes the optional properties whose value means "absent" ([`Oracle::canonical`]); returns how many.
     fn clean(&self, schema: &'a Value, v: &mut Value, depth: usize) -> usize {
         if depth > 64 {
             return 0;
@@ -314,11 +319,9 @@ impl<'a> Oracle<'a> {
                 let keys: Vec<String> = o.keys().cloned().collect();
                 for key in keys {
                     match props.and_then(|p| p.get(&key)) {
-                        Some(ps) if o[&key].is_null() => {
-                            if !required.contains(&key.as_str()) && self.check(ps, &Value::Null, depth + 1).is_err() {
-                                o.remove(&key);
-                                removed += 1;
-                            }
+                        Some(ps) if !required.contains(&key.as_str()) && self.means_absent(ps, &o[&key], depth) => {
+                            o.remove(&key);
+                            removed += 1;
                         }
                         Some(ps) => removed += self.clean(ps, o.get_mut(&key).expect("present"), depth + 1),
                         None => {
@@ -346,6 +349,17 @@ impl<'a> Oracle<'a> {
             _ => {}
         }
         removed
+    }
+
+    /// Whether an optional property's value stands for "absent".
+    fn means_absent(&self, ps: &'a Value, v: &Value, depth: usize) -> bool {
+        let default = ps.get("default").or_else(|| self.deref(ps).get("default"));
+        match (v, default) {
+            (Value::Null, None | Some(Value::Null)) => true,
+            (Value::Null, Some(_)) => self.check(ps, &Value::Null, depth + 1).is_err(),
+            (v, Some(d)) => same_value(v, d),
+            (_, None) => false,
+        }
     }
 
     /// A union branch that describes this object: its required keys are present and its fixed values match.
@@ -462,5 +476,20 @@ pub fn assert_supported(name: &str, schema: &Value) {
                 }
             }
         }
+    }
+}
+
+/// The same JSON value, numbers compared by their value (`1` and `1.0` are equal).
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i128(), y.as_i128()) {
+            (Some(a), Some(b)) => a == b,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_value(a, b)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, a)| y.get(k).is_some_and(|b| same_value(a, b)))
+        }
+        _ => a == b,
     }
 }
