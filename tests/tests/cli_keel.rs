@@ -232,3 +232,95 @@ fn usage_errors_exit_2_and_help_goes_to_stdout() {
         assert!(out.contains(command), "{out}");
     }
 }
+
+/// A dotted read tool and a write tool, each echoing its arguments.
+fn replay_cli() -> Cli {
+    let echo = |name: &'static str, effect: tool_core::Effect| {
+        ToolDefinition::builder(name)
+            .description("Echoes its query.")
+            .effect(effect)
+            .input_schema(json!({"type": "object", "properties": {"query": {"type": "string"}},
+                "required": ["query"], "additionalProperties": false}))
+            .handler(|a, _c| async move { Ok::<_, ToolError>(json!({"echo": a})) })
+            .build()
+            .unwrap()
+    };
+    cli_with(vec![echo("notes.search", tool_core::Effect::Read), echo("notes.write", tool_core::Effect::Write)])
+}
+
+#[test]
+fn call_from_replays_each_providers_tool_call_and_answers_in_its_format() {
+    let cli = replay_cli();
+    let args = json!({"query": "disks"});
+    let text = args.to_string();
+    let cases = [
+        ("ollama", json!({"id": "c-1", "function": {"name": "notes.search", "arguments": args}}), "/tool_call_id"),
+        (
+            "openai",
+            json!({"id": "c-1", "type": "function", "function": {"name": "notes-search", "arguments": text}}),
+            "/tool_call_id",
+        ),
+        (
+            "openai-responses",
+            json!({"type": "function_call", "id": "fc_1", "call_id": "c-1", "name": "notes-search", "arguments": text}),
+            "/call_id",
+        ),
+        ("anthropic", json!({"type": "tool_use", "id": "c-1", "name": "notes-search", "input": args}), "/tool_use_id"),
+        (
+            "gemini",
+            json!({"functionCall": {"id": "c-1", "name": "notes-search", "args": args}}),
+            "/functionResponse/id",
+        ),
+        (
+            "mcp",
+            json!({"jsonrpc": "2.0", "id": "c-1", "method": "tools/call", "params": {"name": "notes.search", "arguments": args}}),
+            "",
+        ),
+    ];
+    for (provider, item, id_at) in cases {
+        let (code, out, err) = keel(&cli, &["call", "--from", provider, &item.to_string()]);
+        assert_eq!(code, 0, "{provider}: {out}{err}");
+        let reply: Value = serde_json::from_str(&out).unwrap();
+        if !id_at.is_empty() {
+            assert_eq!(reply.pointer(id_at), Some(&json!("c-1")), "{provider}: {reply}");
+        }
+        assert!(out.contains("disks"), "{provider}: {out}");
+        match provider {
+            "anthropic" => assert_eq!(reply["is_error"], false),
+            "gemini" => assert_eq!(reply["functionResponse"]["name"], "notes-search"),
+            "mcp" => assert_eq!(reply["structuredContent"], json!({"echo": {"query": "disks"}})),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn call_from_fails_on_what_does_not_succeed() {
+    let cli = replay_cli();
+    // A name no tool has (no case folding, no nearest name): unknown_tool, answered in OpenAI's format, exit 1.
+    let item = json!({"id": "c-2", "type": "function", "function": {"name": "Notes-Search", "arguments": "{}"}});
+    let (code, out, _) = keel(&cli, &["call", "--from", "openai", &item.to_string()]);
+    assert_eq!(code, 1, "{out}");
+    let reply: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(reply["role"], "tool");
+    assert!(reply["content"].as_str().unwrap().contains("unknown_tool"), "{reply}");
+
+    // A write tool needs --approve.
+    let item = json!({"type": "tool_use", "id": "c-3", "name": "notes-write", "input": {"query": "x"}});
+    let (code, out, _) = keel(&cli, &["call", "--from", "anthropic", &item.to_string()]);
+    assert_eq!(code, 1);
+    assert!(out.contains("approval_required") && out.contains("\"is_error\": true"), "{out}");
+    let (code, out, _) = keel(&cli, &["call", "--from", "anthropic", &item.to_string(), "--approve"]);
+    assert_eq!(code, 0, "{out}");
+
+    // Text that is not JSON is a usage error; so is --args beside --from.
+    let (code, _, err) = keel(&cli, &["call", "--from", "gemini", "{not json"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("the message is not JSON (line 1, column 2)"), "{err}");
+    let (code, _, _) = keel(&cli, &["call", "--from", "gemini", "{}", "--args", "{}"]);
+    assert_eq!(code, 2);
+    // A well-formed JSON value that is no call: the empty name, unknown_tool.
+    let (code, out, _) = keel(&cli, &["call", "--from", "mcp", "[]"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("unknown_tool"), "{out}");
+}

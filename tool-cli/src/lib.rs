@@ -4,6 +4,7 @@
 //! keel list [--format ollama|openai|openai-responses|anthropic|gemini|mcp] [--tag T]...
 //! keel schema NAME
 //! keel call NAME [--args JSON] [--approve]
+//! keel call --from ollama|openai|openai-responses|anthropic|gemini|mcp MESSAGE [--approve]
 //! keel check [--json] [--deny-warnings]
 //! keel lock [--path keel.lock] [--force]
 //! keel lock --check [--strict] [--path keel.lock]
@@ -94,13 +95,24 @@ enum Command {
         /// The tool name.
         name: String,
     },
-    /// Run one call through the executor (validation, policy, handler) and print the ToolResult.
+    /// Run one call through the executor (validation, policy, handler) and print the ToolResult; with `--from`,
+    /// replay one tool call exactly as a provider's response carries it and print that provider's reply.
+    #[command(after_help = "Examples:\n  keel call lookup_incident --args '{\"incident_id\": \"INC-001\"}'\n  \
+        keel call --from openai '{\"id\": \"call_1\", \"type\": \"function\", \"function\": \
+        {\"name\": \"lookup_incident\", \"arguments\": \"{\\\"incident_id\\\": \\\"INC-001\\\"}\"}}'")]
     Call {
-        /// The tool name.
-        name: String,
+        /// The tool name; with `--from`, the tool-call item as JSON (an OpenAI `tool_calls` item, an Anthropic
+        /// `tool_use` block, a Gemini `functionCall` part, an OpenAI Responses `function_call` item, an Ollama
+        /// `tool_calls` item, an MCP `tools/call` request).
+        #[arg(value_name = "NAME | MESSAGE")]
+        target: String,
         /// The arguments, a JSON object.
-        #[arg(long, default_value = "{}", value_name = "JSON")]
+        #[arg(long, default_value = "{}", value_name = "JSON", conflicts_with = "from")]
         args: String,
+        /// Read the argument as a tool call in this provider's format (names as `keel list --format` takes them), and
+        /// answer with that provider's reply message.
+        #[arg(long, value_enum, value_name = "PROVIDER")]
+        from: Option<Format>,
         /// Approve exactly this call (needed for `write` and `destructive` tools).
         #[arg(long)]
         approve: bool,
@@ -224,7 +236,10 @@ impl Cli {
         let result = match args.command {
             Command::List { format, tags } => list(&registry, format, &tags, out),
             Command::Schema { name } => schema(&registry, &name, out),
-            Command::Call { name, args, approve } => self.call(&registry, &name, &args, approve, out),
+            Command::Call { target, args, from: None, approve } => self.call(&registry, &target, &args, approve, out),
+            Command::Call { target, from: Some(format), approve, .. } => {
+                self.replay(&registry, format.provider(), &target, approve, out)
+            }
             Command::Check { json, deny_warnings } => check(&registry, json, deny_warnings, out),
             Command::Lock { check: true, strict, path, .. } => lock_check(&registry, &path, strict, out),
             Command::Lock { check: false, force, path, .. } => lock_write(&registry, &path, force, out),
@@ -238,27 +253,63 @@ impl Cli {
         }
     }
 
-    fn call(&self, registry: &Registry, name: &str, args: &str, approve: bool, out: &mut dyn Write) -> Outcome {
+    fn build_executor(&self, registry: &Registry) -> Result<Executor, Failure> {
         let mut builder = Executor::builder(registry.all().clone());
         if let Some(configure) = &self.configure {
             builder = configure(builder);
         }
-        let executor = builder.build().map_err(|e| fail(1, e.to_string()))?;
+        builder.build().map_err(|e| fail(1, e.to_string()))
+    }
+
+    fn call(&self, registry: &Registry, name: &str, args: &str, approve: bool, out: &mut dyn Write) -> Outcome {
+        let executor = self.build_executor(registry)?;
         let call = ToolCall::from_json_text("cli-1", name, args);
-        let mut options = CallOptions::new();
-        if approve && let Ok(arguments) = call.arguments() {
-            options = options.approve(Approval::new(name, arguments));
-        }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
-        let result = runtime.block_on(executor.call_with(call, &options));
+        let result = run(&executor, call, approve)?;
         let text = serde_json::to_string_pretty(&result).map_err(|e| fail(1, e.to_string()))?;
         writeln!(out, "{text}").map_err(io)?;
         Ok(if result.is_ok() { 0 } else { 1 })
     }
+
+    /// `keel call --from PROVIDER MESSAGE`: the call read by the provider's codec, the reply it writes.
+    fn replay(
+        &self,
+        registry: &Registry,
+        provider: Provider,
+        message: &str,
+        approve: bool,
+        out: &mut dyn Write,
+    ) -> Outcome {
+        let item: Value = serde_json::from_str(message).map_err(|e| {
+            fail(
+                2,
+                format!(
+                    "the message is not JSON (line {}, column {}); pass one tool call as a JSON value",
+                    e.line(),
+                    e.column()
+                ),
+            )
+        })?;
+        let executor = self.build_executor(registry)?;
+        let codec = executor.view().codec(provider);
+        let result = run(&executor, codec.call(&item, 0), approve)?;
+        let text = serde_json::to_string_pretty(&codec.reply(&result)).map_err(|e| fail(1, e.to_string()))?;
+        writeln!(out, "{text}").map_err(io)?;
+        Ok(if result.is_ok() { 0 } else { 1 })
+    }
+}
+
+/// Runs one call (approved for exactly its arguments with `approve`) on a one-thread runtime.
+fn run(executor: &Executor, call: ToolCall, approve: bool) -> Result<tool_core::ToolResult, Failure> {
+    let mut options = CallOptions::new();
+    if approve && let Ok(arguments) = call.arguments() {
+        options = options.approve(Approval::new(call.name(), arguments));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
+    Ok(runtime.block_on(executor.call_with(call, &options)))
 }
 
 fn view(registry: &Registry, tags: &[String]) -> Result<ToolView, Failure> {

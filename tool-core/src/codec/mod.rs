@@ -160,7 +160,9 @@ impl Codec {
     }
 
     /// The registered name of the tool the model called by `shown`: the tool of this view whose
-    /// [`Codec::shown_name`] is exactly `shown`, or `shown` itself when there is none.
+    /// [`Codec::shown_name`] is exactly `shown`, or `shown` itself when there is none (the executor then looks it
+    /// up as it is: exactly, without case folding or a nearest name, and answers `unknown_tool` if no tool of the
+    /// view has that name).
     pub fn registered_name(&self, shown: &str) -> String {
         registered_name(&self.view, self.provider, shown)
     }

@@ -305,7 +305,7 @@ fn wire_names_map_back_through_the_view_exactly() {
         assert_eq!(codec.call(item, 0).name(), "notes.search", "{provider:?}");
         assert_eq!(codec.shown_name("notes.search"), "notes-search");
         assert_eq!(codec.registered_name("plain_tool"), "plain_tool");
-        // Only the name the provider was shown maps: the registered spelling, or a near one, is kept as sent.
+        // Only the name the provider was shown is mapped; anything else is kept as sent (a near one stays unknown).
         assert_eq!(codec.registered_name("notes.search"), "notes.search");
         assert_eq!(codec.registered_name("notes_search"), "notes_search");
         assert_eq!(codec.registered_name("Notes-Search"), "Notes-Search");
