@@ -171,28 +171,22 @@ fn error_of(r: &CallToolResult) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_list_is_the_views_mcp_rendering() {
     let executor = executor();
-    let expected: Vec<Value> = executor.view().schemas(Provider::Mcp).to_vec();
+    let expected: Vec<Value> = executor.view().codec(Provider::Mcp).tools().to_vec();
     let server = McpServer::new(executor).expect("server");
     with_client(server, |client, _| async move {
         let tools = client.peer().list_all_tools().await.expect("tools/list");
         let listed: Vec<Value> = tools.iter().map(|t| serde_json::to_value(t).unwrap()).collect();
-        assert_eq!(listed.len(), expected.len());
-        for (got, want) in listed.iter().zip(&expected) {
-            assert_eq!(got["name"], want["name"]);
-            assert_eq!(got["description"], want["description"]);
-            assert_eq!(got["inputSchema"], want["inputSchema"], "{}", want["name"]);
-            assert_eq!(got["annotations"], want["annotations"], "{}", want["name"]);
-            if got["name"] == "srv_chart" {
-                // Content is served as blocks: no outputSchema, whatever the rendering says.
-                assert!(got.get("outputSchema").is_none());
-            } else {
-                assert_eq!(got.get("outputSchema"), want.get("outputSchema"), "{}", want["name"]);
-            }
+        // Exactly the codec's entries, every field, `Content` tools included.
+        assert_eq!(listed, expected);
+        for got in &listed {
             let a = &got["annotations"];
             for hint in ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] {
                 assert!(a[hint].is_boolean(), "{} lacks {hint}", got["name"]);
             }
         }
+        // A `Content` tool's result is served as blocks, so its entry has no outputSchema.
+        let chart = listed.iter().find(|t| t["name"] == "srv_chart").unwrap();
+        assert!(chart.get("outputSchema").is_none());
         let delete = listed.iter().find(|t| t["name"] == "srv_delete").unwrap();
         assert_eq!(delete["annotations"]["destructiveHint"], true);
         assert_eq!(delete["annotations"]["readOnlyHint"], false);
