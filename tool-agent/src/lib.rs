@@ -3,11 +3,14 @@
 //!
 //! One trait, three models, one loop:
 //!
-//! | model | speaks | tools sent | call names | `arguments` |
+//! | model | speaks | through | call names | `arguments` |
 //! |---|---|---|---|---|
-//! | [`OllamaClient`] | Ollama `POST /api/chat` | [`ollama_schemas()`](tool_core::ToolView::ollama_schemas) | as registered | object; `id` generated when missing |
-//! | [`OpenAiClient`] | Chat Completions `POST {base}/chat/completions` (OpenAI, Ollama's `/v1`, ...) | `schemas(Provider::OpenAiChat)` | wire names, mapped back | JSON text |
+//! | [`OllamaClient`] | Ollama `POST /api/chat` | the Ollama [`Codec`](tool_core::Codec) | as registered | object; `id` generated when missing |
+//! | [`OpenAiClient`] | Chat Completions `POST {base}/chat/completions` (OpenAI, Ollama's `/v1`, ...) | the OpenAI Chat codec | wire names, mapped back | JSON text |
 //! | [`Replay`] | recorded responses of either kind, JSON Lines | (recorded) | as above | as above |
+//!
+//! The clients find the assistant message in a response body; the codec of the turn's view lists the tools, reads
+//! the calls and writes the replies, so what the model is shown and what it sends back meet in one object.
 //!
 //! [`Agent::run`] is the only loop. It sends the conversation and exactly the executor's view, runs each reply's
 //! calls through [`Run::process_batch`](tool_core::Run::process_batch) (a decision after every

@@ -1,6 +1,7 @@
 //! [`OllamaClient`]: Ollama's native `/api/chat`.
 
 use serde_json::{Map, Value};
+use tool_core::Provider;
 
 use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
@@ -100,7 +101,8 @@ impl OllamaClient {
         let mut body = self.extra.clone();
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert("messages".into(), Value::Array(wire::ollama_messages(turn.tools, turn.messages)));
-        let tools = turn.tools.ollama_schemas();
+        let codec = turn.tools.codec(Provider::Ollama);
+        let tools = codec.tools();
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools.to_vec()));
         }

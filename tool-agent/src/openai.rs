@@ -11,11 +11,10 @@ use crate::wire;
 
 /// A client for `POST {base}/chat/completions`.
 ///
-/// Each turn sends the conversation and the view's tools in OpenAI's format (`view.schemas(Provider::OpenAiChat)`:
-/// wire names such as `incident-search`, strict mode where the schema allows). Tool calls come back with wire
-/// names and `arguments` as JSON text; names are mapped back with
-/// [`ToolView::get_by_wire_name`](tool_core::ToolView::get_by_wire_name). Results go back as `{"role": "tool",
-/// "tool_call_id", "content"}`.
+/// Everything OpenAI-shaped goes through the OpenAI Chat [`Codec`](tool_core::Codec) of the turn's view: each
+/// turn sends the conversation and the codec's tool list (wire names such as `incident-search`, strict mode where
+/// the schema allows); tool calls come back with wire names and `arguments` as JSON text, and the codec maps the
+/// names back; results go back as the codec's `{"role": "tool", "tool_call_id", "content"}` replies.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), tool_agent::ModelError> {
@@ -127,7 +126,8 @@ impl OpenAiClient {
         let mut body = self.extra.clone();
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert("messages".into(), Value::Array(wire::openai_messages(turn.tools, turn.messages)));
-        let tools = turn.tools.schemas(Provider::OpenAiChat);
+        let codec = turn.tools.codec(Provider::OpenAiChat);
+        let tools = codec.tools();
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools.to_vec()));
         }
