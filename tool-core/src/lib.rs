@@ -1,9 +1,9 @@
 //! keel declares LLM tools at compile time.
 //!
 //! A `#[tool]` fn is the single source of a tool's contract: its name, description, version, effect, argument
-//! schema and result schema. The same [`Registry`] produces what the model sees ([`ToolView::ollama_schemas`],
-//! [`ToolView::schemas`] for OpenAI, Anthropic, Gemini and MCP) and what the [`Executor`] allows, so the two cannot
-//! drift.
+//! schema and result schema. The same [`Registry`] produces what the model sees ([`ToolView::ollama_schemas`], and
+//! each provider's [`Codec`] for OpenAI, Anthropic, Gemini and MCP) and what the [`Executor`] allows, so the two
+//! cannot drift.
 //!
 //! ```
 //! use tool_core::{tool, Executor, Registry, ToolCall};
@@ -35,6 +35,17 @@
 //! parameter whose type implements [`FromCallContext`] is filled from the call, every other one is an argument,
 //! and a handler returns `T` or `Result<T, E>` with any error type that Rust code writes ([`tool_error!`] for the
 //! errors the model should read).
+//!
+//! # Providers
+//!
+//! A [`Codec`] is one provider's side of a conversation, bound to a view: `view.codec(Provider::OpenAiChat)` lists
+//! the tools in OpenAI's format, reads the calls an OpenAI response carries (wire names such as `notes-search`
+//! mapped back to `notes.search`) and writes the replies to their results. What the model is shown and what it
+//! sends back go through that one object. [`ToolView::ollama_schemas`] is the shorthand for Ollama's tool list.
+//!
+//! Every call's arguments are then brought into one canonical form
+//! ([`ToolDefinition::canonical_arguments`]): a strict-mode `null`, an `Option`'s `null` and a spelled-out default
+//! all mean "absent", so validation, the policy, approvals and the handler agree on what was asked.
 //!
 //! # Failures
 //!
