@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs the external test peers (npm, pip; under target/, nothing committed), runs the MCP
-# conformance suite and the Python SDK client against the example server, then every Rust test of the workspace,
-# then the schema-lock check of the `keel` binary. Exits non-zero on any failure.
+# conformance suite and the Python SDK client against the example server, installs the providers' Python SDKs, then
+# runs every Rust test of the workspace, then the schema-lock check of the `keel` binary. Exits non-zero on any
+# failure.
 #
 #   bash scripts/test-all.sh
 set -euo pipefail
@@ -11,8 +12,11 @@ echo "== MCP interoperability (conformance suite, Python SDK client, forwarder t
 # The Rust MCP tests run with the rest below; they find the peers this step installed.
 MCP_SKIP_RUST_TESTS=1 bash scripts/mcp-conformance.sh
 
+echo "== provider SDKs (target/provider-venv, for tests/tests/provider_sdks.rs)"
+bash scripts/provider-sdks.sh
+
 echo "== cargo test --workspace"
-# The step above installed every peer, so a peer a test cannot find is a failure here, as in CI, never a skip.
+# The steps above installed every peer, so a peer a test cannot find is a failure here, as in CI, never a skip.
 CI="${CI:-true}" cargo test --workspace
 
 echo "== schema lock"
