@@ -1,0 +1,315 @@
+"""Checks what keel sends each provider with that provider's own Python SDK.
+
+    python tests/provider_sdks/check.py target/provider-sdks/dump.json
+
+The dump (written by tests/tests/provider_sdks.rs) holds, for every tool, its tool list entry for each provider and
+each provider's reply to a success and to an error of it. For every tool this checks:
+
+- each tool list entry against the SDK's type for it: `ollama.Tool`, the `openai` SDK's
+  `ChatCompletionFunctionToolParam` (Chat Completions) and responses `FunctionToolParam`, `anthropic.types.ToolParam`,
+  `google.genai.types.FunctionDeclaration` and `mcp.types.Tool`. Validation is strict: what the SDK would silently
+  drop or change (its validated value, dumped with `exclude_none=True, by_alias=True` for pydantic models, compared
+  with the input) is a finding, as is a validation error;
+- each reply, for the success and the error: `ollama.Message`, `ChatCompletionToolMessageParam`, the responses input
+  item `FunctionCallOutput`, `anthropic.types.ToolResultBlockParam` (and the turn's `MessageParam`),
+  `google.genai.types.Part` (and the turn's `Content`), `mcp.types.CallToolResult` (whose `structuredContent` must
+  also be valid against the tool's `outputSchema`, as the MCP SDK's client checks);
+- every input schema of a provider whose format is JSON Schema (OpenAI `parameters`, Anthropic `input_schema`, Gemini
+  `parametersJsonSchema`, MCP `inputSchema` and `outputSchema`) against the JSON Schema 2020-12 meta-schema;
+- Gemini `parametersJsonSchema` against `google.genai.types.JSONSchema`, the SDK's model of the JSON Schema subset
+  Gemini takes (strictly, as above);
+- every OpenAI entry with `"strict": true`: its `parameters` come back unchanged from the `openai` SDK's own strict
+  transform (`openai.lib._pydantic._ensure_strict_json_schema`, what `openai.pydantic_function_tool` applies);
+- what the model reads in every entry: no generated `title` (`__KeelArgs`, `Array_of_T`, a primitive type's name),
+  no rustdoc link markup (``[`Item`]``) in a description, and `properties` in the order of `required` (declaration
+  order, as schemars lists `required`).
+
+A `null` that a pydantic dump leaves out (`exclude_none`) is not counted as dropped. Prints one line per finding
+(with the tools it concerns) and exits 1 if there is any; the last line counts them.
+"""
+
+import copy
+import json
+import re
+import sys
+from importlib.metadata import version
+
+import anthropic.types
+import jsonschema
+import mcp.types
+import ollama
+from google.genai import types as genai
+from openai.lib._pydantic import _ensure_strict_json_schema
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionToolMessageParam
+from openai.types.responses import FunctionToolParam
+from openai.types.responses.response_input_param import FunctionCallOutput
+from pydantic import TypeAdapter, ValidationError
+
+SDKS = ["ollama", "openai", "anthropic", "google-genai", "mcp", "jsonschema"]
+PROVIDERS = ["ollama", "openai-chat", "openai-responses", "anthropic", "gemini", "mcp"]
+
+
+def pointer(path):
+    return "/" + "/".join(str(p) for p in path)
+
+
+def differences(before, after, path=(), report_added=False):
+    """What changed from `before` to `after`: dropped and changed values (and added ones, when asked)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key, value in before.items():
+            if key not in after:
+                if value is not None or report_added:
+                    out.append(f"dropped {pointer((*path, key))}")
+            else:
+                out.extend(differences(value, after[key], (*path, key), report_added))
+        if report_added:
+            out.extend(f"added {pointer((*path, key))}: {json.dumps(after[key])}" for key in after if key not in before)
+        return out
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        out = []
+        for i, (b, a) in enumerate(zip(before, after)):
+            out.extend(differences(b, a, (*path, i), report_added))
+        return out
+    same_kind = isinstance(before, bool) == isinstance(after, bool)
+    if before != after or not same_kind:
+        return [f"changed {pointer(path)}: {short(before)} became {short(after)}"]
+    return []
+
+
+def short(value, limit=160):
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def materialise(value):
+    """Lists for the lazy iterables pydantic returns for `Iterable[...]` fields of TypedDicts."""
+    if isinstance(value, dict):
+        return {k: materialise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [materialise(v) for v in value]
+    if isinstance(value, (str, bytes, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "__iter__"):
+        return [materialise(v) for v in value]
+    return value
+
+
+def model(cls, name):
+    """A pydantic model: what `model_validate` keeps, dumped as the SDKs send it."""
+    return name, lambda value: cls.model_validate(value).model_dump(mode="json", exclude_none=True, by_alias=True)
+
+
+def typed_dict(cls, name):
+    """A TypedDict of the openai or anthropic SDK, validated with a pydantic TypeAdapter."""
+    adapter = TypeAdapter(cls)
+    return name, lambda value: materialise(adapter.validate_python(value))
+
+
+ENTRY_TYPES = {
+    "ollama": model(ollama.Tool, "ollama.Tool"),
+    "openai-chat": typed_dict(ChatCompletionFunctionToolParam, "openai ChatCompletionFunctionToolParam"),
+    "openai-responses": typed_dict(FunctionToolParam, "openai responses FunctionToolParam"),
+    "anthropic": typed_dict(anthropic.types.ToolParam, "anthropic ToolParam"),
+    "gemini": model(genai.FunctionDeclaration, "google.genai FunctionDeclaration"),
+    "mcp": model(mcp.types.Tool, "mcp Tool"),
+}
+
+REPLY_TYPES = {
+    "ollama": model(ollama.Message, "ollama.Message"),
+    "openai-chat": typed_dict(ChatCompletionToolMessageParam, "openai ChatCompletionToolMessageParam"),
+    "openai-responses": typed_dict(FunctionCallOutput, "openai responses FunctionCallOutput"),
+    "anthropic": typed_dict(anthropic.types.ToolResultBlockParam, "anthropic ToolResultBlockParam"),
+    "gemini": model(genai.Part, "google.genai Part"),
+    "mcp": model(mcp.types.CallToolResult, "mcp CallToolResult"),
+}
+
+GEMINI_JSON_SCHEMA = model(genai.JSONSchema, "google.genai JSONSchema")
+
+# The type of each message of a turn's replies (`Codec::replies`), where it is not the reply's own.
+TURN_TYPES = {
+    "anthropic": typed_dict(anthropic.types.MessageParam, "anthropic MessageParam"),
+    "gemini": model(genai.Content, "google.genai Content"),
+}
+
+
+def input_schemas(provider, entry):
+    """The JSON Schemas of an entry, by where they are."""
+    if provider == "openai-chat":
+        return {"function.parameters": entry.get("function", {}).get("parameters")}
+    if provider == "openai-responses":
+        return {"parameters": entry.get("parameters")}
+    if provider == "anthropic":
+        return {"input_schema": entry.get("input_schema")}
+    if provider == "gemini":
+        return {"parametersJsonSchema": entry.get("parametersJsonSchema")}
+    if provider == "mcp":
+        schemas = {"inputSchema": entry.get("inputSchema")}
+        if "outputSchema" in entry:
+            schemas["outputSchema"] = entry["outputSchema"]
+        return schemas
+    return {}
+
+
+def strict_parameters(provider, entry):
+    """The `parameters` of an OpenAI entry in strict mode, or None."""
+    if provider == "openai-chat":
+        function = entry.get("function", {})
+        return function.get("parameters") if function.get("strict") is True else None
+    if provider == "openai-responses":
+        return entry.get("parameters") if entry.get("strict") is True else None
+    return None
+
+
+def validation_error(e):
+    lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()[:3]]
+    more = f" (and {e.error_count() - 3} more)" if e.error_count() > 3 else ""
+    return "; ".join(lines) + more
+
+
+# Titles schemars makes up for types without a name of their own, and the one keel's argument structs get.
+GENERATED_TITLE = re.compile(
+    r"^(__.*|(Array|Set|Map|Nullable|Tuple)_of_.*|null|boolean|string|number|integer|array|object"
+    r"|u?int(8|16|32|64|128)?|double|float|uint|int)$"
+)
+# Rustdoc intra-doc links: [`Item`], [`Item`][target], [Item][target]; a markdown link [text](url) is fine.
+RUSTDOC_LINK = re.compile(r"\[`[^`\]]+`\](?!\()|\[[^\]]+\]\[[^\]]*\]")
+
+
+def walk(value, path=()):
+    """Every JSON object under `value`, with its path."""
+    if isinstance(value, dict):
+        yield path, value
+        for key, v in value.items():
+            yield from walk(v, (*path, key))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from walk(v, (*path, i))
+
+
+class Checker:
+    def __init__(self):
+        # Each finding's text, with the tools it concerns, in the order found.
+        self.findings = {}
+        self.checks = 0
+
+    def finding(self, tool, where, what):
+        self.findings.setdefault(f"{where}: {what}", []).append(f"{tool['crate']}/{tool['name']}")
+
+    def sdk_type(self, tool, where, sdk, value):
+        """Validates `value` with an SDK type; a finding for an error and for whatever the SDK drops or changes."""
+        name, validate = sdk
+        self.checks += 1
+        try:
+            kept = validate(copy.deepcopy(value))
+        except ValidationError as e:
+            self.finding(tool, where, f"{name} rejects it: {validation_error(e)}")
+            return
+        for d in differences(value, kept):
+            self.finding(tool, where, f"{name} {d}")
+
+    def meta_schema(self, tool, where, schema):
+        self.checks += 1
+        if not isinstance(schema, dict):
+            self.finding(tool, where, f"no schema: {short(schema)}")
+            return
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as e:
+            self.finding(tool, where, f"not a valid JSON Schema 2020-12: {e.message} at {pointer(e.absolute_path)}")
+
+    def strict(self, tool, where, parameters):
+        self.checks += 1
+        transformed = copy.deepcopy(parameters)
+        try:
+            transformed = _ensure_strict_json_schema(transformed, path=(), root=transformed)
+        except (TypeError, ValueError, AssertionError, KeyError) as e:
+            self.finding(tool, where, f"the openai SDK's strict transform fails: {e}")
+            return
+        for d in differences(parameters, transformed, report_added=True):
+            self.finding(tool, where, f"the openai SDK's strict transform {d}")
+
+    def model_text(self, tool, where, entry):
+        """What the model reads: titles, descriptions and the order of properties."""
+        self.checks += 1
+        unordered = []
+        for path, node in walk(entry):
+            if path[-1:] == ("properties",):
+                continue  # a map of property names, not a schema
+            title = node.get("title")
+            if isinstance(title, str) and GENERATED_TITLE.match(title):
+                self.finding(tool, where, f"generated title {title!r} at {pointer(path)}")
+            description = node.get("description")
+            link = RUSTDOC_LINK.search(description) if isinstance(description, str) else None
+            if link:
+                self.finding(tool, where, f"rustdoc link markup {link.group(0)} in the description at {pointer(path)}")
+            properties, required = node.get("properties"), node.get("required")
+            if isinstance(properties, dict) and isinstance(required, list):
+                listed = [name for name in properties if name in required]
+                if listed != [name for name in required if name in properties]:
+                    unordered.append(f"{pointer(path)} ({', '.join(listed)})")
+        if unordered:
+            at = "; ".join(unordered)
+            self.finding(tool, where, f"properties not in declaration order (that of `required`) at {at}")
+
+    def structured_content(self, tool, where, reply, output_schema):
+        if output_schema is None or "structuredContent" not in reply:
+            return
+        self.checks += 1
+        validator = jsonschema.Draft202012Validator(output_schema)
+        errors = sorted(validator.iter_errors(reply["structuredContent"]), key=lambda e: list(e.absolute_path))
+        if errors:
+            e = errors[0]
+            self.finding(tool, where, f"structuredContent is not valid against the outputSchema: {e.message}")
+
+    def tool(self, tool):
+        entries = tool["entries"]
+        for provider in PROVIDERS:
+            if provider not in entries:
+                self.finding(tool, provider, "no tool list entry")
+                continue
+            entry = entries[provider]
+            self.sdk_type(tool, f"{provider} entry", ENTRY_TYPES[provider], entry)
+            for where, schema in input_schemas(provider, entry).items():
+                self.meta_schema(tool, f"{provider} {where}", schema)
+            if provider == "gemini":
+                schema = entry.get("parametersJsonSchema")
+                self.sdk_type(tool, "gemini parametersJsonSchema", GEMINI_JSON_SCHEMA, schema)
+            parameters = strict_parameters(provider, entry)
+            if parameters is not None:
+                self.strict(tool, f"{provider} strict parameters", parameters)
+            self.model_text(tool, f"{provider} entry", entry)
+        for outcome in ["ok", "error"]:
+            replies = tool["replies"][outcome]
+            for provider in PROVIDERS:
+                reply = replies[provider]["reply"]
+                self.sdk_type(tool, f"{provider} {outcome} reply", REPLY_TYPES[provider], reply)
+                turn = replies[provider]["replies"]
+                if provider in TURN_TYPES:
+                    for i, message in enumerate(turn):
+                        self.sdk_type(tool, f"{provider} {outcome} replies[{i}]", TURN_TYPES[provider], message)
+                elif turn != [reply]:
+                    self.finding(tool, f"{provider} {outcome} replies", f"not the reply alone: {short(turn)}")
+                if provider == "mcp":
+                    output_schema = entries.get("mcp", {}).get("outputSchema")
+                    self.structured_content(tool, f"mcp {outcome} reply", reply, output_schema)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: check.py DUMP.json")
+    with open(sys.argv[1], encoding="utf-8") as f:
+        dump = json.load(f)
+    print("provider SDKs: " + ", ".join(f"{sdk} {version(sdk)}" for sdk in SDKS))
+    checker = Checker()
+    for tool in dump["tools"]:
+        checker.tool(tool)
+    for text, tools in checker.findings.items():
+        print(f"{text} [{len(tools)} tool{'s' if len(tools) > 1 else ''}: {', '.join(tools)}]")
+    tools = len(dump["tools"])
+    print(f"provider SDKs: {checker.checks} checks of {tools} tools, {len(checker.findings)} findings")
+    sys.exit(1 if checker.findings else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+//! What keel sends each provider, checked with that provider's own Python SDK: the tool list entries of every
+//! provider for the tools of `tools-rich` and of the examples crate, and the replies to a success and an error of
+//! each tool, are written to `target/provider-sdks/dump.json`; `tests/provider_sdks/check.py` validates them with
+//! the SDKs' types (what a type would drop is a finding too), the JSON Schema 2020-12 meta-schema, the subset
+//! `google-genai` models for Gemini and the `openai` SDK's strict-schema transform, and checks what the model reads
+//! (no generated titles, no rustdoc link markup, properties in declaration order). It prints one line per finding.
+//!
+//! The SDKs live in the venv `target/provider-venv`, made by `scripts/provider-sdks.sh`. Without it the test is
+//! skipped with a message, unless `CI` is set: then a missing venv is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use tool_core::{
+    Approval, CallOptions, Executor, Origin, Provider, Registry, ToolCall, ToolDefinition, ToolResult, ToolView,
+};
+
+tool_core::link_tools!(examples, tools_rich);
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
+}
+
+/// The tools of the crate whose module path starts with `module`.
+fn tools_of(registry: &Registry, module: &str) -> Vec<Arc<ToolDefinition>> {
+    registry
+        .all()
+        .iter()
+        .filter(|d| match d.origin() {
+            Origin::Compiled { location, .. } => {
+                location.module_path == module || location.module_path.starts_with(&format!("{module}::"))
+            }
+            Origin::Dynamic { .. } => false,
+        })
+        .cloned()
+        .collect()
+}
+
+/// A valid result of `def`: the smallest instance of its result schema ([`example`]), or `null` without one.
+fn success(def: &ToolDefinition, call_id: &str) -> ToolResult {
+    let data = def.output_schema().map_or(Value::Null, |schema| example(schema, schema));
+    ToolResult::success(call_id, def.name(), Some(def.version().to_owned()), data)
+}
+
+/// A small valid instance of `schema` (within `root`): the first of an `enum`, `const`, the first branch of a union,
+/// the required properties only, arrays at their minimum length, numbers at their minimum or 0, strings of `x`s.
+fn example(root: &Value, schema: &Value) -> Value {
+    let Value::Object(s) = schema else { return Value::Null };
+    if let Some(r) = s.get("$ref").and_then(Value::as_str) {
+        let target = r.strip_prefix('#').and_then(|p| root.pointer(p)).expect("a local reference");
+        return example(root, target);
+    }
+    if let Some(first) = s.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+        return first.clone();
+    }
+    if let Some(c) = s.get("const") {
+        return c.clone();
+    }
+    for keyword in ["oneOf", "anyOf"] {
+        if let Some(first) = s.get(keyword).and_then(Value::as_array).and_then(|b| b.first()) {
+            return example(root, first);
+        }
+    }
+    let ty = match s.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("null"),
+        _ => "object",
+    };
+    let count = |key: &str| s.get(key).and_then(Value::as_u64).unwrap_or(0) as usize;
+    match ty {
+        "null" => Value::Null,
+        "boolean" => Value::Bool(false),
+        "integer" | "number" => s.get("minimum").cloned().unwrap_or(json!(0)),
+        "string" => Value::String("x".repeat(count("minLength").max(1))),
+        "array" => {
+            let item = s.get("items").map_or(Value::Null, |i| example(root, i));
+            Value::Array(vec![item; count("minItems")])
+        }
+        _ => {
+            let properties = s.get("properties").and_then(Value::as_object);
+            let required = s.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
+            let o: Map<String, Value> =
+                required.filter_map(|name| Some((name.to_owned(), example(root, properties?.get(name)?)))).collect();
+            Value::Object(o)
+        }
+    }
+}
+
+/// A real error of `def`: the executor's answer to arguments with a property no tool declares.
+async fn error(executor: &Executor, def: &ToolDefinition, call_id: &str) -> ToolResult {
+    let arguments = json!({"not_a_parameter": true});
+    let options = CallOptions::new().approve(Approval::new(def.name(), &arguments));
+    let result = executor.call_with(ToolCall::new(call_id, def.name(), arguments), &options).await;
+    assert_eq!(result.code(), Some("invalid_arguments"), "{}: {result:?}", def.name());
+    result
+}
+
+/// Each provider's reply to `result`, alone and as the turn's messages.
+fn replies(view: &ToolView, result: &ToolResult) -> Value {
+    let mut m = Map::new();
+    for provider in Provider::ALL {
+        let codec = view.codec(provider);
+        let entry = json!({"reply": codec.reply(result), "replies": codec.replies(std::slice::from_ref(result))});
+        m.insert(provider.as_str().to_owned(), entry);
+    }
+    Value::Object(m)
+}
+
+/// The dump the checker reads: `{"tools": [{"name", "crate", "entries": {provider: entry},
+/// "replies": {"ok" | "error": {provider: {"reply", "replies"}}}}]}`.
+fn dump() -> Value {
+    let registry = Registry::from_inventory().expect("the registry builds");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let mut tools = Vec::new();
+    for (krate, module) in [("tools-rich", "tools_rich"), ("examples", "examples")] {
+        let defs = tools_of(&registry, module);
+        assert!(!defs.is_empty(), "no tools of {krate} are linked");
+        let view = ToolView::new(defs);
+        let executor =
+            Executor::builder(view.clone()).state(examples::cards::store(true)).build().expect("the executor builds");
+        for (i, def) in view.iter().enumerate() {
+            let mut entries = Map::new();
+            for provider in Provider::ALL {
+                let codec = view.codec(provider);
+                let index = codec.tools().iter().position(|t| shown_name(provider, t) == codec.shown_name(def.name()));
+                let entry = index.map(|i| codec.tools()[i].clone()).expect("every tool is listed");
+                entries.insert(provider.as_str().to_owned(), entry);
+            }
+            let ok = success(def, &format!("call_ok_{i}"));
+            let failed = runtime.block_on(error(&executor, def, &format!("call_error_{i}")));
+            tools.push(json!({
+                "name": def.name(),
+                "crate": krate,
+                "entries": entries,
+                "replies": {"ok": replies(&view, &ok), "error": replies(&view, &failed)},
+            }));
+        }
+    }
+    json!({ "tools": tools })
+}
+
+/// The name a tool list entry shows.
+fn shown_name(provider: Provider, entry: &Value) -> &str {
+    let name = match provider {
+        Provider::Ollama | Provider::OpenAiChat => &entry["function"]["name"],
+        _ => &entry["name"],
+    };
+    name.as_str().unwrap_or_default()
+}
+
+#[test]
+fn provider_sdks_accept_what_keel_sends() {
+    let root = root();
+    let dump = dump();
+    let dir = root.join("target").join("provider-sdks");
+    std::fs::create_dir_all(&dir).expect("target/provider-sdks");
+    let path = dir.join("dump.json");
+    let text = serde_json::to_string_pretty(&dump).expect("the dump serialises");
+    std::fs::write(&path, text).expect("the dump is written");
+
+    let python = root.join("target").join("provider-venv").join("bin").join("python");
+    if !python.exists() {
+        let message = "the provider SDK venv target/provider-venv is missing; run scripts/provider-sdks.sh";
+        if std::env::var_os("CI").is_some() {
+            panic!("{message}");
+        }
+        println!("skipped: {message}");
+        return;
+    }
+    let output = Command::new(&python)
+        .arg(root.join("tests").join("provider_sdks").join("check.py"))
+        .arg(&path)
+        .current_dir(&root)
+        .output()
+        .expect("the checker starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the provider SDKs report findings:\n{stdout}{stderr}");
+    println!("{stdout}");
+}
