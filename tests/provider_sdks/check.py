@@ -24,8 +24,10 @@ each provider's reply to a success and to an error of it. For every tool this ch
   no rustdoc link markup (``[`Item`]``) in a description, and `properties` in the order of `required` (declaration
   order, as schemars lists `required`).
 
-A `null` that a pydantic dump leaves out (`exclude_none`) is not counted as dropped. Prints one line per finding
-(with the tools it concerns) and exits 1 if there is any; the last line counts them.
+A `null` that a pydantic dump leaves out (`exclude_none`) is not counted as dropped. What an SDK drops at a place
+where keel reports a loss (the dump's `losses`, from `Codec::losses`, which `keel check` prints) is known, not a
+finding: it is counted and printed as such, so every loss the SDKs show must be one keel reports. Prints one line
+per finding (with the tools it concerns) and exits 1 if there is any; the last line counts them.
 """
 
 import copy
@@ -188,16 +190,21 @@ def walk(value, path=()):
 
 
 class Checker:
-    def __init__(self):
+    def __init__(self, format_losses):
         # Each finding's text, with the tools it concerns, in the order found.
         self.findings = {}
+        # What an SDK dropped where keel reports a loss: the same, by text.
+        self.known = {}
         self.checks = 0
+        # The pointers of each provider's reply-format losses (`tool` `*`).
+        self.format_losses = {p: {loss["at"] for loss in losses} for p, losses in format_losses.items()}
 
     def finding(self, tool, where, what):
         self.findings.setdefault(f"{where}: {what}", []).append(f"{tool['crate']}/{tool['name']}")
 
-    def sdk_type(self, tool, where, sdk, value):
-        """Validates `value` with an SDK type; a finding for an error and for whatever the SDK drops or changes."""
+    def sdk_type(self, tool, where, sdk, value, reported=()):
+        """Validates `value` with an SDK type; a finding for an error and for whatever the SDK drops or changes,
+        unless it drops it where keel reports a loss (`reported`: JSON pointers)."""
         name, validate = sdk
         self.checks += 1
         try:
@@ -206,7 +213,11 @@ class Checker:
             self.finding(tool, where, f"{name} rejects it: {validation_error(e)}")
             return
         for d in differences(value, kept):
-            self.finding(tool, where, f"{name} {d}")
+            dropped = d.removeprefix("dropped ") if d.startswith("dropped ") else None
+            if dropped is not None and any(dropped == at or dropped.startswith(at + "/") for at in reported):
+                self.known.setdefault(f"{where}: {name} {d} (reported by keel)", []).append(tool["name"])
+            else:
+                self.finding(tool, where, f"{name} {d}")
 
     def meta_schema(self, tool, where, schema):
         self.checks += 1
@@ -269,7 +280,8 @@ class Checker:
                 self.finding(tool, provider, "no tool list entry")
                 continue
             entry = entries[provider]
-            self.sdk_type(tool, f"{provider} entry", ENTRY_TYPES[provider], entry)
+            reported = {loss["at"] for loss in tool["losses"].get(provider, [])}
+            self.sdk_type(tool, f"{provider} entry", ENTRY_TYPES[provider], entry, reported)
             for where, schema in input_schemas(provider, entry).items():
                 self.meta_schema(tool, f"{provider} {where}", schema)
             if provider == "gemini":
@@ -283,7 +295,8 @@ class Checker:
             replies = tool["replies"][outcome]
             for provider in PROVIDERS:
                 reply = replies[provider]["reply"]
-                self.sdk_type(tool, f"{provider} {outcome} reply", REPLY_TYPES[provider], reply)
+                reported = self.format_losses.get(provider, set())
+                self.sdk_type(tool, f"{provider} {outcome} reply", REPLY_TYPES[provider], reply, reported)
                 turn = replies[provider]["replies"]
                 if provider in TURN_TYPES:
                     for i, message in enumerate(turn):
@@ -301,13 +314,16 @@ def main():
     with open(sys.argv[1], encoding="utf-8") as f:
         dump = json.load(f)
     print("provider SDKs: " + ", ".join(f"{sdk} {version(sdk)}" for sdk in SDKS))
-    checker = Checker()
+    checker = Checker(dump["format_losses"])
     for tool in dump["tools"]:
         checker.tool(tool)
+    for text, tools in checker.known.items():
+        print(f"known: {text} [{len(tools)} tool{'s' if len(tools) > 1 else ''}]")
     for text, tools in checker.findings.items():
         print(f"{text} [{len(tools)} tool{'s' if len(tools) > 1 else ''}: {', '.join(tools)}]")
     tools = len(dump["tools"])
-    print(f"provider SDKs: {checker.checks} checks of {tools} tools, {len(checker.findings)} findings")
+    known = len(checker.known)
+    print(f"provider SDKs: {checker.checks} checks of {tools} tools, {len(checker.findings)} findings, {known} known")
     sys.exit(1 if checker.findings else 0)
 
 

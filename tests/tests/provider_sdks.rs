@@ -108,8 +108,9 @@ fn replies(view: &ToolView, result: &ToolResult) -> Value {
     Value::Object(m)
 }
 
-/// The dump the checker reads: `{"tools": [{"name", "crate", "entries": {provider: entry},
-/// "replies": {"ok" | "error": {provider: {"reply", "replies"}}}}]}`.
+/// The dump the checker reads: `{"tools": [{"name", "crate", "entries": {provider: entry}, "losses": {provider:
+/// [loss]}, "replies": {"ok" | "error": {provider: {"reply", "replies"}}}}], "format_losses": {provider: [loss]}}`
+/// (each loss as `Codec::losses` reports it).
 fn dump() -> Value {
     let registry = Registry::from_inventory().expect("the registry builds");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
@@ -122,11 +123,19 @@ fn dump() -> Value {
             Executor::builder(view.clone()).state(examples::cards::store(true)).build().expect("the executor builds");
         for (i, def) in view.iter().enumerate() {
             let mut entries = Map::new();
+            let mut losses = Map::new();
             for provider in Provider::ALL {
                 let codec = view.codec(provider);
-                let index = codec.tools().iter().position(|t| shown_name(provider, t) == codec.shown_name(def.name()));
-                let entry = index.map(|i| codec.tools()[i].clone()).expect("every tool is listed");
+                let entry = codec.tool(def.name()).cloned().expect("every tool is listed");
+                assert_eq!(shown_name(provider, &entry), codec.shown_name(def.name()));
                 entries.insert(provider.as_str().to_owned(), entry);
+                let of_tool: Vec<Value> = codec
+                    .losses()
+                    .iter()
+                    .filter(|l| l.tool == def.name())
+                    .map(|l| serde_json::to_value(l).expect("a loss serialises"))
+                    .collect();
+                losses.insert(provider.as_str().to_owned(), Value::Array(of_tool));
             }
             let ok = success(def, &format!("call_ok_{i}"));
             let failed = runtime.block_on(error(&executor, def, &format!("call_error_{i}")));
@@ -134,11 +143,21 @@ fn dump() -> Value {
                 "name": def.name(),
                 "crate": krate,
                 "entries": entries,
+                "losses": losses,
                 "replies": {"ok": replies(&view, &ok), "error": replies(&view, &failed)},
             }));
         }
     }
-    json!({ "tools": tools })
+    // What each provider's reply format loses, the same for every tool.
+    let empty = ToolView::new(Vec::new());
+    let format_losses: Map<String, Value> = Provider::ALL
+        .iter()
+        .map(|&p| {
+            let losses = empty.codec(p).losses().iter().map(|l| serde_json::to_value(l).expect("serialises")).collect();
+            (p.as_str().to_owned(), Value::Array(losses))
+        })
+        .collect();
+    json!({ "tools": tools, "format_losses": format_losses })
 }
 
 /// The name a tool list entry shows.

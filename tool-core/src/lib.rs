@@ -106,7 +106,7 @@ pub mod name {
 }
 
 pub use call::{ArgumentsError, ToolCall};
-pub use codec::{Codec, MessageError, ParsedMessage};
+pub use codec::{Codec, Loss, LossKind, MessageError, ParsedMessage};
 pub use content::{Content, ContentBlock, EmbeddedResource, content_schema, is_content_schema};
 pub use context::{
     Args, CallContext, CallContextBuilder, FromCallContext, LogLevel, MissingState, Notifier, Requirements, State,

@@ -10,8 +10,11 @@ use crate::result::ToolResult;
 use crate::schema::Provider;
 use crate::view::ToolView;
 
+pub use loss::{Loss, LossKind};
+
 mod anthropic;
 mod gemini;
+mod loss;
 mod mcp;
 mod ollama;
 mod openai_chat;
@@ -151,6 +154,40 @@ impl Codec {
     /// The tool list in this provider's format, in name order (rendered once per view and cached).
     pub fn tools(&self) -> &[Value] {
         self.view.schemas(self.provider)
+    }
+
+    /// The entry of the registered tool `name` in [`Codec::tools`], if the view holds it.
+    pub fn tool(&self, name: &str) -> Option<&Value> {
+        let index = self.view.iter().position(|d| d.name() == name)?;
+        self.tools().get(index)
+    }
+
+    /// What this provider's format does not carry of the view's tools, as data: for each tool, what its entry
+    /// adapts, drops or cannot carry, and what the provider's replies lose. `keel check` and
+    /// [`lint`](crate::lint) report these.
+    pub fn losses(&self) -> Vec<Loss> {
+        let mut out = Vec::new();
+        for def in self.view.iter() {
+            let Some(entry) = self.tool(def.name()) else { continue };
+            let mut push = |at: String, kind: LossKind, message: String| {
+                out.push(Loss { provider: self.provider, tool: def.name().to_owned(), at, kind, message });
+            };
+            match self.provider {
+                Provider::Ollama => ollama::losses(entry, &mut push),
+                Provider::OpenAiChat
+                | Provider::OpenAiResponses
+                | Provider::Anthropic
+                | Provider::Gemini
+                | Provider::Mcp => {}
+            }
+        }
+        let mut push = |at: String, kind: LossKind, message: String| {
+            out.push(Loss { provider: self.provider, tool: "*".to_owned(), at, kind, message });
+        };
+        if self.provider == Provider::Ollama {
+            ollama::reply_losses(&mut push);
+        }
+        out
     }
 
     /// The name this provider is shown for the registered tool `name`: its wire name for OpenAI, Anthropic and

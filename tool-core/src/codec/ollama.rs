@@ -3,7 +3,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{MessageError, ParsedMessage, arguments_or_empty, array_field, content_text, has_id, object, string_field};
+use super::loss::segment;
+use super::{
+    LossKind, MessageError, ParsedMessage, arguments_or_empty, array_field, content_text, has_id, object, string_field,
+};
 use crate::call::{ToolCall, id_or_generated, object_or_null_arguments};
 use crate::result::ToolResult;
 
@@ -64,4 +67,49 @@ pub(super) fn assistant(text: &str, calls: &[ToolCall]) -> Value {
         m.insert("tool_calls".into(), Value::Array(items));
     }
     Value::Object(m)
+}
+
+/// What the ollama Python client keeps of a property of `parameters` (its `Tool.Function.Parameters.Property`):
+/// it re-reads every tool into that type before sending it.
+const CLIENT_PROPERTY_KEYS: &[&str] = &["type", "items", "description", "enum"];
+
+/// What the ollama Python client keeps of `parameters`.
+const CLIENT_PARAMETERS_KEYS: &[&str] = &["type", "$defs", "items", "required", "properties"];
+
+/// The entry's losses: what the ollama Python client (`ollama.Tool`) drops when a tool list goes through it.
+/// keel's own client sends the entry as it is.
+pub(super) fn losses(entry: &Value, push: &mut dyn FnMut(String, LossKind, String)) {
+    let Some(Value::Object(parameters)) = entry.pointer("/function/parameters") else { return };
+    for key in parameters.keys().filter(|k| !CLIENT_PARAMETERS_KEYS.contains(&k.as_str())) {
+        push(
+            format!("/function/parameters/{}", segment(key)),
+            LossKind::Dropped,
+            format!("the ollama Python client keeps no `{key}` of the parameters"),
+        );
+    }
+    let Some(Value::Object(properties)) = parameters.get("properties") else { return };
+    for (name, property) in properties {
+        let Value::Object(property) = property else { continue };
+        for key in property.keys().filter(|k| !CLIENT_PROPERTY_KEYS.contains(&k.as_str())) {
+            push(
+                format!("/function/parameters/properties/{}/{}", segment(name), segment(key)),
+                LossKind::Dropped,
+                format!(
+                    "`{name}`: the ollama Python client keeps only `type`, `items`, `description` and `enum` of a \
+                     property, so its `{key}` does not reach the model through that client"
+                ),
+            );
+        }
+    }
+}
+
+/// The reply format's losses.
+pub(super) fn reply_losses(push: &mut dyn FnMut(String, LossKind, String)) {
+    push(
+        "/tool_call_id".to_owned(),
+        LossKind::Dropped,
+        "the ollama Python client's `Message` has no `tool_call_id`: through it, a result is matched to its call by \
+         `tool_name` and order"
+            .to_owned(),
+    );
 }

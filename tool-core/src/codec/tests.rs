@@ -461,3 +461,29 @@ fn an_assistant_message_written_by_a_codec_reads_back_to_the_same_calls() {
         assert_eq!(read, calls, "{provider:?}: {written}");
     }
 }
+
+#[test]
+fn losses_point_into_the_entries_they_concern() {
+    let nested = json!({"type": "object", "description": "Where to send it.", "properties": {
+        "to": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "q": {"type": "string"}
+    }, "required": ["to"]});
+    let def = crate::schema::fixtures::definition("mail.send", nested);
+    let view = ToolView::new(vec![Arc::new(def)]);
+    let codec = view.codec(Provider::Ollama);
+    assert_eq!(codec.tool("mail.send"), codec.tools().first());
+    assert_eq!(codec.tool("nothing"), None);
+    let losses = codec.losses();
+    for loss in losses.iter().filter(|l| l.tool == "mail.send") {
+        let entry = codec.tool("mail.send").unwrap();
+        assert!(entry.pointer(&loss.at).is_some(), "{loss}: nothing at {} in {entry}", loss.at);
+    }
+    let at: Vec<&str> = losses.iter().map(|l| l.at.as_str()).collect();
+    assert!(at.contains(&"/function/parameters/properties/to/properties"), "{losses:#?}");
+    assert!(at.contains(&"/function/parameters/properties/to/required"), "{losses:#?}");
+    assert!(losses.iter().any(|l| l.tool == "*" && l.at == "/tool_call_id"));
+    assert!(losses.iter().all(|l| l.kind == LossKind::Dropped && l.provider == Provider::Ollama));
+    let json = serde_json::to_value(&losses[0]).unwrap();
+    assert_eq!(json["provider"], "ollama");
+    assert_eq!(json["kind"], "dropped");
+}
