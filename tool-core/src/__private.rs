@@ -221,7 +221,7 @@ impl<T> Named<T> {
             Some(whole) => parse_args(whole),
             // A property the model left out reads as `null`: `None` for an `Option`, a mismatch otherwise (the
             // schema requires every other property, so validation has already refused such a call).
-            None => parse_args(input.fields.remove(name).unwrap_or(Value::Null)),
+            None => parse_args(input.fields.shift_remove(name).unwrap_or(Value::Null)),
         }
     }
 }

@@ -268,7 +268,8 @@ pub(crate) enum Repr {
     Business {
         code: ToolCode,
         message: Cow<'static, str>,
-        details: Option<Value>,
+        /// Boxed: a `Value` is large (objects keep their key order), and a `ToolError` travels in every `Result`.
+        details: Option<Box<Value>>,
     },
     Internal(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// The arguments passed the schema but did not deserialize into the handler's types.
@@ -286,7 +287,7 @@ impl ToolError {
     /// Attaches structured details (any JSON) to a business error. Ignored on internal errors.
     pub fn with_details(mut self, details: Value) -> ToolError {
         if let Repr::Business { details: d, .. } = &mut self.repr {
-            *d = Some(details);
+            *d = Some(Box::new(details));
         }
         self
     }

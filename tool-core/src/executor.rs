@@ -635,7 +635,7 @@ impl Executor {
             Repr::Business { code, message, details } => {
                 let body = ErrorBody::new(ErrorCode::Tool(code), message.into_owned());
                 match details {
-                    Some(d) => body.with_details(d),
+                    Some(d) => body.with_details(*d),
                     None => body,
                 }
             }

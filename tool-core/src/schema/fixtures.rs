@@ -143,6 +143,22 @@ pub(crate) struct Flattened {
     pub(crate) shape: Shape,
 }
 
+/// Fields declared out of alphabetical order, at the top level and in a definition.
+#[derive(JsonSchema, Deserialize)]
+pub(crate) struct Ordered {
+    pub(crate) zulu: String,
+    pub(crate) alpha: Option<u32>,
+    pub(crate) mike: Inner,
+    pub(crate) bravo: Vec<Inner>,
+}
+
+/// Nested, also out of order.
+#[derive(JsonSchema, Deserialize)]
+pub(crate) struct Inner {
+    pub(crate) yankee: bool,
+    pub(crate) echo: String,
+}
+
 /// Valid arguments for [`Everything`].
 pub(crate) fn everything_arguments() -> Value {
     json!({

@@ -2,7 +2,10 @@
 //!
 //! `parametersJsonSchema` (unlike the older OpenAPI-subset `parameters`) takes JSON Schema, `$defs`/`$ref`
 //! included. keel still inlines references, which every Gemini model handles best, keeping `$defs` only for a
-//! recursive type; `$schema` is removed. The name is the [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name).
+//! recursive type; `$schema` is removed. Gemini generates an object's properties in the order of their keys there,
+//! which is the declaration order (its `propertyOrdering` belongs to the OpenAPI-subset `parameters`: the SDK's model
+//! of `parametersJsonSchema` refuses it). The name is the
+//! [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name).
 
 use serde_json::{Value, json};
 

@@ -119,42 +119,47 @@ fn simplify(schema: Value, depth: usize) -> Value {
         return Value::Object(map);
     }
 
-    if let Some(Value::Object(props)) = map.remove("properties") {
-        let props: Map<String, Value> = props.into_iter().map(|(k, v)| (k, simplify(v, depth + 1))).collect();
-        map.insert("properties".to_owned(), Value::Object(props));
+    // Rewritten in place, so that the keywords keep their order (and the properties theirs).
+    if let Some(Value::Object(props)) = map.get_mut("properties") {
+        let taken = std::mem::take(props);
+        *props = taken.into_iter().map(|(k, v)| (k, simplify(v, depth + 1))).collect();
     }
 
-    let tuple = match map.remove("prefixItems") {
+    let tuple = match map.shift_remove("prefixItems") {
         Some(Value::Array(items)) => Some(items),
         other => {
             if let Some(v) = other {
                 map.insert("prefixItems".to_owned(), v);
             }
-            match map.remove("items") {
-                Some(Value::Array(items)) => Some(items),
-                Some(items) => {
-                    map.insert("items".to_owned(), simplify(items, depth + 1));
-                    None
+            if map.get("items").is_some_and(Value::is_array) {
+                map.shift_remove("items").and_then(|items| match items {
+                    Value::Array(items) => Some(items),
+                    _ => None,
+                })
+            } else {
+                if let Some(items) = map.get_mut("items") {
+                    let taken = std::mem::take(items);
+                    *items = simplify(taken, depth + 1);
                 }
-                None => None,
+                None
             }
         }
     };
-    map.remove("prefixItems");
-    map.remove("additionalItems");
+    map.shift_remove("prefixItems");
+    map.shift_remove("additionalItems");
     if let Some(items) = tuple {
         // The tuple's length is in the note already.
         let len = Value::from(items.len());
         if map.get("minItems") == Some(&len) && map.get("maxItems") == Some(&len) {
-            map.remove("minItems");
-            map.remove("maxItems");
+            map.shift_remove("minItems");
+            map.shift_remove("maxItems");
         }
         let parts: Vec<String> = items.into_iter().map(|i| transform::summarize(&simplify(i, depth + 1))).collect();
         notes.push(format!("Tuple: [{}].", parts.join(", ")));
     }
 
     let has_properties = map.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty());
-    match map.remove("additionalProperties") {
+    match map.shift_remove("additionalProperties") {
         Some(Value::Bool(true)) if !has_properties => notes.push("Any keys and values.".to_owned()),
         Some(values @ Value::Object(_)) => {
             let values = transform::summarize(&simplify(values, depth + 1));
@@ -163,12 +168,12 @@ fn simplify(schema: Value, depth: usize) -> Value {
         }
         _ => {}
     }
-    if let Some(Value::Object(patterns)) = map.remove("patternProperties") {
+    if let Some(Value::Object(patterns)) = map.shift_remove("patternProperties") {
         for (pattern, values) in patterns {
             notes.push(format!("Keys matching {pattern}: {}.", transform::summarize(&simplify(values, depth + 1))));
         }
     }
-    if let Some(Value::Object(names)) = map.remove("propertyNames") {
+    if let Some(Value::Object(names)) = map.shift_remove("propertyNames") {
         if let Some(Value::String(p)) = names.get("pattern") {
             notes.push(format!("Keys must match {p}."));
         } else if let Some(Value::Array(values)) = names.get("enum") {
@@ -179,7 +184,7 @@ fn simplify(schema: Value, depth: usize) -> Value {
 
     notes.extend(transform::fold_keywords(&mut map, FOLDED));
     for k in DROPPED {
-        map.remove(*k);
+        map.shift_remove(*k);
     }
     transform::append_notes(&mut map, &notes);
     Value::Object(map)
@@ -191,14 +196,14 @@ fn simplify(schema: Value, depth: usize) -> Value {
 fn shallow(map: &mut Map<String, Value>, depth: usize) -> Vec<String> {
     let mut notes = Vec::new();
     for k in ["$schema", "$id", "$anchor", "$comment", "title", "$defs", "definitions", "readOnly", "writeOnly"] {
-        map.remove(k);
+        map.shift_remove(k);
     }
     if depth > MAX_DEPTH {
         return notes;
     }
     if !transform::merge_all_of(map) {
         // What cannot be merged exactly is merged loosely: the first branch to say something wins.
-        if let Some(Value::Array(branches)) = map.remove("allOf") {
+        if let Some(Value::Array(branches)) = map.shift_remove("allOf") {
             for branch in branches {
                 if let Value::Object(mut b) = branch {
                     notes.extend(shallow(&mut b, depth + 1));
@@ -215,11 +220,11 @@ fn shallow(map: &mut Map<String, Value>, depth: usize) -> Vec<String> {
     {
         notes.push(note);
     }
-    if let Some(c) = map.remove("const") {
+    if let Some(c) = map.shift_remove("const") {
         map.insert("enum".to_owned(), Value::Array(vec![c]));
     }
     for keyword in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(branches)) = map.remove(keyword) {
+        if let Some(Value::Array(branches)) = map.shift_remove(keyword) {
             notes.extend(merge_union(map, branches, depth));
         }
     }
@@ -294,7 +299,7 @@ fn merge_union(map: &mut Map<String, Value>, branches: Vec<Value>, depth: usize)
                 None => required,
                 Some(so_far) => so_far.into_iter().filter(|r| required.contains(r)).collect(),
             });
-            if let Some(Value::Object(props)) = b.remove("properties") {
+            if let Some(Value::Object(props)) = b.shift_remove("properties") {
                 for (name, prop) in props {
                     match merged_props.get_mut(&name) {
                         Some(existing) => merge_property(existing, prop),
@@ -358,7 +363,7 @@ fn merge_property(existing: &mut Value, other: Value) {
                 values.push(v);
             }
         }
-        a.remove("const");
+        a.shift_remove("const");
         a.insert("enum".to_owned(), Value::Array(values));
     }
     if let (Some(ta), Some(tb)) = (a.get("type").cloned(), b.get("type")) {

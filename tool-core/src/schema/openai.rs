@@ -143,7 +143,7 @@ pub(crate) fn parameters(canonical: &Value) -> OpenAiParameters {
     let inlined = transform::inline_refs(canonical, OnRecursion::KeepRef);
     let mut loose = inlined.schema;
     if let Value::Object(map) = &mut loose {
-        map.remove("$schema");
+        map.shift_remove("$schema");
     }
     if let Some(cut) = inlined.cuts.first() {
         let why = match cut.kind {
@@ -206,7 +206,7 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
             "{subject} uses an `allOf` that cannot be merged, which OpenAI strict mode does not support"
         ));
     }
-    match (map.remove("oneOf"), map.contains_key("anyOf")) {
+    match (map.shift_remove("oneOf"), map.contains_key("anyOf")) {
         (Some(_), true) => {
             return Err(format!("{subject} uses both `anyOf` and `oneOf`, which OpenAI strict mode cannot express"));
         }
@@ -215,7 +215,7 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
         }
         (None, _) => {}
     }
-    if let Some(c) = map.remove("const") {
+    if let Some(c) = map.shift_remove("const") {
         match map.get_mut("enum") {
             Some(Value::Array(values)) => values.retain(|v| *v == c),
             _ => {
@@ -252,16 +252,16 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
     let is_object = types.iter().any(|t| t == "object") || map.contains_key("properties");
     let is_array = types.iter().any(|t| t == "array");
 
-    if let Some(Value::Array(branches)) = map.remove("anyOf") {
+    if let Some(Value::Array(branches)) = map.shift_remove("anyOf") {
         let mut strict_branches = Vec::with_capacity(branches.len());
         for branch in branches {
             match strict_node(branch, path, depth + 1)? {
                 // A branch that is itself only a union (`Option` of a documented enum) is spliced in.
                 Value::Object(mut b) if b.keys().all(|k| ["anyOf", "description", "title"].contains(&k.as_str())) => {
-                    if let Some(d) = b.remove("description") {
+                    if let Some(d) = b.shift_remove("description") {
                         map.entry("description").or_insert(d);
                     }
-                    if let Some(Value::Array(inner)) = b.remove("anyOf") {
+                    if let Some(Value::Array(inner)) = b.shift_remove("anyOf") {
                         strict_branches.extend(inner);
                     }
                 }
@@ -276,16 +276,16 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
         close_object(&mut map, path, depth)?;
     } else {
         for k in ["properties", "required", "additionalProperties", "unevaluatedProperties"] {
-            map.remove(k);
+            map.shift_remove(k);
         }
     }
     if is_array {
-        match map.remove("items") {
+        match map.get_mut("items") {
             Some(items) => {
                 path.push_raw("[]");
-                let items = strict_node(items, path, depth + 1);
+                let converted = strict_node(std::mem::take(items), path, depth + 1);
                 path.pop();
-                map.insert("items".to_owned(), items?);
+                *items = converted?;
             }
             None => {
                 return Err(format!(
@@ -294,7 +294,7 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
             }
         }
     } else {
-        map.remove("items");
+        map.shift_remove("items");
     }
 
     transform::append_notes(&mut map, &notes);
@@ -306,7 +306,7 @@ fn close_object(map: &mut Map<String, Value>, path: &mut FieldPath, depth: usize
     let subject = path.subject();
     let has_properties = map.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty());
     let closed_by = |v: Option<&Value>| v == Some(&Value::Bool(false));
-    match map.remove("additionalProperties") {
+    match map.shift_remove("additionalProperties") {
         Some(Value::Bool(false)) => {}
         Some(Value::Bool(true)) => {
             return Err(format!(
@@ -333,7 +333,7 @@ fn close_object(map: &mut Map<String, Value>, path: &mut FieldPath, depth: usize
             }
         }
     }
-    map.remove("unevaluatedProperties");
+    map.shift_remove("unevaluatedProperties");
     map.insert("additionalProperties".to_owned(), Value::Bool(false));
 
     let required: Vec<String> = map
@@ -341,8 +341,9 @@ fn close_object(map: &mut Map<String, Value>, path: &mut FieldPath, depth: usize
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
         .unwrap_or_default();
-    let props = match map.remove("properties") {
-        Some(Value::Object(props)) => props,
+    // Taken in place: the converted properties go back where they were, in their order.
+    let props = match map.get_mut("properties") {
+        Some(Value::Object(props)) => std::mem::take(props),
         _ => Map::new(),
     };
     if let Some(missing) = required.iter().find(|r| !props.contains_key(r.as_str())) {
@@ -367,17 +368,18 @@ fn close_object(map: &mut Map<String, Value>, path: &mut FieldPath, depth: usize
 }
 
 /// Moves an object's own properties into each branch of its `anyOf` (a struct with a flattened enum), so that each
-/// branch can be closed on its own.
+/// branch can be closed on its own. They go after the branch's own (the one place where the declaration order is
+/// not kept): OpenAI tells the alternatives apart by their first property, so they must not all start alike.
 fn distribute(map: &mut Map<String, Value>, subject: &str) -> Result<(), String> {
-    let own_props = match map.remove("properties") {
+    let own_props = match map.shift_remove("properties") {
         Some(Value::Object(p)) => p,
         _ => Map::new(),
     };
-    let own_required = match map.remove("required") {
+    let own_required = match map.shift_remove("required") {
         Some(Value::Array(r)) => r,
         _ => Vec::new(),
     };
-    match map.remove("additionalProperties") {
+    match map.shift_remove("additionalProperties") {
         None | Some(Value::Bool(false)) => {}
         Some(_) => {
             return Err(format!(
@@ -385,7 +387,7 @@ fn distribute(map: &mut Map<String, Value>, subject: &str) -> Result<(), String>
             ));
         }
     }
-    match map.remove("unevaluatedProperties") {
+    match map.shift_remove("unevaluatedProperties") {
         None | Some(Value::Bool(false)) => {}
         Some(_) => {
             return Err(format!(
@@ -395,7 +397,7 @@ fn distribute(map: &mut Map<String, Value>, subject: &str) -> Result<(), String>
         }
     }
     if map.get("type").and_then(Value::as_str) == Some("object") {
-        map.remove("type");
+        map.shift_remove("type");
     }
     let Some(Value::Array(branches)) = map.get_mut("anyOf") else { return Ok(()) };
     for branch in branches.iter_mut() {
@@ -429,7 +431,7 @@ fn distribute(map: &mut Map<String, Value>, subject: &str) -> Result<(), String>
                 }
             }
         }
-        b.remove("unevaluatedProperties");
+        b.shift_remove("unevaluatedProperties");
     }
     Ok(())
 }
@@ -493,7 +495,7 @@ fn nullable(schema: Value) -> Value {
 
 fn wrap_nullable(mut map: Map<String, Value>) -> Value {
     let mut out = Map::new();
-    if let Some(d) = map.remove("description") {
+    if let Some(d) = map.shift_remove("description") {
         out.insert("description".to_owned(), d);
     }
     out.insert("anyOf".to_owned(), json!([Value::Object(map), {"type": "null"}]));
@@ -641,7 +643,7 @@ fn clean(root: &Value, schema: &Value, value: &mut Value, depth: usize, removed:
                 }
             }
             for key in &drop {
-                object.remove(key);
+                object.shift_remove(key);
             }
             *removed += drop.len();
             if let Some(Value::Array(all)) = s.get("allOf") {

@@ -286,7 +286,7 @@ pub(crate) fn fold_const_one_of(root: &mut Value) {
             && !map.contains_key("enum")
             && let Some(values) = map.get("oneOf").and_then(Value::as_array).and_then(|b| consts(b))
         {
-            map.remove("oneOf");
+            map.shift_remove("oneOf");
             map.insert("enum".to_owned(), Value::Array(values));
         }
         for_each_child_mut(schema, |_, _, child| walk(child, depth + 1));
@@ -595,7 +595,7 @@ fn stub(target: &Value, mut siblings: Map<String, Value>, target_path: &FieldPat
         _ => {}
     }
     let shape = if target_path.is_root() { "the top-level arguments".to_owned() } else { format!("`{target_path}`") };
-    let base = siblings.remove("description").or_else(|| target.get("description").cloned());
+    let base = siblings.shift_remove("description").or_else(|| target.get("description").cloned());
     let note = format!("Recursive: same shape as {shape}.");
     let description = match base.as_ref().and_then(Value::as_str) {
         Some(d) if !d.trim().is_empty() => format!("{} {note}", with_period(d)),
@@ -629,7 +629,7 @@ fn merge_ref(target: Value, siblings: Map<String, Value>) -> Value {
                 let mut out = Map::new();
                 let annotations: Vec<String> = t.keys().filter(|k| is_annotation(k)).cloned().collect();
                 for k in annotations {
-                    if let Some(v) = t.remove(&k) {
+                    if let Some(v) = t.shift_remove(&k) {
                         out.insert(k, v);
                     }
                 }
@@ -669,7 +669,7 @@ fn count_nodes(v: &Value, limit: usize) -> usize {
 pub(crate) fn inline_for_json_schema(canonical: &Value) -> Value {
     let mut schema = inline_refs(canonical, OnRecursion::KeepRef).schema;
     if let Value::Object(map) = &mut schema {
-        map.remove("$schema");
+        map.shift_remove("$schema");
     }
     schema
 }
@@ -774,7 +774,7 @@ pub(crate) fn strip_null(map: &mut Map<String, Value>) {
         if !branches.iter().any(is_null_only) || branches.iter().all(is_null_only) {
             continue;
         }
-        let Some(Value::Array(branches)) = map.remove(keyword) else { continue };
+        let Some(Value::Array(branches)) = map.shift_remove(keyword) else { continue };
         let mut rest: Vec<Value> = branches.into_iter().filter(|b| !is_null_only(b)).collect();
         if rest.len() == 1 {
             let branch = rest.remove(0);
@@ -841,7 +841,7 @@ pub(crate) fn collapse_literal_union(map: &mut Map<String, Value>) -> Option<Vec
     if map.contains_key("enum") || map.contains_key("const") {
         return None;
     }
-    let Some(Value::Array(branches)) = map.remove(keyword) else { return None };
+    let Some(Value::Array(branches)) = map.shift_remove(keyword) else { return None };
     let mut values = Vec::new();
     let mut docs = Vec::new();
     for branch in &branches {
@@ -908,7 +908,7 @@ fn merge_all_of_at(map: &mut Map<String, Value>, depth: usize) -> bool {
     if depth > MAX_DEPTH {
         return !map.contains_key("allOf");
     }
-    let Some(Value::Array(branches)) = map.remove("allOf") else {
+    let Some(Value::Array(branches)) = map.shift_remove("allOf") else {
         return !map.contains_key("allOf");
     };
     let mut rest = Vec::new();
@@ -990,10 +990,10 @@ fn merge_conjunct(
 pub(crate) fn fold_keywords(map: &mut Map<String, Value>, keywords: &[&str]) -> Vec<String> {
     let mut notes = Vec::new();
     for keyword in keywords {
-        let Some(value) = map.remove(*keyword) else { continue };
+        let Some(value) = map.shift_remove(*keyword) else { continue };
         // `minItems == maxItems` reads better as one note.
         if *keyword == "minItems" && keywords.contains(&"maxItems") && map.get("maxItems") == Some(&value) {
-            map.remove("maxItems");
+            map.shift_remove("maxItems");
             notes.push(format!("Exactly {} items.", short_json(&value)));
             continue;
         }
