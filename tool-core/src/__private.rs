@@ -45,9 +45,44 @@ pub fn output_schema_for<T: ToolOutput>() -> Value {
     schema_for::<T>()
 }
 
-/// The JSON Schema 2020-12 of `T`, as schemars generates it.
+/// The JSON Schema 2020-12 of `T`, as schemars generates it, minus the root `title` schemars makes up from the
+/// type's name (`SearchArgs`, `Map_of_uint64`, the generated `__KeelArgs`): only Rust knows those names. A title
+/// the user wrote (`#[schemars(title = "...")]`, or a doc comment that starts with a `# Heading`) is kept, even
+/// when it is the type's name.
 pub fn schema_for<T: schemars::JsonSchema>() -> Value {
-    schemars::generate::SchemaSettings::draft2020_12().into_generator().into_root_schema_for::<T>().to_value()
+    let mut schema = schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<Untitled<T>>()
+        .to_value();
+    if let Value::Object(map) = &mut schema
+        && map.get("title").and_then(Value::as_str) == Some(GENERATED_TITLE)
+    {
+        map.shift_remove("title");
+    }
+    schema
+}
+
+/// The name [`Untitled`] gives its type. schemars uses a root type's name only as the root `title` it adds when
+/// the schema has none (definitions never get one), so a root titled this has no title of the user's.
+const GENERATED_TITLE: &str = "\u{0}keel: the title schemars makes up";
+
+/// `T`, under a name no user writes: the same schema and identity (so a recursive root still refers to itself as
+/// `#`), and a root `title` that says it was made up.
+struct Untitled<T>(PhantomData<fn() -> T>);
+
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Untitled<T> {
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+    fn schema_name() -> Cow<'static, str> {
+        Cow::Borrowed(GENERATED_TITLE)
+    }
+    fn schema_id() -> Cow<'static, str> {
+        T::schema_id()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
 }
 
 /// The schema of a tool without parameters: an object with no properties.
@@ -408,3 +443,72 @@ pub fn pattern_parameter<R: Unnamed>(_: R) {}
 
 /// Compiles only for a parameter that is not a named argument.
 pub fn underscore_parameter<R: Unshown>(_: R) {}
+
+#[cfg(test)]
+mod tests {
+    // Only the types' schemas are used.
+    #![allow(dead_code)]
+
+    use std::collections::HashMap;
+
+    use schemars::JsonSchema;
+    use serde_json::json;
+
+    use super::*;
+
+    /// Which incidents to search, as [`Query`] says.
+    #[derive(JsonSchema)]
+    struct SearchArgs {
+        /// Where, e.g. [`Place::Office`](crate::Effect).
+        place: Place,
+    }
+
+    /// Where to look.
+    #[derive(JsonSchema)]
+    enum Place {
+        /// The [`Office`][o].
+        ///
+        /// [o]: crate::Effect
+        Office,
+        /// At home.
+        Home,
+    }
+
+    /// What to look for.
+    #[derive(JsonSchema)]
+    #[schemars(title = "Query")]
+    struct Query {
+        text: String,
+    }
+
+    /// # Filter
+    ///
+    /// Which incidents to keep.
+    #[derive(JsonSchema)]
+    struct Filter {
+        open: bool,
+    }
+
+    /// A tree.
+    #[derive(JsonSchema)]
+    struct Node {
+        children: Vec<Node>,
+    }
+
+    #[test]
+    fn generated_titles_are_left_out_and_written_ones_kept() {
+        for schema in [schema_for::<SearchArgs>(), schema_for::<HashMap<String, u64>>(), schema_for::<Vec<Node>>()] {
+            assert!(schema.get("title").is_none(), "{schema}");
+        }
+        // Definitions never get a made-up title.
+        let search = schema_for::<SearchArgs>();
+        assert!(search["$defs"]["Place"].get("title").is_none(), "{search}");
+        // Titles the user wrote stay, even when they are the type's name.
+        assert_eq!(schema_for::<Query>()["title"], "Query");
+        assert_eq!(schema_for::<Filter>()["title"], "Filter");
+        assert_eq!(schema_for::<Filter>()["description"], "Which incidents to keep.");
+        // A recursive root still refers to itself.
+        assert_eq!(schema_for::<Node>()["properties"]["children"]["items"], json!({"$ref": "#"}));
+        assert_eq!(schema_for::<Node>()["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    }
+}

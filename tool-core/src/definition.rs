@@ -641,3 +641,76 @@ pub(crate) fn compiled(def: &ToolDefinition) -> Result<&CompiledTool, &str> {
         .as_ref()
         .map_err(String::as_str)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::schema::fixtures::contains_key_anywhere;
+    use crate::tool;
+
+    /// Which report to build, for [`report_fixture`].
+    #[derive(Deserialize, JsonSchema)]
+    struct ReportArgs {
+        /// Include [done](crate::Effect) cards too, as [`Self`] says.
+        include_done: Option<bool>,
+    }
+
+    /// Builds a report from [`ReportArgs`][args]; see [the guide](https://example.com/guide).
+    ///
+    /// [args]: ReportArgs
+    #[tool(effect = "read", version = "1.0", name = "fixture.report")]
+    fn report_fixture(args: ReportArgs) -> HashMap<String, u64> {
+        HashMap::from([("done".to_owned(), u64::from(args.include_done.unwrap_or(false)))])
+    }
+
+    /// Proposes a status for a card.
+    #[tool(effect = "write", version = "1.0", name = "fixture.propose")]
+    fn propose_fixture(#[arg(description = "The card, e.g. [`T-1`]")] card: String, status: String) -> String {
+        format!("{card}: {status}")
+    }
+
+    fn compiled(name: &str) -> ToolDefinition {
+        match inventory::iter::<StaticTool>.into_iter().find(|t| t.name == name) {
+            Some(t) => ToolDefinition::from_static(t),
+            None => panic!("no compiled tool {name}"),
+        }
+    }
+
+    /// Every string in `v` (keys and values).
+    fn strings(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(items) => items.iter().for_each(|i| strings(i, out)),
+            Value::Object(map) => map.iter().for_each(|(k, v)| {
+                out.push(k.clone());
+                strings(v, out);
+            }),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn no_provider_sees_a_type_name_for_a_title() {
+        for def in [compiled("fixture.report"), compiled("fixture.propose")] {
+            assert!(!contains_key_anywhere(def.input_schema(), "title"), "{}", def.input_schema());
+            for provider in Provider::ALL {
+                let rendered = def.render(provider);
+                assert!(!contains_key_anywhere(rendered, "title"), "{}: {rendered}", provider.as_str());
+                let mut all = Vec::new();
+                strings(rendered, &mut all);
+                for name in ["__KeelArgs", "Map_of_uint64"] {
+                    assert!(!all.iter().any(|s| s.contains(name)), "{}: {name} in {rendered}", provider.as_str());
+                }
+            }
+        }
+        // The result schema of a map has no made-up title either.
+        let output = compiled("fixture.report").output_schema().cloned();
+        assert_eq!(output.as_ref().and_then(|o| o.get("title")), None, "{output:?}");
+    }
+}

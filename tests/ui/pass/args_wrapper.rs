@@ -27,7 +27,8 @@ fn find(index: State<Index>, Args(Query { text, limit }): Args<Query>) -> Vec<St
 async fn main() {
     let registry = Registry::from_inventory().expect("unique tool names");
     let schema = registry.get("find").expect("registered").input_schema().clone();
-    assert_eq!(schema["title"], "Query", "the struct's own schema: {schema}");
+    assert_eq!(schema["description"], "What to search for.", "the struct's own schema: {schema}");
+    assert!(schema.get("title").is_none(), "no title made up from the type's name: {schema}");
     assert_eq!(schema["required"], serde_json::json!(["text"]), "{schema}");
     let index = Index { titles: vec!["auth 502", "db 502", "disk full"] };
     let executor = Executor::builder(registry.view().build().unwrap()).state(index).build().unwrap();
