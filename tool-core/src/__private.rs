@@ -45,10 +45,11 @@ pub fn output_schema_for<T: ToolOutput>() -> Value {
     schema_for::<T>()
 }
 
-/// The JSON Schema 2020-12 of `T`, as schemars generates it, minus the root `title` schemars makes up from the
-/// type's name (`SearchArgs`, `Map_of_uint64`, the generated `__KeelArgs`): only Rust knows those names. A title
-/// the user wrote (`#[schemars(title = "...")]`, or a doc comment that starts with a `# Heading`) is kept, even
-/// when it is the type's name.
+/// The JSON Schema 2020-12 of `T`, as schemars generates it, minus what only Rust knows: the root `title` schemars
+/// makes up from the type's name (`SearchArgs`, `Map_of_uint64`, the generated `__KeelArgs`) is left out, and
+/// rustdoc's intra-doc links in descriptions and titles become plain text (``Arguments of [`search`].`` reads
+/// ``Arguments of `search`.``). A title the user wrote (`#[schemars(title = "...")]`, or a doc comment that starts
+/// with a `# Heading`) is kept, even when it is the type's name.
 pub fn schema_for<T: schemars::JsonSchema>() -> Value {
     let mut schema = schemars::generate::SchemaSettings::draft2020_12()
         .into_generator()
@@ -59,6 +60,7 @@ pub fn schema_for<T: schemars::JsonSchema>() -> Value {
     {
         map.shift_remove("title");
     }
+    crate::schema::plain_schema(&mut schema);
     schema
 }
 
@@ -510,5 +512,14 @@ mod tests {
         // A recursive root still refers to itself.
         assert_eq!(schema_for::<Node>()["properties"]["children"]["items"], json!({"$ref": "#"}));
         assert_eq!(schema_for::<Node>()["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    }
+
+    #[test]
+    fn descriptions_are_plain_text() {
+        let s = schema_for::<SearchArgs>();
+        assert_eq!(s["description"], "Which incidents to search, as `Query` says.");
+        assert_eq!(s["properties"]["place"]["description"], "Where, e.g. `Place::Office`.");
+        assert_eq!(s["$defs"]["Place"]["oneOf"][0]["description"], "The `Office`.");
+        assert_eq!(s["$defs"]["Place"]["oneOf"][1]["description"], "At home.");
     }
 }

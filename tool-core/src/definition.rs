@@ -304,7 +304,8 @@ impl ToolDefinition {
         ToolDefinition {
             name: Cow::Borrowed(t.name),
             wire_name: name::to_wire(t.name),
-            description: Cow::Borrowed(t.description),
+            // The description is the fn's doc comment: its intra-doc links are made plain text for the model.
+            description: render::plain_text(t.description),
             version: Cow::Borrowed(t.version),
             effect: t.effect,
             idempotent: t.idempotent,
@@ -330,7 +331,8 @@ impl ToolDefinition {
     pub fn wire_name(&self) -> &str {
         &self.wire_name
     }
-    /// The description the model reads.
+    /// The description the model reads. For a `#[tool]`, its fn's doc comment (or `description = "..."`) with
+    /// rustdoc's intra-doc links as plain text: ``Uses [`Cache`].`` reads ``Uses `Cache`.``.
     pub fn description(&self) -> &str {
         &self.description
     }
@@ -712,5 +714,33 @@ mod tests {
         // The result schema of a map has no made-up title either.
         let output = compiled("fixture.report").output_schema().cloned();
         assert_eq!(output.as_ref().and_then(|o| o.get("title")), None, "{output:?}");
+    }
+
+    #[test]
+    fn no_provider_sees_rustdoc_links() {
+        let report = compiled("fixture.report");
+        assert_eq!(
+            report.description(),
+            "Builds a report from `ReportArgs`; see [the guide](https://example.com/guide)."
+        );
+        assert_eq!(report.input_schema()["description"], "Which report to build, for `report_fixture`.");
+        assert_eq!(
+            report.input_schema()["properties"]["include_done"]["description"],
+            "Include done cards too, as `Self` says."
+        );
+        let propose = compiled("fixture.propose");
+        assert_eq!(propose.input_schema()["properties"]["card"]["description"], "The card, e.g. `T-1`");
+        for def in [report, propose] {
+            for provider in Provider::ALL {
+                let rendered = def.render(provider);
+                let mut all = Vec::new();
+                strings(rendered, &mut all);
+                assert!(
+                    !all.iter().any(|s| s.contains("[`") || s.contains("](crate")),
+                    "{}: {rendered}",
+                    provider.as_str()
+                );
+            }
+        }
     }
 }
