@@ -493,7 +493,10 @@ async fn editing_the_file_changes_the_next_view() {
     let after = c.shared_view().await.unwrap();
     let d = after.view().get("get_service_status").unwrap();
     assert_eq!(d.description(), "Edited in the file.");
-    assert_eq!(after.view().ollama_schemas()[0]["function"]["description"], "Edited in the file.");
+    assert_eq!(
+        after.view().ollama_schemas()[0]["function"]["description"],
+        "Edited in the file.\n\nArguments: Which service to report on."
+    );
     // The view taken before is a snapshot: it keeps what it had.
     assert_ne!(before.view().get("get_service_status").unwrap().description(), "Edited in the file.");
 

@@ -286,8 +286,10 @@ fn ollama(def: &ToolDefinition, out: &mut Vec<Finding>) {
             ),
         ));
     }
-    let Some(rendered) = def.render(Provider::Ollama).pointer("/function/parameters") else { return };
-    compare_ollama(def.name(), &inlined.schema, rendered, "", 0, out);
+    // The parameters before the top level's description moves into the function's: what the model reads for the
+    // top level is there, and the comparison needs it next to the schema it describes.
+    let rendered = crate::schema::ollama_parameters(def.input_schema());
+    compare_ollama(def.name(), &inlined.schema, &rendered, "", 0, out);
 }
 
 /// Whether a union is only `T | null` (an `Option`): Ollama's plain `T` loses nothing, as the field is optional.
@@ -653,6 +655,27 @@ mod tests {
         let g = messages(&f, Provider::Gemini, Severity::Warning);
         assert!(g.iter().any(|m| m.starts_with("`id`: `pattern` is outside")), "{g:#?}");
         assert!(g.iter().any(|m| m.starts_with("`shape`: `oneOf` is outside")), "{g:#?}");
+    }
+
+    #[test]
+    fn ollama_top_level_notes_are_said_in_words() {
+        // A union at the top level is described in a note, which Ollama reads in the function's description.
+        let d = def(
+            "shape.put",
+            json!({"type": "object", "properties": {"top": {"type": "string"}}, "oneOf": [
+                {"properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["kind", "r"]},
+                {"properties": {"kind": {"const": "square"}, "side": {"type": "number"}}, "required": ["kind", "side"]}
+            ]}),
+            None,
+        );
+        assert!(d.render(Provider::Ollama)["function"]["description"].as_str().is_some_and(|s| s.contains("One of:")));
+        let f = lint(&d);
+        let info = messages(&f, Provider::Ollama, Severity::Info);
+        assert!(
+            info.iter().any(|m| m.starts_with("the top level: Ollama ignores `oneOf`; keel states it")),
+            "{info:#?}"
+        );
+        assert!(messages(&f, Provider::Ollama, Severity::Warning).is_empty(), "{f:#?}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub(crate) mod transform;
 pub(crate) use anthropic::tool as anthropic_tool;
 pub(crate) use gemini::declaration as gemini_tool;
 pub(crate) use mcp::tool as mcp_tool;
-pub(crate) use ollama::tool as ollama_tool;
+pub(crate) use ollama::{parameters as ollama_parameters, tool as ollama_tool};
 pub(crate) use openai::{STRICT_FORMATS, chat_tool as openai_chat_tool, responses_tool as openai_responses_tool};
 pub(crate) use rustdoc::{plain as plain_text, plain_schema};
 
@@ -49,7 +49,7 @@ pub(crate) use rustdoc::{plain as plain_text, plain_schema};
 ///
 /// | provider | name | schema |
 /// |---|---|---|
-/// | [`Provider::Ollama`] | `name` | fully inlined, unions and constraints folded into descriptions (`ollama`) |
+/// | [`Provider::Ollama`] | `name` | fully inlined, unions and constraints folded into descriptions; the top level's description joins the function's (`ollama`) |
 /// | [`Provider::OpenAiChat`], [`Provider::OpenAiResponses`] | `wire_name` | inlined; strict when possible (`openai`) |
 /// | [`Provider::Anthropic`] | `wire_name` | inlined, `$defs` only for recursion |
 /// | [`Provider::Gemini`] | `wire_name` | inlined, `$defs` only for recursion |

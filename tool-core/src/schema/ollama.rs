@@ -17,6 +17,9 @@
 //!   `One of: {kind: "circle", r} | {kind: "square", side}.`;
 //! * constraints become description sentences: `Format: date-time. Minimum: 0. Pattern: ^INC-[0-9]+$.`; maps
 //!   (`additionalProperties` with a schema) say `Map with any keys; each value: string.`
+//! * Ollama keeps no `description` at the top of `parameters`, so the top level's (the args struct's doc comment,
+//!   with the notes folded into it) joins the function's description as a paragraph of its own:
+//!   `Look up one incident by its id.\n\nArguments: Which incident to look up.`
 //!
 //! The result is a description for the model, not a validator: the executor still validates the arguments
 //! against the canonical schema, so anything the model gets wrong comes back as `invalid_arguments`.
@@ -79,14 +82,33 @@ const DROPPED: &[&str] = &[
 
 /// `{"type": "function", "function": {"name", "description", "parameters"}}`.
 pub(crate) fn tool(name: &str, description: &str, canonical: &Value) -> Value {
+    let mut parameters = parameters(canonical);
+    let description = with_arguments_description(description, &mut parameters);
     json!({
         "type": "function",
         "function": {
             "name": name,
             "description": description,
-            "parameters": parameters(canonical),
+            "parameters": parameters,
         }
     })
+}
+
+/// The tool's description followed by the top level's (`Arguments: ...`), which is taken out of the parameters:
+/// Ollama keeps no `description` at the top of `parameters`, so the arguments' doc comment and the notes folded
+/// there (a flattened enum's alternatives, a map's values) would never reach the model.
+fn with_arguments_description(description: &str, parameters: &mut Value) -> String {
+    let Some(Value::String(arguments)) = parameters.as_object_mut().and_then(|m| m.shift_remove("description")) else {
+        return description.to_owned();
+    };
+    let (tool, arguments) = (description.trim(), arguments.trim());
+    if arguments.is_empty() || arguments == tool {
+        description.to_owned()
+    } else if tool.is_empty() {
+        format!("Arguments: {arguments}")
+    } else {
+        format!("{tool}\n\nArguments: {arguments}")
+    }
 }
 
 /// The canonical input schema in the subset Ollama keeps (see the module docs).
@@ -402,8 +424,36 @@ mod tests {
         let rendered = def.render(crate::schema::Provider::Ollama).clone();
         assert_eq!(rendered["type"], "function");
         assert_eq!(rendered["function"]["name"], "incident.search");
-        assert_eq!(rendered["function"]["description"], "Searches incidents.");
+        assert!(rendered["function"]["description"].as_str().is_some_and(|d| d.starts_with("Searches incidents.")));
         rendered["function"]["parameters"].clone()
+    }
+
+    #[test]
+    fn the_arguments_description_joins_the_tool_description() {
+        let def = fixtures::definition("incident.search", fixtures::schema::<Everything>());
+        let function = &def.render(crate::schema::Provider::Ollama)["function"];
+        assert_eq!(
+            function["description"],
+            "Searches incidents.\n\nArguments: Search arguments exercising most of what schemars emits."
+        );
+        assert!(function["parameters"].get("description").is_none(), "{function}");
+        // The notes folded into the top level travel with it.
+        let def = fixtures::definition("shape.put", fixtures::schema::<fixtures::Flattened>());
+        assert_eq!(
+            def.render(crate::schema::Provider::Ollama)["function"]["description"],
+            "Searches incidents.\n\nArguments: A struct with a flattened internally tagged enum. One of: {kind: \"circle\", \
+             radius} (A circle) | {kind: \"square\", side} (A square)."
+        );
+        // Without one, the tool's description is all there is.
+        let def =
+            fixtures::definition("plain.tool", json!({"type": "object", "properties": {"a": {"type": "string"}}}));
+        assert_eq!(def.render(crate::schema::Provider::Ollama)["function"]["description"], "Searches incidents.");
+        let mut same = json!({"type": "object", "description": " Searches incidents. "});
+        assert_eq!(with_arguments_description("Searches incidents.", &mut same), "Searches incidents.");
+        let mut odd = json!({"type": "object", "description": 7});
+        assert_eq!(with_arguments_description("", &mut odd), "");
+        let mut only = json!({"type": "object", "description": "The id."});
+        assert_eq!(with_arguments_description(" ", &mut only), "Arguments: The id.");
     }
 
     #[test]
