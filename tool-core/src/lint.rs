@@ -679,6 +679,18 @@ mod tests {
     }
 
     #[test]
+    fn gemini_takes_documented_enums_as_plain_enums() {
+        let d = def("incident.search", crate::schema::fixtures::schema::<crate::schema::fixtures::Everything>(), None);
+        let f = lint(&d);
+        let gemini: Vec<&Finding> = f.iter().filter(|f| f.provider == Some(Provider::Gemini)).collect();
+        for field in ["`severity`", "`secondary`", "`color`"] {
+            assert!(!gemini.iter().any(|f| f.message.starts_with(field)), "{field}: {gemini:#?}");
+        }
+        // A data enum is still a union of objects, outside the subset.
+        assert!(gemini.iter().any(|f| f.message.starts_with("`shape`: `oneOf`")), "{gemini:#?}");
+    }
+
+    #[test]
     fn recursion_openai_strictness_wire_names_and_mcp() {
         let d = def(
             "tree.put",

@@ -4,20 +4,43 @@
 //! included. keel still inlines references, which every Gemini model handles best, keeping `$defs` only for a
 //! recursive type; `$schema` is removed. Gemini generates an object's properties in the order of their keys there,
 //! which is the declaration order (its `propertyOrdering` belongs to the OpenAPI-subset `parameters`: the SDK's model
-//! of `parametersJsonSchema` refuses it). The name is the
-//! [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name).
+//! of `parametersJsonSchema` refuses it).
+//!
+//! A documented unit enum (schemars writes a `oneOf` of `const`s, one per variant with its doc comment, and the
+//! subset has no `const`) becomes a plain `enum`, the variants' docs folded into the description as for Ollama
+//! (`Values: "low" = Nobody is paged; "high" = Everyone is paged.`).
+//!
+//! The name is the [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name).
 
 use serde_json::{Value, json};
 
-use super::transform;
+use super::transform::{self, MAX_DEPTH};
 
 /// `{"name", "description", "parametersJsonSchema"}`.
 pub(crate) fn declaration(wire_name: &str, description: &str, canonical: &Value) -> Value {
     json!({
         "name": wire_name,
         "description": description,
-        "parametersJsonSchema": transform::inline_for_json_schema(canonical),
+        "parametersJsonSchema": parameters(canonical),
     })
+}
+
+/// The canonical input schema as Gemini is sent it (see the module docs).
+fn parameters(canonical: &Value) -> Value {
+    fn adapt(schema: &mut Value, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        if let Value::Object(map) = schema
+            && let Some(note) = transform::collapse_documented_enum(map)
+        {
+            transform::append_notes(map, &[note]);
+        }
+        transform::for_each_child_mut(schema, |_, _, child| adapt(child, depth + 1));
+    }
+    let mut schema = transform::inline_for_json_schema(canonical);
+    adapt(&mut schema, 0);
+    schema
 }
 
 #[cfg(test)]
@@ -39,5 +62,35 @@ mod tests {
         assert!(s["$defs"].get("Address").is_none());
         assert_eq!(s["properties"]["tree"]["properties"]["children"]["items"]["$ref"], "#/$defs/Node");
         assert_eq!(s["required"], def.input_schema()["required"]);
+    }
+
+    #[test]
+    fn documented_enums_are_plain_enums_with_their_docs_in_the_description() {
+        let def = fixtures::definition("incident.search", fixtures::schema::<Everything>());
+        let s = &def.render(Provider::Gemini)["parametersJsonSchema"];
+        assert_eq!(
+            s["properties"]["severity"],
+            json!({
+                "type": "string",
+                "enum": ["low", "high"],
+                "description": "How bad it is. Values: \"low\" = Nobody is paged; \"high\" = Everyone is paged."
+            })
+        );
+        // Inside an `Option`: the enum is the non-null alternative.
+        let secondary = &s["properties"]["secondary"]["anyOf"];
+        assert_eq!(secondary[0]["enum"], json!(["low", "high"]), "{secondary}");
+        assert_eq!(
+            secondary[0]["description"],
+            "How urgent an incident is. Values: \"low\" = Nobody is paged; \"high\" = Everyone is paged."
+        );
+        assert_eq!(secondary[1], json!({"type": "null"}));
+        // An undocumented enum was a plain enum already.
+        assert_eq!(s["properties"]["color"], json!({"type": "string", "enum": ["Red", "Green"]}));
+        // No `oneOf` of `const`s is left anywhere.
+        fixtures::walk_schemas(s, &mut |node| {
+            if let Some(branches) = node.get("oneOf").and_then(|b| b.as_array()) {
+                assert!(!branches.iter().all(|b| b.get("const").is_some()), "{node}");
+            }
+        });
     }
 }

@@ -52,7 +52,7 @@ pub(crate) use rustdoc::{plain as plain_text, plain_schema};
 /// | [`Provider::Ollama`] | `name` | fully inlined, unions and constraints folded into descriptions; the top level's description joins the function's (`ollama`) |
 /// | [`Provider::OpenAiChat`], [`Provider::OpenAiResponses`] | `wire_name` | inlined; strict when possible (`openai`) |
 /// | [`Provider::Anthropic`] | `wire_name` | inlined, `$defs` only for recursion |
-/// | [`Provider::Gemini`] | `wire_name` | inlined, `$defs` only for recursion |
+/// | [`Provider::Gemini`] | `wire_name` | inlined, `$defs` only for recursion; documented enums as plain `enum`s (`gemini`) |
 /// | [`Provider::Mcp`] | `name` | canonical, plus `outputSchema` and annotations |
 ///
 /// Every rendering lists properties in the order they are declared (and `required` in that order), so the model

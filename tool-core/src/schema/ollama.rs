@@ -237,11 +237,7 @@ fn shallow(map: &mut Map<String, Value>, depth: usize) -> Vec<String> {
         }
     }
     transform::strip_null(map);
-    if let Some(docs) = transform::collapse_literal_union(map)
-        && let Some(note) = transform::values_note(&docs)
-    {
-        notes.push(note);
-    }
+    notes.extend(transform::collapse_documented_enum(map));
     if let Some(c) = map.shift_remove("const") {
         map.insert("enum".to_owned(), Value::Array(vec![c]));
     }

@@ -897,6 +897,14 @@ pub(crate) fn values_note(docs: &[(Value, Option<String>)]) -> Option<String> {
     Some(format!("Values: {}.", parts.join("; ")))
 }
 
+/// A unit enum as one `enum` ([`collapse_literal_union`]), its values' doc comments as a note
+/// ([`values_note`]): what the renderers send to providers that take no `oneOf` of `const`s (Ollama, Gemini).
+/// Returns the note, for the caller to put into the description; `None` when nothing had documentation or there
+/// was no such union.
+pub(crate) fn collapse_documented_enum(map: &mut Map<String, Value>) -> Option<String> {
+    collapse_literal_union(map).and_then(|docs| values_note(&docs))
+}
+
 /// Merges the branches of an `allOf` into the schema itself where that is exact (no keyword disagrees; properties
 /// and `required` are unioned). Returns `true` when no `allOf` remains; otherwise the branches that could not be
 /// merged stay in `allOf`.
