@@ -532,8 +532,13 @@ impl Inliner<'_> {
         }
         self.budget -= cost;
         stack.push(Frame { pointer, path: self.path.clone() });
-        let expanded = self.inline(target, stack, depth + 1);
+        let mut expanded = self.inline(target, stack, depth + 1);
         stack.pop();
+        // A copy is no target of references: its anchors would name several places once it is used twice.
+        if let Value::Object(map) = &mut expanded {
+            map.shift_remove("$anchor");
+            map.shift_remove("$dynamicAnchor");
+        }
         merge_ref(expanded, siblings)
     }
 
@@ -1264,6 +1269,20 @@ mod tests {
         assert_eq!(kept.schema["properties"]["a"]["properties"]["b"]["properties"]["a"]["$ref"], "#/$defs/A");
         assert!(kept.schema["$defs"]["A"].is_object());
         assert!(kept.schema["$defs"].get("B").is_none());
+    }
+
+    #[test]
+    fn inlined_copies_carry_no_anchors() {
+        let s = json!({
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/Id"}, "b": {"$ref": "#/$defs/Id"}},
+            "$defs": {"Id": {"$anchor": "id", "$dynamicAnchor": "id", "type": "string"}}
+        });
+        for on_recursion in [OnRecursion::Stub, OnRecursion::KeepRef] {
+            let out = inline_refs(&s, on_recursion).schema;
+            assert_eq!(out["properties"]["a"], json!({"type": "string"}));
+            assert_eq!(out["properties"]["b"], json!({"type": "string"}));
+        }
     }
 
     #[test]
