@@ -138,3 +138,70 @@ async fn mcp_tools_list_and_calls_answer_the_same_messages() {
     golden("mcp-calls.txt", &out);
     shutdown.cancel();
 }
+
+/// A tool whose argument schema uses JSON Schema 2020-12 beyond what schemars writes: `$anchor`, `$defs` and `$ref`,
+/// `allOf`, `if`/`then`/`else`.
+fn json_schema_2020_12_tool() -> tool_core::ToolDefinition {
+    tool_core::ToolDefinition::builder("incident.escalate")
+        .description("Escalate an incident to the team that owns it.")
+        .effect(tool_core::Effect::Write)
+        .input_schema(json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "incident_id": {"$ref": "#/$defs/IncidentId"},
+                "severity": {"enum": ["low", "high"]},
+                "team": {"type": "string"},
+                "pager": {"type": "string", "description": "Who is paged; only for a high severity."}
+            },
+            "required": ["incident_id", "severity"],
+            "allOf": [{"$ref": "#/$defs/Owned"}],
+            "if": {"properties": {"severity": {"const": "high"}}, "required": ["severity"]},
+            "then": {"required": ["pager"]},
+            "else": {"not": {"required": ["pager"]}},
+            "$defs": {
+                "IncidentId": {"$anchor": "incident-id", "type": "string", "pattern": "^INC-[0-9]+$"},
+                "Owned": {"required": ["team"]}
+            }
+        }))
+        .handler(|_args, _ctx| async { Ok::<_, tool_core::ToolError>(json!({"escalated": true})) })
+        .build()
+        .unwrap()
+}
+
+/// MCP takes JSON Schema 2020-12 as it is: its entry keeps every keyword of the tool's schema, in `tools/list` too.
+/// The golden file also pins what every other provider is sent instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_keeps_json_schema_2020_12_and_the_others_get_their_subsets() {
+    let registry = Registry::builder().without_inventory().tool(json_schema_2020_12_tool()).build().unwrap();
+    let def = registry.get("incident.escalate").unwrap();
+    let mut out = String::new();
+    for provider in tool_core::Provider::ALL {
+        let rendered = serde_json::to_string_pretty(def.render(provider)).unwrap();
+        out.push_str(&format!("# {}\n{rendered}\n", provider.as_str()));
+    }
+    golden("render-json-schema-2020-12.txt", &out);
+
+    let input = &def.render(tool_core::Provider::Mcp)["inputSchema"];
+    for pointer in
+        ["/allOf/0/$ref", "/if", "/then", "/else/not", "/$defs/IncidentId/$anchor", "/properties/incident_id/$ref"]
+    {
+        assert!(input.pointer(pointer).is_some(), "{pointer} is missing: {input}");
+    }
+
+    let executor = Executor::builder(registry.view().build().unwrap()).build().unwrap();
+    let service = McpServer::new(executor).unwrap().http_service(HttpConfig::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move { service.serve(listener, "/mcp", stop).await });
+    let mut raw = RawClient::connect(addr, "/mcp").await.unwrap();
+    let session = raw.open_session("golden").await.unwrap();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let answer = raw.post(Some(&session), Some(SESSION_REVISION), &list).await.unwrap();
+    let messages = answer.messages();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(&messages[0]["result"]["tools"][0]["inputSchema"], input, "tools/list sends the entry as rendered");
+    shutdown.cancel();
+}

@@ -53,7 +53,7 @@ pub(crate) use rustdoc::{plain as plain_text, plain_schema};
 /// | [`Provider::OpenAiChat`], [`Provider::OpenAiResponses`] | `wire_name` | inlined; strict when possible (`openai`) |
 /// | [`Provider::Anthropic`] | `wire_name` | inlined, `$defs` only for recursion |
 /// | [`Provider::Gemini`] | `wire_name` | inlined, `$defs` only for recursion; documented enums as plain `enum`s (`gemini`) |
-/// | [`Provider::Mcp`] | `name` | canonical, plus `outputSchema` and annotations |
+/// | [`Provider::Mcp`] | `name` | canonical, full JSON Schema 2020-12 (`$defs`, `$ref`, `$anchor`, `allOf`, `if`/`then`/`else` as written), plus `outputSchema` and annotations |
 ///
 /// Every rendering lists properties in the order they are declared (and `required` in that order), so the model
 /// reads the arguments as the tool's author wrote them. Every renderer is a pure function of a tool's name,
