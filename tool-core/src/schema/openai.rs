@@ -145,6 +145,8 @@ pub(crate) fn parameters(canonical: &Value) -> OpenAiParameters {
     if let Value::Object(map) = &mut loose {
         map.shift_remove("$schema");
     }
+    // Strict mode drops `uint32` and the other width formats: their ranges go in as bounds, which it keeps.
+    transform::bound_narrow_integers(&mut loose);
     if let Some(cut) = inlined.cuts.first() {
         let why = match cut.kind {
             transform::CutKind::Recursive => {
@@ -795,6 +797,14 @@ mod tests {
         assert_eq!(p["properties"]["since"]["format"], "date-time");
         assert_eq!(p["properties"]["small"]["maximum"], 255);
         assert!(p["properties"]["small"].get("format").is_none());
+        // A width format's range is stated as bounds; bounds of the user's own are kept.
+        assert_eq!(p["properties"]["maxCount"]["minimum"], 0);
+        assert_eq!(p["properties"]["maxCount"]["maximum"], u32::MAX);
+        assert!(p["properties"]["maxCount"].get("format").is_none());
+        assert_eq!(
+            (&p["properties"]["limit"]["minimum"], &p["properties"]["limit"]["maximum"]),
+            (&json!(1), &json!(100))
+        );
         assert_eq!(p["properties"]["title"]["description"], "Minimum length: 1. Maximum length: 80.");
         // Tagged enum: anyOf of closed objects.
         let shape = &p["properties"]["shape"]["anyOf"];

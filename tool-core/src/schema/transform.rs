@@ -216,32 +216,43 @@ pub(crate) fn close_objects(root: &mut Value) {
 /// maximum) as `minimum`/`maximum`, so that out-of-range numbers fail validation with a pointer instead of failing
 /// deserialization later, and the model sees the range. Existing bounds are kept.
 pub(crate) fn bound_integers(root: &mut Value) {
-    fn range(format: &str) -> Option<(Value, Value)> {
+    bound_integer_formats(root, true);
+}
+
+/// Like [`bound_integers`], for the 8, 16 and 32-bit formats only: what a renderer that drops `format` adds so
+/// that the model still reads the range. The 64-bit ranges are those of every JSON integer serde reads, and would
+/// only be noise.
+pub(crate) fn bound_narrow_integers(root: &mut Value) {
+    bound_integer_formats(root, false);
+}
+
+fn bound_integer_formats(root: &mut Value, wide: bool) {
+    fn range(format: &str, wide: bool) -> Option<(Value, Value)> {
         Some(match format {
             "int8" => (i8::MIN.into(), i8::MAX.into()),
             "int16" => (i16::MIN.into(), i16::MAX.into()),
             "int32" => (i32::MIN.into(), i32::MAX.into()),
-            "int64" | "int" => (i64::MIN.into(), i64::MAX.into()),
+            "int64" | "int" if wide => (i64::MIN.into(), i64::MAX.into()),
             "uint8" => (0.into(), u8::MAX.into()),
             "uint16" => (0.into(), u16::MAX.into()),
             "uint32" => (0.into(), u32::MAX.into()),
-            "uint64" | "uint" => (0.into(), u64::MAX.into()),
+            "uint64" | "uint" if wide => (0.into(), u64::MAX.into()),
             _ => return None,
         })
     }
-    fn walk(schema: &mut Value, depth: usize) {
+    fn walk(schema: &mut Value, wide: bool, depth: usize) {
         if depth > MAX_DEPTH {
             return;
         }
         if let Value::Object(map) = schema
-            && let Some((min, max)) = map.get("format").and_then(Value::as_str).and_then(range)
+            && let Some((min, max)) = map.get("format").and_then(Value::as_str).and_then(|f| range(f, wide))
         {
             map.entry("minimum").or_insert(min);
             map.entry("maximum").or_insert(max);
         }
-        for_each_child_mut(schema, |_, _, child| walk(child, depth + 1));
+        for_each_child_mut(schema, |_, _, child| walk(child, wide, depth + 1));
     }
-    walk(root, 0);
+    walk(root, wide, 0);
 }
 
 /// Folds every `oneOf` whose branches are all `{"const", "description"?, "title"?, "type"?}` (what schemars emits
