@@ -6,9 +6,10 @@
 //! which is the declaration order (its `propertyOrdering` belongs to the OpenAPI-subset `parameters`: the SDK's model
 //! of `parametersJsonSchema` refuses it).
 //!
-//! A documented unit enum (schemars writes a `oneOf` of `const`s, one per variant with its doc comment, and the
-//! subset has no `const`) becomes a plain `enum`, the variants' docs folded into the description as for Ollama
-//! (`Values: "low" = Nobody is paged; "high" = Everyone is paged.`).
+//! The subset has no `const`: a documented unit enum (schemars writes a `oneOf` of `const`s, one per variant with
+//! its doc comment) becomes a plain `enum`, the variants' docs folded into the description as for Ollama (`Values:
+//! "low" = Nobody is paged; "high" = Everyone is paged.`), and any other `const` (the tag of a data enum's variant)
+//! a one-value `enum`.
 //!
 //! The name is the [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name).
 
@@ -31,10 +32,18 @@ fn parameters(canonical: &Value) -> Value {
         if depth > MAX_DEPTH {
             return;
         }
-        if let Value::Object(map) = schema
-            && let Some(note) = transform::collapse_documented_enum(map)
-        {
-            transform::append_notes(map, &[note]);
+        if let Value::Object(map) = schema {
+            if let Some(note) = transform::collapse_documented_enum(map) {
+                transform::append_notes(map, &[note]);
+            }
+            if let Some(c) = map.shift_remove("const") {
+                match map.get_mut("enum") {
+                    Some(Value::Array(values)) => values.retain(|v| *v == c),
+                    _ => {
+                        map.insert("enum".to_owned(), Value::Array(vec![c]));
+                    }
+                }
+            }
         }
         transform::for_each_child_mut(schema, |_, _, child| adapt(child, depth + 1));
     }
@@ -86,11 +95,23 @@ mod tests {
         assert_eq!(secondary[1], json!({"type": "null"}));
         // An undocumented enum was a plain enum already.
         assert_eq!(s["properties"]["color"], json!({"type": "string", "enum": ["Red", "Green"]}));
-        // No `oneOf` of `const`s is left anywhere.
-        fixtures::walk_schemas(s, &mut |node| {
-            if let Some(branches) = node.get("oneOf").and_then(|b| b.as_array()) {
-                assert!(!branches.iter().all(|b| b.get("const").is_some()), "{node}");
-            }
-        });
+    }
+
+    #[test]
+    fn constants_are_one_value_enums() {
+        let def = fixtures::definition("incident.search", fixtures::schema::<Everything>());
+        let s = &def.render(Provider::Gemini)["parametersJsonSchema"];
+        let shape = &s["properties"]["shape"]["oneOf"];
+        assert_eq!(shape[0]["properties"]["kind"], json!({"type": "string", "enum": ["circle"]}), "{shape}");
+        assert_eq!(shape[1]["properties"]["kind"], json!({"type": "string", "enum": ["square"]}), "{shape}");
+        fixtures::walk_schemas(s, &mut |node| assert!(node.get("const").is_none(), "{node}"));
+        // A `const` next to an `enum` narrows it.
+        let def = fixtures::definition(
+            "pick.one",
+            json!({"type": "object", "properties": {"a": {"enum": ["x", "y"], "const": "y"}, "b": {"const": null}}}),
+        );
+        let s = &def.render(Provider::Gemini)["parametersJsonSchema"];
+        assert_eq!(s["properties"]["a"], json!({"enum": ["y"]}));
+        assert_eq!(s["properties"]["b"], json!({"enum": [null]}));
     }
 }
