@@ -33,6 +33,10 @@ impl ToolDefinition {
     /// schema was generated. A default that changes at run time (the current time, say) should not be stated in
     /// the schema.
     pub fn canonical_arguments(&self, arguments: &mut Value) -> usize {
+        // Most calls hold no `null`, and most schemas state no default: then there is nothing to remove.
+        if !self.schemas().states_defaults() && !may_hold_null(arguments, 0) {
+            return 0;
+        }
         canonicalize(self.input_schema(), arguments)
     }
 }
@@ -42,6 +46,16 @@ pub(crate) fn canonicalize(schema: &Value, arguments: &mut Value) -> usize {
     let mut removed = 0;
     walk(schema, schema, arguments, 0, &mut removed);
     removed
+}
+
+/// Whether `v` holds a `null`; past [`MAX_DEPTH`] it answers yes (the full walk has its own bound).
+fn may_hold_null(v: &Value, depth: usize) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => depth >= MAX_DEPTH || a.iter().any(|x| may_hold_null(x, depth + 1)),
+        Value::Object(o) => depth >= MAX_DEPTH || o.values().any(|x| may_hold_null(x, depth + 1)),
+        _ => false,
+    }
 }
 
 /// The `default` a property states, on the property itself or on the schema its `$ref` leads to.

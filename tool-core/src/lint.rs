@@ -16,6 +16,7 @@
 //! | Gemini | keywords outside the JSON Schema subset Gemini documents for `parametersJsonSchema` | warning (validation) / info (annotations) |
 //! | Gemini | enum values that are neither strings nor numbers | warning |
 //! | MCP | a result that is not a JSON object: no `outputSchema`, the result travels as text only | info |
+//! | each | every [`Loss`] its [`Codec`](crate::Codec) reports ([`Codec::losses`](crate::Codec::losses)): adapted is info, dropped a warning, rejected an error; e.g. what the ollama Python client drops (a property's nested `properties`, a reply's `tool_call_id`) | as the loss |
 //! | OpenAI, Gemini | more than [`MAX_TOOLS_PER_REQUEST`] tools in one set (per request) | warning |
 //!
 //! An error means the provider rejects the tool; a warning means it accepts the tool but silently loses something
@@ -42,6 +43,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::Provider;
+use crate::codec::{self, Loss, LossKind};
 use crate::definition::ToolDefinition;
 use crate::schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
 
@@ -123,7 +125,20 @@ pub fn lint(def: &ToolDefinition) -> Vec<Finding> {
         gemini(def, &mut out);
     }
     mcp(def, &mut out);
+    for provider in Provider::ALL {
+        out.extend(codec::entry_losses(provider, def).into_iter().map(from_loss));
+    }
     out
+}
+
+/// A codec's loss as a finding: adapted is info, dropped a warning, rejected an error.
+fn from_loss(loss: Loss) -> Finding {
+    let severity = match loss.kind {
+        LossKind::Adapted => Severity::Info,
+        LossKind::Dropped => Severity::Warning,
+        LossKind::Rejected => Severity::Error,
+    };
+    finding(Some(loss.provider), &loss.tool, severity, loss.message)
 }
 
 /// Every finding for a set of tools (typically a registry or a view), plus the findings about the set itself.
@@ -133,6 +148,11 @@ pub fn lint_all<'a>(defs: impl IntoIterator<Item = &'a ToolDefinition>) -> Vec<F
     for def in defs {
         count += 1;
         out.extend(lint(def));
+    }
+    if count > 0 {
+        for provider in Provider::ALL {
+            out.extend(codec::format_losses(provider).into_iter().map(from_loss));
+        }
     }
     if count > MAX_TOOLS_PER_REQUEST {
         for p in [Provider::OpenAiChat, Provider::Gemini] {
@@ -736,7 +756,13 @@ mod tests {
         let defs: Vec<ToolDefinition> =
             (0..MAX_TOOLS_PER_REQUEST + 1).map(|i| def(&format!("t{i}"), json!({"type": "object"}), None)).collect();
         let f = lint_all(defs.iter());
-        assert_eq!(f.iter().filter(|f| f.tool == "*").count(), 2, "{f:#?}");
+        let counts = |f: &&Finding| f.tool == "*" && f.message.contains("a request takes at most");
+        assert_eq!(f.iter().filter(counts).count(), 2, "{f:#?}");
+        // The reply formats' losses, once for the set.
+        assert_eq!(
+            f.iter().filter(|f| f.tool == "*").count(),
+            2 + Provider::ALL.iter().map(|&p| codec::format_losses(p).len()).sum::<usize>()
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use crate::call::ToolCall;
+use crate::definition::ToolDefinition;
 use crate::result::ToolResult;
 use crate::schema::Provider;
 use crate::view::ToolView;
@@ -166,27 +167,8 @@ impl Codec {
     /// adapts, drops or cannot carry, and what the provider's replies lose. `keel check` and
     /// [`lint`](crate::lint) report these.
     pub fn losses(&self) -> Vec<Loss> {
-        let mut out = Vec::new();
-        for def in self.view.iter() {
-            let Some(entry) = self.tool(def.name()) else { continue };
-            let mut push = |at: String, kind: LossKind, message: String| {
-                out.push(Loss { provider: self.provider, tool: def.name().to_owned(), at, kind, message });
-            };
-            match self.provider {
-                Provider::Ollama => ollama::losses(entry, &mut push),
-                Provider::OpenAiChat
-                | Provider::OpenAiResponses
-                | Provider::Anthropic
-                | Provider::Gemini
-                | Provider::Mcp => {}
-            }
-        }
-        let mut push = |at: String, kind: LossKind, message: String| {
-            out.push(Loss { provider: self.provider, tool: "*".to_owned(), at, kind, message });
-        };
-        if self.provider == Provider::Ollama {
-            ollama::reply_losses(&mut push);
-        }
+        let mut out: Vec<Loss> = self.view.iter().flat_map(|def| entry_losses(self.provider, def)).collect();
+        out.extend(format_losses(self.provider));
         out
     }
 
@@ -284,6 +266,32 @@ impl Codec {
             Provider::Mcp => mcp::assistant(calls),
         }
     }
+}
+
+/// What `provider`'s entry for `def` does not carry (the part of [`Codec::losses`] about that tool).
+pub(crate) fn entry_losses(provider: Provider, def: &ToolDefinition) -> Vec<Loss> {
+    let mut out = Vec::new();
+    let entry = def.render(provider);
+    let mut push = |at: String, kind: LossKind, message: String| {
+        out.push(Loss { provider, tool: def.name().to_owned(), at, kind, message });
+    };
+    match provider {
+        Provider::Ollama => ollama::losses(entry, &mut push),
+        Provider::OpenAiChat | Provider::OpenAiResponses | Provider::Anthropic | Provider::Gemini | Provider::Mcp => {}
+    }
+    out
+}
+
+/// What `provider`'s reply format does not carry (tool `*`).
+pub(crate) fn format_losses(provider: Provider) -> Vec<Loss> {
+    let mut out = Vec::new();
+    let mut push = |at: String, kind: LossKind, message: String| {
+        out.push(Loss { provider, tool: "*".to_owned(), at, kind, message });
+    };
+    if provider == Provider::Ollama {
+        ollama::reply_losses(&mut push);
+    }
+    out
 }
 
 fn uses_wire_names(provider: Provider) -> bool {

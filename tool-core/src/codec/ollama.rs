@@ -107,7 +107,7 @@ pub(super) fn losses(entry: &Value, push: &mut dyn FnMut(String, LossKind, Strin
 pub(super) fn reply_losses(push: &mut dyn FnMut(String, LossKind, String)) {
     push(
         "/tool_call_id".to_owned(),
-        LossKind::Dropped,
+        LossKind::Adapted,
         "the ollama Python client's `Message` has no `tool_call_id`: through it, a result is matched to its call by \
          `tool_name` and order"
             .to_owned(),

@@ -124,6 +124,8 @@ pub struct ToolSchemas {
     pub(crate) rendered: [OnceLock<Value>; Provider::ALL.len()],
     /// The OpenAI parameters and strictness, shared by both OpenAI renderings.
     openai: OnceLock<openai::OpenAiParameters>,
+    /// Whether the input schema states a `default` anywhere (see [`ToolSchemas::states_defaults`]).
+    defaults: OnceLock<bool>,
 }
 
 impl ToolSchemas {
@@ -150,7 +152,7 @@ impl ToolSchemas {
         if input.get("type").and_then(Value::as_str) == Some("object") {
             transform::close_objects(&mut input);
         }
-        ToolSchemas { input, output, rendered: Default::default(), openai: OnceLock::new() }
+        ToolSchemas { input, output, rendered: Default::default(), openai: OnceLock::new(), defaults: OnceLock::new() }
     }
 
     /// The canonical JSON Schema (2020-12) of the arguments: what the executor validates against.
@@ -170,15 +172,21 @@ impl ToolSchemas {
         self.openai().strict.clone()
     }
 
-    /// Removes the `null`s a model in OpenAI strict mode sends for optional properties that do not accept `null`
-    /// (a `#[serde(default)]` field), so that the arguments validate against the canonical schema and serde
-    /// applies the default. Returns how many properties were removed.
-    ///
-    /// Strict mode makes every optional property required and nullable, so `null` is how such a model says "not
-    /// given". Properties that accept `null` themselves (an `Option<T>`) and required ones are left as they are.
-    /// Harmless for arguments from any other provider: such a `null` would fail validation anyway.
-    pub fn remove_optional_nulls(&self, arguments: &mut Value) -> usize {
-        openai::remove_optional_nulls(&self.input, arguments)
+    /// Whether the input schema states a `default` anywhere, computed once: when it does not, arguments without a
+    /// `null` are already in canonical form.
+    pub(crate) fn states_defaults(&self) -> bool {
+        fn walk(schema: &Value, depth: usize) -> bool {
+            if depth > transform::MAX_DEPTH {
+                return true;
+            }
+            if schema.get("default").is_some() {
+                return true;
+            }
+            let mut found = false;
+            crate::vocabulary::for_each_child(schema, |_, _, child| found = found || walk(child, depth + 1));
+            found
+        }
+        *self.defaults.get_or_init(|| walk(&self.input, 0))
     }
 
     /// The OpenAI `parameters` and strictness, computed once.
@@ -317,8 +325,8 @@ mod tests {
         for s in fixtures::hostile_schemas() {
             let schemas = ToolSchemas::new(s.clone(), Some(s.clone()));
             let _ = schemas.openai_strictness();
-            let mut args = json!({"x": null});
-            let _ = schemas.remove_optional_nulls(&mut args);
+            let mut args = json!({"x": null, "y": [null, {"z": null}]});
+            let _ = crate::arguments::canonicalize(&s, &mut args);
             if s.get("type").and_then(Value::as_str) == Some("object") {
                 let def = fixtures::definition("hostile.tool", s);
                 for provider in Provider::ALL {

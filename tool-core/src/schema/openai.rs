@@ -14,8 +14,8 @@
 //! * every object gets `"additionalProperties": false` and lists all its properties in `required`;
 //! * a property that was optional becomes nullable instead: `"type": ["string", "null"]` for a plain value,
 //!   `"anyOf": [..., {"type": "null"}]` for anything else (an enum also gains `null` among its values). The model
-//!   then sends `null` for "not given"; [`remove_optional_nulls`] (exposed as
-//!   [`ToolSchemas::remove_optional_nulls`](super::ToolSchemas::remove_optional_nulls)) turns those back into
+//!   then sends `null` for "not given", and the canonical form of arguments
+//!   ([`ToolDefinition::canonical_arguments`](crate::ToolDefinition::canonical_arguments)) turns those back into
 //!   absent properties before the arguments are validated against the canonical schema;
 //! * `oneOf` becomes `anyOf` (strict mode rejects `oneOf`; serde's enum branches exclude each other anyway, so the
 //!   meaning is the same), `const` becomes a one-value `enum`, an `allOf` is merged;
@@ -584,125 +584,6 @@ fn check_limits(schema: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// Removes the properties of `arguments` whose value is `null` where `canonical` makes them optional without
-/// accepting `null`; returns how many were removed.
-///
-/// Strict mode makes every optional property nullable and required, so a model in strict mode says "not given"
-/// with `null`. The canonical schema (what the executor validates against) does not accept `null` for a
-/// `#[serde(default)]` field, so those `null`s are removed first, and serde then applies the default. Properties
-/// that accept `null` (an `Option<T>`) and required ones are left alone. Nested objects, array items, map values
-/// and the matching branches of unions are handled too.
-pub(crate) fn remove_optional_nulls(canonical: &Value, arguments: &mut Value) -> usize {
-    // Most arguments hold no `null` at all: a non-allocating look first.
-    if !may_hold_null(arguments, 0) {
-        return 0;
-    }
-    let mut removed = 0;
-    clean(canonical, canonical, arguments, 0, &mut removed);
-    removed
-}
-
-/// Whether `v` holds a `null`; past [`MAX_DEPTH`] it answers yes (the full pass has its own bound).
-fn may_hold_null(v: &Value, depth: usize) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Array(a) => depth >= MAX_DEPTH || a.iter().any(|x| may_hold_null(x, depth + 1)),
-        Value::Object(o) => depth >= MAX_DEPTH || o.values().any(|x| may_hold_null(x, depth + 1)),
-        _ => false,
-    }
-}
-
-fn clean(root: &Value, schema: &Value, value: &mut Value, depth: usize, removed: &mut usize) {
-    if depth > MAX_DEPTH {
-        return;
-    }
-    let schema = transform::resolve(root, schema);
-    let Value::Object(s) = schema else { return };
-    match value {
-        Value::Object(object) => {
-            let props = s.get("properties").and_then(Value::as_object);
-            let required: Vec<&str> = s
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let extra = s.get("additionalProperties").filter(|v| v.is_object());
-            let mut drop: Vec<String> = Vec::new();
-            for (key, v) in object.iter_mut() {
-                let prop = props.and_then(|p| p.get(key));
-                match prop {
-                    Some(prop) if v.is_null() => {
-                        if !required.contains(&key.as_str()) && !transform::accepts_null(root, prop) {
-                            drop.push(key.clone());
-                        }
-                    }
-                    Some(prop) => clean(root, prop, v, depth + 1, removed),
-                    None => {
-                        if let Some(extra) = extra {
-                            clean(root, extra, v, depth + 1, removed);
-                        }
-                    }
-                }
-            }
-            for key in &drop {
-                object.shift_remove(key);
-            }
-            *removed += drop.len();
-            if let Some(Value::Array(all)) = s.get("allOf") {
-                for branch in all {
-                    clean(root, branch, value, depth + 1, removed);
-                }
-            }
-            for keyword in ["anyOf", "oneOf"] {
-                if let Some(Value::Array(branches)) = s.get(keyword) {
-                    for branch in branches {
-                        let Value::Object(object) = &*value else { return };
-                        if branch_matches(root, branch, object) {
-                            clean(root, branch, value, depth + 1, removed);
-                        }
-                    }
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = s.get("items").filter(|i| i.is_object()) {
-                let prefix = s.get("prefixItems").and_then(Value::as_array).map_or(0, Vec::len);
-                for item in items.iter_mut().skip(prefix) {
-                    clean(root, item_schema, item, depth + 1, removed);
-                }
-            }
-            if let Some(Value::Array(prefix)) = s.get("prefixItems") {
-                for (item, item_schema) in items.iter_mut().zip(prefix) {
-                    clean(root, item_schema, item, depth + 1, removed);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Whether a union branch describes this object: an object schema whose required properties are all present and
-/// whose fixed-value properties (a tag) have their value.
-fn branch_matches(root: &Value, branch: &Value, object: &Map<String, Value>) -> bool {
-    let branch = transform::resolve(root, branch);
-    let Some(props) = branch.get("properties").and_then(Value::as_object) else { return false };
-    let required_present = branch
-        .get("required")
-        .and_then(Value::as_array)
-        .is_none_or(|r| r.iter().filter_map(Value::as_str).all(|k| object.contains_key(k)));
-    let tags_match = props.iter().all(|(name, prop)| {
-        let prop = transform::resolve(root, prop);
-        let fixed = prop
-            .get("const")
-            .or_else(|| prop.get("enum").and_then(Value::as_array).filter(|e| e.len() == 1).and_then(|e| e.first()));
-        match (fixed, object.get(name)) {
-            (Some(expected), Some(actual)) => expected == actual,
-            _ => true,
-        }
-    });
-    required_present && tags_match
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -941,45 +822,12 @@ mod tests {
     }
 
     #[test]
-    fn optional_nulls_are_removed_before_validation() {
-        let def = strict_def();
-        let mut args = json!({
-            "homeAddress": {"street": "Main 1", "zip": null},
-            "work": null,
-            "maxCount": null,
-            "limit": null,
-            "verbose": null,
-            "previous": [{"street": "Old 2", "zip": null}],
-            "shape": {"kind": "circle", "radius": 1.0}
-        });
-        let removed = def.schemas().remove_optional_nulls(&mut args);
-        assert_eq!(removed, 2);
-        // Option fields keep their null; #[serde(default)] fields lose it.
-        assert!(args.get("limit").is_none());
-        assert!(args.get("verbose").is_none());
-        assert_eq!(args["work"], Value::Null);
-        assert_eq!(args["maxCount"], Value::Null);
-        assert_eq!(args["homeAddress"]["zip"], Value::Null);
-
-        let canonical = json!({
-            "type": "object",
-            "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/I"}}},
-            "$defs": {"I": {"type": "object", "properties": {"n": {"type": "integer"}}}}
-        });
-        let mut args = json!({"items": [{"n": null}, {"n": 1}]});
-        assert_eq!(remove_optional_nulls(&canonical, &mut args), 1);
-        assert_eq!(args, json!({"items": [{}, {"n": 1}]}));
-    }
-
-    #[test]
     fn hostile_inputs_do_not_panic() {
         for s in fixtures::hostile_schemas() {
             let p = parameters(&s);
             if p.strict.is_ok() {
                 assert_strict_rules(&p.parameters);
             }
-            let mut args = json!({"a": null, "b": [null, {"c": null}]});
-            let _ = remove_optional_nulls(&s, &mut args);
         }
     }
 }
