@@ -107,18 +107,15 @@ async fn results_render_the_same_bytes_for_every_provider() {
     golden("results.txt", &out);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_tools_list_and_calls_answer_the_same_messages() {
-    let registry = Registry::from_inventory().unwrap();
-    let executor =
-        Executor::builder(registry.view().build().unwrap()).state(examples::cards::store(true)).build().unwrap();
+/// Serves `executor` over Streamable HTTP on a loopback port, opens a session and asks `tools/list`: the client,
+/// the session, the server's shutdown token and the answer's messages (exactly one).
+async fn serve_and_list(executor: Executor) -> (RawClient, String, tokio_util::sync::CancellationToken, Vec<Value>) {
     let service = McpServer::new(executor).unwrap().http_service(HttpConfig::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move { service.serve(listener, "/mcp", stop).await });
-
     let mut raw = RawClient::connect(addr, "/mcp").await.unwrap();
     let session = raw.open_session("golden").await.unwrap();
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
@@ -126,6 +123,15 @@ async fn mcp_tools_list_and_calls_answer_the_same_messages() {
     assert_eq!(answer.status, 200);
     let messages = answer.messages();
     assert_eq!(messages.len(), 1, "{messages:?}");
+    (raw, session, shutdown, messages)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tools_list_and_calls_answer_the_same_messages() {
+    let registry = Registry::from_inventory().unwrap();
+    let executor =
+        Executor::builder(registry.view().build().unwrap()).state(examples::cards::store(true)).build().unwrap();
+    let (mut raw, session, shutdown, messages) = serve_and_list(executor).await;
     golden("mcp-tools-list.json", &format!("{}\n", serde_json::to_string_pretty(&messages[0]).unwrap()));
 
     let mut out = String::new();
@@ -190,18 +196,7 @@ async fn mcp_keeps_json_schema_2020_12_and_the_others_get_their_subsets() {
     }
 
     let executor = Executor::builder(registry.view().build().unwrap()).build().unwrap();
-    let service = McpServer::new(executor).unwrap().http_service(HttpConfig::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move { service.serve(listener, "/mcp", stop).await });
-    let mut raw = RawClient::connect(addr, "/mcp").await.unwrap();
-    let session = raw.open_session("golden").await.unwrap();
-    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
-    let answer = raw.post(Some(&session), Some(SESSION_REVISION), &list).await.unwrap();
-    let messages = answer.messages();
-    assert_eq!(messages.len(), 1, "{messages:?}");
+    let (_raw, _session, shutdown, messages) = serve_and_list(executor).await;
     assert_eq!(&messages[0]["result"]["tools"][0]["inputSchema"], input, "tools/list sends the entry as rendered");
     shutdown.cancel();
 }

@@ -343,6 +343,35 @@ fn content_text(content: Option<&Value>, what: &str) -> Result<String, MessageEr
     }
 }
 
+/// A chat-style assistant message, `{"role": "assistant", "content": ..., "tool_calls": [...]}` (Ollama, OpenAI
+/// Chat), its items read by `read`; generated ids are written into the echoed items.
+fn chat_message(
+    message: &Value,
+    first_index: usize,
+    read: impl Fn(&Value, usize) -> ToolCall,
+) -> Result<ParsedMessage, MessageError> {
+    let m = object(message, "the message")?;
+    let text = content_text(m.get("content"), "content")?;
+    let items = array_field(m, "tool_calls")?;
+    let mut echo = m.clone();
+    let mut echoed = items.to_vec();
+    let mut calls = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let call = read(item, first_index + i);
+        if !has_id(item.get("id"))
+            && let Some(Value::Object(o)) = echoed.get_mut(i)
+        {
+            o.insert("id".to_owned(), Value::String(call.id().to_owned()));
+        }
+        calls.push(call);
+    }
+    if !echoed.is_empty() {
+        echo.insert("tool_calls".to_owned(), Value::Array(echoed));
+    }
+    echo.entry("role").or_insert_with(|| Value::String("assistant".to_owned()));
+    Ok(ParsedMessage { text, calls, message: Value::Object(echo) })
+}
+
 /// The array at `key` of a message: empty when missing or null, an error when it is something else.
 fn array_field<'a>(message: &'a Map<String, Value>, key: &str) -> Result<&'a [Value], MessageError> {
     match message.get(key) {

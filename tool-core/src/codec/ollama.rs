@@ -4,9 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::loss::segment;
-use super::{
-    LossKind, MessageError, ParsedMessage, arguments_or_empty, array_field, content_text, has_id, object, string_field,
-};
+use super::{LossKind, MessageError, ParsedMessage, arguments_or_empty, chat_message, string_field};
 use crate::call::{ToolCall, id_or_generated, object_or_null_arguments};
 use crate::result::ToolResult;
 
@@ -23,26 +21,7 @@ pub(super) fn call(item: &Value, index: usize) -> ToolCall {
 }
 
 pub(super) fn message(message: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
-    let m = object(message, "the message")?;
-    let text = content_text(m.get("content"), "content")?;
-    let items = array_field(m, "tool_calls")?;
-    let mut echo = m.clone();
-    let mut echoed = items.to_vec();
-    let mut calls = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let call = call(item, first_index + i);
-        if !has_id(item.get("id"))
-            && let Some(Value::Object(o)) = echoed.get_mut(i)
-        {
-            o.insert("id".to_owned(), Value::String(call.id().to_owned()));
-        }
-        calls.push(call);
-    }
-    if !echoed.is_empty() {
-        echo.insert("tool_calls".to_owned(), Value::Array(echoed));
-    }
-    echo.entry("role").or_insert_with(|| Value::String("assistant".to_owned()));
-    Ok(ParsedMessage { text, calls, message: Value::Object(echo) })
+    chat_message(message, first_index, call)
 }
 
 /// `{"role": "tool", "tool_name": <tool name>, "tool_call_id": <call id>, "content": <text>}`.

@@ -29,8 +29,8 @@ pub(crate) fn tool(
     entry.insert("name".to_owned(), Value::String(name.to_owned()));
     entry.insert("description".to_owned(), Value::String(description.to_owned()));
     entry.insert("inputSchema".to_owned(), input.clone());
-    if let Some(output) = output.filter(|o| is_object_schema(o)) {
-        entry.insert("outputSchema".to_owned(), output.clone());
+    if let Some(output) = output.and_then(object_output) {
+        entry.insert("outputSchema".to_owned(), output);
     }
     entry.insert(
         "annotations".to_owned(),
@@ -42,6 +42,36 @@ pub(crate) fn tool(
         }),
     );
     Value::Object(entry)
+}
+
+/// The `outputSchema` for a result schema that describes objects only: the schema itself when it says
+/// `"type": "object"`; a union (`oneOf` or `anyOf`, a data enum) whose every branch is an object schema, with
+/// `"type": "object"` added (MCP requires it at the root, and it changes nothing the branches accept); else none.
+fn object_output(schema: &Value) -> Option<Value> {
+    if is_object_schema(schema) {
+        return Some(schema.clone());
+    }
+    let Value::Object(map) = schema else { return None };
+    if map.contains_key("type") {
+        return None;
+    }
+    let unions: Vec<&Vec<Value>> =
+        ["oneOf", "anyOf"].iter().filter_map(|k| map.get(*k).and_then(Value::as_array)).collect();
+    let [branches] = unions.as_slice() else { return None };
+    let all_objects =
+        !branches.is_empty() && branches.iter().all(|b| is_object_schema(crate::vocabulary::resolve(schema, b)));
+    if !all_objects {
+        return None;
+    }
+    let mut with_type = Map::with_capacity(map.len() + 1);
+    for (k, v) in map {
+        with_type.insert(k.clone(), v.clone());
+        if k == "$schema" {
+            with_type.insert("type".to_owned(), Value::String("object".to_owned()));
+        }
+    }
+    with_type.entry("type").or_insert_with(|| Value::String("object".to_owned()));
+    Some(Value::Object(with_type))
 }
 
 /// Whether the schema describes objects only: `"type": "object"` (or `["object"]`).
@@ -131,5 +161,43 @@ mod tests {
             let d = def(Effect::Read, None, Some(not_object));
             assert!(d.render(Provider::Mcp).get("outputSchema").is_none());
         }
+    }
+
+    #[test]
+    fn a_union_of_objects_is_an_object_result() {
+        #[allow(dead_code)]
+        #[derive(schemars::JsonSchema)]
+        #[serde(tag = "kind")]
+        enum Outcome {
+            Done { at: String },
+            Queued { position: u32 },
+        }
+        #[allow(dead_code)]
+        #[derive(schemars::JsonSchema)]
+        #[serde(untagged)]
+        enum Mixed {
+            Text(String),
+            Both { a: u8 },
+        }
+        let generated = fixtures::schema::<Outcome>();
+        assert!(generated.get("type").is_none(), "{generated}");
+        let d = def(Effect::Read, None, Some(generated.clone()));
+        let output = &d.render(Provider::Mcp)["outputSchema"];
+        assert_eq!(output["type"], "object");
+        assert_eq!(output["oneOf"], generated["oneOf"]);
+        // It accepts exactly what the generated schema accepts.
+        let (with, without) =
+            (jsonschema::validator_for(output).unwrap(), jsonschema::validator_for(&generated).unwrap());
+        for v in [
+            json!({"kind": "Done", "at": "now"}),
+            json!({"kind": "Queued", "position": 2}),
+            json!({"kind": "x"}),
+            json!(1),
+        ] {
+            assert_eq!(with.is_valid(&v), without.is_valid(&v), "{v}");
+        }
+        // A union with a non-object branch is not.
+        let d = def(Effect::Read, None, Some(fixtures::schema::<Mixed>()));
+        assert!(d.render(Provider::Mcp).get("outputSchema").is_none());
     }
 }
