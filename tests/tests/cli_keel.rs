@@ -116,9 +116,12 @@ fn call_prints_the_tool_result() {
 fn check_passes_on_the_examples_and_fails_on_errors() {
     let (code, out, _) = keel(&demo(), &["check"]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.trim_end().ends_with("0 error(s), 0 warning(s), 7 note(s)"), "{out}");
+    assert!(out.trim_end().ends_with("0 error(s), 0 warning(s), 9 note(s)"), "{out}");
     // The codecs' losses are part of the report: here, the ollama Python client's replies.
-    assert!(out.contains("info     ollama       the ollama Python client's `Message` has no `tool_call_id`"), "{out}");
+    assert!(
+        out.contains("info     ollama            the ollama Python client's `Message` has no `tool_call_id`"),
+        "{out}"
+    );
 
     let (code, out, _) = keel(&demo(), &["check", "--json"]);
     assert_eq!(code, 0);
@@ -137,8 +140,8 @@ fn check_passes_on_the_examples_and_fails_on_errors() {
     let cli = Cli::new().registry(Registry::builder().without_inventory().tool(lossy).build().unwrap());
     let (code, out, _) = keel(&cli, &["check"]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("warning  ollama       `query`: Ollama drops `not`"), "{out}");
-    assert!(out.contains("info     openai-chat  OpenAI is sent the wire name `ticket-search`"), "{out}");
+    assert!(out.contains("warning  ollama            `query`: Ollama drops `not`"), "{out}");
+    assert!(out.contains("info     openai-chat       OpenAI is sent the wire name `ticket-search`"), "{out}");
     let (code, _, _) = keel(&cli, &["check", "--deny-warnings"]);
     assert_eq!(code, 1);
 }

@@ -421,7 +421,7 @@ fn check(registry: &Registry, json: bool, deny_warnings: bool, out: &mut dyn Wri
             of_tool.sort_by_key(|f| std::cmp::Reverse(f.severity));
             for f in of_tool {
                 let provider = f.provider.map_or("all", Provider::as_str);
-                writeln!(out, "  {:<7}  {:<11}  {}", f.severity.as_str(), provider, f.message).map_err(io)?;
+                writeln!(out, "  {:<7}  {:<16}  {}", f.severity.as_str(), provider, f.message).map_err(io)?;
             }
         }
         writeln!(out, "check: {} tools, {errors} error(s), {warnings} warning(s), {infos} note(s)", registry.len())

@@ -16,51 +16,8 @@ use crate::error::ToolError;
 use crate::name::{self, NameError};
 use crate::params::{Kind, ParamInfo, Plan};
 use crate::schema::ToolSchemas;
-use crate::schema::{self as render, Provider};
+use crate::schema::{self as render};
 use crate::validate::CompiledSchema;
-
-impl ToolDefinition {
-    /// This tool in `provider`'s format, rendered once and cached:
-    ///
-    /// * [`Provider::Ollama`]: `{"type": "function", "function": {"name", "description", "parameters"}}`;
-    /// * [`Provider::OpenAiChat`]: `{"type": "function", "function": {"name", "description", "parameters",
-    ///   "strict"}}`;
-    /// * [`Provider::OpenAiResponses`]: `{"type": "function", "name", "description", "parameters", "strict"}`;
-    /// * [`Provider::Anthropic`]: `{"name", "description", "input_schema"}`;
-    /// * [`Provider::Gemini`]: a `functionDeclarations` entry `{"name", "description", "parametersJsonSchema"}`;
-    /// * [`Provider::Mcp`]: a `tools/list` entry `{"name", "description", "inputSchema", "outputSchema"?,
-    ///   "annotations"}`.
-    ///
-    /// Ollama and MCP use [`name`](ToolDefinition::name); the others the
-    /// [`wire_name`](ToolDefinition::wire_name), as they do not accept dots.
-    pub fn render(&self, provider: Provider) -> &Value {
-        self.schemas().rendered[provider.slot()].get_or_init(|| match provider {
-            Provider::Ollama => render::ollama_tool(self.name(), self.description(), self.input_schema()),
-            Provider::OpenAiChat => {
-                render::openai_chat_tool(self.wire_name(), self.description(), self.schemas().openai())
-            }
-            Provider::OpenAiResponses => {
-                render::openai_responses_tool(self.wire_name(), self.description(), self.schemas().openai())
-            }
-            Provider::Anthropic => render::anthropic_tool(self.wire_name(), self.description(), self.input_schema()),
-            Provider::Gemini => render::gemini_tool(self.wire_name(), self.description(), self.input_schema()),
-            Provider::Mcp => render::mcp_tool(
-                self.name(),
-                self.description(),
-                self.input_schema(),
-                self.output_schema(),
-                self.effect(),
-                self.idempotent(),
-            ),
-        })
-    }
-
-    /// Whether the tool is sent to OpenAI in strict mode: `Ok(())`, or why not. See
-    /// [`ToolSchemas::openai_strictness`].
-    pub fn openai_strictness(&self) -> Result<(), String> {
-        self.schemas().openai_strictness()
-    }
-}
 
 /// Where a compiled tool is declared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -653,6 +610,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::schema::Provider;
     use crate::schema::fixtures::contains_key_anywhere;
     use crate::tool;
 

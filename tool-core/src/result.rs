@@ -241,14 +241,16 @@ pub(crate) fn error_body_json(e: &ErrorBody) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn ok() -> ToolResult {
+    /// A success with a version (also the codecs' fixture).
+    pub(crate) fn ok() -> ToolResult {
         ToolResult::success("call_1", "add", Some("1.0.0".into()), json!({"sum": 5}))
     }
 
-    fn failed() -> ToolResult {
+    /// A failure with details (also the codecs' fixture).
+    pub(crate) fn failed() -> ToolResult {
         ToolResult::failure(
             "call_2",
             "delete_incident",

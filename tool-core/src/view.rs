@@ -105,41 +105,14 @@ impl ToolView {
         self.inner.tools.is_empty()
     }
 
-    /// The view's tools in `provider`'s format, in name order; rendered once and cached.
-    pub fn schemas(&self, provider: Provider) -> &[Value] {
-        self.inner.rendered[provider.slot()]
-            .get_or_init(|| self.inner.tools.iter().map(|d| d.render(provider).clone()).collect())
-    }
-
-    /// The view's tools as Ollama `/api/chat` `tools` entries.
-    pub fn ollama_schemas(&self) -> &[Value] {
-        self.schemas(Provider::Ollama)
+    /// The cache of the view's list in `provider`'s format (filled by the codecs: [`ToolView::schemas`]).
+    pub(crate) fn rendered(&self, provider: Provider) -> &OnceLock<Vec<Value>> {
+        &self.inner.rendered[provider.slot()]
     }
 
     /// Chooses a subset of this view (by names, tags, effects), e.g. one turn's tools out of a run's.
     pub fn select(&self) -> ViewBuilder<'_> {
         ViewBuilder::new(self)
-    }
-
-    /// Both views of the same tools: what the model sees and what the executor
-    /// holds. Their name sets are equal by construction; tests assert it.
-    pub fn describe_tools(&self) -> ToolDescriptions {
-        ToolDescriptions {
-            model_visible: self.ollama_schemas().to_vec(),
-            executor: self
-                .inner
-                .tools
-                .iter()
-                .map(|d| ExecutorEntry {
-                    name: d.name().to_owned(),
-                    version: d.version().to_owned(),
-                    effect: d.effect(),
-                    idempotent: d.idempotent(),
-                    timeout_ms: d.timeout().map(|t| t.as_millis() as u64),
-                    origin: d.origin().to_string(),
-                })
-                .collect(),
-        }
     }
 }
 

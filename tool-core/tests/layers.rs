@@ -1,6 +1,6 @@
 //! tool-core's modules form layers: each module imports (through `crate::`) only modules of lower layers. A
 //! change that makes a module reach upwards, and so an import cycle, fails here. Test code (`#[cfg(test)]` items
-//! and `schema/fixtures.rs`) may reach anywhere.
+//! and `schema/fixtures.rs`, a folder's `tests.rs`) may reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -61,22 +61,30 @@ fn crate_refs(tokens: TokenStream, out: &mut BTreeSet<String>) {
     }
 }
 
-/// The modules each module of `src` imports, test code left out; a file under `src/schema/` counts as `schema`.
+/// The modules each module of `src` imports, test code left out; a file under `src/schema/` counts as `schema`
+/// (and so on for every module with a folder of its own).
 fn imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
-    for dir in [src.to_path_buf(), src.join("schema")] {
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "rs") {
+            if path.is_dir() {
+                dirs.push(path);
                 continue;
             }
-            let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
-            let module = if dir.ends_with("schema") { "schema".to_owned() } else { stem.clone() };
-            if dir.ends_with("schema") && stem == "fixtures" {
+            // Test-only files: `schema/fixtures.rs` and a folder's `tests.rs` (declared `#[cfg(test)] mod tests;`).
+            if path.extension().is_none_or(|e| e != "rs")
+                || path.ends_with("schema/fixtures.rs")
+                || (path.parent() != Some(src) && path.ends_with("tests.rs"))
+            {
                 continue;
             }
-            files.push((module, path));
+            // `src/x.rs` is `x`; anything under `src/x/` counts as `x`.
+            let relative = path.strip_prefix(src).unwrap();
+            let first = relative.components().next().unwrap().as_os_str().to_str().unwrap();
+            files.push((first.trim_end_matches(".rs").to_owned(), path));
         }
     }
     for (module, path) in files {
@@ -129,4 +137,6 @@ fn every_module_imports_only_lower_layers() {
     assert!(wrong.is_empty(), "tool-core's layers are broken:\n{}", wrong.join("\n"));
     // The check sees real imports: the executor does import the view.
     assert!(graph["executor"].contains("view") && graph["definition"].contains("schema"), "{graph:?}");
+    // Files in a module's folder count: the codecs' renderers use the schema transforms.
+    assert!(graph["codec"].contains("schema") && graph["codec"].contains("view"), "{graph:?}");
 }

@@ -1,6 +1,8 @@
 //! Anthropic Messages: tools as `{"name", "description", "input_schema"}` under their wire names, calls as
 //! `tool_use` content blocks with object arguments, replies as `tool_result` blocks in one `user` message.
 
+pub(super) mod render;
+
 use serde_json::{Value, json};
 
 use super::{Codec, MessageError, ParsedMessage, arguments_or_empty, has_id, object, registered_name, string_field};

@@ -3,8 +3,10 @@
 use std::fmt;
 
 use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::schema::Provider;
+use crate::vocabulary::{self, MAX_DEPTH};
 
 /// Something of a tool's contract that a provider's format does not carry to the model as the canonical schema
 /// says it, found by that provider's [`Codec`](crate::Codec) ([`Codec::losses`](crate::Codec::losses)).
@@ -28,15 +30,21 @@ pub struct Loss {
 }
 
 /// What becomes of what a format does not carry.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LossKind {
     /// Carried in another form, nothing lost to the model: a constraint said in the description, a wire name
-    /// mapped back, a recursive type's stand-in.
+    /// mapped back, a result sent as text.
     Adapted,
-    /// Sent, but it does not reach the model (the provider, or its client library, drops it). The executor still
-    /// enforces it: arguments are validated against the canonical schema.
+    /// Part of the contract does not reach the model as written: the provider, or its client library, drops it
+    /// (a keyword, a recursive type's shape beyond its stand-in) or cannot hold the model to it (a schema OpenAI
+    /// cannot take in strict mode). The executor still enforces it: arguments are validated against the
+    /// canonical schema.
     Dropped,
+    /// An annotation the provider does not read (`examples`, `readOnly`, `$comment`, ...): it constrains
+    /// nothing, so the model is not misled about what the executor accepts.
+    Ignored,
     /// The provider refuses the tool.
     Rejected,
 }
@@ -47,6 +55,7 @@ impl LossKind {
         match self {
             LossKind::Adapted => "adapted",
             LossKind::Dropped => "dropped",
+            LossKind::Ignored => "ignored",
             LossKind::Rejected => "rejected",
         }
     }
@@ -69,4 +78,85 @@ fn provider_label<S: serde::Serializer>(p: &Provider, s: S) -> Result<S::Ok, S::
 /// A JSON pointer segment for `key` (`~` and `/` escaped).
 pub(crate) fn segment(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
+}
+
+/// What [`walk`] calls: `(path, pointer, schema)`.
+pub(super) type Visit<'a> = dyn FnMut(&str, &str, &Map<String, Value>) + 'a;
+
+/// Calls `f(path, pointer, schema)` for every subschema object of `schema`: properties (path `a.b`), items
+/// (`a[]`), map values (`a.*`), union and conjunction branches (the same path), definitions (`$defs.Name`).
+/// `pointer` is the JSON pointer of the subschema inside `schema`.
+pub(super) fn walk(schema: &Value, f: &mut Visit<'_>) {
+    walk_at(schema, "", "", 0, f);
+}
+
+fn walk_at(schema: &Value, path: &str, pointer: &str, depth: usize, f: &mut Visit<'_>) {
+    let Value::Object(map) = schema else { return };
+    if depth > MAX_DEPTH {
+        return;
+    }
+    f(path, pointer, map);
+    vocabulary::for_each_child(schema, |keyword, name, child| {
+        let at = match (keyword, name) {
+            ("properties", Some(name)) => child_path(path, name),
+            ("items" | "prefixItems", _) => child_path(path, "[]"),
+            ("additionalProperties", _) => child_path(path, "*"),
+            ("anyOf" | "oneOf" | "allOf", _) => path.to_owned(),
+            ("$defs" | "definitions", Some(name)) => format!("$defs.{name}"),
+            // The other applicators say nothing a provider drops that these paths do not already show.
+            _ => return,
+        };
+        walk_at(child, &at, &child_pointer(map, pointer, keyword, name, child), depth + 1, f);
+    });
+}
+
+/// The pointer of `child`, found under `keyword` (at `name`, or at its index in an array) of `parent`.
+fn child_pointer(
+    parent: &Map<String, Value>,
+    pointer: &str,
+    keyword: &str,
+    name: Option<&str>,
+    child: &Value,
+) -> String {
+    let mut out = format!("{pointer}/{}", segment(keyword));
+    match (name, parent.get(keyword)) {
+        (Some(name), _) => out.push_str(&format!("/{}", segment(name))),
+        (None, Some(Value::Array(items))) => {
+            if let Some(i) = items.iter().position(|v| std::ptr::eq(v, child)) {
+                out.push_str(&format!("/{i}"));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// `parent.segment` as a path for messages (`a.b`, `a[]`, `(top level)[]`).
+pub(super) fn child_path(parent: &str, segment: &str) -> String {
+    match (parent.is_empty(), segment.starts_with('[')) {
+        (true, true) => format!("(top level){segment}"),
+        (true, false) => segment.to_owned(),
+        (false, true) => format!("{parent}{segment}"),
+        (false, false) => format!("{parent}.{segment}"),
+    }
+}
+
+/// A path for the start of a message: `` `a.b` `` or "the top level".
+pub(super) fn show_path(path: &str) -> String {
+    if path.is_empty() { "the top level".to_owned() } else { format!("`{path}`") }
+}
+
+/// `` `a`, `b` ``.
+pub(super) fn join_keywords(keywords: &[&str]) -> String {
+    keywords.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// `pointer` if it points at something in `entry`, else its longest prefix that does: where in the entry a loss
+/// found in another form of the schema (the canonical one) lands.
+pub(super) fn nearest(entry: &Value, pointer: &str) -> String {
+    let mut at = pointer;
+    while !at.is_empty() && entry.pointer(at).is_none() {
+        at = at.rfind('/').map_or("", |i| &at[..i]);
+    }
+    at.to_owned()
 }

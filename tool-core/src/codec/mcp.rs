@@ -1,11 +1,14 @@
 //! MCP: `tools/list` entries under the registered names (the canonical 2020-12 schema, `outputSchema`,
 //! annotations), calls as `tools/call` requests, replies as `CallToolResult`s.
 
+pub(super) mod render;
+
 use serde_json::{Map, Value, json};
 
-use super::{Codec, ParsedMessage, arguments_or_empty, string_field};
+use super::{Codec, LossKind, ParsedMessage, arguments_or_empty, string_field};
 use crate::call::{ToolCall, id_or_generated, object_or_null_arguments};
 use crate::content::is_content_schema;
+use crate::definition::ToolDefinition;
 use crate::result::{ToolResult, error_body_json};
 use crate::schema::Provider;
 
@@ -76,4 +79,21 @@ pub(super) fn assistant(calls: &[ToolCall]) -> Value {
             })
         })
         .collect()
+}
+
+/// The entry's losses: a result that is not a JSON object has no `outputSchema` and travels as text.
+pub(super) fn losses(def: &ToolDefinition, entry: &Value, push: &mut dyn FnMut(String, LossKind, String)) {
+    if let Some(output) = def.output_schema()
+        && output.get("type").and_then(Value::as_str) != Some("object")
+        && !is_content_schema(output)
+        && entry.get("outputSchema").is_none()
+    {
+        push(
+            String::new(),
+            LossKind::Adapted,
+            "the result is not a JSON object, so the tool has no outputSchema; MCP clients get the result as text \
+             content only"
+                .into(),
+        );
+    }
 }

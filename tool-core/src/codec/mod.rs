@@ -14,10 +14,12 @@ use crate::view::ToolView;
 pub use loss::{Loss, LossKind};
 
 mod anthropic;
+mod entry;
 mod gemini;
 mod loss;
 mod mcp;
 mod ollama;
+mod openai;
 mod openai_chat;
 mod openai_responses;
 
@@ -275,11 +277,34 @@ pub(crate) fn entry_losses(provider: Provider, def: &ToolDefinition) -> Vec<Loss
     let mut push = |at: String, kind: LossKind, message: String| {
         out.push(Loss { provider, tool: def.name().to_owned(), at, kind, message });
     };
+    let push: &mut dyn FnMut(String, LossKind, String) = &mut push;
+    // Every provider but MCP needs an object schema at the top; the registry reports one that is not.
+    let object = def.input_schema().get("type").and_then(Value::as_str) == Some("object");
     match provider {
-        Provider::Ollama => ollama::losses(entry, &mut push),
-        Provider::OpenAiChat | Provider::OpenAiResponses | Provider::Anthropic | Provider::Gemini | Provider::Mcp => {}
+        Provider::Ollama if object => ollama::losses(def, entry, push),
+        Provider::OpenAiChat if object => openai::losses(def, entry, &openai_chat::ENVELOPE, push),
+        Provider::OpenAiResponses if object => openai::losses(def, entry, &openai_responses::ENVELOPE, push),
+        Provider::Anthropic if object => wire_name_loss(def, "Anthropic", "/name", push),
+        Provider::Gemini if object => gemini::losses(def, entry, push),
+        Provider::Mcp => mcp::losses(def, entry, push),
+        _ => {}
     }
     out
+}
+
+/// A dotted name is sent as its wire name (`incident.search` as `incident-search`) and mapped back.
+fn wire_name_loss(def: &ToolDefinition, label: &str, at: &str, push: &mut dyn FnMut(String, LossKind, String)) {
+    if def.name() != def.wire_name() {
+        push(
+            at.to_owned(),
+            LossKind::Adapted,
+            format!(
+                "{label} is sent the wire name `{}` (dots are not allowed there); keel maps it back with \
+                 ToolView::get_by_wire_name",
+                def.wire_name()
+            ),
+        );
+    }
 }
 
 /// What `provider`'s reply format does not carry (tool `*`).

@@ -3,11 +3,16 @@
 
 use serde_json::{Map, Value, json};
 
+use super::openai::Envelope;
 use super::{Codec, MessageError, ParsedMessage, arguments_or_empty, chat_message, registered_name, string_field};
 use crate::call::{ToolCall, id_or_generated, text_or_object_arguments};
 use crate::result::ToolResult;
 use crate::schema::Provider;
 use crate::view::ToolView;
+
+/// Where the parts of an entry are.
+pub(super) const ENVELOPE: Envelope =
+    Envelope { name: "/function/name", parameters: "/function/parameters", strict: "/function/strict" };
 
 /// `choices[0].message.tool_calls[i]`: `{"id": "call_...", "type": "function", "function": {"name": "...",
 /// "arguments": "<JSON text>"}}`.

@@ -3,11 +3,15 @@
 
 use serde_json::{Value, json};
 
+use super::openai::Envelope;
 use super::{Codec, MessageError, ParsedMessage, arguments_or_empty, has_id, registered_name, string_field};
 use crate::call::{ToolCall, id_or_generated, text_or_object_arguments};
 use crate::result::ToolResult;
 use crate::schema::Provider;
 use crate::view::ToolView;
+
+/// Where the parts of an entry are.
+pub(super) const ENVELOPE: Envelope = Envelope { name: "/name", parameters: "/parameters", strict: "/strict" };
 
 /// An output item of type `function_call`: `{"type": "function_call", "id": "fc_...", "call_id": "call_...",
 /// "name": "...", "arguments": "<JSON text>"}`.

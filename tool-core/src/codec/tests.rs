@@ -8,6 +8,7 @@ use super::*;
 use crate::call::{generated_call_id, is_generated_call_id};
 use crate::error::ErrorCode;
 use crate::result::ErrorBody;
+use crate::result::tests::{failed, ok};
 
 /// The codec of an empty view: the raw parse, no name mapped.
 fn raw(provider: Provider) -> Codec {
@@ -38,20 +39,6 @@ fn reply(provider: Provider, result: &ToolResult) -> Value {
 
 fn err(call: &ToolCall) -> String {
     call.arguments().expect_err("arguments error").to_string()
-}
-
-fn ok() -> ToolResult {
-    ToolResult::success("call_1", "add", Some("1.0.0".into()), json!({"sum": 5}))
-}
-
-fn failed() -> ToolResult {
-    ToolResult::failure(
-        "call_2",
-        "delete_incident",
-        Some("2.1.0".into()),
-        false,
-        ErrorBody::new(ErrorCode::ApprovalRequired, "needs approval").with_details(json!({"effect": "destructive"})),
-    )
 }
 
 const ERR_TEXT: &str =
@@ -488,4 +475,37 @@ fn losses_point_into_the_entries_they_concern() {
     let json = serde_json::to_value(&losses[0]).unwrap();
     assert_eq!(json["provider"], "ollama");
     assert_eq!(json["kind"], "dropped");
+}
+
+#[test]
+fn every_loss_points_into_its_entry() {
+    use crate::schema::fixtures::{self, Everything, Flattened, Labelled, Node, Strictable};
+    let mut schemas = vec![
+        fixtures::schema::<Everything>(),
+        fixtures::schema::<Node>(),
+        fixtures::schema::<Flattened>(),
+        fixtures::schema::<Labelled>(),
+        fixtures::schema::<Strictable>(),
+    ];
+    // Definitions take only object schemas (the registry reports the others).
+    schemas.extend(fixtures::hostile_schemas().into_iter().filter(|s| s["type"] == "object"));
+    let mut kinds = std::collections::BTreeSet::new();
+    for (i, schema) in schemas.into_iter().enumerate() {
+        let def = fixtures::definition("incident.search", schema);
+        for provider in Provider::ALL {
+            let entry = def.render(provider);
+            for loss in entry_losses(provider, &def) {
+                assert_eq!((loss.provider, loss.tool.as_str()), (provider, "incident.search"));
+                assert!(entry.pointer(&loss.at).is_some(), "schema {i}, {loss}: `at` is not in the entry {entry:#}");
+                kinds.insert((provider.as_str(), loss.kind));
+            }
+        }
+    }
+    // The fixtures reach each kind, and every provider with something to lose.
+    for kind in [LossKind::Adapted, LossKind::Dropped, LossKind::Ignored] {
+        assert!(kinds.iter().any(|(_, k)| *k == kind), "{kind:?}: {kinds:?}");
+    }
+    for provider in ["ollama", "openai-chat", "openai-responses", "anthropic", "gemini"] {
+        assert!(kinds.iter().any(|(p, _)| *p == provider), "{provider}: {kinds:?}");
+    }
 }

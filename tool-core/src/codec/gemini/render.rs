@@ -15,7 +15,7 @@
 
 use serde_json::{Value, json};
 
-use super::transform::{self, MAX_DEPTH};
+use crate::schema::transform::{self, MAX_DEPTH};
 
 /// `{"name", "description", "parametersJsonSchema"}`.
 pub(crate) fn declaration(wire_name: &str, description: &str, canonical: &Value) -> Value {

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::transform;
+use crate::schema::transform;
 
 /// `{"name", "description", "input_schema"}`.
 pub(crate) fn tool(wire_name: &str, description: &str, canonical: &Value) -> Value {

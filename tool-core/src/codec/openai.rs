@@ -1,4 +1,4 @@
-//! OpenAI Chat Completions and Responses `tools` entries, in strict mode whenever the schema allows it.
+//! What both OpenAI APIs share: the `tools` entry's `parameters`, in strict mode whenever the schema allows it.
 //!
 //! Both APIs take the same `parameters` and `strict` flag; they differ only in the envelope (Chat nests them under
 //! `function`). Names are [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name)s (`incident.search` is sent as `incident-search`), as
@@ -33,7 +33,11 @@
 
 use serde_json::{Map, Value, json};
 
-use super::transform::{self, FieldPath, MAX_DEPTH, OnRecursion};
+use super::loss::{join_keywords, nearest, show_path, walk};
+use super::{LossKind, wire_name_loss};
+use crate::definition::ToolDefinition;
+use crate::schema::transform::{self, FieldPath, MAX_DEPTH, NUMERIC_FORMATS, OnRecursion};
+use crate::vocabulary;
 
 /// The `format`s strict mode accepts.
 pub(crate) const STRICT_FORMATS: &[&str] =
@@ -127,14 +131,16 @@ pub(crate) fn chat_tool(wire_name: &str, description: &str, p: &OpenAiParameters
     })
 }
 
-/// `{"type": "function", "name", "description", "parameters", "strict"}`.
-pub(crate) fn responses_tool(wire_name: &str, description: &str, p: &OpenAiParameters) -> Value {
+/// `{"type": "function", "name", "description", "parameters", "strict"}`: the Chat Completions entry `chat` in the
+/// Responses envelope.
+pub(crate) fn responses_tool(chat: &Value) -> Value {
+    let function = &chat["function"];
     json!({
         "type": "function",
-        "name": wire_name,
-        "description": description,
-        "parameters": p.parameters,
-        "strict": p.strict.is_ok(),
+        "name": function["name"],
+        "description": function["description"],
+        "parameters": function["parameters"],
+        "strict": function["strict"],
     })
 }
 
@@ -582,6 +588,75 @@ fn check_limits(schema: &Value) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Where the parts of a tool's entry are, in one OpenAI API's envelope.
+pub(super) struct Envelope {
+    pub(super) name: &'static str,
+    pub(super) parameters: &'static str,
+    pub(super) strict: &'static str,
+}
+
+/// The entry's losses, the same for both APIs: a schema that cannot be strict, or what strict mode does not take
+/// and keel says in the description instead; and the wire name.
+pub(super) fn losses(
+    def: &ToolDefinition,
+    entry: &Value,
+    at: &Envelope,
+    push: &mut dyn FnMut(String, LossKind, String),
+) {
+    match def.openai_strictness() {
+        Err(reason) => push(
+            at.strict.to_owned(),
+            LossKind::Dropped,
+            format!(
+                "cannot be strict, so it is sent with \"strict\": false (Chat Completions and Responses): {reason}; \
+                 the model may send arguments that do not match, which the executor answers with invalid_arguments"
+            ),
+        ),
+        Ok(()) => {
+            let inlined = transform::inline_refs(def.input_schema(), OnRecursion::Stub).schema;
+            walk(&inlined, &mut |path, pointer, map| {
+                let mut folded: Vec<&str> =
+                    FOLDED.iter().copied().filter(|k| map.get(*k).is_some_and(|v| v != &Value::Bool(false))).collect();
+                if let Some(Value::String(f)) = map.get("format")
+                    && !STRICT_FORMATS.contains(&f.as_str())
+                    && !NUMERIC_FORMATS.contains(&f.as_str())
+                {
+                    folded.push("format");
+                }
+                folded.sort_unstable();
+                let (notes, folded): (Vec<&str>, Vec<&str>) =
+                    folded.into_iter().partition(|k| vocabulary::asserts_nothing(k));
+                // The strict form nests what the canonical one has at the same places, or near them.
+                let at = nearest(entry, &format!("{}{pointer}", at.parameters));
+                if !folded.is_empty() {
+                    push(
+                        at.clone(),
+                        LossKind::Adapted,
+                        format!(
+                            "{}: strict mode does not take {}; keel states them in the description and the \
+                             executor enforces them",
+                            show_path(path),
+                            join_keywords(&folded)
+                        ),
+                    );
+                }
+                if !notes.is_empty() {
+                    push(
+                        at,
+                        LossKind::Adapted,
+                        format!(
+                            "{}: strict mode does not take the annotation(s) {}; keel states them in the description",
+                            show_path(path),
+                            join_keywords(&notes)
+                        ),
+                    );
+                }
+            });
+        }
+    }
+    wire_name_loss(def, "OpenAI", at.name, push);
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::transform::{self, MAX_DEPTH, OnRecursion};
+use crate::schema::transform::{self, MAX_DEPTH, OnRecursion};
 
 /// Keywords Ollama drops that are worth a sentence, in the order the sentences appear.
 const FOLDED: &[&str] = &[
@@ -52,7 +52,7 @@ const FOLDED: &[&str] = &[
 ];
 
 /// Keywords removed without a trace: metadata, and validation that has no readable short form.
-const DROPPED: &[&str] = &[
+pub(super) const DROPPED: &[&str] = &[
     "$schema",
     "$id",
     "$anchor",
@@ -112,7 +112,7 @@ fn with_arguments_description(description: &str, parameters: &mut Value) -> Stri
 }
 
 /// The canonical input schema in the subset Ollama keeps (see the module docs).
-pub(crate) fn parameters(canonical: &Value) -> Value {
+pub(super) fn parameters(canonical: &Value) -> Value {
     let inlined = transform::inline_refs(canonical, OnRecursion::Stub).schema;
     let mut params = simplify(inlined, 0);
     if let Value::Object(map) = &mut params {

@@ -1,0 +1,110 @@
+//! The tool list entries: [`ToolDefinition::render`] for one tool, [`ToolView::schemas`] for a view, each
+//! provider's from its own module.
+//!
+//! | provider | name | schema |
+//! |---|---|---|
+//! | [`Provider::Ollama`] | `name` | fully inlined, unions and constraints folded into descriptions; the top level's description joins the function's |
+//! | [`Provider::OpenAiChat`], [`Provider::OpenAiResponses`] | `wire_name` | inlined; strict when possible |
+//! | [`Provider::Anthropic`] | `wire_name` | inlined, `$defs` only for recursion |
+//! | [`Provider::Gemini`] | `wire_name` | inlined, `$defs` only for recursion; documented enums as plain `enum`s |
+//! | [`Provider::Mcp`] | `name` | canonical, full JSON Schema 2020-12 (`$defs`, `$ref`, `$anchor`, `allOf`, `if`/`then`/`else` as written), plus `outputSchema` and annotations |
+//!
+//! Every rendering lists properties in the order they are declared (and `required` in that order), so the model
+//! reads the arguments as the tool's author wrote them. Every renderer is a pure function of a tool's name,
+//! description, schemas and hints; none of them panics, whatever the schema.
+
+use serde_json::Value;
+
+use super::{anthropic, gemini, mcp, ollama, openai};
+use crate::definition::ToolDefinition;
+use crate::schema::{Provider, ToolSchemas};
+use crate::view::{ExecutorEntry, ToolDescriptions, ToolView};
+
+impl ToolDefinition {
+    /// This tool in `provider`'s format, rendered once and cached (see [`Codec`](crate::Codec) for the rest of
+    /// each provider's side):
+    ///
+    /// * [`Provider::Ollama`]: `{"type": "function", "function": {"name", "description", "parameters"}}`;
+    /// * [`Provider::OpenAiChat`]: `{"type": "function", "function": {"name", "description", "parameters",
+    ///   "strict"}}`;
+    /// * [`Provider::OpenAiResponses`]: `{"type": "function", "name", "description", "parameters", "strict"}`;
+    /// * [`Provider::Anthropic`]: `{"name", "description", "input_schema"}`;
+    /// * [`Provider::Gemini`]: a `functionDeclarations` entry `{"name", "description", "parametersJsonSchema"}`;
+    /// * [`Provider::Mcp`]: a `tools/list` entry `{"name", "description", "inputSchema", "outputSchema"?,
+    ///   "annotations"}`.
+    ///
+    /// Ollama and MCP use [`name`](ToolDefinition::name); the others the
+    /// [`wire_name`](ToolDefinition::wire_name), as they do not accept dots.
+    pub fn render(&self, provider: Provider) -> &Value {
+        self.schemas().rendered[provider.slot()].get_or_init(|| match provider {
+            Provider::Ollama => ollama::render::tool(self.name(), self.description(), self.input_schema()),
+            Provider::OpenAiChat => {
+                openai::chat_tool(self.wire_name(), self.description(), &openai::parameters(self.input_schema()))
+            }
+            // The same parameters and strictness as Chat, in the Responses envelope.
+            Provider::OpenAiResponses => openai::responses_tool(self.render(Provider::OpenAiChat)),
+            Provider::Anthropic => anthropic::render::tool(self.wire_name(), self.description(), self.input_schema()),
+            Provider::Gemini => gemini::render::declaration(self.wire_name(), self.description(), self.input_schema()),
+            Provider::Mcp => mcp::render::tool(
+                self.name(),
+                self.description(),
+                self.input_schema(),
+                self.output_schema(),
+                self.effect(),
+                self.idempotent(),
+            ),
+        })
+    }
+
+    /// Whether the tool is sent to OpenAI in strict mode: `Ok(())`, or why not. See
+    /// [`ToolSchemas::openai_strictness`].
+    pub fn openai_strictness(&self) -> Result<(), String> {
+        if self.render(Provider::OpenAiChat).pointer("/function/strict") == Some(&Value::Bool(true)) {
+            Ok(())
+        } else {
+            self.schemas().openai_strictness()
+        }
+    }
+}
+
+impl ToolSchemas {
+    /// Whether a tool with these schemas is sent to OpenAI in strict mode: `Ok(())`, or the reason it is sent with
+    /// `"strict": false`, e.g. "field `labels` is a map (additionalProperties is a schema); OpenAI strict mode
+    /// needs every object closed".
+    pub fn openai_strictness(&self) -> Result<(), String> {
+        openai::parameters(self.input()).strict
+    }
+}
+
+impl ToolView {
+    /// The view's tools in `provider`'s format, in name order; rendered once and cached. The same list as
+    /// [`Codec::tools`](crate::Codec::tools) of this view's codec for `provider`.
+    pub fn schemas(&self, provider: Provider) -> &[Value] {
+        self.rendered(provider).get_or_init(|| self.iter().map(|d| d.render(provider).clone()).collect())
+    }
+
+    /// The view's tools as Ollama `/api/chat` `tools` entries: the documented shorthand for
+    /// `schemas(Provider::Ollama)`.
+    pub fn ollama_schemas(&self) -> &[Value] {
+        self.schemas(Provider::Ollama)
+    }
+
+    /// Both views of the same tools: what the model sees and what the executor
+    /// holds. Their name sets are equal by construction; tests assert it.
+    pub fn describe_tools(&self) -> ToolDescriptions {
+        ToolDescriptions {
+            model_visible: self.ollama_schemas().to_vec(),
+            executor: self
+                .iter()
+                .map(|d| ExecutorEntry {
+                    name: d.name().to_owned(),
+                    version: d.version().to_owned(),
+                    effect: d.effect(),
+                    idempotent: d.idempotent(),
+                    timeout_ms: d.timeout().map(|t| t.as_millis() as u64),
+                    origin: d.origin().to_string(),
+                })
+                .collect(),
+        }
+    }
+}
