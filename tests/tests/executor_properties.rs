@@ -10,7 +10,8 @@
 //!   after the policy allowed that call, and `executed` says whether it ran;
 //! - the answer is the oracle's prediction (`unknown_tool`, `invalid_arguments`, `policy_denied`,
 //!   `approval_required`, or a run ending in `ok` or the tool's own code);
-//! - no file path, `panicked`, Rust type path or serde/jsonschema wording in the result unless the input held it.
+//! - no file path, `panicked`, Rust type path or serde/jsonschema wording in the result unless it lies inside a copy
+//!   of one of the input's own strings.
 //!
 //! `PROPTEST_CASES=N` overrides the number of cases of every test.
 
@@ -402,14 +403,33 @@ fn escaped_input_next_to_colons_is_not_taken_for_a_leak() {
     assert_eq!(h.check(&input).expect, Expect::Refused("invalid_arguments"));
 }
 
-/// The leak check itself catches what it must: a path, a panic message, a Rust type path, serde wording.
+/// The leak check itself catches what it must: a path, a panic message, a Rust type path, serde wording; also when
+/// the caller's input held the very same text at another place (in a longer string of its own), and it lets through
+/// the same text when the result copies it from the input whole.
 #[test]
 fn the_leak_check_catches_internals() {
     use serde_json::json;
     use tool_core::{ErrorBody, ToolResult};
-    let input =
-        Input { id: "x".into(), name: "ping".into(), args: Args::Value(json!({})), approval: None, deny: false };
-    let call = Harness::call_of(&input);
+    let with_args = |args: Value| Input {
+        id: "x".into(),
+        name: "ping".into(),
+        args: Args::Value(args),
+        approval: None,
+        deny: false,
+    };
+    let failure = |message: &str| {
+        ToolResult::failure(
+            "x",
+            "ping",
+            Some("1.0".into()),
+            true,
+            ErrorBody::new(tool_core::ErrorCode::ToolInternalError, message),
+        )
+    };
+    let clean = |r: &ToolResult, input: &Input| {
+        let call = Harness::call_of(input);
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| harness::assert_clean(r, &call, input))).is_ok()
+    };
     for leak in [
         "thread 'main' panicked at src/lib.rs:3:5",
         "expected alloc::string::String",
@@ -417,16 +437,14 @@ fn the_leak_check_catches_internals() {
         "missing field `id`",
         "\"id\" is a required property",
     ] {
-        let r = ToolResult::failure(
-            "x",
-            "ping",
-            Some("1.0".into()),
-            true,
-            ErrorBody::new(tool_core::ErrorCode::ToolInternalError, leak),
-        );
-        let caught =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| harness::assert_clean(&r, &call, &input)));
-        assert!(caught.is_err(), "the leak check missed {leak:?}");
+        let r = failure(leak);
+        assert!(!clean(&r, &with_args(json!({}))), "the leak check missed {leak:?}");
+        // The input holds the leak's every needle, but inside a string of its own, not where the result has it.
+        let elsewhere = with_args(json!({"note": format!("a model wrote: {leak} (twice)"), format!("{leak}!"): 1}));
+        assert!(!clean(&r, &elsewhere), "the leak check took {leak:?} for the input's own text");
+        // A result that copies the input's string whole (here: cut short by `…`, as previews are) echoes the caller.
+        let echoed = failure(&format!("bad value \"a model wrote: {leak}…"));
+        assert!(clean(&echoed, &elsewhere), "the leak check refused an echo of the input: {leak:?}");
     }
 }
 

@@ -61,11 +61,16 @@ fn strings(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// Asserts that the result holds no needle that the caller's input did not hold.
+/// Asserts that the result holds no needle that the caller's input did not hold at that very place.
 ///
 /// Needles are searched in the result's decoded strings (a JSON escape such as `\u0003` next to `::` is not a
-/// Rust path). The input counts in every form the result may echo it in: as sent, as JSON, escaped as Rust's
-/// `Debug` writes it (`\n`, `\u{3}`), and as a JSON pointer segment (`~0`, `~1`).
+/// Rust path). A needle found at some position of a result string is the caller's only if that position lies inside
+/// a copy of one of the caller's strings: the copy starts at or before the needle, holds the needle whole, and is
+/// either complete or cut short by `…` (previews and long names are truncated that way). Holding the needle
+/// elsewhere in the input excuses nothing: a key `x.rs` does not make `src/lib.rs:3` the caller's. The caller's
+/// strings count in every form the result may echo them in: as sent, as JSON, escaped as Rust's `Debug` writes it
+/// (`\n`, `\u{3}`, with and without quotes), as a JSON pointer segment (`~0`, `~1`), and the arguments' JSON
+/// pointers followed by `:` (how a violation names a key).
 pub fn assert_clean(result: &ToolResult, call: &ToolCall, input: &Input) {
     if !result.is_ok() && result.code() != Some("approval_required") {
         let error = serde_json::to_string(&result.error()).unwrap_or_default();
@@ -73,14 +78,50 @@ pub fn assert_clean(result: &ToolResult, call: &ToolCall, input: &Input) {
     }
     let mut texts = Vec::new();
     strings(&serde_json::to_value(result).expect("a result serializes"), &mut texts);
-    let found: Vec<String> = texts
-        .iter()
-        .flat_map(|t| NEEDLES.iter().filter(|n| t.contains(*n)).map(|n| (*n).to_owned()).chain(rust_paths(t)))
-        .collect();
+    let found: Vec<(&str, usize, usize)> =
+        texts.iter().flat_map(|t| needles_in(t).map(move |(at, end)| (t.as_str(), at, end))).collect();
     if found.is_empty() {
         return;
     }
-    // Only what the caller sent may come back.
+    let forms = forms_of(call, input);
+    for (text, at, end) in found {
+        assert!(
+            forms.iter().any(|f| covers(text, at, end, f)),
+            "{:?} reached the result without coming from the input at that place; input: {input:?}\nresult: {}",
+            &text[at..end],
+            short(&serde_json::to_string(result).unwrap_or_default())
+        );
+    }
+}
+
+/// Every needle in `text`, as its byte range: the [`NEEDLES`], and the four characters of every Rust path (see
+/// [`rust_paths`]).
+fn needles_in(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    NEEDLES.iter().flat_map(move |n| text.match_indices(*n).map(|(at, m)| (at, at + m.len()))).chain(rust_paths(text))
+}
+
+/// Whether `text[at..end]` lies inside a copy of `form` in `text`: `form` (or a prefix of it followed by `…`)
+/// starts at some `j <= at` and reaches at least `end`.
+fn covers(text: &str, at: usize, end: usize, form: &str) -> bool {
+    let (t, f) = (text.as_bytes(), form.as_bytes());
+    let needle = &text[at..end];
+    form.match_indices(needle).any(|(k, _)| {
+        let Some(j) = at.checked_sub(k) else { return false };
+        if t[j..at] != f[..k] {
+            return false;
+        }
+        // From the needle's end on, the copy goes on as the form does until the form ends or the copy is cut.
+        let (mut ti, mut fi) = (end, k + needle.len());
+        while fi < f.len() && ti < t.len() && t[ti] == f[fi] {
+            ti += 1;
+            fi += 1;
+        }
+        fi == f.len() || text[ti..].starts_with('…')
+    })
+}
+
+/// The caller's strings, in every form a result may echo them in.
+fn forms_of(call: &ToolCall, input: &Input) -> Vec<String> {
     let mut sent = vec![input.id.clone(), input.name.clone(), call.id().to_owned(), call.name().to_owned()];
     match &input.args {
         Args::Text(t) => sent.push(t.clone()),
@@ -89,30 +130,20 @@ pub fn assert_clean(result: &ToolResult, call: &ToolCall, input: &Input) {
     if let Ok(args) = call.arguments() {
         strings(args, &mut sent);
     }
+    let mut forms = Vec::with_capacity(sent.len() * 5);
     // Violations name keys by JSON pointer (`/src/lib`), followed by `: expected ...`.
     if let Ok(args) = call.arguments() {
-        for pointer in pointers(args) {
-            sent.push(format!("{pointer}:"));
-        }
+        forms.extend(pointers(args).into_iter().map(|p| format!("{p}:")));
     }
-    let mut source = String::new();
-    for s in &sent {
-        source.push_str(s);
-        source.push('\n');
-        source.push_str(&format!("{s:?}"));
-        source.push('\n');
-        source.push_str(&serde_json::to_string(s).unwrap_or_default());
-        source.push('\n');
-        source.push_str(&s.replace('~', "~0").replace('/', "~1"));
-        source.push('\n');
+    for s in sent.into_iter().filter(|s| !s.is_empty()) {
+        let debug = format!("{s:?}");
+        forms.push(debug[1..debug.len() - 1].to_owned());
+        forms.push(debug);
+        forms.push(serde_json::to_string(&s).unwrap_or_default());
+        forms.push(s.replace('~', "~0").replace('/', "~1"));
+        forms.push(s);
     }
-    for needle in found {
-        assert!(
-            source.contains(&needle),
-            "{needle:?} reached the result without coming from the input; input: {input:?}\nresult: {}",
-            short(&serde_json::to_string(result).unwrap_or_default())
-        );
-    }
+    forms
 }
 
 /// The JSON pointers (RFC 6901) of the nodes of `v`, at most 4096.
@@ -134,15 +165,14 @@ fn pointers(v: &Value) -> Vec<String> {
     out
 }
 
-/// Every `x::y` in `text` (an identifier character on both sides of `::`), as its four characters: the shape of a
-/// Rust path. A bare `::` is not one: a model's key `:` is echoed in a violation as `/:: expected ...`.
-fn rust_paths(text: &str) -> Vec<String> {
+/// Every `x::y` in `text` (an identifier character on both sides of `::`), as the byte range of its four
+/// characters: the shape of a Rust path. A bare `::` is not one: a model's key `:` is echoed in a violation as
+/// `/:: expected ...`.
+fn rust_paths(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
     let ident = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices("::")
-        .filter_map(|(at, _)| {
-            let before = text[..at].chars().next_back().filter(|&c| ident(c))?;
-            let after = text[at + 2..].chars().next().filter(|&c| ident(c))?;
-            Some(format!("{before}::{after}"))
-        })
-        .collect()
+    text.match_indices("::").filter_map(move |(at, _)| {
+        let before = text[..at].chars().next_back().filter(|&c| ident(c))?;
+        let after = text[at + 2..].chars().next().filter(|&c| ident(c))?;
+        Some((at - before.len_utf8(), at + 2 + after.len_utf8()))
+    })
 }

@@ -26,8 +26,9 @@
 //! 3. the policy is only ever asked about schema-valid arguments;
 //! 4. the executor's answer is the oracle's prediction: `unknown_tool`, `invalid_arguments`, `policy_denied`,
 //!    `approval_required`, or a run that ends in `ok` or the tool's own code;
-//! 5. no result contains a file path, `panicked`, a Rust type path or serde/jsonschema error wording, unless the
-//!    caller's own input contained that text (a model's name or keys may be echoed back).
+//! 5. no result contains a file path, `panicked`, a Rust type path or serde/jsonschema error wording, unless it is
+//!    inside a copy of one of the caller's own strings at that place (a model's name, keys or values may be echoed
+//!    back; the same text elsewhere in the input excuses nothing).
 //!
 //! The tools are declared with `#[tool]`, which registers through `inventory`: a binary sees them only if it names
 //! this crate (`use keel_fuzz_harness as _;` or `tool_core::link_tools!(keel_fuzz_harness);`), as both users do by
