@@ -1,27 +1,42 @@
-//! The adversarial catalogue: hostile names and argument texts, each with the code it must end in, and a handler
-//! that counts its invocations to prove none of them ran it.
+//! The adversarial catalogue: hostile names and argument texts, each with the code it must end in, and handlers
+//! that record the call id of every run to prove none of them ran for a catalogue case (by id, so a test running at
+//! the same time cannot move the count).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tool_core::Limits;
-use tool_core::{Executor, Registry, ToolCall, ToolResult, tool};
+use tool_core::{CallContext, Executor, Registry, ToolCall, ToolResult, tool};
 
-static RUNS: AtomicUsize = AtomicUsize::new(0);
+/// The call id of every run of `lookup_incident` and `delete_incident`.
+static RUNS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn record(ctx: &CallContext) {
+    RUNS.lock().unwrap().push(ctx.call_id().to_owned());
+}
+
+/// How many times a recording handler ran for a call whose id starts with `prefix`.
+fn runs(prefix: &str) -> usize {
+    RUNS.lock().unwrap().iter().filter(|id| id.starts_with(prefix)).count()
+}
 
 /// Look up one incident by its id.
 #[tool(effect = "read", version = "1.0")]
-fn lookup_incident(incident_id: String, #[arg(description = "How many events")] limit: Option<u32>) -> String {
-    RUNS.fetch_add(1, Ordering::SeqCst);
+fn lookup_incident(
+    incident_id: String,
+    #[arg(description = "How many events")] limit: Option<u32>,
+    ctx: CallContext,
+) -> String {
+    record(&ctx);
     format!("{incident_id} {limit:?}")
 }
 
 /// Delete an incident for good.
 #[tool(effect = "destructive", version = "1.0")]
-fn delete_incident(incident_id: String) -> bool {
-    RUNS.fetch_add(1, Ordering::SeqCst);
+fn delete_incident(incident_id: String, ctx: CallContext) -> bool {
+    record(&ctx);
     !incident_id.is_empty()
 }
 
@@ -213,7 +228,6 @@ async fn every_catalogue_case_ends_in_its_code_and_runs_nothing() {
     let ex = Executor::new(registry.view().names(["lookup_incident", "delete_incident"]).build().unwrap()).unwrap();
     let cases = catalogue();
     assert!(cases.len() >= 30, "{} cases", cases.len());
-    let before = RUNS.load(Ordering::SeqCst);
     for (i, case) in cases.iter().enumerate() {
         let r = ex.call(call_of(i, case)).await;
         assert_eq!(r.error().map(|e| e.code.as_str()), Some(case.code), "{}: {r:?}", case.what);
@@ -221,11 +235,13 @@ async fn every_catalogue_case_ends_in_its_code_and_runs_nothing() {
         assert_eq!(r.call_id, format!("case-{i}"));
         assert_clean(&r, &case.name);
     }
-    assert_eq!(RUNS.load(Ordering::SeqCst), before, "a handler ran for a catalogue case");
+    assert_eq!(runs("case-"), 0, "a handler ran for a catalogue case");
 
-    // The same executor still serves a valid call.
-    let ok = ex.call(ToolCall::new("ok", "lookup_incident", json!({"incident_id": "INC-1", "limit": 3}))).await;
+    // The same executor still serves a valid call, and the recording sees it.
+    let ok =
+        ex.call(ToolCall::new("ok-after-cases", "lookup_incident", json!({"incident_id": "INC-1", "limit": 3}))).await;
     assert!(ok.is_ok(), "{ok:?}");
+    assert_eq!(runs("ok-after-cases"), 1);
 }
 
 #[tokio::test]
@@ -233,14 +249,15 @@ async fn limits_are_configurable_and_name_themselves() {
     let registry = Registry::from_inventory().unwrap();
     let view = registry.view().names(["lookup_incident"]).build().unwrap();
     let ex = Executor::builder(view).limits(Limits { max_depth: 2, max_bytes: 64 }).build().unwrap();
-    let deep = ex.call(ToolCall::new("d", "lookup_incident", json!({"incident_id": [[1]]}))).await;
+    let deep = ex.call(ToolCall::new("limits-deep", "lookup_incident", json!({"incident_id": [[1]]}))).await;
     let e = deep.error().unwrap();
     assert_eq!(e.code, "invalid_arguments");
     assert!(e.message.contains("deep") || e.message.contains("depth") || e.message.contains("nest"), "{}", e.message);
-    let big = ex.call(ToolCall::new("b", "lookup_incident", json!({"incident_id": "x".repeat(100)}))).await;
+    let big = ex.call(ToolCall::new("limits-big", "lookup_incident", json!({"incident_id": "x".repeat(100)}))).await;
     let e = big.error().unwrap();
     assert_eq!(e.code, "invalid_arguments");
     assert!(e.message.contains("64") || e.message.contains("bytes"), "{}", e.message);
+    assert_eq!(runs("limits-"), 0, "a handler ran past a limit");
 }
 
 /// `{"blob": [[[...1]]]}`: `depth` arrays inside the argument object.
@@ -266,8 +283,8 @@ async fn the_depth_limit_refuses_what_the_schema_accepts() {
     assert!(under.is_ok(), "{under:?}");
     assert_eq!(under.data(), Some(&json!(limit - 1)));
 
-    // Deeper: refused before the handler, by the limit, which the message names.
-    for depth in [limit + 1, 200, 1_000] {
+    // Deeper, from one level past the limit on: refused before the handler, by the limit, which the message names.
+    for depth in [limit, limit + 1, 200, 1_000] {
         let r = ex.call(ToolCall::new(format!("deep-{depth}"), "store_blob", deep_blob(depth))).await;
         let e = r.error().expect("refused");
         assert_eq!((e.code.as_str(), r.executed), ("invalid_arguments", false), "depth {depth}: {r:?}");
@@ -280,7 +297,7 @@ async fn the_depth_limit_refuses_what_the_schema_accepts() {
 
     // The same calls pass the schema: with the limit raised they run.
     let lenient = Executor::builder(view()).limits(Limits { max_depth: 10_000, ..Limits::default() }).build().unwrap();
-    for depth in [limit + 1, 200] {
+    for depth in [limit, limit + 1, 200] {
         let r = lenient.call(ToolCall::new(format!("lenient-{depth}"), "store_blob", deep_blob(depth))).await;
         assert!(r.is_ok(), "depth {depth} with a raised limit: {r:?}");
         assert_eq!(r.data(), Some(&json!(depth)));
