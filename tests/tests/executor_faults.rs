@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
@@ -29,18 +29,19 @@ const TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a blocking tool holds its thread (well past its timeout).
 const BLOCK: Duration = Duration::from_millis(1500);
 
-/// Handler starts per tool name.
+/// Handler starts per call id (each test uses ids of its own, so no other test can move a count).
 fn starts() -> &'static Mutex<HashMap<String, usize>> {
     static STARTS: std::sync::OnceLock<Mutex<HashMap<String, usize>>> = std::sync::OnceLock::new();
     STARTS.get_or_init(Default::default)
 }
 
 fn started(ctx: &CallContext) {
-    *starts().lock().unwrap().entry(ctx.tool_name().to_owned()).or_default() += 1;
+    *starts().lock().unwrap().entry(ctx.call_id().to_owned()).or_default() += 1;
 }
 
-fn start_count(name: &str) -> usize {
-    starts().lock().unwrap().get(name).copied().unwrap_or(0)
+/// How many times a handler started for call `id`.
+fn start_count(id: &str) -> usize {
+    starts().lock().unwrap().get(id).copied().unwrap_or(0)
 }
 
 /// Panics on the blocking pool, with text that must stay in the logs.
@@ -300,8 +301,11 @@ fn every_fault_gets_its_code_and_the_executor_stays_responsive() {
         assert!(quick_count >= 10, "only {quick_count} quick calls went through");
         assert!(slowest < RESPONSIVE, "a quick call took {slowest:?} while faults were in flight");
     });
-    for (name, _) in FAULTS {
-        assert!(start_count(name) >= 2, "{name} started {} times", start_count(name));
+    // Each faulty handler started exactly once for each of its two calls.
+    for (i, (name, _)) in FAULTS.iter().enumerate() {
+        for id in [format!("fault-{i}"), format!("run-{i}")] {
+            assert_eq!(start_count(&id), 1, "{name} started {} times for call {id}", start_count(&id));
+        }
     }
 }
 
@@ -381,13 +385,10 @@ fn stuck_blocking_handlers_do_not_starve_other_blocking_tools() {
     });
 }
 
-/// Every `write` to this counter is a handler start.
-static LATE_STARTS: AtomicUsize = AtomicUsize::new(0);
-
-/// Counts its starts (a stand-in for a side effect).
+/// Records its starts (a stand-in for a side effect).
 #[tool(effect = "read", version = "1.0", timeout_ms = 100)]
-fn counts_starts() -> u32 {
-    LATE_STARTS.fetch_add(1, Ordering::SeqCst);
+fn counts_starts(ctx: CallContext) -> u32 {
+    started(&ctx);
     1
 }
 
@@ -426,8 +427,7 @@ fn a_queued_blocking_handler_never_starts_after_its_call_timed_out() {
         }
         // Let the queued closure run if it is going to.
         tokio::time::sleep(Duration::from_millis(800)).await;
-        let late = LATE_STARTS.load(Ordering::SeqCst);
-        assert_eq!(late, 0, "the handler started after its call had been answered `timeout`");
+        assert_eq!(start_count("queued"), 0, "the handler started after its call had been answered `timeout`");
         assert!(!r.executed, "`executed` is true for a handler that had not started when its call timed out");
     });
 }
