@@ -126,6 +126,40 @@ impl Write for Fnv1a {
     }
 }
 
+/// 128-bit FNV-1a, for identifiers that must not collide by chance (idempotency keys).
+pub(crate) struct Fnv1a128(u128);
+
+impl Fnv1a128 {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+
+    pub(crate) fn new() -> Fnv1a128 {
+        Fnv1a128(Self::OFFSET)
+    }
+
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u128::from(b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+
+    pub(crate) fn finish(&self) -> u128 {
+        self.0
+    }
+}
+
+impl Write for Fnv1a128 {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

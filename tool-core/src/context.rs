@@ -4,11 +4,12 @@ use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::canonical::Fnv1a128;
 use crate::error::ToolError;
 
 /// Shared application state of type `T`, registered once on the executor (`.state(value)`) and handed to every
@@ -103,6 +104,8 @@ struct Inner {
     call_id: Arc<str>,
     tool_name: Arc<str>,
     tenant: Option<Arc<str>>,
+    /// Given, or derived when first asked for.
+    idempotency_key: OnceLock<Arc<str>>,
     cancellation: CancellationToken,
     state: Arc<StateMap>,
     notifier: Option<Arc<dyn Notifier>>,
@@ -145,6 +148,7 @@ impl CallContext {
             call_id: call_id.into(),
             tool_name: tool_name.into(),
             tenant: None,
+            idempotency_key: None,
             cancellation: None,
             state: None,
             notifier: None,
@@ -163,7 +167,25 @@ impl CallContext {
     pub fn tenant(&self) -> Option<&str> {
         self.inner.tenant.as_deref()
     }
-    /// Cancelled when the call times out, the run is cancelled or the client goes away.
+    /// A key naming this call's effect, for a tool that must not do it twice: the same for every call with the
+    /// same tenant, tool and call id, so a call retried under its call id (a transport's retry, a replayed
+    /// transcript, a run resumed after a restart) gets the key its first attempt had, and any other call gets
+    /// another. `ik-` and 32 hex digits, from a stable 128-bit hash (the same in every process and version).
+    ///
+    /// A call id names one call: the key does not depend on the arguments, so a retry is recognised even when the
+    /// model spelled its arguments differently. A side-effecting tool records the key with its effect (a column
+    /// with a unique index, an `Idempotency-Key` header to the API it calls) and answers a repeated key with the
+    /// first attempt's result. The key is also in the details of a `timeout` or `cancelled` result whose handler
+    /// may still be running.
+    pub fn idempotency_key(&self) -> &str {
+        let inner = &*self.inner;
+        inner
+            .idempotency_key
+            .get_or_init(|| idempotency_key(inner.tenant.as_deref(), &inner.tool_name, &inner.call_id).into())
+    }
+    /// Cancelled when the call times out (at the deadline, before the grace period: see
+    /// [`ExecutorBuilder::timeout_grace`](crate::ExecutorBuilder::timeout_grace)), the run is cancelled or the
+    /// client goes away.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.inner.cancellation
     }
@@ -195,6 +217,7 @@ pub struct CallContextBuilder {
     call_id: Arc<str>,
     tool_name: Arc<str>,
     tenant: Option<Arc<str>>,
+    idempotency_key: Option<Arc<str>>,
     cancellation: Option<CancellationToken>,
     state: Option<Arc<StateMap>>,
     notifier: Option<Arc<dyn Notifier>>,
@@ -204,6 +227,12 @@ impl CallContextBuilder {
     /// The tenant.
     pub fn tenant(mut self, tenant: Option<Arc<str>>) -> Self {
         self.tenant = tenant;
+        self
+    }
+    /// The idempotency key (default: derived from the tenant, tool and call id, as
+    /// [`CallContext::idempotency_key`] says).
+    pub fn idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
+        self.idempotency_key = Some(key.into());
         self
     }
     /// The cancellation token (default: a fresh one).
@@ -223,10 +252,15 @@ impl CallContextBuilder {
     }
     /// Builds the context.
     pub fn build(self) -> CallContext {
+        let idempotency_key = OnceLock::new();
+        if let Some(key) = self.idempotency_key {
+            let _ = idempotency_key.set(key);
+        }
         CallContext {
             inner: Arc::new(Inner {
                 call_id: self.call_id,
                 tool_name: self.tool_name,
+                idempotency_key,
                 tenant: self.tenant,
                 cancellation: self.cancellation.unwrap_or_default(),
                 state: self.state.unwrap_or_default(),
@@ -234,6 +268,19 @@ impl CallContextBuilder {
             }),
         }
     }
+}
+
+/// The key [`CallContext::idempotency_key`] documents: a stable 128-bit hash of the tenant, the tool and the call
+/// id (each part length-prefixed, so no two triples write the same bytes).
+pub(crate) fn idempotency_key(tenant: Option<&str>, tool: &str, call_id: &str) -> String {
+    let mut h = Fnv1a128::new();
+    h.update(b"keel-idempotency-key-1");
+    h.update(&[u8::from(tenant.is_some())]);
+    for part in [tenant.unwrap_or(""), tool, call_id] {
+        h.update(&(part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    format!("ik-{:032x}", h.finish())
 }
 
 /// What an extractor needs from the executor, declared so that [`Executor`](crate::Executor) building fails, naming

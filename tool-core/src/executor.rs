@@ -6,7 +6,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -18,10 +18,11 @@ use tracing::field::Empty;
 use crate::call::ToolCall;
 use crate::context::{CallContext, Notifier, StateMap};
 use crate::definition::{Handler, ToolDefinition, compiled};
+use crate::effect::Effect;
 use crate::error::{ErrorCode, Repr, ToolError};
 use crate::failure::{FailureHook, FailureKind, InternalFailure, trace_failure};
 use crate::policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
-use crate::result::{ErrorBody, ToolResult};
+use crate::result::{ErrorBody, HandlerState, ToolResult};
 use crate::validate::{Limits, Violation, check_limits, summary};
 use crate::view::ToolView;
 
@@ -122,6 +123,8 @@ struct Inner {
     unread_context: CallContext,
     policy: Arc<dyn Policy>,
     default_timeout: Duration,
+    default_write_timeout: Duration,
+    timeout_grace: Option<Duration>,
     limits: Limits,
     output_limits: Limits,
     on_failure: FailureHook,
@@ -190,6 +193,8 @@ pub struct ExecutorBuilder {
     state: StateMap,
     policy: Arc<dyn Policy>,
     default_timeout: Duration,
+    default_write_timeout: Duration,
+    timeout_grace: Option<Duration>,
     limits: Limits,
     output_limits: Limits,
     on_failure: FailureHook,
@@ -207,9 +212,25 @@ impl ExecutorBuilder {
         self.policy = Arc::new(policy);
         self
     }
-    /// The timeout for tools that declare none (default 30 s).
+    /// The timeout for `read` tools that declare none (default 30 s).
     pub fn default_timeout(mut self, timeout: Duration) -> Self {
         self.default_timeout = timeout;
+        self
+    }
+    /// The timeout for `write` and `destructive` tools that declare none (default 120 s): longer than a read's,
+    /// because a side effect cut short by a timeout is the one the model cannot safely retry.
+    pub fn default_write_timeout(mut self, timeout: Duration) -> Self {
+        self.default_write_timeout = timeout;
+        self
+    }
+    /// How long a handler may still finish after its deadline (default: a tenth of its timeout, at most 1 s, so a
+    /// handler that ends just past its deadline is still answered). At the deadline the call's context
+    /// is cancelled ([`CallContext::cancellation`]); a handler that returns within the grace period is answered
+    /// as usual, its result included. One that has not is answered `timeout` and is not dropped: it keeps running
+    /// to its end (its effects are not cut between two steps), and the result's details say so (`"handler":
+    /// "running"`; see [`HandlerState`](crate::HandlerState)). A caller's cancellation is handled the same way.
+    pub fn timeout_grace(mut self, grace: Duration) -> Self {
+        self.timeout_grace = Some(grace);
         self
     }
     /// Size and depth limits on arguments (checked before schema validation).
@@ -278,6 +299,8 @@ impl ExecutorBuilder {
                 unread_context: CallContext::new("", ""),
                 policy: self.policy,
                 default_timeout: self.default_timeout,
+                default_write_timeout: self.default_write_timeout,
+                timeout_grace: self.timeout_grace,
                 limits: self.limits,
                 output_limits: self.output_limits,
                 on_failure: self.on_failure,
@@ -359,12 +382,42 @@ enum HandlerOutcome {
     Value(Value),
     Error(ToolError),
     Panicked(Box<dyn Any + Send>),
-    /// The deadline passed; `started` says whether the handler had begun (a blocking one may still be queued).
-    TimedOut {
-        after: Duration,
-        started: bool,
-    },
-    Cancelled,
+    /// The deadline and the grace period passed; where the handler stood then.
+    TimedOut(HandlerState),
+    /// The caller cancelled, and the grace period passed; where the handler stood then.
+    Cancelled(HandlerState),
+}
+
+/// A call's deadline: its timeout, and the grace period after it (see [`ExecutorBuilder::timeout_grace`]).
+#[derive(Clone, Copy)]
+struct Deadline {
+    timeout: Duration,
+    grace: Duration,
+}
+
+/// A blocking handler's progress, shared with its thread: whoever moves it out of `QUEUED` first decides whether
+/// it runs.
+const QUEUED: u8 = 0;
+const STARTED: u8 = 1;
+const ABANDONED: u8 = 2;
+
+/// The details of a `timeout` or `cancelled` result: where the handler stood, the call's idempotency key, and
+/// the timeout.
+fn stopped_details(
+    options: &CallOptions,
+    tool: &str,
+    call_id: &str,
+    state: HandlerState,
+    timeout_ms: Option<u64>,
+) -> Value {
+    let mut details = Map::with_capacity(3);
+    if let Some(ms) = timeout_ms {
+        details.insert("timeout_ms".to_owned(), Value::from(ms));
+    }
+    details.insert("handler".to_owned(), Value::String(state.as_str().to_owned()));
+    let key = crate::context::idempotency_key(options.tenant.as_deref(), tool, call_id);
+    details.insert("idempotency_key".to_owned(), Value::String(key));
+    Value::Object(details)
 }
 
 /// Polls a future and turns a panic into an error value.
@@ -414,6 +467,8 @@ impl Executor {
             state: StateMap::new(),
             policy: Arc::new(EffectPolicy),
             default_timeout: Duration::from_secs(30),
+            default_write_timeout: Duration::from_secs(120),
+            timeout_grace: None,
             limits: Limits::default(),
             output_limits: Limits { max_depth: 128, max_bytes: 8 * 1024 * 1024 },
             on_failure: Arc::new(trace_failure),
@@ -540,15 +595,21 @@ impl Executor {
         }
 
         // 4. The handler, under a timeout, with panics caught.
-        let timeout = def.timeout().unwrap_or(self.inner.default_timeout);
+        let timeout = def.timeout().unwrap_or(match def.effect() {
+            Effect::Read => self.inner.default_timeout,
+            Effect::Write | Effect::Destructive => self.inner.default_write_timeout,
+        });
+        let grace = self.inner.timeout_grace.unwrap_or_else(|| (timeout / 10).min(Duration::from_secs(1)));
+        let limits = Deadline { timeout, grace };
         let handler = def.handler();
+        let caller = options.cancellation.as_ref();
         let outcome = if !def.reads_context && matches!(handler, Handler::Inline(_) | Handler::Async(_)) {
             // A compiled handler that injects nothing never reads its context, and nothing of it outlives the call:
             // it gets a shared one, and only the caller's cancellation (if any) is watched.
             let ctx = self.inner.unread_context.clone();
-            run_handler(handler, &call_id, arguments, ctx, timeout, options.cancellation.as_ref()).await
+            run_handler(handler, (&call_id, def.name()), arguments, ctx, limits, None, caller).await
         } else {
-            let token = match &options.cancellation {
+            let token = match caller {
                 Some(parent) => parent.child_token(),
                 None => CancellationToken::new(),
             };
@@ -558,7 +619,8 @@ impl Executor {
                 .state(self.inner.state.clone())
                 .notifier(options.notifier.clone())
                 .build();
-            let outcome = run_handler(handler, &call_id, arguments, ctx, timeout, Some(&token)).await;
+            let outcome =
+                run_handler(handler, (&call_id, def.name()), arguments, ctx, limits, Some(&token), caller).await;
             // The call is over either way: a handler still running in the background sees cancellation.
             token.cancel();
             outcome
@@ -582,15 +644,36 @@ impl Executor {
                 (self.inner.on_failure)(&failure);
                 fail!(true, internal_body(&call_id));
             }
-            HandlerOutcome::TimedOut { after: t, started } => {
-                tracing::warn!(call_id = %call_id, tool_name = def.name(), timeout_ms = t.as_millis() as u64, started, "tool handler timed out");
-                fail!(
-                    started,
-                    ErrorBody::new(ErrorCode::Timeout, format!("the tool did not finish within {} ms", t.as_millis())),
-                );
+            HandlerOutcome::TimedOut(state) => {
+                let ms = timeout.as_millis() as u64;
+                tracing::warn!(call_id = %call_id, tool_name = def.name(), timeout_ms = ms, handler = state.as_str(), "tool handler timed out");
+                let message = match state {
+                    HandlerState::NotStarted => format!(
+                        "the tool did not start within {ms} ms and will not run; nothing was done, so it can be \
+                         called again"
+                    ),
+                    HandlerState::Running => format!(
+                        "the tool did not finish within {ms} ms and may still be running: its effects may still \
+                         happen, so check for them before calling it again"
+                    ),
+                    HandlerState::Finished => format!(
+                        "the tool ran to its end but took longer than its {ms} ms timeout, so its result was \
+                         withheld; its effects did happen"
+                    ),
+                };
+                let details = stopped_details(options, def.name(), &call_id, state, Some(ms));
+                fail!(state.executed(), ErrorBody::new(ErrorCode::Timeout, message).with_details(details));
             }
-            HandlerOutcome::Cancelled => {
-                fail!(true, ErrorBody::new(ErrorCode::Cancelled, "the call was cancelled before the tool finished"));
+            HandlerOutcome::Cancelled(state) => {
+                let message = match state {
+                    HandlerState::NotStarted => "the call was cancelled before the tool started; nothing was done",
+                    HandlerState::Running | HandlerState::Finished => {
+                        "the call was cancelled before the tool finished; it may still be running and its effects \
+                         may still happen"
+                    }
+                };
+                let details = stopped_details(options, def.name(), &call_id, state, None);
+                fail!(state.executed(), ErrorBody::new(ErrorCode::Cancelled, message).with_details(details));
             }
         };
 
@@ -698,18 +781,22 @@ fn invalid_arguments_body(violations: Vec<Violation>) -> ErrorBody {
 /// A handler's result, or the payload of its panic.
 type Caught = Result<Result<Value, ToolError>, Box<dyn Any + Send>>;
 
+/// Runs a handler until it ends, or until its deadline (or the caller's cancellation) and the grace period after
+/// it. At the deadline `stop` (the call's own token) is cancelled and a blocking handler still queued is abandoned;
+/// a handler still running after the grace period is not dropped but left to finish on its own task.
 async fn run_handler(
     handler: &Handler,
-    call_id: &str,
+    (call_id, tool): (&str, &str),
     arguments: Value,
     ctx: CallContext,
-    timeout: Duration,
-    token: Option<&CancellationToken>,
+    deadline: Deadline,
+    stop: Option<&CancellationToken>,
+    caller: Option<&CancellationToken>,
 ) -> HandlerOutcome {
-    // Whether a blocking handler has begun (a thread took it); async handlers begin when first polled.
-    let mut began: Option<Arc<AtomicBool>> = None;
-    let fut: Pin<Box<dyn Future<Output = Caught> + Send>> = match handler {
-        Handler::Inline(f) => return run_inline(*f, arguments, ctx, timeout),
+    // A blocking handler's progress (async handlers start when first polled).
+    let mut progress: Option<Arc<AtomicU8>> = None;
+    let mut fut: Pin<Box<dyn Future<Output = Caught> + Send>> = match handler {
+        Handler::Inline(f) => return run_inline(*f, arguments, ctx, deadline),
         _ if tokio::runtime::Handle::try_current().is_err() => {
             tracing::error!(call_id, "the executor needs a Tokio runtime (with time enabled)");
             return HandlerOutcome::Error(ToolError::internal(
@@ -728,13 +815,13 @@ async fn run_handler(
         },
         Handler::Blocking(f) => {
             let f = *f;
-            // A handler still queued for a blocking thread when its call ended (timeout, cancellation) never starts.
-            let flag = began.insert(Arc::new(AtomicBool::new(false))).clone();
+            // A handler still queued for a blocking thread when its call stops (deadline, cancellation) never
+            // starts: the thread and the executor race to move it out of `QUEUED`, and exactly one wins.
+            let flag = progress.insert(Arc::new(AtomicU8::new(QUEUED))).clone();
             let join = tokio::task::spawn_blocking(move || {
-                if ctx.is_cancelled() {
+                if flag.compare_exchange(QUEUED, STARTED, Ordering::SeqCst, Ordering::SeqCst).is_err() {
                     return Err(ToolError::internal("the call ended before a blocking thread was free"));
                 }
-                flag.store(true, Ordering::SeqCst);
                 f(arguments, ctx)
             });
             Box::pin(async move {
@@ -747,20 +834,50 @@ async fn run_handler(
         }
     };
     let started = Instant::now();
-    tokio::select! {
+    let timed_out = tokio::select! {
         biased;
-        r = tokio::time::timeout(timeout, fut) => match r {
-            // A handler that blocked its thread past the deadline finishes before the timer can fire: late is late.
-            Ok(_) if started.elapsed() > timeout => HandlerOutcome::TimedOut { after: timeout, started: true },
-            Ok(Ok(Ok(v))) => HandlerOutcome::Value(v),
-            Ok(Ok(Err(e))) => HandlerOutcome::Error(e),
-            Ok(Err(panic)) => HandlerOutcome::Panicked(panic),
-            Err(_) => HandlerOutcome::TimedOut {
-                after: timeout,
-                started: began.as_ref().is_none_or(|b| b.load(Ordering::SeqCst)),
-            },
-        },
-        () = cancelled(token) => HandlerOutcome::Cancelled,
+        r = &mut fut => return finished(r, started.elapsed(), deadline),
+        () = tokio::time::sleep(deadline.timeout) => true,
+        () = cancelled(caller) => false,
+    };
+    let stopped = |state| if timed_out { HandlerOutcome::TimedOut(state) } else { HandlerOutcome::Cancelled(state) };
+    if let Some(flag) = &progress
+        && flag.compare_exchange(QUEUED, ABANDONED, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+    {
+        return stopped(HandlerState::NotStarted);
+    }
+    // Ask the handler to stop, and give it the grace period to do so (or to finish).
+    if let Some(stop) = stop {
+        stop.cancel();
+    }
+    match tokio::time::timeout(deadline.grace, &mut fut).await {
+        Ok(r) => finished(r, started.elapsed(), deadline),
+        Err(_) => {
+            // Dropping the future could cut its effects between two steps: it runs on to its end instead.
+            let (call_id, tool) = (call_id.to_owned(), tool.to_owned());
+            tokio::spawn(async move {
+                let ended = match fut.await {
+                    Ok(Ok(_)) => "a value",
+                    Ok(Err(_)) => "an error",
+                    Err(_) => "a panic",
+                };
+                tracing::warn!(call_id, tool_name = tool, ended, "a tool handler ended after its call was answered");
+            });
+            stopped(HandlerState::Running)
+        }
+    }
+}
+
+/// The outcome of a handler that ended `elapsed` after it started: as it is, unless it ended past the deadline and
+/// the grace period (a handler that blocked its thread finishes before any timer can fire), when it is too late.
+fn finished(r: Caught, elapsed: Duration, deadline: Deadline) -> HandlerOutcome {
+    if elapsed > deadline.timeout + deadline.grace {
+        return HandlerOutcome::TimedOut(HandlerState::Finished);
+    }
+    match r {
+        Ok(Ok(v)) => HandlerOutcome::Value(v),
+        Ok(Err(e)) => HandlerOutcome::Error(e),
+        Err(panic) => HandlerOutcome::Panicked(panic),
     }
 }
 
@@ -774,20 +891,15 @@ async fn cancelled(token: Option<&CancellationToken>) {
 
 /// Runs a synchronous inline handler. It runs to completion on this thread, so no timer or cancellation could
 /// interrupt it: it is called directly (no boxed future, no timer, no runtime needed) and judged by the clock
-/// afterwards. Like an async handler that finishes on its first poll, it runs even if the call's token was already
-/// cancelled.
+/// afterwards, like a handler that blocked its thread. Like an async handler that finishes on its first poll, it
+/// runs even if the call's token was already cancelled.
 fn run_inline(
     f: fn(Value, CallContext) -> Result<Value, ToolError>,
     arguments: Value,
     ctx: CallContext,
-    timeout: Duration,
+    deadline: Deadline,
 ) -> HandlerOutcome {
     let started = Instant::now();
-    match std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx))) {
-        // Late is late, even for a handler nothing could interrupt.
-        Ok(_) if started.elapsed() > timeout => HandlerOutcome::TimedOut { after: timeout, started: true },
-        Ok(Ok(v)) => HandlerOutcome::Value(v),
-        Ok(Err(e)) => HandlerOutcome::Error(e),
-        Err(panic) => HandlerOutcome::Panicked(panic),
-    }
+    let r = std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx)));
+    finished(r, started.elapsed(), deadline)
 }

@@ -123,7 +123,7 @@ pub use executor::{CallOptions, Executor, ExecutorBuilder, ExecutorError, Execut
 pub use failure::{FailureKind, InternalFailure};
 pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 pub use registry::{Registry, RegistryBuilder, RegistryError, RegistryProblem};
-pub use result::{ErrorBody, Outcome, ToolResult};
+pub use result::{ErrorBody, HandlerState, Outcome, ToolResult};
 pub use run::{BatchOutcome, Decider, DefaultDecider, Run, RunBuilder, RunState, StopPolicy};
 pub use schema::{Provider, ToolSchemas};
 pub use tokio_util::sync::CancellationToken;

@@ -71,6 +71,43 @@ impl ErrorBody {
     }
 }
 
+/// Where a handler stood when its call was answered without its result: a `timeout` (the deadline and the grace
+/// period after it passed) or a `cancelled` (the caller gave up). It is the `handler` of the error's details, next
+/// to the call's `idempotency_key` (see [`CallContext::idempotency_key`](crate::CallContext::idempotency_key)), and
+/// [`ToolResult::handler_state`] reads it.
+///
+/// | state | `executed` | what it means for the tool's effects |
+/// |---|---|---|
+/// | `not_started` | `false` | none happened, none will: a blocking handler still waiting for a thread never starts |
+/// | `running` | `true` | some may have happened and more may still happen: the handler keeps running after the answer (its context is cancelled, so a handler that watches it can stop at a point of its choosing) |
+/// | `finished` | `true` | all of them happened: the handler ran to the end, past the deadline and the grace period, and its result was withheld |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandlerState {
+    /// It never started, and never will.
+    NotStarted,
+    /// It started, and may still be running.
+    Running,
+    /// It ran to the end, too late.
+    Finished,
+}
+
+impl HandlerState {
+    /// `not_started`, `running` or `finished`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandlerState::NotStarted => "not_started",
+            HandlerState::Running => "running",
+            HandlerState::Finished => "finished",
+        }
+    }
+
+    /// Whether the handler ran (the result's `executed`).
+    pub fn executed(self) -> bool {
+        self != HandlerState::NotStarted
+    }
+}
+
 /// `{"error": <ErrorBody>}` without cloning the body.
 #[derive(Serialize)]
 struct ErrorEnvelope<'a> {
@@ -130,6 +167,16 @@ impl ToolResult {
             Outcome::Data(_) => None,
             Outcome::Error(e) => Some(e),
         }
+    }
+
+    /// Where the handler stood when the call was answered without its result: for a `timeout` or `cancelled`
+    /// result, the `handler` of its details ([`HandlerState`]); `None` for every other result.
+    pub fn handler_state(&self) -> Option<HandlerState> {
+        let error = self.error()?;
+        if !matches!(error.code, ErrorCode::Timeout | ErrorCode::Cancelled) {
+            return None;
+        }
+        serde_json::from_value(error.details.as_ref()?.get("handler")?.clone()).ok()
     }
 
     /// The data, or the error.
