@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use crate::locator::{self, Endpoint, RustPath};
 use crate::lookup::{RegistryLookup, ToolLookup};
 use crate::resolve::{Policy, Resolved, Resolver, RowKey};
 use crate::row::{StoredRow, ToolRow};
-use crate::store::Store;
+use crate::store::{self, DEFAULT_BUSY_TIMEOUT, Store};
 
 /// How long connecting to a remote endpoint may take by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,6 +31,7 @@ pub struct CatalogBuilder {
     http_origins: Vec<String>,
     stdio_commands: Vec<String>,
     connect_timeout: Duration,
+    busy_timeout: Duration,
     executor: Option<Arc<ExecutorFactory>>,
 }
 
@@ -42,6 +42,7 @@ impl fmt::Debug for CatalogBuilder {
             .field("http_origins", &self.http_origins)
             .field("stdio_commands", &self.stdio_commands)
             .field("connect_timeout", &self.connect_timeout)
+            .field("busy_timeout", &self.busy_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -73,6 +74,18 @@ impl CatalogBuilder {
     /// `endpoint_unreachable`.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one operation on the file may wait, in all, while another connection (this process or another)
+    /// holds the lock it needs (default [`DEFAULT_BUSY_TIMEOUT`], 2 s). The operation is tried again after short
+    /// pauses (1 ms doubling to 50 ms, jittered) until the time is spent, then fails with
+    /// [`CatalogError::Busy`] (`busy`), having changed nothing. `Duration::ZERO` tries once.
+    ///
+    /// With the sync methods the calling thread sleeps during the pauses; the `_async` methods and views run each
+    /// attempt on the runtime's blocking pool and pause on a timer, so they never hold a runtime worker.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
         self
     }
 
@@ -111,13 +124,12 @@ impl CatalogBuilder {
             }
             policy.stdio_commands.push(argv);
         }
-        let store = Store::open(path.as_ref())?;
+        let store = Store::open(path.as_ref(), self.busy_timeout)?;
         Ok(Catalog {
             inner: Arc::new(Inner {
                 store,
                 resolver: Resolver::new(policy, self.lookup, self.connect_timeout),
                 executor: self.executor,
-                writes: AtomicU64::new(0),
             }),
         })
     }
@@ -127,8 +139,6 @@ struct Inner {
     store: Store,
     resolver: Resolver,
     executor: Option<Arc<ExecutorFactory>>,
-    /// Writes through this catalogue (SQLite's `data_version` counts only other connections' commits).
-    writes: AtomicU64,
 }
 
 /// A tool catalogue over one SQLite file. Cheap to clone.
@@ -145,12 +155,46 @@ impl fmt::Debug for Catalog {
     }
 }
 
-/// A token that changes whenever the catalogue's file changes (a commit by any connection); see
-/// [`Catalog::change_token`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where the catalogue's file is in its history of changes; see [`Catalog::change_token`].
+///
+/// The file counts every row inserted, updated or deleted in `tools`, by any connection (this catalogue, another
+/// process, `sqlite3`), in the same transaction as the change (a trigger in the file does it). So tokens are
+/// ordered: a later state has a greater token, two reads of the same state have equal tokens, and a token read
+/// after a write is at least the write's. They stay so as long as the file is changed in place (a file replaced
+/// by an older copy goes back in its history).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ChangeToken {
-    data_version: i64,
-    writes: u64,
+    generation: u64,
+}
+
+impl ChangeToken {
+    /// How many row changes the file has counted (`0` for a new file).
+    pub fn generation(self) -> u64 {
+        self.generation
+    }
+}
+
+impl fmt::Display for ChangeToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "generation {}", self.generation)
+    }
+}
+
+/// What an operation returned, with the [`ChangeToken`] of the state it belongs to: the state a read saw, or the
+/// state a write committed (a write that changed no row returns the token of the state it found).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Versioned<T> {
+    /// What the operation returned.
+    pub value: T,
+    /// The state it belongs to.
+    pub token: ChangeToken,
+}
+
+impl<T> Versioned<T> {
+    fn new(value: T, generation: u64) -> Versioned<T> {
+        Versioned { value, token: ChangeToken { generation } }
+    }
 }
 
 impl Catalog {
@@ -167,6 +211,7 @@ impl Catalog {
             http_origins: Vec::new(),
             stdio_commands: Vec::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
             executor: None,
         }
     }
@@ -178,8 +223,19 @@ impl Catalog {
 
     /// Every row as stored, enabled or not, each with its `rowid` (or the `bad_row` error of a row whose columns
     /// could not be read).
+    ///
+    /// Blocks the calling thread (up to the [busy timeout](CatalogBuilder::busy_timeout) while another connection
+    /// holds a lock); in async code use [`Catalog::rows_async`].
     pub fn rows(&self) -> Result<Vec<StoredRow>, CatalogError> {
-        self.inner.store.rows(None)
+        self.inner.store.run("reading the tools table", |c| store::rows(c, None)).map(|(_, rows)| rows)
+    }
+
+    /// [`Catalog::rows`] without blocking a runtime worker, with the token of the state the rows were read from
+    /// (one read transaction: the rows are that state exactly).
+    pub async fn rows_async(&self) -> Result<Versioned<Vec<StoredRow>>, CatalogError> {
+        let (generation, rows) =
+            self.inner.store.run_async("reading the tools table".into(), |c| store::rows(c, None)).await?;
+        Ok(Versioned::new(rows, generation))
     }
 
     /// Runs every check of resolution that needs no connection (row data, kind, locator, allowlists, the compiled
@@ -190,26 +246,63 @@ impl Catalog {
 
     /// Checks `row` (see [`Catalog::check`]) and stores it, replacing the row of the same name and tenant. A
     /// refused row changes nothing. Returns the row's `rowid`.
+    ///
+    /// One transaction: when another connection holds the write lock past the
+    /// [busy timeout](CatalogBuilder::busy_timeout), `busy`, and nothing was written. Blocks the calling thread
+    /// meanwhile; in async code use [`Catalog::put_async`].
     pub fn put(&self, row: &ToolRow) -> Result<i64, CatalogError> {
         self.check(row)?;
-        let id = self.inner.store.put(row)?;
-        self.inner.writes.fetch_add(1, Ordering::Relaxed);
+        let (id, _) = self.inner.store.run(writing(&row.name), |c| store::put(c, row))?;
         Ok(id)
     }
 
+    /// [`Catalog::put`] without blocking a runtime worker: the check runs here, the write on the runtime's blocking
+    /// pool, and the pauses while the file is busy are timers. Returns the row's `rowid` and the token of the state
+    /// the write committed. A write that has started commits even if the future is dropped.
+    pub async fn put_async(&self, row: &ToolRow) -> Result<Versioned<i64>, CatalogError> {
+        self.check(row)?;
+        let owned = row.clone();
+        let (id, generation) = self.inner.store.run_async(writing(&row.name), move |c| store::put(c, &owned)).await?;
+        Ok(Versioned::new(id, generation))
+    }
+
     /// Enables or disables the row `name` of `tenant` (`None`: the row every tenant sees). Takes effect in the next
-    /// view. Returns whether the row exists.
+    /// view. Returns whether the row exists. Blocks like [`Catalog::put`]; in async code use
+    /// [`Catalog::set_enabled_async`].
     pub fn set_enabled(&self, name: &str, tenant: Option<&str>, enabled: bool) -> Result<bool, CatalogError> {
-        let found = self.inner.store.set_enabled(name, tenant, enabled)?;
-        self.inner.writes.fetch_add(1, Ordering::Relaxed);
+        let (found, _) = self.inner.store.run(writing(name), |c| store::set_enabled(c, name, tenant, enabled))?;
         Ok(found)
     }
 
-    /// Deletes the row `name` of `tenant` (`None`: the row every tenant sees). Returns whether it existed.
+    /// [`Catalog::set_enabled`] without blocking a runtime worker; with the token of the state it committed.
+    pub async fn set_enabled_async(
+        &self,
+        name: &str,
+        tenant: Option<&str>,
+        enabled: bool,
+    ) -> Result<Versioned<bool>, CatalogError> {
+        let (n, t) = (name.to_owned(), tenant.map(str::to_owned));
+        let (found, generation) = self
+            .inner
+            .store
+            .run_async(writing(name), move |c| store::set_enabled(c, &n, t.as_deref(), enabled))
+            .await?;
+        Ok(Versioned::new(found, generation))
+    }
+
+    /// Deletes the row `name` of `tenant` (`None`: the row every tenant sees). Returns whether it existed. Blocks
+    /// like [`Catalog::put`]; in async code use [`Catalog::remove_async`].
     pub fn remove(&self, name: &str, tenant: Option<&str>) -> Result<bool, CatalogError> {
-        let found = self.inner.store.remove(name, tenant)?;
-        self.inner.writes.fetch_add(1, Ordering::Relaxed);
+        let (found, _) = self.inner.store.run(removing(name), |c| store::remove(c, name, tenant))?;
         Ok(found)
+    }
+
+    /// [`Catalog::remove`] without blocking a runtime worker; with the token of the state it committed.
+    pub async fn remove_async(&self, name: &str, tenant: Option<&str>) -> Result<Versioned<bool>, CatalogError> {
+        let (n, t) = (name.to_owned(), tenant.map(str::to_owned));
+        let (found, generation) =
+            self.inner.store.run_async(removing(name), move |c| store::remove(c, &n, t.as_deref())).await?;
+        Ok(Versioned::new(found, generation))
     }
 
     /// Resolves one row (stored or not): the compiled tool of a local row, the forwarder of a remote one
@@ -218,13 +311,19 @@ impl Catalog {
         self.inner.resolver.resolve(&row.reference(None), row).await
     }
 
-    /// A token that changes whenever the file changes, through this catalogue or another connection (another
-    /// process, `sqlite3`): cheap to poll before building a view.
+    /// A token that grows whenever the file changes, through this catalogue or another connection (another
+    /// process, `sqlite3`): cheap to poll before building a view. Blocks like [`Catalog::rows`]; in async code use
+    /// [`Catalog::change_token_async`].
     pub fn change_token(&self) -> Result<ChangeToken, CatalogError> {
-        Ok(ChangeToken {
-            data_version: self.inner.store.data_version()?,
-            writes: self.inner.writes.load(Ordering::Relaxed),
-        })
+        let generation = self.inner.store.run("reading the change counter", store::read_generation)?;
+        Ok(ChangeToken { generation })
+    }
+
+    /// [`Catalog::change_token`] without blocking a runtime worker.
+    pub async fn change_token_async(&self) -> Result<ChangeToken, CatalogError> {
+        let generation =
+            self.inner.store.run_async("reading the change counter".into(), store::read_generation).await?;
+        Ok(ChangeToken { generation })
     }
 
     /// The tools `tenant` sees: its own rows and the rows of every tenant (a tenant's row overrides a row of the
@@ -246,18 +345,15 @@ impl Catalog {
     }
 
     async fn build_view(&self, tenant: Option<String>) -> Result<CatalogView, CatalogError> {
-        let store = self.inner.store.clone();
         let scope = tenant.clone();
-        let stored = tokio::task::spawn_blocking(move || match &scope {
-            Some(t) => store.rows(Some(t)),
-            None => store.rows(None).map(|rows| {
-                rows.into_iter()
-                    .filter(|r| r.row.as_ref().map_or_else(|e| e.row().tenant.is_none(), |r| r.tenant.is_none()))
-                    .collect()
-            }),
-        })
-        .await
-        .map_err(|e| CatalogError::store("reading the tools table", e))??;
+        let (generation, mut stored) = self
+            .inner
+            .store
+            .run_async("reading the tools table".into(), move |c| store::rows(c, scope.as_deref()))
+            .await?;
+        if tenant.is_none() {
+            stored.retain(|r| r.row.as_ref().map_or_else(|e| e.row().tenant.is_none(), |r| r.tenant.is_none()));
+        }
 
         // The most specific row of each name decides: the tenant's over every tenant's.
         let mut problems = Vec::new();
@@ -314,12 +410,22 @@ impl Catalog {
         problems.sort_by_key(|e| e.row().rowid);
         Ok(CatalogView {
             tenant,
+            token: ChangeToken { generation },
             view: ToolView::new(tools),
             resolved,
             problems,
             executor: self.inner.executor.clone(),
         })
     }
+}
+
+/// What a busy write was doing.
+fn writing(name: &str) -> String {
+    format!("writing the row {name:?}")
+}
+
+fn removing(name: &str) -> String {
+    format!("deleting the row {name:?}")
 }
 
 /// The row that decides a name in a view: its scope, and the row (`None` when it could not be read).
@@ -330,6 +436,7 @@ type Claim = (Option<String>, Option<(i64, ToolRow)>);
 #[derive(Clone)]
 pub struct CatalogView {
     tenant: Option<String>,
+    token: ChangeToken,
     view: ToolView,
     resolved: Vec<(i64, Resolved)>,
     problems: Vec<RowError>,
@@ -350,6 +457,12 @@ impl CatalogView {
     /// The tenant (`None` for [`Catalog::shared_view`]).
     pub fn tenant(&self) -> Option<&str> {
         self.tenant.as_deref()
+    }
+
+    /// The token of the state the view's rows were read from (in one read transaction: the view is built from
+    /// exactly that state).
+    pub fn change_token(&self) -> ChangeToken {
+        self.token
     }
 
     /// The view: what the model sees ([`ToolView::schemas`]) and what the executor allows ([`ToolView::get`]).
@@ -429,11 +542,11 @@ impl CatalogServer {
         tenant: Option<&str>,
         build: impl FnOnce(Executor) -> Result<McpServer, McpServerError>,
     ) -> Result<CatalogServer, CatalogError> {
-        let token = catalog.change_token()?;
         let view = match tenant {
             Some(t) => catalog.view_for(t).await?,
             None => catalog.shared_view().await?,
         };
+        let token = view.change_token();
         let server = build(view.executor().map_err(build_error)?).map_err(build_error)?;
         Ok(CatalogServer {
             inner: Arc::new(ServerInner {
@@ -460,11 +573,11 @@ impl CatalogServer {
     /// `notifications/tools/list_changed` when the list changed.
     pub async fn refresh(&self) -> Result<Refresh, CatalogError> {
         let mut last = self.inner.refreshing.lock().await;
-        let token = self.inner.catalog.change_token()?;
         let view = match &self.inner.tenant {
             Some(t) => self.inner.catalog.view_for(t).await?,
             None => self.inner.catalog.shared_view().await?,
         };
+        let token = view.change_token();
         let executor = view.executor().map_err(build_error)?;
         let changed = self.inner.server.update(executor).await.map_err(build_error)?;
         *last = Some(token);
@@ -478,7 +591,7 @@ impl CatalogServer {
     pub async fn refresh_if_changed(&self) -> Result<Option<Refresh>, CatalogError> {
         let unchanged = {
             let last = self.inner.refreshing.lock().await;
-            *last == Some(self.inner.catalog.change_token()?)
+            *last == Some(self.inner.catalog.change_token_async().await?)
         };
         if unchanged { Ok(None) } else { self.refresh().await.map(Some) }
     }

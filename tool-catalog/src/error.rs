@@ -252,9 +252,27 @@ impl fmt::Display for RowError {
 impl std::error::Error for RowError {}
 
 /// Why a catalogue operation failed: the SQLite file, the configuration, or a row refused on write.
+///
+/// | code | meaning | what to do |
+/// |---|---|---|
+/// | `busy` | another connection held the lock the operation needed for longer than the busy timeout ([`CatalogBuilder::busy_timeout`](crate::CatalogBuilder::busy_timeout), default 2 s); nothing was read or written | retry later (the operation can be repeated as it is), or raise the busy timeout |
+/// | `store_error` | SQLite failed otherwise (opening, migrating, a full disk, a corrupt file) | read the message; the operation did not happen |
+/// | `config_error` | the configuration is invalid | fix the builder's arguments |
+/// | `serve_error` | building the executor or the MCP server over a view failed | read the message |
+/// | a [`RowError`] code | a write was refused because the row would not resolve; nothing was written | fix the row |
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CatalogError {
+    /// Another connection (this process or another) held the lock the operation needed for longer than the busy
+    /// timeout. The operation changed nothing and may be repeated as it is.
+    Busy {
+        /// What was being done.
+        context: String,
+        /// How long the operation waited in all.
+        waited: std::time::Duration,
+        /// How many attempts found the lock held.
+        attempts: u32,
+    },
     /// Opening, migrating, reading or writing the SQLite file failed.
     Store {
         /// What was being done.
@@ -275,9 +293,15 @@ impl CatalogError {
         CatalogError::Store { context: context.into(), message: e.to_string() }
     }
 
-    /// `store_error`, `config_error`, `serve_error`, or the refused row's code.
+    /// Whether the error is `busy`: the same operation may succeed when repeated later.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, CatalogError::Busy { .. })
+    }
+
+    /// `busy`, `store_error`, `config_error`, `serve_error`, or the refused row's code.
     pub fn code(&self) -> &'static str {
         match self {
+            CatalogError::Busy { .. } => "busy",
             CatalogError::Store { .. } => "store_error",
             CatalogError::Config(_) => "config_error",
             CatalogError::Row(e) => e.code(),
@@ -289,6 +313,12 @@ impl CatalogError {
 impl fmt::Display for CatalogError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            CatalogError::Busy { context, waited, attempts } => write!(
+                f,
+                "busy: {context}: another connection held the catalogue's lock; gave up after {} ms and {attempts} \
+                 attempt(s), nothing was changed; retry later, or raise the busy timeout",
+                waited.as_millis()
+            ),
             CatalogError::Store { context, message } => write!(f, "store_error: {context}: {message}"),
             CatalogError::Config(m) => write!(f, "config_error: {m}"),
             CatalogError::Row(e) => write!(f, "row refused, nothing written: {e}"),

@@ -151,10 +151,12 @@ mod resolve;
 pub mod row;
 mod store;
 
-pub use catalog::{Catalog, CatalogBuilder, CatalogServer, CatalogView, ChangeToken, DEFAULT_CONNECT_TIMEOUT, Refresh};
+pub use catalog::{
+    Catalog, CatalogBuilder, CatalogServer, CatalogView, ChangeToken, DEFAULT_CONNECT_TIMEOUT, Refresh, Versioned,
+};
 pub use error::{CatalogError, RowError, RowRef};
 pub use locator::{Endpoint, LocalTarget, RustPath};
 pub use lookup::{Lookup, RegistryLookup, ToolLookup};
 pub use resolve::Resolved;
 pub use row::{Kind, StoredRow, ToolRow};
-pub use store::SCHEMA_VERSION;
+pub use store::{DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION};

@@ -1,21 +1,27 @@
-//! The SQLite file: the `tools` table, created or migrated on open, read fresh for every view.
+//! The SQLite file: the `tools` table, created or migrated on open, read fresh for every view; WAL mode, and a
+//! bounded wait with retries when another connection holds the lock.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::types::Value as Sql;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use serde_json::{Map, Value};
 
 use crate::error::{CatalogError, RowError, RowRef};
 use crate::row::{StoredRow, ToolRow};
 
-/// The schema version this crate writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version this crate writes (`PRAGMA user_version`): 2 adds the `catalog_state` table and the triggers
+/// that count every change to `tools`.
+pub const SCHEMA_VERSION: i64 = 2;
 
-/// How long a statement waits for another connection's lock before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an operation waits, in all, for another connection's lock before it fails with `busy`.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The first pause between two attempts of a busy operation; each later pause doubles, up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(1);
+const MAX_PAUSE: Duration = Duration::from_millis(50);
 
 /// The table, as created on a new file.
 const CREATE_TABLE: &str = "CREATE TABLE tools (
@@ -52,21 +58,122 @@ const ADDED_COLUMNS: [(&str, &str); 6] = [
 const SELECT: &str = "SELECT rowid, name, description, input_schema, output_schema, kind, locator, version, effect, \
                       enabled, tenant, extra FROM tools";
 
-/// The `tools` table of one SQLite file. Cheap to clone (one connection behind a mutex).
+/// The change counter: one row, bumped by a trigger for every row inserted, updated or deleted in `tools`, by any
+/// connection, in the same transaction as the change.
+const CREATE_STATE: &str = "
+CREATE TABLE IF NOT EXISTS catalog_state (id INTEGER PRIMARY KEY CHECK (id = 1), generation INTEGER NOT NULL);
+INSERT OR IGNORE INTO catalog_state (id, generation) VALUES (1, 0);
+CREATE TRIGGER IF NOT EXISTS tools_generation_insert AFTER INSERT ON tools
+    BEGIN UPDATE catalog_state SET generation = generation + 1 WHERE id = 1; END;
+CREATE TRIGGER IF NOT EXISTS tools_generation_update AFTER UPDATE ON tools
+    BEGIN UPDATE catalog_state SET generation = generation + 1 WHERE id = 1; END;
+CREATE TRIGGER IF NOT EXISTS tools_generation_delete AFTER DELETE ON tools
+    BEGIN UPDATE catalog_state SET generation = generation + 1 WHERE id = 1; END;
+";
+
+/// The schema objects a current file has; when all are there (and the version is current) opening writes nothing.
+const SCHEMA_OBJECTS: &str = "SELECT count(*) FROM sqlite_master WHERE name IN ('tools', 'tools_name_tenant', \
+                              'catalog_state', 'tools_generation_insert', 'tools_generation_update', \
+                              'tools_generation_delete')";
+
+/// Why one attempt of an operation failed: SQLite (maybe busy, then retried), or anything else (final).
+pub(crate) enum Failure {
+    Sql { context: String, error: rusqlite::Error },
+    Other(CatalogError),
+}
+
+impl Failure {
+    /// Another connection holds a lock this attempt needed; nothing was done, and a later attempt may succeed.
+    fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            Failure::Sql { error: rusqlite::Error::SqliteFailure(e, _), .. }
+                if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+        )
+    }
+
+    fn into_error(self) -> CatalogError {
+        match self {
+            Failure::Sql { context, error } => CatalogError::store(context, error),
+            Failure::Other(e) => e,
+        }
+    }
+}
+
+/// Maps a SQLite error to a [`Failure`] with what was being done.
+fn sql(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Failure {
+    move |error| Failure::Sql { context: context.into(), error }
+}
+
+type Attempt<T> = Result<T, Failure>;
+
+/// The pauses between the attempts of one busy operation: doubling from [`FIRST_PAUSE`] to [`MAX_PAUSE`], each
+/// shortened by up to half at random (so that two processes do not retry in step), all within the bound.
+struct Backoff {
+    start: Instant,
+    limit: Duration,
+    attempts: u32,
+    pause: Duration,
+    seed: u64,
+}
+
+impl Backoff {
+    fn new(limit: Duration) -> Backoff {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let seed = (nanos as u64) ^ (u64::from(std::process::id()) << 32) | 1;
+        Backoff { start: Instant::now(), limit, attempts: 0, pause: FIRST_PAUSE, seed }
+    }
+
+    /// After a busy attempt: how long to pause before the next one, or `None` when the bound is spent.
+    fn next(&mut self) -> Option<Duration> {
+        self.attempts += 1;
+        let elapsed = self.start.elapsed();
+        if elapsed >= self.limit {
+            return None;
+        }
+        // xorshift64: enough to spread retries, no cryptography needed.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let full = self.pause.as_micros() as u64;
+        let jittered = Duration::from_micros(full / 2 + self.seed % (full / 2 + 1));
+        self.pause = (self.pause * 2).min(MAX_PAUSE);
+        Some(jittered.min(self.limit - elapsed))
+    }
+
+    fn error(&self, context: String) -> CatalogError {
+        CatalogError::Busy { context, waited: self.start.elapsed(), attempts: self.attempts }
+    }
+}
+
+/// The `tools` table of one SQLite file. Cheap to clone (one connection behind a mutex, held for one attempt at a
+/// time, never while waiting for another connection's lock).
 #[derive(Clone)]
 pub(crate) struct Store {
     path: Arc<PathBuf>,
     conn: Arc<Mutex<Connection>>,
+    busy_timeout: Duration,
 }
 
 impl Store {
-    /// Opens (creating if needed) the file at `path` and creates or migrates the table.
-    pub(crate) fn open(path: &Path) -> Result<Store, CatalogError> {
+    /// Opens (creating if needed) the file at `path`, puts it in WAL mode and creates or migrates the table.
+    pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Store, CatalogError> {
         let shown = path.display().to_string();
         let conn = Connection::open(path).map_err(|e| CatalogError::store(format!("opening {shown}"), e))?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| CatalogError::store("setting the busy timeout", e))?;
-        let store = Store { path: Arc::new(path.to_owned()), conn: Arc::new(Mutex::new(conn)) };
-        store.migrate()?;
+        // SQLite's own busy handler would sleep inside a statement, holding the connection; the retries here
+        // pause between attempts instead, with the bound of the configuration.
+        conn.busy_timeout(Duration::ZERO).map_err(|e| CatalogError::store("setting the busy timeout", e))?;
+        let store = Store { path: Arc::new(path.to_owned()), conn: Arc::new(Mutex::new(conn)), busy_timeout };
+        let mode = store.run(format!("putting {shown} in WAL mode"), |c| {
+            c.pragma_update_and_check(None, "journal_mode", "wal", |r| r.get::<_, String>(0))
+                .map_err(sql("putting the file in WAL mode"))
+        })?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            // A file system without shared memory (some network mounts) keeps the rollback journal.
+            tracing::warn!(path = %shown, journal_mode = %mode, "the catalogue file could not be put in WAL mode");
+        }
+        let path = store.path.clone();
+        store.run(format!("migrating {shown}"), move |c| migrate(c, &path))?;
         Ok(store)
     }
 
@@ -78,77 +185,163 @@ impl Store {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn migrate(&self) -> Result<(), CatalogError> {
-        let mut conn = self.conn();
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| CatalogError::store("reading the schema version", e))?;
-        if version > SCHEMA_VERSION {
-            return Err(CatalogError::Store {
-                context: format!("opening {}", self.path.display()),
-                message: format!(
-                    "the file has catalogue schema version {version}, newer than this build's {SCHEMA_VERSION}; \
-                     open it with a newer build"
-                ),
-            });
-        }
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| CatalogError::store("starting the migration", e))?;
-        let exists = tx
-            .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tools'", [], |_| Ok(()))
-            .optional()
-            .map_err(|e| CatalogError::store("looking for the tools table", e))?
-            .is_some();
-        if exists {
-            let mut columns = Vec::new();
-            {
-                let mut stmt = tx
-                    .prepare("SELECT name FROM pragma_table_info('tools')")
-                    .map_err(|e| CatalogError::store("reading the tools table's columns", e))?;
-                let rows = stmt
-                    .query_map([], |r| r.get::<_, String>(0))
-                    .map_err(|e| CatalogError::store("reading the tools table's columns", e))?;
-                for c in rows {
-                    columns.push(c.map_err(|e| CatalogError::store("reading the tools table's columns", e))?);
-                }
-            }
-            let missing: Vec<&str> =
-                REQUIRED_COLUMNS.iter().copied().filter(|c| !columns.iter().any(|have| have == c)).collect();
-            if !missing.is_empty() {
-                return Err(CatalogError::Store {
-                    context: format!("migrating {}", self.path.display()),
-                    message: format!(
-                        "the existing `tools` table lacks the column(s) {}; it is not a tool catalogue",
-                        missing.join(", ")
-                    ),
-                });
-            }
-            for (column, definition) in ADDED_COLUMNS {
-                if !columns.iter().any(|have| have == column) {
-                    tx.execute_batch(&format!("ALTER TABLE tools ADD COLUMN {column} {definition}"))
-                        .map_err(|e| CatalogError::store(format!("adding the column `{column}`"), e))?;
-                }
-            }
-        } else {
-            tx.execute_batch(CREATE_TABLE).map_err(|e| CatalogError::store("creating the tools table", e))?;
-        }
-        tx.execute_batch(CREATE_INDEX).map_err(|e| {
-            CatalogError::store("creating the unique index on (name, tenant); two rows share a name in one scope", e)
-        })?;
-        tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
-            .map_err(|e| CatalogError::store("writing the schema version", e))?;
-        tx.commit().map_err(|e| CatalogError::store("committing the migration", e))
+    /// Runs `op` once on the connection.
+    fn attempt<T>(&self, op: &(impl Fn(&mut Connection) -> Attempt<T> + ?Sized)) -> Attempt<T> {
+        op(&mut self.conn())
     }
 
-    /// Every row (`tenant = None`), or the rows one tenant sees: its own and those of every tenant.
-    pub(crate) fn rows(&self, tenant: Option<&str>) -> Result<Vec<StoredRow>, CatalogError> {
-        let conn = self.conn();
-        let (sql, arg) = match tenant {
-            Some(t) => (format!("{SELECT} WHERE tenant IS NULL OR tenant = ?1 ORDER BY rowid"), Some(t)),
-            None => (format!("{SELECT} ORDER BY rowid"), None),
-        };
-        let mut stmt = conn.prepare(&sql).map_err(|e| CatalogError::store("reading the tools table", e))?;
+    /// Runs `op` on this thread, again after a pause while another connection holds a lock it needs, until the busy
+    /// timeout is spent (then `busy`). `op` is one transaction: a busy attempt changed nothing.
+    pub(crate) fn run<T>(
+        &self,
+        context: impl Into<String>,
+        op: impl Fn(&mut Connection) -> Attempt<T>,
+    ) -> Result<T, CatalogError> {
+        let mut backoff = Backoff::new(self.busy_timeout);
+        loop {
+            match self.attempt(&op) {
+                Ok(v) => return Ok(v),
+                Err(f) if f.is_busy() => match backoff.next() {
+                    Some(pause) => std::thread::sleep(pause),
+                    None => return Err(backoff.error(context.into())),
+                },
+                Err(f) => return Err(f.into_error()),
+            }
+        }
+    }
+
+    /// [`Store::run`] for async callers: each attempt runs on the runtime's blocking pool and the pauses are timers,
+    /// so no runtime worker ever waits on SQLite.
+    pub(crate) async fn run_async<T, F>(&self, context: String, op: F) -> Result<T, CatalogError>
+    where
+        T: Send + 'static,
+        F: Fn(&mut Connection) -> Attempt<T> + Send + Sync + 'static,
+    {
+        let op = Arc::new(op);
+        let mut backoff = Backoff::new(self.busy_timeout);
+        loop {
+            let (store, op2) = (self.clone(), op.clone());
+            let attempt = tokio::task::spawn_blocking(move || store.attempt(&*op2))
+                .await
+                .map_err(|e| CatalogError::store(context.clone(), e))?;
+            match attempt {
+                Ok(v) => return Ok(v),
+                Err(f) if f.is_busy() => match backoff.next() {
+                    Some(pause) => tokio::time::sleep(pause).await,
+                    None => return Err(backoff.error(context)),
+                },
+                Err(f) => return Err(f.into_error()),
+            }
+        }
+    }
+}
+
+/// Brings the file's schema to [`SCHEMA_VERSION`]; writes nothing when it is there already.
+fn migrate(conn: &mut Connection, path: &Path) -> Attempt<()> {
+    let read_version = |c: &Connection| -> Attempt<i64> {
+        c.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("reading the schema version"))
+    };
+    let newer = |version: i64| {
+        Failure::Other(CatalogError::Store {
+            context: format!("opening {}", path.display()),
+            message: format!(
+                "the file has catalogue schema version {version}, newer than this build's {SCHEMA_VERSION}; open \
+                 it with a newer build"
+            ),
+        })
+    };
+    let version = read_version(conn)?;
+    if version > SCHEMA_VERSION {
+        return Err(newer(version));
+    }
+    if version == SCHEMA_VERSION {
+        let objects: i64 =
+            conn.query_row(SCHEMA_OBJECTS, [], |r| r.get(0)).map_err(sql("reading the catalogue's schema"))?;
+        if objects == 6 {
+            return Ok(());
+        }
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql("starting the migration"))?;
+    // Another process may have migrated the file between the look above and the lock.
+    let version = read_version(&tx)?;
+    if version > SCHEMA_VERSION {
+        return Err(newer(version));
+    }
+    let exists = tx
+        .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tools'", [], |_| Ok(()))
+        .optional()
+        .map_err(sql("looking for the tools table"))?
+        .is_some();
+    if exists {
+        let mut columns = Vec::new();
+        {
+            let context = "reading the tools table's columns";
+            let mut stmt = tx.prepare("SELECT name FROM pragma_table_info('tools')").map_err(sql(context))?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(sql(context))?;
+            for c in rows {
+                columns.push(c.map_err(sql(context))?);
+            }
+        }
+        let missing: Vec<&str> =
+            REQUIRED_COLUMNS.iter().copied().filter(|c| !columns.iter().any(|have| have == c)).collect();
+        if !missing.is_empty() {
+            return Err(Failure::Other(CatalogError::Store {
+                context: format!("migrating {}", path.display()),
+                message: format!(
+                    "the existing `tools` table lacks the column(s) {}; it is not a tool catalogue",
+                    missing.join(", ")
+                ),
+            }));
+        }
+        for (column, definition) in ADDED_COLUMNS {
+            if !columns.iter().any(|have| have == column) {
+                tx.execute_batch(&format!("ALTER TABLE tools ADD COLUMN {column} {definition}"))
+                    .map_err(sql(format!("adding the column `{column}`")))?;
+            }
+        }
+    } else {
+        tx.execute_batch(CREATE_TABLE).map_err(sql("creating the tools table"))?;
+    }
+    tx.execute_batch(CREATE_INDEX)
+        .map_err(sql("creating the unique index on (name, tenant); two rows share a name in one scope"))?;
+    tx.execute_batch(CREATE_STATE).map_err(sql("creating the change counter"))?;
+    tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}")).map_err(sql("writing the schema version"))?;
+    tx.commit().map_err(sql("committing the migration"))
+}
+
+/// The change counter of the state the connection reads (inside a transaction: the state of that transaction).
+fn generation(conn: &Connection) -> Attempt<u64> {
+    let g: Option<i64> = conn
+        .query_row("SELECT generation FROM catalog_state WHERE id = 1", [], |r| r.get(0))
+        .optional()
+        .map_err(sql("reading the change counter"))?;
+    match g {
+        Some(g) => Ok(u64::try_from(g).unwrap_or(0)),
+        None => Err(Failure::Other(CatalogError::Store {
+            context: "reading the change counter".into(),
+            message: "the catalog_state row is missing; opening the catalogue again restores it".into(),
+        })),
+    }
+}
+
+/// The change counter, outside any transaction.
+pub(crate) fn read_generation(conn: &mut Connection) -> Attempt<u64> {
+    generation(conn)
+}
+
+/// Every row (`tenant = None`), or the rows one tenant sees: its own and those of every tenant; with the change
+/// counter of the state they were read from (one read transaction).
+pub(crate) fn rows(conn: &mut Connection, tenant: Option<&str>) -> Attempt<(u64, Vec<StoredRow>)> {
+    let context = "reading the tools table";
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred).map_err(sql(context))?;
+    let generation = generation(&tx)?;
+    let (sql_text, arg) = match tenant {
+        Some(t) => (format!("{SELECT} WHERE tenant IS NULL OR tenant = ?1 ORDER BY rowid"), Some(t)),
+        None => (format!("{SELECT} ORDER BY rowid"), None),
+    };
+    let mut out = Vec::new();
+    {
+        let mut stmt = tx.prepare(&sql_text).map_err(sql(context))?;
         let map = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(i64, Vec<Sql>)> {
             let rowid: i64 = r.get(0)?;
             let mut cols = Vec::with_capacity(11);
@@ -161,85 +354,87 @@ impl Store {
             Some(t) => stmt.query_map(params![t], map),
             None => stmt.query_map([], map),
         }
-        .map_err(|e| CatalogError::store("reading the tools table", e))?;
-        let mut out = Vec::new();
+        .map_err(sql(context))?;
         for r in rows {
-            let (rowid, cols) = r.map_err(|e| CatalogError::store("reading the tools table", e))?;
+            let (rowid, cols) = r.map_err(sql(context))?;
             out.push(StoredRow { rowid, row: decode(rowid, cols) });
         }
-        Ok(out)
     }
+    tx.commit().map_err(sql(context))?;
+    Ok((generation, out))
+}
 
-    /// Inserts `row`, or replaces the row of the same name and tenant. Returns its `rowid`.
-    pub(crate) fn put(&self, row: &ToolRow) -> Result<i64, CatalogError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(|e| CatalogError::store("starting a write", e))?;
-        let input = row.input_schema.to_string();
-        let output = row.output_schema.as_ref().map(Value::to_string);
-        let extra = row.extra.to_string();
-        // Positional: name, tenant, then the other columns (a NULL tenant is not a UNIQUE conflict in SQLite, so an
-        // upsert cannot be used: update, then insert if nothing was updated).
-        let values: [&dyn rusqlite::ToSql; 11] = [
-            &row.name,
-            &row.tenant,
-            &row.description,
-            &input,
-            &output,
-            &row.kind,
-            &row.locator,
-            &row.version,
-            &row.effect,
-            &row.enabled,
-            &extra,
-        ];
-        let updated = tx
-            .execute(
-                "UPDATE tools SET description = ?3, input_schema = ?4, output_schema = ?5, kind = ?6, locator = ?7, \
-                 version = ?8, effect = ?9, enabled = ?10, extra = ?11 WHERE name = ?1 AND tenant IS ?2",
-                values,
-            )
-            .map_err(|e| CatalogError::store(format!("updating the row {:?}", row.name), e))?;
-        if updated == 0 {
-            tx.execute(
-                "INSERT INTO tools (name, tenant, description, input_schema, output_schema, kind, locator, version, \
-                 effect, enabled, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                values,
-            )
-            .map_err(|e| CatalogError::store(format!("inserting the row {:?}", row.name), e))?;
-        }
-        let rowid = tx
-            .query_row("SELECT rowid FROM tools WHERE name = ?1 AND tenant IS ?2", params![row.name, row.tenant], |r| {
-                r.get(0)
-            })
-            .map_err(|e| CatalogError::store(format!("reading back the row {:?}", row.name), e))?;
-        tx.commit().map_err(|e| CatalogError::store("committing a write", e))?;
-        Ok(rowid)
+/// Inserts `row`, or replaces the row of the same name and tenant: its `rowid`, and the change counter after.
+pub(crate) fn put(conn: &mut Connection, row: &ToolRow) -> Attempt<(i64, u64)> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql("starting a write"))?;
+    let input = row.input_schema.to_string();
+    let output = row.output_schema.as_ref().map(Value::to_string);
+    let extra = row.extra.to_string();
+    // Positional: name, tenant, then the other columns (a NULL tenant is not a UNIQUE conflict in SQLite, so an
+    // upsert cannot be used: update, then insert if nothing was updated).
+    let values: [&dyn rusqlite::ToSql; 11] = [
+        &row.name,
+        &row.tenant,
+        &row.description,
+        &input,
+        &output,
+        &row.kind,
+        &row.locator,
+        &row.version,
+        &row.effect,
+        &row.enabled,
+        &extra,
+    ];
+    let updated = tx
+        .execute(
+            "UPDATE tools SET description = ?3, input_schema = ?4, output_schema = ?5, kind = ?6, locator = ?7, \
+             version = ?8, effect = ?9, enabled = ?10, extra = ?11 WHERE name = ?1 AND tenant IS ?2",
+            values,
+        )
+        .map_err(sql(format!("updating the row {:?}", row.name)))?;
+    if updated == 0 {
+        tx.execute(
+            "INSERT INTO tools (name, tenant, description, input_schema, output_schema, kind, locator, version, \
+             effect, enabled, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            values,
+        )
+        .map_err(sql(format!("inserting the row {:?}", row.name)))?;
     }
+    let rowid = tx
+        .query_row("SELECT rowid FROM tools WHERE name = ?1 AND tenant IS ?2", params![row.name, row.tenant], |r| {
+            r.get(0)
+        })
+        .map_err(sql(format!("reading back the row {:?}", row.name)))?;
+    let generation = generation(&tx)?;
+    tx.commit().map_err(sql("committing a write"))?;
+    Ok((rowid, generation))
+}
 
-    /// Sets `enabled` on the row of that name and tenant; whether such a row exists.
-    pub(crate) fn set_enabled(&self, name: &str, tenant: Option<&str>, enabled: bool) -> Result<bool, CatalogError> {
-        let n = self
-            .conn()
-            .execute("UPDATE tools SET enabled = ?3 WHERE name = ?1 AND tenant IS ?2", params![name, tenant, enabled])
-            .map_err(|e| CatalogError::store(format!("updating the row {name:?}"), e))?;
-        Ok(n > 0)
-    }
+/// Sets `enabled` on the row of that name and tenant: whether such a row exists, and the change counter after.
+pub(crate) fn set_enabled(
+    conn: &mut Connection,
+    name: &str,
+    tenant: Option<&str>,
+    enabled: bool,
+) -> Attempt<(bool, u64)> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql("starting a write"))?;
+    let n = tx
+        .execute("UPDATE tools SET enabled = ?3 WHERE name = ?1 AND tenant IS ?2", params![name, tenant, enabled])
+        .map_err(sql(format!("updating the row {name:?}")))?;
+    let generation = generation(&tx)?;
+    tx.commit().map_err(sql("committing a write"))?;
+    Ok((n > 0, generation))
+}
 
-    /// Deletes the row of that name and tenant; whether such a row existed.
-    pub(crate) fn remove(&self, name: &str, tenant: Option<&str>) -> Result<bool, CatalogError> {
-        let n = self
-            .conn()
-            .execute("DELETE FROM tools WHERE name = ?1 AND tenant IS ?2", params![name, tenant])
-            .map_err(|e| CatalogError::store(format!("deleting the row {name:?}"), e))?;
-        Ok(n > 0)
-    }
-
-    /// SQLite's `data_version`: changes whenever another connection commits to the file.
-    pub(crate) fn data_version(&self) -> Result<i64, CatalogError> {
-        self.conn()
-            .query_row("PRAGMA data_version", [], |r| r.get(0))
-            .map_err(|e| CatalogError::store("reading the data version", e))
-    }
+/// Deletes the row of that name and tenant: whether such a row existed, and the change counter after.
+pub(crate) fn remove(conn: &mut Connection, name: &str, tenant: Option<&str>) -> Attempt<(bool, u64)> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql("starting a write"))?;
+    let n = tx
+        .execute("DELETE FROM tools WHERE name = ?1 AND tenant IS ?2", params![name, tenant])
+        .map_err(sql(format!("deleting the row {name:?}")))?;
+    let generation = generation(&tx)?;
+    tx.commit().map_err(sql("committing a write"))?;
+    Ok((n > 0, generation))
 }
 
 /// Turns the eleven columns of one row into a [`ToolRow`], or the `bad_row` error of the first unreadable column.
