@@ -163,6 +163,17 @@ impl Write for Fnv1a128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fnv1a_128_matches_the_published_test_vectors() {
+        let hash = |bytes: &[u8]| {
+            let mut h = Fnv1a128::new();
+            h.update(bytes);
+            h.finish()
+        };
+        assert_eq!(hash(b""), 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d);
+        assert_eq!(hash(b"a"), 0xd228_cb69_6f1a_8caf_7891_2b70_4e4a_8964);
+    }
     use serde_json::json;
 
     #[test]

@@ -414,3 +414,24 @@ impl<T> Deref for Args<T> {
         &self.0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_idempotency_key_is_pinned() {
+        // The key is stored with effects by tools: it must never change for the same call.
+        let key = idempotency_key(Some("acme"), "ticket.create", "call_1");
+        assert_eq!(key, "ik-3bbf9bb6bcbf2693c9931bbcccba19b0");
+        assert_ne!(
+            idempotency_key(None, "ticket.create", "call_1"),
+            idempotency_key(Some(""), "ticket.create", "call_1")
+        );
+        // Length prefixes: moving a boundary between parts changes the key.
+        assert_ne!(idempotency_key(None, "ab", "c"), idempotency_key(None, "a", "bc"));
+        let ctx = CallContext::builder("call_1", "ticket.create").tenant(Some("acme".into())).build();
+        assert_eq!(ctx.idempotency_key(), key);
+        assert_eq!(CallContext::builder("c", "t").idempotency_key("mine").build().idempotency_key(), "mine");
+    }
+}
