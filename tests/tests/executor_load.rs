@@ -102,9 +102,10 @@ fn plan(i: usize) -> (ToolCall, CallOptions, Option<&'static str>) {
 /// What one round observed.
 struct Round {
     wall: Duration,
-    /// Per call index: how many results carried that call's id.
+    /// Per call index: how many results carried that call's id (a result under another call's id leaves one at 0
+    /// and another at 2).
     results: Vec<u32>,
-    /// Calls whose result did not end as planned.
+    /// Calls whose result did not end as planned (another call's id, code or data included).
     wrong: Vec<String>,
     latencies_us: Vec<u32>,
 }
@@ -120,12 +121,13 @@ async fn round(ex: &Executor, first: usize, tasks: usize, per_task: usize) -> Ro
             for k in 0..per_task {
                 let i = first + t * per_task + k;
                 let (call, options, expected) = plan(i);
+                let id = call.id().to_owned();
                 let started = Instant::now();
                 let r: ToolResult = ex.call_with(call, &options).await;
                 let took = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
                 // A call that runs answers with its own argument: the data is this call's, not another's.
                 let echoed = expected.is_some() || r.data() == Some(&json!(i as u64));
-                let ok = r.code() == expected && r.executed == expected.is_none() && echoed;
+                let ok = r.call_id == id && r.code() == expected && r.executed == expected.is_none() && echoed;
                 seen.push((r.call_id, ok, took));
             }
             seen
