@@ -5,10 +5,14 @@
 //!
 //! Every call carries its key, `(client, seq)`, in its arguments, and what it must end in follows from the key: ok
 //! (async, inline, blocking-pool and slow handlers, approved `write` calls), the tool's own code (`not_found`),
-//! `invalid_arguments`, `approval_required`, or an unknown tool (JSON-RPC `-32602`). The test checks that every call
-//! got exactly one answer, its own (the result echoes the key) and the right one; that the server saw each request
-//! exactly once, over the session of the client that sent it; that each handler that should run ran exactly once
-//! for its key and none ran for a rejected call; that memory stays bounded (peak RSS, and RSS growth between the
+//! `invalid_arguments`, `approval_required`, or an unknown tool (JSON-RPC `-32602`). The server keeps a ledger of
+//! its own: every request the host's call-options hook sees, every handler run, and every answer the executor gives
+//! inside the server (read from the executor's `tool_call` span, whose `outcome` is recorded while the request's
+//! task still knows its session and JSON-RPC id). The test checks that the server saw each request exactly once, over
+//! the session of the client that sent it, and answered it exactly once with the outcome its key plans; that no
+//! answer the server gave was lost on the way (each reached its client within the call timeout); that every client
+//! got its own answer (the result echoes the key) and the right one; that each handler that should run ran exactly
+//! once for its key and none ran for a rejected call; that memory stays bounded (peak RSS, and RSS growth between the
 //! end of the warm-up and the end of the load); and that every session is gone once its client closed (the server's
 //! side of each has stopped, the server counts none in `notify_tool_list_changed`, which it counted all 100 in at the
 //! end of the load, and the runtime is back to the tasks it had before any client connected). The figures
@@ -18,6 +22,7 @@
 //! The full run, by hand (its figures are in SECURITY.md):
 //! `KEEL_HTTP_LOAD_SECS=30 cargo test --release -p keel-tests --test mcp_http_load -- --nocapture`
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -31,7 +36,7 @@ use tool_mcp::McpServer;
 use tool_mcp::rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
 };
-use tool_mcp::rmcp::service::ServiceError;
+use tool_mcp::rmcp::service::{RequestContext, ServiceError};
 use tool_mcp::rmcp::transport::StreamableHttpClientTransport;
 use tool_mcp::rmcp::{ClientHandler, Peer, RoleServer, ServiceExt};
 
@@ -40,8 +45,10 @@ const CLIENTS: usize = 100;
 const IN_FLIGHT: usize = 2;
 /// Length of the load when `KEEL_HTTP_LOAD_SECS` is not set.
 const DEFAULT_SECS: u64 = 5;
-/// A call not answered within this is counted as lost.
+/// A call not answered within this gets no answer (counted as lost when the server's ledger says it answered).
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How a client's report says that a call got no answer.
+const NO_ANSWER: &str = "no answer";
 /// How long the slow tool takes.
 const SLOW: Duration = Duration::from_millis(25);
 /// Highest `seq` a client may use (a bound on the ledgers).
@@ -61,7 +68,13 @@ struct Ledger {
     requests: Vec<Mutex<Vec<u8>>>,
     /// Handler runs.
     runs: Vec<Mutex<Vec<u8>>>,
-    /// Requests or runs whose key was not a client's.
+    /// Answers the executor gave inside the server (see [`Answers`]).
+    answers: Vec<Mutex<Vec<u8>>>,
+    /// Answers whose outcome was not the one their key plans: `client/seq: outcome`.
+    wrong_outcomes: Mutex<Vec<String>>,
+    /// The key of each request, by its client and JSON-RPC id (written by the call-options hook).
+    keys: Mutex<HashMap<(u64, String), u64>>,
+    /// Requests, runs or answers whose key was not a client's.
     stray: AtomicUsize,
     /// The session each client's calls came over (the first one seen).
     sessions: Vec<Mutex<Option<Session>>>,
@@ -74,6 +87,9 @@ fn ledger() -> &'static Ledger {
     LEDGER.get_or_init(|| Ledger {
         requests: (0..CLIENTS).map(|_| Mutex::new(Vec::new())).collect(),
         runs: (0..CLIENTS).map(|_| Mutex::new(Vec::new())).collect(),
+        answers: (0..CLIENTS).map(|_| Mutex::new(Vec::new())).collect(),
+        wrong_outcomes: Mutex::new(Vec::new()),
+        keys: Mutex::new(HashMap::new()),
         stray: AtomicUsize::new(0),
         sessions: (0..CLIENTS).map(|_| Mutex::new(None)).collect(),
         foreign_session: AtomicUsize::new(0),
@@ -196,13 +212,17 @@ fn plan(client: u32, seq: u64) -> Planned {
     Planned { name, args, expect, runs }
 }
 
-/// The host's hook, run for every `tools/call` the server receives: records the request and its session, and
-/// grants the approvals of the plan.
-fn call_options(request: &CallToolRequestParams, peer: &Peer<RoleServer>) -> CallOptions {
+/// The host's hook, run for every `tools/call` the server receives: records the request, its key under its JSON-RPC
+/// id and its session, and grants the approvals of the plan.
+fn call_options(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> CallOptions {
+    let peer = &context.peer;
     let args = request.arguments.as_ref();
     let client = args.and_then(|a| a.get("client")).and_then(Value::as_u64).unwrap_or(u64::MAX);
     let seq = args.and_then(|a| a.get("seq")).and_then(|s| s.as_u64().or_else(|| s.as_str()?.parse().ok()));
     count(&ledger().requests, client, seq.unwrap_or(u64::MAX));
+    if let Some(seq) = seq {
+        ledger().keys.lock().unwrap().insert((client, context.id.to_string()), seq);
+    }
 
     // The session: the client's own (its handshake names it), and always the same one.
     let info = peer.peer_info();
@@ -233,6 +253,79 @@ fn call_options(request: &CallToolRequestParams, peer: &Peer<RoleServer>) -> Cal
     }
 }
 
+/// The outcome planned for a call, as the executor's `tool_call` span names it.
+fn planned_outcome(expect: Expect) -> &'static str {
+    match expect {
+        Expect::Ok => "ok",
+        Expect::Code(code) => code,
+        Expect::UnknownTool => "unknown_tool",
+    }
+}
+
+/// The server's ledger of answers: a `tracing` layer that sees the executor's `tool_call` span (and nothing else) and,
+/// when the span records its `outcome`, counts one answer for the request the server is serving on that task (its
+/// session's client and its JSON-RPC id, from `tool_mcp::current_request`, mapped to the key the call-options hook
+/// recorded), and notes an outcome that is not the planned one.
+struct Answers;
+
+/// The `outcome` field of a span record.
+#[derive(Default)]
+struct Outcome(Option<String>);
+
+impl tracing::field::Visit for Outcome {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "outcome" {
+            self.0 = Some(value.to_owned());
+        }
+    }
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "outcome" {
+            self.0 = Some(format!("{value:?}").trim_matches('"').to_owned());
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Answers {
+    fn register_callsite(&self, metadata: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
+        if metadata.is_span() && metadata.name() == "tool_call" {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+
+    fn enabled(&self, metadata: &tracing::Metadata<'_>, _: tracing_subscriber::layer::Context<'_, S>) -> bool {
+        metadata.is_span() && metadata.name() == "tool_call"
+    }
+
+    fn on_record(
+        &self,
+        _: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut outcome = Outcome::default();
+        values.record(&mut outcome);
+        let Some(outcome) = outcome.0 else { return };
+        let l = ledger();
+        let key = tool_mcp::current_request().and_then(|request| {
+            let info = request.peer.peer_info()?;
+            let client: u64 = info.client_info.name.strip_prefix("hl-client-")?.parse().ok()?;
+            let seq = *l.keys.lock().unwrap().get(&(client, request.id.to_string()))?;
+            Some((client, seq))
+        });
+        let Some((client, seq)) = key else {
+            l.stray.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        count(&l.answers, client, seq);
+        let planned = planned_outcome(plan(client as u32, seq).expect);
+        if outcome != planned {
+            l.wrong_outcomes.lock().unwrap().push(format!("{client}/{seq}: {outcome}, planned {planned}"));
+        }
+    }
+}
+
 /// keel's error object of a failed result: in `structuredContent` or, when the tool has an `outputSchema`, the
 /// JSON text.
 fn error_of(r: &CallToolResult) -> Value {
@@ -252,7 +345,7 @@ fn check(
 ) -> Result<(), String> {
     let key = json!({"client": client, "seq": seq});
     let r = match (p.expect, got) {
-        (_, Err(())) => return Err(format!("no answer within {CALL_TIMEOUT:?}")),
+        (_, Err(())) => return Err(format!("{NO_ANSWER} within {CALL_TIMEOUT:?}")),
         (Expect::UnknownTool, Ok(Err(ServiceError::McpError(e)))) => {
             let named = e.message.contains(&format!("no tool named {:?}", p.name));
             return if e.code.0 == -32602 && named { Ok(()) } else { Err(format!("unknown tool answered {e:?}")) };
@@ -380,14 +473,16 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
 
     // A hung runtime must fail the test, not the CI job.
     let watchdog = keel_tests::watchdog("HTTP load test", deadline + Duration::from_secs(30));
+    // The server's ledger of answers (the only subscriber of this test binary; it enables no other span or event).
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Answers)).expect("one subscriber");
+    }
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let registry = Registry::from_inventory().unwrap();
     let executor = Executor::new(registry.view().names(TOOLS.iter().copied()).build().unwrap()).unwrap();
-    let server = McpServer::builder(executor)
-        .call_options(|request, context| call_options(request, &context.peer))
-        .build()
-        .unwrap();
+    let server = McpServer::builder(executor).call_options(call_options).build().unwrap();
 
     let observed = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -470,10 +565,15 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
     let mut latencies = Vec::new();
     // Latencies of the calls other than `hl_slow`, whose handler alone takes `SLOW`.
     let mut quick = Vec::new();
+    // Loss is counted from the server's ledger: an answer the server gave that its client did not get in time.
+    let l = ledger();
+    let (mut lost, mut unanswered, mut duplicated) = (Vec::new(), Vec::new(), Vec::new());
     for (c, r) in observed.reports.iter().enumerate() {
-        let mut answers = vec![0u32; r.issued as usize];
+        let answers = l.answers[c].lock().unwrap();
+        let mut received = vec![false; r.issued as usize];
         for (seq, took, problem) in &r.calls {
-            answers[*seq as usize] += 1;
+            let i = *seq as usize;
+            received[i] = !problem.as_ref().is_some_and(|p| p.starts_with(NO_ANSWER));
             latencies.push(*took);
             if seq % 10 != 4 {
                 quick.push(*took);
@@ -482,15 +582,26 @@ fn a_hundred_http_sessions_lose_and_duplicate_nothing() {
                 wrong.push(format!("client {c} seq {seq}: {problem}"));
             }
         }
-        let lost = answers.iter().filter(|&&n| n == 0).count();
-        let duplicated = answers.iter().filter(|&&n| n > 1).count();
-        assert_eq!((lost, duplicated), (0, 0), "client {c}: calls without an answer, calls with several");
+        assert!(answers.len() as u64 <= r.issued, "client {c}: the server answered keys never issued");
+        for (seq, received) in received.iter().enumerate() {
+            match answers.get(seq).copied().unwrap_or(0) {
+                0 => unanswered.push(format!("{c}/{seq}")),
+                1 if !received => lost.push(format!("{c}/{seq}")),
+                1 => {}
+                _ => duplicated.push(format!("{c}/{seq}")),
+            }
+        }
     }
-    assert!(wrong.is_empty(), "{} calls ended wrongly, e.g. {:?}", wrong.len(), &wrong[..3.min(wrong.len())]);
+    let first = |v: &[String]| v[..3.min(v.len())].to_vec();
+    assert!(lost.is_empty(), "{} answers the server gave never reached their client: {:?}", lost.len(), first(&lost));
+    assert!(unanswered.is_empty(), "{} calls the server never answered: {:?}", unanswered.len(), first(&unanswered));
+    assert!(duplicated.is_empty(), "{} calls the server answered twice: {:?}", duplicated.len(), first(&duplicated));
+    let wrong_outcomes = l.wrong_outcomes.lock().unwrap();
+    assert!(wrong_outcomes.is_empty(), "{} answers not as planned: {:?}", wrong_outcomes.len(), first(&wrong_outcomes));
+    assert!(wrong.is_empty(), "{} calls ended wrongly, e.g. {:?}", wrong.len(), first(&wrong));
 
     // The server saw each request once, over its client's own session, and ran each handler that should run once.
-    let l = ledger();
-    assert_eq!(l.stray.load(Ordering::Relaxed), 0, "requests or runs with a key of no client");
+    assert_eq!(l.stray.load(Ordering::Relaxed), 0, "requests, runs or answers with a key of no client");
     assert_eq!(l.foreign_session.load(Ordering::Relaxed), 0, "calls over another session than their client's");
     let mut executed = 0usize;
     for (c, r) in observed.reports.iter().enumerate() {
