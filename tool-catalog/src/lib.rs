@@ -25,12 +25,12 @@
 //!     .open("tools.db")?;                               // created, or migrated, on open
 //!
 //! let status = registry.get("get_service_status").unwrap();
-//! catalog.put(&ToolRow::local(
+//! catalog.put_async(&ToolRow::local(                   // async code: the write never holds a runtime worker
 //!     "get_service_status",
 //!     status.description(),
 //!     status.input_schema().clone(),
 //!     "my_app::status::get_service_status",
-//! ))?;
+//! )).await?;
 //!
 //! let view = catalog.view_for("acme").await?;          // rows read fresh from the file
 //! for problem in view.problems() {
@@ -47,7 +47,9 @@
 //! One table, `tools`, in a SQLite file ([`Catalog::builder`]`(..).open(path)`; bundled SQLite, nothing to
 //! install). A new file gets the table; a file holding an older `tools` table with at least `name`, `description`,
 //! `input_schema`, `kind` and `locator` (the minimal shape) is migrated by adding the other columns with their
-//! defaults. `PRAGMA user_version` records the schema version ([`SCHEMA_VERSION`]).
+//! defaults. `PRAGMA user_version` records the schema version ([`SCHEMA_VERSION`]); version 2 adds the
+//! `catalog_state` table and its triggers (below), and a version 1 file gains them on open. Opening a file that is
+//! already current writes nothing.
 //!
 //! | column | type | meaning |
 //! |---|---|---|
@@ -103,7 +105,31 @@
 //! | `endpoint_unreachable` | connecting failed | check the server; the row comes back once it answers |
 //!
 //! Every message names the row (`catalogue row #3 "incident.search" (tenant "acme")`). The catalogue's own
-//! failures are [`CatalogError`]s: `store_error`, `config_error`, `serve_error`, or a refused row's code.
+//! failures are [`CatalogError`]s: `busy`, `store_error`, `config_error`, `serve_error`, or a refused row's code.
+//!
+//! # One file, many processes
+//!
+//! Any number of connections and processes may read and write one file at once:
+//!
+//! - **WAL mode.** Opening puts the file in SQLite's write-ahead-log mode (it stays so; `tools.db-wal` and
+//!   `tools.db-shm` sit beside it). Readers never wait for a writer, and a writer never waits for readers; writers
+//!   take turns. A file system without shared memory (some network mounts) keeps the rollback journal, with a
+//!   warning logged.
+//! - **Every operation is one transaction.** A view's rows and its [`ChangeToken`] come from one read transaction,
+//!   so a view is always a state that existed; a write takes the write lock first (`BEGIN IMMEDIATE`), so two
+//!   writers never interleave and no update is lost.
+//! - **A bounded wait.** When another connection holds the lock an operation needs, it is tried again after short
+//!   jittered pauses until the [busy timeout](CatalogBuilder::busy_timeout) (default 2 s) is spent, then fails with
+//!   [`CatalogError::Busy`] (code `busy`, with how long it waited and how many attempts it made). A `busy`
+//!   operation changed nothing and may be repeated as it is. Nothing waits without bound and nothing panics.
+//! - **Async without blocking.** The `_async` methods ([`Catalog::put_async`], [`Catalog::set_enabled_async`],
+//!   [`Catalog::remove_async`], [`Catalog::rows_async`], [`Catalog::change_token_async`]) and the views run each
+//!   attempt on the runtime's blocking pool and pause on a timer: a runtime worker never waits on SQLite. The sync
+//!   methods ([`Catalog::put`], …) block the calling thread, up to the busy timeout; use them outside async code.
+//!   The async writes return a [`Versioned`] value: the result and the token of the state the write committed.
+//! - **Ordered change tokens.** The file counts every row change in a table of its own (`catalog_state`, kept by
+//!   triggers on `tools`, so edits by `sqlite3` or another program count too). [`ChangeToken`]s are ordered: a later
+//!   state has a greater one, and they never go back while the file is changed in place.
 //!
 //! # The schema rule
 //!
