@@ -51,4 +51,5 @@ impl Drop for Watchdog {
 }
 
 pub mod http;
+pub mod schema_host;
 pub mod sockets;

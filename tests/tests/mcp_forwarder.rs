@@ -26,8 +26,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tool_core::Handler;
 use tool_core::{
-    Approval, CallOptions, Content, ContentBlock, Effect, Executor, Origin, Registry, ToolCall, ToolError, ToolResult,
-    tool,
+    Approval, CallOptions, Content, ContentBlock, Effect, Executor, Origin, Registry, RegistryProblem, ToolCall,
+    ToolError, ToolResult, tool,
 };
 use tool_mcp::client::{ImportProblem, RemoteServer, RemoteTools};
 use tool_mcp::names::NameMappingError;
@@ -351,6 +351,47 @@ async fn remote_output_is_validated_against_its_output_schema() {
         assert_eq!(r.code(), Some("invalid_tool_output"), "{r:?}");
         assert!(r.executed);
         assert_eq!(forwarder(&remote, "liar.count_things").calls(), 1);
+    })
+    .await;
+}
+
+/// A remote tool whose schema refers outside itself (to a loopback server that would answer with a valid schema and
+/// counts every connection) is imported as listed but refused by the registry, and its reference is never fetched.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_schema_reference_is_never_fetched() {
+    bounded(async {
+        let host = keel_tests::schema_host::SchemaHost::start();
+        let object = |a: Value| json!({"type": "object", "properties": {"a": a}});
+        let mut refers_in = scripted_tool("refersIn", None);
+        let Value::Object(input) = object(json!({"$ref": host.url("in.json")})) else { unreachable!() };
+        refers_in.input_schema = Arc::new(input);
+        let refers_out = scripted_tool("refersOut", Some(object(json!({"$ref": host.url("out.json")}))));
+        let server = Scripted {
+            tools: vec![refers_in, refers_out, scripted_tool("plain", None)],
+            answer: CallToolResult::success(vec![]),
+        };
+        let refs = connect_scripted("refs", server).await;
+        let remote = refs.import().await.expect("import");
+        // The registry compiles every schema: it refuses the two tools, each for its schema, and keeps none of them.
+        let err = Registry::builder()
+            .without_inventory()
+            .tools(remote.definitions().iter().map(clone_def))
+            .build()
+            .expect_err("schemas that refer outside themselves");
+        let mut refused: Vec<_> = err
+            .problems()
+            .iter()
+            .map(|p| match p {
+                RegistryProblem::Schema { name, .. } => name.as_str(),
+                other => panic!("not a schema problem: {other:?}"),
+            })
+            .collect();
+        refused.sort_unstable();
+        assert_eq!(refused, ["refs.refers_in", "refs.refers_out"], "{err:?}");
+        let plain = remote.definitions().iter().filter(|d| d.name() == "refs.plain").map(clone_def);
+        assert!(Registry::builder().without_inventory().tools(plain).build().is_ok());
+        refs.close().await;
+        assert_eq!(host.connections(), 0, "a remote schema reference was fetched");
     })
     .await;
 }
