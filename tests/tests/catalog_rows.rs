@@ -804,10 +804,17 @@ fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
 }
 
-/// The example MCP server binary (`examples/examples/conformance_server.rs`), which `scripts/mcp-conformance.sh`
-/// builds before the Rust tests run (or `KEEL_CONFORMANCE_SERVER`). Missing: the test says why and passes, unless
-/// `CI` is set.
-fn conformance_server() -> Option<PathBuf> {
+/// The example MCP server binary (`examples/examples/conformance_server.rs`), as a command line a stdio locator can
+/// hold: `KEEL_CONFORMANCE_SERVER`, or the binary `cargo test --workspace` and `scripts/mcp-conformance.sh` build
+/// beside this test's own (`<target>/debug/examples/`). A locator separates words with spaces, so a binary whose
+/// path holds one is run through a link in a fresh temporary directory. Missing: the test says why and passes,
+/// unless `CI` is set, where it fails.
+struct ConformanceServer {
+    command: String,
+    _link: Option<TempDir>,
+}
+
+fn conformance_server() -> Option<ConformanceServer> {
     let default = std::env::current_exe().ok().and_then(|exe| {
         Some(
             exe.parent()?
@@ -817,12 +824,17 @@ fn conformance_server() -> Option<PathBuf> {
         )
     });
     let path = std::env::var_os("KEEL_CONFORMANCE_SERVER").map(PathBuf::from).or(default);
-    match path.filter(|p| p.is_file()) {
-        Some(p) if !p.to_string_lossy().contains(' ') => Some(p),
-        other => {
+    let found = match path {
+        Some(p) if p.is_file() => usable_command(&p),
+        Some(p) => Err(format!("no file at {}", p.display())),
+        None => Err("the test binary's own path is unknown".to_owned()),
+    };
+    match found {
+        Ok(server) => Some(server),
+        Err(why) => {
             let message = format!(
-                "the example conformance_server binary is not usable here ({other:?}; a stdio locator separates \
-                 words with spaces); build it with `cargo build -p examples --example conformance_server`"
+                "the example conformance_server binary is not usable here ({why}); build it with `cargo build -p \
+                 examples --example conformance_server`, or set KEEL_CONFORMANCE_SERVER to its path"
             );
             assert!(!ci(), "CI is set, so a missing prerequisite is a failure: {message}");
             eprintln!("skipping: {message}");
@@ -831,12 +843,33 @@ fn conformance_server() -> Option<PathBuf> {
     }
 }
 
+/// `path` as one word of a stdio command line: itself, or a link to it from a path without spaces.
+fn usable_command(path: &Path) -> Result<ConformanceServer, String> {
+    let fits = |p: &Path| p.to_str().is_some_and(|s| !s.contains(' ') && !s.chars().any(char::is_control));
+    if fits(path) {
+        return Ok(ConformanceServer { command: path.to_string_lossy().into_owned(), _link: None });
+    }
+    let dir = TempDir::new("conformance-server");
+    let link = dir.0.join(format!("conformance_server{}", std::env::consts::EXE_SUFFIX));
+    #[cfg(unix)]
+    let linked = std::os::unix::fs::symlink(path, &link);
+    #[cfg(not(unix))]
+    let linked = std::fs::copy(path, &link).map(drop);
+    match linked {
+        Ok(()) if fits(&link) => {
+            Ok(ConformanceServer { command: link.to_string_lossy().into_owned(), _link: Some(dir) })
+        }
+        Ok(()) => Err(format!("{} and the temporary directory {} both hold a space", path.display(), link.display())),
+        Err(e) => Err(format!("{} holds a space, and linking it into {} failed: {e}", path.display(), link.display())),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stdio_row_starts_only_the_allowed_command() {
-    let Some(bin) = conformance_server() else { return };
+    let Some(server) = conformance_server() else { return };
     bounded(async {
         let dir = TempDir::new("stdio");
-        let command = bin.to_string_lossy().into_owned();
+        let command = server.command.clone();
         let c = Catalog::builder(&registry()).allow_stdio_command(&command).open(dir.db()).unwrap();
         let row = ToolRow::remote(
             "math.add",
