@@ -11,10 +11,12 @@
 #    tests/mcp/conformance-expected-failures.yml, then json-schema-2020-12 (a "pending" scenario the active suite
 #    leaves out), checks that every required scenario passed, and prints `conformance: N passed, M failed`;
 # 4. runs tests/mcp/python_client.py (official Python SDK, stdio) against the example;
-# 5. runs the Rust MCP integration tests (tests/tests/mcp_*.rs) with CI=1, so the forwarder tests against
-#    server-everything and against the example binary run instead of being skipped.
+# 5. runs the Rust MCP integration tests (tests/tests/mcp_server.rs, mcp_forwarder.rs) with KEEL_REQUIRE_PEERS=1,
+#    so the forwarder tests against server-everything and against the example binary run, and fail if a peer is
+#    missing, instead of being skipped.
 #
-# Needs: cargo, node >= 20 with npm, python3 >= 3.10 with venv. Set MCP_SKIP_RUST_TESTS=1 to skip step 5.
+# Needs: cargo, node >= 20 with npm, python3 >= 3.10 with venv. Set MCP_SKIP_RUST_TESTS=1 to skip step 5 (as
+# scripts/test-all.sh does, which runs those tests itself with peers required).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -144,7 +146,7 @@ timeout 180 "$VENV/bin/python" tests/mcp/python_client.py --server-stderr "$OUT/
 
 if [ "${MCP_SKIP_RUST_TESTS:-0}" != 1 ]; then
     echo "== mcp: Rust MCP tests (server-everything $EVERYTHING_VERSION, the example binary)"
-    CI=1 KEEL_SERVER_EVERYTHING="$EVERYTHING" KEEL_CONFORMANCE_SERVER="$SERVER_BIN" \
+    CI=1 KEEL_REQUIRE_PEERS=1 KEEL_SERVER_EVERYTHING="$EVERYTHING" KEEL_CONFORMANCE_SERVER="$SERVER_BIN" \
         timeout 900 cargo test --quiet -p keel-tests --test mcp_server --test mcp_forwarder || status=1
 fi
 

@@ -11,9 +11,11 @@
 //! The last two need files that `scripts/mcp-conformance.sh` prepares: the example binary
 //! (`target/debug/examples/conformance_server`, or `KEEL_CONFORMANCE_SERVER`) and server-everything
 //! (`target/ci-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js`, or
-//! `KEEL_SERVER_EVERYTHING`). Without them the tests print why and pass, unless `CI` is set: then they fail.
-//! To run them locally: `scripts/mcp-conformance.sh` (which runs them too), or after it once,
-//! `cargo test -p keel-tests --test mcp_forwarder`.
+//! `KEEL_SERVER_EVERYTHING`). Without them (or without `node`) the tests print why and pass, unless peers are
+//! required: `CI` set (to anything but `0` or `false`) or `KEEL_REQUIRE_PEERS=1`, as `scripts/test-all.sh` and
+//! `scripts/mcp-conformance.sh` set it; then a missing peer fails the test. To run them locally:
+//! `scripts/mcp-conformance.sh` (which runs them too), or after it once, `cargo test -p keel-tests --test
+//! mcp_forwarder`.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -104,14 +106,19 @@ async fn bounded<F: Future<Output = ()>>(f: F) {
     tokio::time::timeout(Duration::from_secs(90), f).await.expect("test timed out");
 }
 
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+/// Whether a missing peer fails the test: `CI` is set (to anything but `0` or `false`) or `KEEL_REQUIRE_PEERS=1`.
+fn peers_required() -> bool {
+    let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    set("CI") || set("KEEL_REQUIRE_PEERS")
 }
 
 /// The file a test needs: from `var`, else `default`. Missing: `None` (the test passes, saying why), or a panic
-/// when `CI` is set.
+/// when peers are required ([`peers_required`]).
 fn prerequisite(var: &str, default: Option<PathBuf>, what: &str) -> Option<PathBuf> {
-    let path = std::env::var_os(var).map(PathBuf::from).or(default);
+    find_prerequisite(peers_required(), std::env::var_os(var).map(PathBuf::from).or(default), var, what)
+}
+
+fn find_prerequisite(required: bool, path: Option<PathBuf>, var: &str, what: &str) -> Option<PathBuf> {
     if let Some(p) = path.as_ref().filter(|p| p.is_file()) {
         return Some(p.clone());
     }
@@ -119,9 +126,20 @@ fn prerequisite(var: &str, default: Option<PathBuf>, what: &str) -> Option<PathB
     let message = format!(
         "{what} not found at {shown} (set {var}, or run scripts/mcp-conformance.sh, which installs and builds it)"
     );
-    assert!(!ci(), "CI is set, so a missing prerequisite is a failure: {message}");
+    assert!(!required, "peers are required (CI or KEEL_REQUIRE_PEERS), so a missing one is a failure: {message}");
     eprintln!("skipping: {message}");
     None
+}
+
+/// A missing peer is a skip only when peers are not required; when they are, it fails the test.
+#[test]
+fn a_missing_peer_fails_when_peers_are_required() {
+    let missing = Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("no-such-peer.js"));
+    assert_eq!(find_prerequisite(false, missing.clone(), "KEEL_X", "a peer"), None);
+    let required = std::panic::catch_unwind(|| find_prerequisite(true, missing, "KEEL_X", "a peer"));
+    assert!(required.is_err(), "a missing peer passed although peers are required");
+    let present = Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"));
+    assert_eq!(find_prerequisite(true, present.clone(), "KEEL_X", "a peer"), present);
 }
 
 fn workspace_root() -> PathBuf {
@@ -136,7 +154,7 @@ fn example_binary() -> Option<PathBuf> {
 
 fn node_available() -> bool {
     let ok = std::process::Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
-    assert!(ok || !ci(), "CI is set and `node` is not on PATH");
+    assert!(ok || !peers_required(), "peers are required (CI or KEEL_REQUIRE_PEERS) and `node` is not on PATH");
     ok
 }
 
