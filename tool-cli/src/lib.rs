@@ -263,7 +263,7 @@ impl Cli {
 
     fn call(&self, registry: &Registry, name: &str, args: &str, approve: bool, out: &mut dyn Write) -> Outcome {
         let executor = self.build_executor(registry)?;
-        let call = ToolCall::from_json_text("cli-1", name, args);
+        let call = ToolCall::from_json_text_with_limits("cli-1", name, args, executor.limits());
         let result = run(&executor, call, approve)?;
         let text = serde_json::to_string_pretty(&result).map_err(|e| fail(1, e.to_string()))?;
         writeln!(out, "{text}").map_err(io)?;
@@ -290,7 +290,7 @@ impl Cli {
             )
         })?;
         let executor = self.build_executor(registry)?;
-        let codec = executor.view().codec(provider);
+        let codec = executor.codec(provider);
         let result = run(&executor, codec.call(&item, 0), approve)?;
         let text = serde_json::to_string_pretty(&codec.reply(&result)).map_err(|e| fail(1, e.to_string()))?;
         writeln!(out, "{text}").map_err(io)?;

@@ -6,6 +6,7 @@ use std::io::Write as _;
 use serde_json::{Map, Value};
 
 use crate::canonical::{Fnv1a, write_canonical};
+use crate::limits::Limits;
 
 /// Why a call's arguments cannot be used: they are not a JSON object. The message is meant for the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,8 +82,24 @@ impl ToolCall {
     ///   cannot overflow the stack.
     /// - Text that is empty or only whitespace means "no arguments" and reads as `{}`: some servers send `""` for a
     ///   tool without parameters. A tool with required parameters then answers `invalid_arguments` naming them.
+    /// - Text beyond [`Limits::DEFAULT`] (1 MiB, nesting 64) is refused before it is parsed; see
+    ///   [`ToolCall::from_json_text_with_limits`].
     pub fn from_json_text(id: impl Into<String>, name: impl Into<String>, text: &str) -> ToolCall {
-        ToolCall { id: id.into(), name: name.into(), arguments: parse_arguments(text) }
+        ToolCall::from_json_text_with_limits(id, name, text, &Limits::DEFAULT)
+    }
+
+    /// [`ToolCall::from_json_text`], refusing text beyond `limits` before anything is parsed or allocated: text
+    /// longer than `max_bytes` (measured as sent, whitespace included), or nesting arrays and objects deeper than
+    /// `max_depth` (one pass over the bytes, strings skipped), is an [`ArgumentsError`] saying which limit, and the
+    /// executor answers it `invalid_arguments`. Give the executor's limits
+    /// ([`Executor::limits`](crate::Executor::limits)) so that text and value are held to the same bounds.
+    pub fn from_json_text_with_limits(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        text: &str,
+        limits: &Limits,
+    ) -> ToolCall {
+        ToolCall { id: id.into(), name: name.into(), arguments: parse_arguments(text, limits) }
     }
 
     /// The call id, echoed in the result.
@@ -183,17 +200,58 @@ pub(crate) fn object_or_null_arguments(v: Option<&Value>) -> Result<Value, Argum
 }
 
 /// JSON text (parsed as in [`ToolCall::from_json_text`]) or an object; missing arguments are an error.
-pub(crate) fn text_or_object_arguments(v: Option<&Value>) -> Result<Value, ArgumentsError> {
+pub(crate) fn text_or_object_arguments(v: Option<&Value>, limits: &Limits) -> Result<Value, ArgumentsError> {
     match v {
-        Some(Value::String(text)) => parse_arguments(text),
+        Some(Value::String(text)) => parse_arguments(text, limits),
         v => object_arguments(v),
     }
 }
 
-fn parse_arguments(text: &str) -> Result<Value, ArgumentsError> {
+/// Refuses `text` beyond `limits` without parsing it: its length first, then its nesting, in one pass over the
+/// bytes that allocates nothing (brackets inside strings do not count).
+fn check_text_limits(text: &str, limits: &Limits) -> Result<(), ArgumentsError> {
+    if text.len() > limits.max_bytes {
+        return Err(ArgumentsError::new(format!(
+            "the arguments are {} bytes of text, over the limit of {} bytes; send smaller arguments",
+            text.len(),
+            limits.max_bytes
+        )));
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (at, &b) in text.as_bytes().iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limits.max_depth {
+                    return Err(ArgumentsError::new(format!(
+                        "the arguments nest arrays and objects deeper than {} levels (at byte {at}); send flatter \
+                         arguments",
+                        limits.max_depth
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn parse_arguments(text: &str, limits: &Limits) -> Result<Value, ArgumentsError> {
     if text.trim_ascii().is_empty() {
         return Ok(Value::Object(Map::new()));
     }
+    check_text_limits(text, limits)?;
     let mut de = serde_json::Deserializer::from_str(text);
     // `Deserializer` keeps its default recursion limit (128): deeper text is an error, not a stack overflow.
     let value = match serde::de::DeserializeSeed::deserialize(UniqueKeys, &mut de) {
@@ -387,9 +445,13 @@ mod tests {
     fn json_text_deep_nesting_is_an_error_not_a_crash() {
         let text = format!("{{\"a\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
         let call = ToolCall::from_json_text("c", "t", &text);
+        assert!(err(&call).starts_with("the arguments nest arrays and objects deeper than 64 levels"), "{}", err(&call));
+        // With a looser limit the parser's own recursion limit (128) still keeps the stack safe.
+        let loose = Limits { max_depth: usize::MAX, max_bytes: usize::MAX };
+        let call = ToolCall::from_json_text_with_limits("c", "t", &text, &loose);
         assert!(err(&call).starts_with("arguments must be a JSON object; the text is not valid JSON"));
         // Within the limit it parses.
-        let text = format!("{{\"a\":{}1{}}}", "[".repeat(100), "]".repeat(100));
+        let text = format!("{{\"a\":{}1{}}}", "[".repeat(63), "]".repeat(63));
         assert!(ToolCall::from_json_text("c", "t", &text).arguments().is_ok());
     }
 

@@ -16,6 +16,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::call::ToolCall;
+use crate::codec::Codec;
 use crate::context::{CallContext, Notifier, StateMap};
 use crate::definition::{Handler, ToolDefinition, compiled};
 use crate::effect::Effect;
@@ -478,6 +479,17 @@ impl Executor {
     /// The view this executor allows (and that the model was shown).
     pub fn view(&self) -> &ToolView {
         &self.inner.view
+    }
+
+    /// The size and depth limits on arguments ([`ExecutorBuilder::limits`]).
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The codec of `provider` for this executor's view, holding argument text to this executor's
+    /// [`limits`](Executor::limits) before it is parsed.
+    pub fn codec(&self, provider: crate::schema::Provider) -> Codec {
+        self.inner.view.codec(provider).with_limits(self.inner.limits)
     }
 
     /// Runs one call with no tenant and no approvals.

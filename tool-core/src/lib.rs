@@ -85,6 +85,7 @@ mod error;
 mod event;
 mod executor;
 mod failure;
+mod limits;
 pub mod lint;
 pub mod lock;
 mod params;

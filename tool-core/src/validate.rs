@@ -95,25 +95,7 @@ pub fn summary(violations: &[Violation]) -> String {
 // Limits
 // ---------------------------------------------------------------------------------------------------------------
 
-/// Size guards applied to untrusted values before schema validation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Most nested arrays/objects: `{}` is depth 1, `{"a":[1]}` depth 2, a scalar depth 0. Default 64.
-    pub max_depth: usize,
-    /// Most bytes of the value's compact JSON text (computed exactly, without serializing). Default 1 MiB.
-    pub max_bytes: usize,
-}
-
-impl Limits {
-    /// The defaults: depth 64, 1 MiB.
-    pub const DEFAULT: Limits = Limits { max_depth: 64, max_bytes: 1024 * 1024 };
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits::DEFAULT
-    }
-}
+pub use crate::limits::Limits;
 
 /// Checks `v` against `limits`, never recursing deeper than `max_depth` (at most [`MAX_RECURSIVE_DEPTH`] frames;
 /// above that an explicit stack is used) and without allocating.

@@ -10,7 +10,7 @@ use quote::ToTokens;
 
 /// From the bottom up. Modules of one layer do not import each other.
 const LAYERS: &[&[&str]] = &[
-    &["vocabulary", "effect", "error", "canonical", "failure", "name"],
+    &["vocabulary", "effect", "error", "canonical", "failure", "name", "limits"],
     &["call", "context", "content", "validate"],
     &["params", "result"],
     &["schema"],

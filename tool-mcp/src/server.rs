@@ -359,13 +359,35 @@ impl McpServer {
         self.session().serve(transport).await
     }
 
-    /// Serves one session on this process's stdin/stdout until the client disconnects.
+    /// Serves one session on this process's stdin/stdout until the client disconnects (see
+    /// [`McpServer::serve_io`]).
     pub async fn serve_stdio(&self) -> Result<(), ServeError> {
-        let running = self.serve(rmcp::transport::stdio()).await.map_err(|e| ServeError::Initialize(Box::new(e)))?;
+        let (stdin, stdout) = rmcp::transport::stdio();
+        self.serve_io(stdin, stdout).await
+    }
+
+    /// Serves one session of newline-delimited JSON-RPC (MCP's stdio transport) over `read` and `write` until the
+    /// client disconnects.
+    ///
+    /// A line (one message) longer than the executor's argument limit plus 64 KiB for the envelope is dropped as
+    /// it is read, before it is buffered whole or parsed: a client cannot make the server hold more than that for
+    /// one message, and the session goes on.
+    pub async fn serve_io<R, W>(&self, read: R, write: W) -> Result<(), ServeError>
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let max_line = self.executor().limits().max_bytes.saturating_add(STDIO_ENVELOPE);
+        let transport =
+            rmcp::transport::async_rw::AsyncRwTransport::new_server(read, write).with_max_line_length(max_line);
+        let running = self.serve(transport).await.map_err(|e| ServeError::Initialize(Box::new(e)))?;
         running.waiting().await.map_err(ServeError::Session)?;
         Ok(())
     }
 }
+
+/// What a stdio line may hold beyond the arguments: the JSON-RPC envelope, the tool name, `_meta`.
+const STDIO_ENVELOPE: usize = 64 * 1024;
 
 /// Why serving stopped with an error.
 #[derive(Debug)]

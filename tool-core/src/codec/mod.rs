@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::call::ToolCall;
 use crate::definition::ToolDefinition;
+use crate::limits::Limits;
 use crate::result::ToolResult;
 use crate::schema::Provider;
 use crate::view::ToolView;
@@ -84,6 +85,7 @@ mod openai_responses;
 pub struct Codec {
     view: ToolView,
     provider: Provider,
+    limits: Limits,
 }
 
 impl fmt::Debug for Codec {
@@ -134,14 +136,27 @@ impl ToolView {
     /// The codec of `provider` bound to this view: the tool list it is shown, and the reading of its calls and
     /// the writing of its replies, for exactly these tools.
     pub fn codec(&self, provider: Provider) -> Codec {
-        Codec { view: self.clone(), provider }
+        Codec { view: self.clone(), provider, limits: Limits::DEFAULT }
     }
 }
 
 impl Codec {
     /// The codec of `provider` bound to `view` (the same as [`ToolView::codec`]).
     pub fn new(view: ToolView, provider: Provider) -> Codec {
-        Codec { view, provider }
+        Codec { view, provider, limits: Limits::DEFAULT }
+    }
+
+    /// The same codec, refusing argument text beyond `limits` before it is parsed (see
+    /// [`ToolCall::from_json_text_with_limits`]); the default is [`Limits::DEFAULT`], the executor's default.
+    /// [`Executor::codec`](crate::Executor::codec) gives the executor's own limits.
+    pub fn with_limits(mut self, limits: Limits) -> Codec {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits argument text is held to before it is parsed.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The provider.
@@ -195,8 +210,8 @@ impl Codec {
         let view = &self.view;
         match self.provider {
             Provider::Ollama => ollama::call(item, index),
-            Provider::OpenAiChat => openai_chat::call(view, item, index),
-            Provider::OpenAiResponses => openai_responses::call(view, item, index),
+            Provider::OpenAiChat => openai_chat::call(self, item, index),
+            Provider::OpenAiResponses => openai_responses::call(self, item, index),
             Provider::Anthropic => anthropic::call(view, item, index),
             Provider::Gemini => gemini::call(view, item, index),
             Provider::Mcp => mcp::call(item, index),
@@ -218,8 +233,8 @@ impl Codec {
         let view = &self.view;
         match self.provider {
             Provider::Ollama => ollama::message(message, first_index),
-            Provider::OpenAiChat => openai_chat::message(view, message, first_index),
-            Provider::OpenAiResponses => openai_responses::message(view, message, first_index),
+            Provider::OpenAiChat => openai_chat::message(self, message, first_index),
+            Provider::OpenAiResponses => openai_responses::message(self, message, first_index),
             Provider::Anthropic => anthropic::message(view, message, first_index),
             Provider::Gemini => gemini::message(view, message, first_index),
             Provider::Mcp => Ok(mcp::message(message, first_index)),

@@ -8,7 +8,6 @@ use super::{Codec, MessageError, ParsedMessage, arguments_or_empty, chat_message
 use crate::call::{ToolCall, id_or_generated, text_or_object_arguments};
 use crate::result::ToolResult;
 use crate::schema::Provider;
-use crate::view::ToolView;
 
 /// Where the parts of an entry are.
 pub(super) const ENVELOPE: Envelope =
@@ -17,18 +16,18 @@ pub(super) const ENVELOPE: Envelope =
 /// `choices[0].message.tool_calls[i]`: `{"id": "call_...", "type": "function", "function": {"name": "...",
 /// "arguments": "<JSON text>"}}`.
 ///
-/// `arguments` is parsed as in [`ToolCall::from_json_text`]; an object instead of text (sent by some compatible
+/// `arguments` is parsed as in [`ToolCall::from_json_text_with_limits`], with the codec's [`Codec::limits`]; an object instead of text (sent by some compatible
 /// servers) is accepted as is. The wire name is mapped back through the view.
-pub(super) fn call(view: &ToolView, item: &Value, index: usize) -> ToolCall {
+pub(super) fn call(codec: &Codec, item: &Value, index: usize) -> ToolCall {
     let function = item.get("function");
     let shown = string_field(function, "name");
-    let arguments = text_or_object_arguments(function.and_then(|f| f.get("arguments")));
+    let arguments = text_or_object_arguments(function.and_then(|f| f.get("arguments")), &codec.limits);
     let id = id_or_generated(item.get("id"), index, &shown, &arguments);
-    ToolCall::from_parts(id, registered_name(view, Provider::OpenAiChat, &shown), arguments)
+    ToolCall::from_parts(id, registered_name(&codec.view, Provider::OpenAiChat, &shown), arguments)
 }
 
-pub(super) fn message(view: &ToolView, message: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
-    chat_message(message, first_index, |item, index| call(view, item, index))
+pub(super) fn message(codec: &Codec, message: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
+    chat_message(message, first_index, |item, index| call(codec, item, index))
 }
 
 /// `{"role": "tool", "tool_call_id": <call id>, "content": <text>}`.

@@ -8,7 +8,6 @@ use super::{Codec, MessageError, ParsedMessage, arguments_or_empty, has_id, regi
 use crate::call::{ToolCall, id_or_generated, text_or_object_arguments};
 use crate::result::ToolResult;
 use crate::schema::Provider;
-use crate::view::ToolView;
 
 /// Where the parts of an entry are.
 pub(super) const ENVELOPE: Envelope = Envelope { name: "/name", parameters: "/parameters", strict: "/strict" };
@@ -17,14 +16,14 @@ pub(super) const ENVELOPE: Envelope = Envelope { name: "/name", parameters: "/pa
 /// "name": "...", "arguments": "<JSON text>"}`.
 ///
 /// The call id is `call_id` (what `function_call_output` must echo), not the item `id`.
-pub(super) fn call(view: &ToolView, item: &Value, index: usize) -> ToolCall {
+pub(super) fn call(codec: &Codec, item: &Value, index: usize) -> ToolCall {
     let shown = string_field(Some(item), "name");
-    let arguments = text_or_object_arguments(item.get("arguments"));
+    let arguments = text_or_object_arguments(item.get("arguments"), &codec.limits);
     let id = id_or_generated(item.get("call_id"), index, &shown, &arguments);
-    ToolCall::from_parts(id, registered_name(view, Provider::OpenAiResponses, &shown), arguments)
+    ToolCall::from_parts(id, registered_name(&codec.view, Provider::OpenAiResponses, &shown), arguments)
 }
 
-pub(super) fn message(view: &ToolView, output: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
+pub(super) fn message(codec: &Codec, output: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
     let items = match output {
         Value::Array(items) => items,
         Value::Object(o) => match o.get("output") {
@@ -40,7 +39,7 @@ pub(super) fn message(view: &ToolView, output: &Value, first_index: usize) -> Re
         let mut item = item.clone();
         match item.get("type").and_then(Value::as_str) {
             Some("function_call") => {
-                let call = call(view, &item, first_index + calls.len());
+                let call = call(codec, &item, first_index + calls.len());
                 if !has_id(item.get("call_id"))
                     && let Value::Object(o) = &mut item
                 {

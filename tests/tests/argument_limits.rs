@@ -1,0 +1,202 @@
+//! Limits before allocation: argument text beyond the executor's limits is refused before it is parsed, through
+//! every entry point that reads text (a call's JSON text, a provider's message, MCP's stdio transport), and the
+//! memory it costs is measured by an allocator that counts what each thread holds.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tool_core::{Executor, Limits, Provider, Registry, ToolCall, tool};
+use tool_mcp::McpServer;
+
+/// Counts, per thread, the bytes allocated and not yet freed, and the most held at once since the last reset.
+struct Counting;
+
+thread_local! {
+    static HELD: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+fn track(delta: isize) {
+    // `try_with`: a thread being torn down has no counters left; its allocations are not measured.
+    let _ = HELD.try_with(|held| {
+        let now = held.get() + delta;
+        held.set(now);
+        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
+    });
+}
+
+// SAFETY: every method forwards to `System` unchanged; the counters only read the layout's size.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        track(layout.size() as isize);
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        track(-(layout.size() as isize));
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        track(new_size as isize - layout.size() as isize);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// The most bytes this thread held at once while `f` ran, beyond what it held before.
+fn peak_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let before = HELD.with(Cell::get);
+    PEAK.with(|p| p.set(before));
+    let out = f();
+    let peak = PEAK.with(Cell::get);
+    (out, (peak - before).max(0) as usize)
+}
+
+const MIB: usize = 1024 * 1024;
+const GIB: usize = 1024 * MIB;
+
+/// Echoes its items.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn echo_items(items: Vec<Value>) -> usize {
+    items.len()
+}
+
+fn executor(limits: Limits) -> Executor {
+    let view = Registry::from_inventory().unwrap().view().names(["echo_items"]).build().unwrap();
+    Executor::builder(view).limits(limits).build().unwrap()
+}
+
+fn arguments_error(call: &ToolCall) -> String {
+    call.arguments().expect_err("the arguments are refused").to_string()
+}
+
+#[test]
+fn a_gibibyte_of_brackets_is_refused_without_being_read() {
+    let text = "[".repeat(GIB);
+    let (call, peak) = peak_during(|| ToolCall::from_json_text("c", "echo_items", &text));
+    assert!(arguments_error(&call).contains("over the limit of 1048576 bytes"), "{}", arguments_error(&call));
+    assert!(peak < 64 * 1024, "refusing held {peak} bytes");
+}
+
+#[test]
+fn a_large_flat_array_is_refused_before_it_is_parsed() {
+    // 64 MiB of `1,`: shallow, so only the size limit can stop it; parsed, it would take several times that.
+    let mut text = String::with_capacity(64 * MIB + 16);
+    text.push_str(r#"{"items":["#);
+    while text.len() < 64 * MIB {
+        text.push_str("1,");
+    }
+    text.push_str("1]}");
+    let (call, peak) = peak_during(|| ToolCall::from_json_text("c", "echo_items", &text));
+    assert!(arguments_error(&call).contains("over the limit"), "{}", arguments_error(&call));
+    assert!(peak < 64 * 1024, "refusing held {peak} bytes");
+}
+
+#[test]
+fn nesting_is_measured_outside_strings_before_parsing() {
+    let nested = |depth: usize| format!(r#"{{"items":{}{}}}"#, "[".repeat(depth - 1), "]".repeat(depth - 1));
+    // 64 levels (the object included) are allowed; 65 are refused, before the parser builds anything.
+    let call = ToolCall::from_json_text("c", "echo_items", &nested(64));
+    assert!(call.arguments().is_ok(), "{:?}", call.arguments());
+    let (call, peak) = peak_during(|| ToolCall::from_json_text("c", "echo_items", &nested(65)));
+    assert!(arguments_error(&call).contains("deeper than 64 levels"), "{}", arguments_error(&call));
+    assert!(peak < 1024, "refusing held {peak} bytes");
+    // Brackets inside strings, escaped quotes included, are text.
+    let text = format!(r#"{{"items":["\"{}"]}}"#, "[".repeat(200));
+    assert!(ToolCall::from_json_text("c", "echo_items", &text).arguments().is_ok());
+}
+
+#[tokio::test]
+async fn an_executors_limits_hold_for_text_read_by_its_codecs() {
+    let ex = executor(Limits { max_depth: 64, max_bytes: 1000 });
+    let codec = ex.codec(Provider::OpenAiChat);
+    assert_eq!(codec.limits().max_bytes, 1000);
+    let message = |arguments: String| json!({"id": "call_1", "type": "function", "function": {"name": "echo_items", "arguments": arguments}});
+    let fits = format!(r#"{{"items":[{}]}}"#, vec!["1"; 400].join(","));
+    assert!(fits.len() < 1000);
+    let r = ex.call(codec.call(&message(fits), 0)).await;
+    assert_eq!(r.data(), Some(&json!(400)), "{r:?}");
+    let over = format!(r#"{{"items":[{}]}}"#, vec!["1"; 600].join(","));
+    let r = ex.call(codec.call(&message(over), 0)).await;
+    assert_eq!((r.code(), r.executed), (Some("invalid_arguments"), false), "{r:?}");
+    assert!(r.error().unwrap().message.contains("over the limit of 1000 bytes"), "{r:?}");
+    // A gibibyte of brackets in a provider's message: refused as cheaply as the text alone.
+    let item = message("[".repeat(GIB));
+    let (call, peak) = peak_during(|| ex.codec(Provider::OpenAiChat).call(&item, 0));
+    assert!(arguments_error(&call).contains("over the limit"), "{}", arguments_error(&call));
+    assert!(peak < 64 * 1024, "refusing held {peak} bytes");
+    drop(item);
+    let item =
+        json!({"type": "function_call", "call_id": "call_2", "name": "echo_items", "arguments": "[".repeat(GIB)});
+    let (call, peak) = peak_during(|| ex.codec(Provider::OpenAiResponses).call(&item, 0));
+    assert!(arguments_error(&call).contains("over the limit"), "{}", arguments_error(&call));
+    assert!(peak < 64 * 1024, "refusing held {peak} bytes");
+}
+
+/// Over MCP's stdio transport (`McpServer::serve_io`, which `serve_stdio` is), a gibibyte-long line of brackets is
+/// dropped as it is read: the server never holds much more than the executor's argument limit, and the session
+/// goes on to answer the next call.
+#[test]
+fn an_mcp_stdio_line_past_the_limit_is_dropped_as_it_is_read() {
+    // One thread runs the server and the client, so the allocator's counters see all of the server's memory.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let ((), peak) = peak_during(|| {
+        rt.block_on(async {
+            let server = McpServer::builder(executor(Limits::DEFAULT)).build().unwrap();
+            let (client, server_side) = tokio::io::duplex(64 * 1024);
+            let (server_read, server_write) = tokio::io::split(server_side);
+            let serving = tokio::spawn(async move { server.serve_io(server_read, server_write).await });
+            let (client_read, mut client_write) = tokio::io::split(client);
+            let mut lines = BufReader::new(client_read).lines();
+            let send = |v: Value| format!("{v}\n");
+            client_write
+                .write_all(
+                    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                        "protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "limits-test", "version": "1.0"}}}))
+                    .as_bytes(),
+                )
+                .await
+                .unwrap();
+            let init: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+            assert_eq!(init["id"], 1, "{init}");
+            client_write
+                .write_all(send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes())
+                .await
+                .unwrap();
+            // A gibibyte of `[` on one line, written in chunks: nothing in the test holds it whole.
+            let chunk = vec![b'['; 64 * 1024];
+            for _ in 0..GIB / chunk.len() {
+                client_write.write_all(&chunk).await.unwrap();
+            }
+            client_write.write_all(b"\n").await.unwrap();
+            let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                              "params": {"name": "echo_items", "arguments": {"items": [1, 2, 3]}}});
+            client_write.write_all(send(call).as_bytes()).await.unwrap();
+            let answer = tokio::time::timeout(Duration::from_secs(60), async {
+                loop {
+                    let line = lines.next_line().await.unwrap().expect("the server answers");
+                    let v: Value = serde_json::from_str(&line).unwrap();
+                    if v["id"] == 2 {
+                        return v;
+                    }
+                }
+            })
+            .await
+            .expect("the call after the long line is answered");
+            assert_eq!(answer["result"]["content"][0]["text"], "3", "{answer}");
+            drop(client_write);
+            drop(lines);
+            let _ = tokio::time::timeout(Duration::from_secs(10), serving).await;
+        })
+    });
+    // The argument limit (1 MiB) and its envelope, plus what a session costs, far below the gibibyte sent.
+    assert!(peak < 8 * MIB, "serving held {peak} bytes at once");
+}
