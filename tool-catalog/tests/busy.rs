@@ -224,3 +224,24 @@ fn a_version_1_file_gains_the_change_counter() {
     assert_eq!(e.code(), "store_error");
     assert!(e.to_string().contains("newer than this build"), "{e}");
 }
+
+#[test]
+fn connections_that_create_one_file_at_once_all_open_it() {
+    let dir = TempDir::new("create");
+    let db = dir.db();
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let c = open(&db);
+                c.put(&row(&format!("t{i}"), "mine")).map(|_| ())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("no panic").expect("opened and written");
+    }
+    let c = open(&db);
+    assert_eq!(c.rows().unwrap().len(), 4);
+    assert_eq!(c.change_token().unwrap().generation(), 4);
+}
