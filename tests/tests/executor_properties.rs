@@ -449,7 +449,9 @@ fn the_leak_check_catches_internals() {
 }
 
 /// The fuzzer's seed corpus (`fuzz/corpus/executor`), replayed through the fuzz target's own entry point: every seed
-/// passes every invariant of the harness, as it must for `cargo fuzz run` to start from it.
+/// makes a call and passes every invariant of the harness, as it must for `cargo fuzz run` to start from it, and
+/// the seeds between them cover every input layout (raw text, provider message, valid and mutated generated calls),
+/// a denied tenant, a run and a refusal.
 #[test]
 fn the_fuzz_seed_corpus_replays_clean() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/executor");
@@ -457,10 +459,20 @@ fn the_fuzz_seed_corpus_replays_clean() {
         std::fs::read_dir(&dir).expect("the seed corpus").map(|e| e.expect("a corpus entry").path()).collect();
     seeds.sort();
     assert!(seeds.len() >= 9, "seeds in {}: {}", dir.display(), seeds.len());
+    let (modes, outcomes) = (Tally::default(), Tally::default());
     for seed in &seeds {
         let data = std::fs::read(seed).expect("a seed");
-        assert!(!data.is_empty(), "{} is empty", seed.display());
-        Harness::get().fuzz_one(&data);
+        let outcome = Harness::get().fuzz_one(&data).unwrap_or_else(|| panic!("{} makes no call", seed.display()));
+        modes.add(format!("mode {}", data[0] & 3));
+        if data[0] & 0x80 != 0 {
+            modes.add("denied");
+        }
+        outcomes.add(label(&outcome));
     }
+    for mode in ["mode 0", "mode 1", "mode 2", "mode 3", "denied"] {
+        assert!(modes.get(mode) > 0, "no seed of {mode}: {modes:?}");
+    }
+    assert!(outcomes.get("ran ok") > 0, "no seed runs a handler: {outcomes:?}");
+    assert!(outcomes.total() > outcomes.get("ran ok"), "every seed runs a handler: {outcomes:?}");
     assert_no_untracked_runs();
 }

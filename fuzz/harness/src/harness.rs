@@ -239,9 +239,10 @@ impl Harness {
         Outcome { expect, result }
     }
 
-    /// Runs one fuzzer input (see `docs/FUZZING.md` for the layout).
-    pub fn fuzz_one(&self, data: &[u8]) {
-        let Some((&mode, rest)) = data.split_first() else { return };
+    /// Runs one fuzzer input (see `docs/FUZZING.md` for the layout): the outcome of the call it made and checked, or
+    /// `None` when the input made none (it is empty, or the generator found nothing to build from it).
+    pub fn fuzz_one(&self, data: &[u8]) -> Option<Outcome> {
+        let (&mode, rest) = data.split_first()?;
         let deny = mode & 0x80 != 0;
         match mode & 0x3 {
             // Raw: name and argument text, split at the first NUL byte.
@@ -253,7 +254,7 @@ impl Harness {
                 let name = String::from_utf8_lossy(name).into_owned();
                 let text = String::from_utf8_lossy(text).into_owned();
                 let input = Input { id: "fuzz-raw".into(), name, args: Args::Text(text), approval: None, deny };
-                self.check(&input);
+                Some(self.check(&input))
             }
             // Raw provider message: the bytes as JSON (or as a string), read by one provider's constructor.
             1 => {
@@ -267,7 +268,7 @@ impl Harness {
                     approval: None,
                     deny,
                 };
-                self.check(&input);
+                Some(self.check(&input))
             }
             // Structured: the bytes drive the generator (valid or mutated instances of the tools' own schemas).
             m => {
@@ -278,10 +279,9 @@ impl Harness {
                 } else {
                     self.mutated_input().new_tree(&mut runner).map(|t| t.current())
                 };
-                if let Ok(mut input) = input {
-                    input.deny |= deny;
-                    self.check(&input);
-                }
+                let mut input = input.ok()?;
+                input.deny |= deny;
+                Some(self.check(&input))
             }
         }
     }
