@@ -211,17 +211,25 @@ impl Store {
     }
 
     /// [`Store::run`] for async callers: each attempt runs on the runtime's blocking pool and the pauses are timers,
-    /// so no runtime worker ever waits on SQLite.
+    /// so no runtime worker ever waits on SQLite, and dropping the future stops the retries. Needs a Tokio runtime
+    /// with timers, as views do; outside any runtime it is a `config_error`, not a panic.
     pub(crate) async fn run_async<T, F>(&self, context: String, op: F) -> Result<T, CatalogError>
     where
         T: Send + 'static,
         F: Fn(&mut Connection) -> Attempt<T> + Send + Sync + 'static,
     {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Err(CatalogError::Config(format!(
+                "{context}: the catalogue's async methods run inside a Tokio runtime; outside one, use the sync \
+                 methods"
+            )));
+        };
         let op = Arc::new(op);
         let mut backoff = Backoff::new(self.busy_timeout);
         loop {
             let (store, op2) = (self.clone(), op.clone());
-            let attempt = tokio::task::spawn_blocking(move || store.attempt(&*op2))
+            let attempt = runtime
+                .spawn_blocking(move || store.attempt(&*op2))
                 .await
                 .map_err(|e| CatalogError::store(context.clone(), e))?;
             match attempt {

@@ -245,3 +245,18 @@ fn connections_that_create_one_file_at_once_all_open_it() {
     assert_eq!(c.rows().unwrap().len(), 4);
     assert_eq!(c.change_token().unwrap().generation(), 4);
 }
+
+#[test]
+fn an_async_method_outside_a_runtime_is_an_error_not_a_panic() {
+    let dir = TempDir::new("no-runtime");
+    let c = open(&dir.db());
+    // A minimal executor that is not Tokio.
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let row = row("a", "x");
+    let mut put = std::pin::pin!(c.put_async(&row));
+    let std::task::Poll::Ready(Err(e)) = put.as_mut().poll(&mut cx) else { panic!("ready with an error") };
+    assert_eq!(e.code(), "config_error", "{e}");
+    assert!(e.to_string().contains("Tokio runtime"), "{e}");
+    assert!(c.rows().unwrap().is_empty());
+}
