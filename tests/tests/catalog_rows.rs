@@ -800,15 +800,18 @@ async fn watch_notifies_http_and_subscribed_clients_of_file_edits() {
 
 // ---- A stdio endpoint from the allowlist ----
 
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+/// Whether a missing prerequisite fails the test: `CI` is set (to anything but `0` or `false`) or
+/// `KEEL_REQUIRE_PEERS=1` (as `scripts/test-all.sh` sets for the Rust tests).
+fn prerequisites_required() -> bool {
+    let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    set("CI") || set("KEEL_REQUIRE_PEERS")
 }
 
 /// The example MCP server binary (`examples/examples/conformance_server.rs`), as a command line a stdio locator can
 /// hold: `KEEL_CONFORMANCE_SERVER`, or the binary `cargo test --workspace` and `scripts/mcp-conformance.sh` build
 /// beside this test's own (`<target>/debug/examples/`). A locator separates words with spaces, so a binary whose
 /// path holds one is run through a link in a fresh temporary directory. Missing: the test says why and passes,
-/// unless `CI` is set, where it fails.
+/// unless prerequisites are required ([`prerequisites_required`]: `CI` or `KEEL_REQUIRE_PEERS`), where it fails.
 struct ConformanceServer {
     command: String,
     _link: Option<TempDir>,
@@ -836,7 +839,10 @@ fn conformance_server() -> Option<ConformanceServer> {
                 "the example conformance_server binary is not usable here ({why}); build it with `cargo build -p \
                  examples --example conformance_server`, or set KEEL_CONFORMANCE_SERVER to its path"
             );
-            assert!(!ci(), "CI is set, so a missing prerequisite is a failure: {message}");
+            assert!(
+                !prerequisites_required(),
+                "prerequisites are required (CI or KEEL_REQUIRE_PEERS), so a missing one is a failure: {message}"
+            );
             eprintln!("skipping: {message}");
             None
         }
