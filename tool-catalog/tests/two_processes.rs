@@ -251,14 +251,31 @@ fn finish(mut child: Child, role: &str) -> std::process::Output {
     out
 }
 
+/// A fresh directory under the system temp dir, removed on drop (the children have ended by then).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        let dir = std::env::temp_dir().join(format!("keel-catalog-two-processes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// The rows of one state: name → (description, enabled).
 type State = BTreeMap<String, (String, bool)>;
 
 #[test]
 fn two_processes_edit_and_read_one_catalogue() {
-    let dir = std::env::temp_dir().join(format!("keel-catalog-two-processes-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new();
+    let dir = &dir.0;
     let db = dir.join("tools.db");
     drop(open(&db, Duration::from_secs(2))); // a new, empty catalogue at token 0
 
@@ -377,5 +394,4 @@ fn two_processes_edit_and_read_one_catalogue() {
     assert!(by("a") >= 20 && by("b") >= 20, "both processes wrote");
     assert!(reads >= 20 && views >= 20 && crossed > 0, "both processes read, and saw each other's writes");
     assert!(busy > 0, "the busy path ran");
-    let _ = std::fs::remove_dir_all(&dir);
 }
