@@ -325,6 +325,47 @@ fn the_oracle_agrees_with_hand_picked_cases() {
     assert!(!echo.valid(&json!({"id": "a", "count": 1, "colour": "red", "meta": {"k": "x".repeat(1 << 20)}})), "size");
 }
 
+/// The depth limit on its own, on a tool with a recursive schema: a chain of `count_nodes` nodes (each an object
+/// holding an array of children) is valid against the schema at any length (the oracle's schema check, without the
+/// limits, says so), so what refuses the longer chains is the depth limit alone: a chain of 32 nodes (depth 64, the
+/// limit) runs, one of 33 (depth 66) is refused as too deep, before the handler.
+#[test]
+fn schema_valid_deep_trees_show_the_depth_limit() {
+    use serde_json::json;
+    let h = Harness::get();
+    let oracle = harness::Oracle::for_tool(h.registry.get("count_nodes").unwrap());
+    let chain = |n: usize| {
+        let mut node = json!({"name": "leaf", "children": []});
+        for _ in 1..n {
+            node = json!({"name": "n", "children": [node]});
+        }
+        node
+    };
+    let longest = harness::MAX_DEPTH / 2;
+    for n in [1, longest - 1, longest, longest + 1, longest + 2, 64] {
+        let args = chain(n);
+        assert!(oracle.valid_strict(&args), "a chain of {n} nodes is valid against the schema");
+        assert_eq!(harness::depth(&args), 2 * n);
+        let input = Input {
+            id: format!("chain-{n}"),
+            name: "count_nodes".into(),
+            args: Args::Value(args),
+            approval: None,
+            deny: false,
+        };
+        let o = h.check(&input);
+        if n <= longest {
+            assert_eq!(o.expect, Expect::Run, "a chain of {n} nodes");
+            assert_eq!(o.result.data(), Some(&json!(n)), "a chain of {n} nodes");
+        } else {
+            assert_eq!(o.expect, Expect::Refused("invalid_arguments"), "a chain of {n} nodes");
+            let message = &o.result.error().expect("refused").message;
+            assert!(message.contains("deep") || message.contains("depth") || message.contains("nest"), "{message}");
+        }
+    }
+    assert_no_untracked_runs();
+}
+
 /// No code is ever built from data: argument values and keys that look like references, templates, shell or SQL
 /// reach a handler as the very same data (the echo tool returns them unchanged) or are refused by the schema; a
 /// `$ref` in the arguments is never followed; names that look like code select nothing.
