@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs the external test peers (npm, pip; under target/, nothing committed), runs the MCP
 # conformance suite and the Python SDK client against the example server, installs the providers' Python SDKs, then
-# runs every Rust test of the workspace, then the schema-lock check of the `keel` binary. Exits non-zero on any
-# failure.
+# runs every Rust test of the workspace, builds the fuzz target and runs it on its seed corpus, then the schema-lock
+# check of the `keel` binary. Exits non-zero on any failure.
 #
 #   bash scripts/test-all.sh
 set -euo pipefail
@@ -19,6 +19,13 @@ echo "== cargo test --workspace"
 # The steps above installed every peer, so a peer a test cannot find is a failure here, as in CI, never a skip
 # (KEEL_REQUIRE_PEERS=1 holds even when the caller has set CI=false).
 CI="${CI:-true}" KEEL_REQUIRE_PEERS=1 cargo test --workspace
+
+echo "== the fuzz target: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
+# Without fuzzing: libFuzzer runs the target on each file given and exits non-zero if any breaks an invariant.
+cargo build --quiet --locked --manifest-path fuzz/Cargo.toml --bins --target-dir target/fuzz-check
+target/fuzz-check/debug/executor fuzz/corpus/executor/* 2>target/fuzz-check/seeds.log \
+    || { cat target/fuzz-check/seeds.log >&2; echo "test-all: a fuzz seed broke an invariant" >&2; exit 1; }
+echo "fuzz seeds: $(grep -c '^Executed ' target/fuzz-check/seeds.log) run clean"
 
 echo "== schema lock"
 cargo run -q -p tool-cli --bin keel -- lock --check --strict
