@@ -1,6 +1,7 @@
 //! Limits before allocation: argument text beyond the executor's limits is refused before it is parsed, through
-//! every entry point that reads text (a call's JSON text, a provider's message, MCP's stdio transport), and the
-//! memory it costs is measured by an allocator that counts what each thread holds.
+//! every entry point that reads text (a call's JSON text, a provider's message, MCP's stdio transport), and a
+//! result beyond the output limits stops being serialised there. What each costs is measured by an allocator that
+//! counts what each thread holds.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -68,9 +69,31 @@ fn echo_items(items: Vec<Value>) -> usize {
     items.len()
 }
 
+/// Returns `count` strings of 1 KiB.
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn kibibytes(count: usize) -> Vec<String> {
+    vec!["x".repeat(1024); count]
+}
+
 fn executor(limits: Limits) -> Executor {
-    let view = Registry::from_inventory().unwrap().view().names(["echo_items"]).build().unwrap();
+    let view = Registry::from_inventory().unwrap().view().names(["echo_items", "kibibytes"]).build().unwrap();
     Executor::builder(view).limits(limits).build().unwrap()
+}
+
+#[test]
+fn a_result_past_the_output_limits_stops_being_serialised_there() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let view = Registry::from_inventory().unwrap().view().names(["kibibytes"]).build().unwrap();
+    let ex = Executor::builder(view).output_limits(Limits { max_depth: 8, max_bytes: MIB }).build().unwrap();
+    let call = |count: usize| ex.call(ToolCall::new("k", "kibibytes", json!({"count": count})));
+    let r = rt.block_on(call(512));
+    assert_eq!(r.data().and_then(Value::as_array).map(Vec::len), Some(512), "within the limit");
+    // 64 MiB of strings: the handler holds them; serialised whole, the result would hold as much again.
+    let (r, peak) = peak_during(|| rt.block_on(call(64 * 1024)));
+    assert_eq!((r.code(), r.executed), (Some("invalid_tool_output"), true), "{r:?}");
+    assert!(r.error().unwrap().message.contains("at most 1048576 bytes"), "{r:?}");
+    let handlers_own = 64 * MIB + 64 * 1024 * std::mem::size_of::<String>();
+    assert!(peak < handlers_own + 4 * MIB, "the call held {peak} bytes at once; the handler's own are {handlers_own}");
 }
 
 fn arguments_error(call: &ToolCall) -> String {

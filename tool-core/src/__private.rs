@@ -14,6 +14,7 @@ pub use crate::context::{Args, CallContext, FromCallContext, Requirements};
 pub use crate::definition::{BoxFuture, Handler, SourceLocation, StaticTool};
 pub use crate::effect::Effect;
 pub use crate::error::ToolError;
+pub use crate::limits::Limits;
 pub use crate::params::{ArgSchema, Kind, ParamInfo, Plan};
 
 use std::marker::PhantomData;
@@ -103,9 +104,19 @@ pub fn parse_args<T: DeserializeOwned>(args: Value) -> Result<T, ToolError> {
     serde_json::from_value(args).map_err(ToolError::arguments_mismatch)
 }
 
-/// Serializes a plain return value.
-pub fn output<T: Serialize>(value: T) -> Result<Value, ToolError> {
-    serde_json::to_value(value).map_err(ToolError::internal)
+/// The limits a handler's result is serialised within: the executor's output limits.
+pub fn output_limits(ctx: &CallContext) -> Limits {
+    ctx.output_limits()
+}
+
+/// Serializes a return value within `limits`, stopping as soon as it is certainly beyond them
+/// (`invalid_tool_output`, and the result is never built whole).
+pub fn output<T: Serialize>(value: T, limits: Limits) -> Result<Value, ToolError> {
+    match crate::bounded::to_value_within(&value, &limits) {
+        Ok(v) => Ok(v),
+        Err(crate::bounded::OutputError::Exceeded(what)) => Err(ToolError::output_limit(what)),
+        Err(crate::bounded::OutputError::Serde(e)) => Err(ToolError::internal(e)),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

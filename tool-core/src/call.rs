@@ -445,7 +445,11 @@ mod tests {
     fn json_text_deep_nesting_is_an_error_not_a_crash() {
         let text = format!("{{\"a\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
         let call = ToolCall::from_json_text("c", "t", &text);
-        assert!(err(&call).starts_with("the arguments nest arrays and objects deeper than 64 levels"), "{}", err(&call));
+        assert!(
+            err(&call).starts_with("the arguments nest arrays and objects deeper than 64 levels"),
+            "{}",
+            err(&call)
+        );
         // With a looser limit the parser's own recursion limit (128) still keeps the stack safe.
         let loose = Limits { max_depth: usize::MAX, max_bytes: usize::MAX };
         let call = ToolCall::from_json_text_with_limits("c", "t", &text, &loose);

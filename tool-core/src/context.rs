@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::canonical::Fnv1a128;
 use crate::error::ToolError;
+use crate::limits::Limits;
 
 /// Shared application state of type `T`, registered once on the executor (`.state(value)`) and handed to every
 /// handler that declares a `State<T>` parameter. Cloning is an `Arc` clone.
@@ -106,6 +107,8 @@ struct Inner {
     tenant: Option<Arc<str>>,
     /// Given, or derived when first asked for.
     idempotency_key: OnceLock<Arc<str>>,
+    /// What the handler's result may hold (the executor's output limits), used as it is serialised.
+    output_limits: Limits,
     cancellation: CancellationToken,
     state: Arc<StateMap>,
     notifier: Option<Arc<dyn Notifier>>,
@@ -149,6 +152,7 @@ impl CallContext {
             tool_name: tool_name.into(),
             tenant: None,
             idempotency_key: None,
+            output_limits: Limits::OUTPUT_DEFAULT,
             cancellation: None,
             state: None,
             notifier: None,
@@ -189,6 +193,10 @@ impl CallContext {
     pub fn cancellation(&self) -> &CancellationToken {
         &self.inner.cancellation
     }
+    /// The limits the handler's result is serialised within.
+    pub(crate) fn output_limits(&self) -> Limits {
+        self.inner.output_limits
+    }
     /// Whether the call has been cancelled.
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancellation.is_cancelled()
@@ -218,6 +226,7 @@ pub struct CallContextBuilder {
     tool_name: Arc<str>,
     tenant: Option<Arc<str>>,
     idempotency_key: Option<Arc<str>>,
+    output_limits: Limits,
     cancellation: Option<CancellationToken>,
     state: Option<Arc<StateMap>>,
     notifier: Option<Arc<dyn Notifier>>,
@@ -233,6 +242,11 @@ impl CallContextBuilder {
     /// [`CallContext::idempotency_key`] says).
     pub fn idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
         self.idempotency_key = Some(key.into());
+        self
+    }
+    /// The output limits the handler's result is serialised within (default [`Limits::OUTPUT_DEFAULT`]).
+    pub(crate) fn output_limits(mut self, limits: Limits) -> Self {
+        self.output_limits = limits;
         self
     }
     /// The cancellation token (default: a fresh one).
@@ -261,6 +275,7 @@ impl CallContextBuilder {
                 call_id: self.call_id,
                 tool_name: self.tool_name,
                 idempotency_key,
+                output_limits: self.output_limits,
                 tenant: self.tenant,
                 cancellation: self.cancellation.unwrap_or_default(),
                 state: self.state.unwrap_or_default(),

@@ -274,6 +274,9 @@ pub(crate) enum Repr {
     Internal(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// The arguments passed the schema but did not deserialize into the handler's types.
     ArgumentsMismatch(String),
+    /// The handler's result is beyond the output limits: what it exceeds (`at most 8388608 bytes`). Found while
+    /// it was serialised, which stopped there.
+    OutputLimit(String),
 }
 
 impl ToolError {
@@ -298,6 +301,11 @@ impl ToolError {
         ToolError { repr: Repr::Internal(err.into()), before_handler: false }
     }
 
+    /// A result beyond the output limits, found as it was serialised (see `Repr::OutputLimit`).
+    pub(crate) fn output_limit(exceeded: String) -> ToolError {
+        ToolError { repr: Repr::OutputLimit(exceeded), before_handler: false }
+    }
+
     #[doc(hidden)]
     pub fn arguments_mismatch(detail: impl fmt::Display) -> ToolError {
         ToolError { repr: Repr::ArgumentsMismatch(detail.to_string()), before_handler: true }
@@ -316,6 +324,7 @@ impl ToolError {
             Repr::Business { code, .. } => ErrorCode::Tool(code.clone()),
             Repr::Internal(_) => ErrorCode::ToolInternalError,
             Repr::ArgumentsMismatch(_) => ErrorCode::InvalidArguments,
+            Repr::OutputLimit(_) => ErrorCode::InvalidToolOutput,
         }
     }
 
@@ -367,6 +376,7 @@ impl fmt::Debug for ToolError {
                 .finish(),
             Repr::Internal(e) => f.debug_tuple("ToolError::Internal").field(e).finish(),
             Repr::ArgumentsMismatch(d) => f.debug_tuple("ToolError::ArgumentsMismatch").field(d).finish(),
+            Repr::OutputLimit(d) => f.debug_tuple("ToolError::OutputLimit").field(d).finish(),
         }
     }
 }
@@ -377,6 +387,7 @@ impl fmt::Display for ToolError {
             Repr::Business { code, message, .. } => write!(f, "{code}: {message}"),
             Repr::Internal(e) => write!(f, "tool_internal_error: {e}"),
             Repr::ArgumentsMismatch(d) => write!(f, "invalid_arguments: {d}"),
+            Repr::OutputLimit(d) => write!(f, "invalid_tool_output: the result exceeds the output limits ({d})"),
         }
     }
 }

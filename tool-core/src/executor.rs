@@ -297,7 +297,7 @@ impl ExecutorBuilder {
             inner: Arc::new(Inner {
                 view: self.view,
                 state: Arc::new(self.state),
-                unread_context: CallContext::new("", ""),
+                unread_context: CallContext::builder("", "").output_limits(self.output_limits).build(),
                 policy: self.policy,
                 default_timeout: self.default_timeout,
                 default_write_timeout: self.default_write_timeout,
@@ -471,7 +471,7 @@ impl Executor {
             default_write_timeout: Duration::from_secs(120),
             timeout_grace: None,
             limits: Limits::default(),
-            output_limits: Limits { max_depth: 128, max_bytes: 8 * 1024 * 1024 },
+            output_limits: Limits::OUTPUT_DEFAULT,
             on_failure: Arc::new(trace_failure),
         }
     }
@@ -626,6 +626,7 @@ impl Executor {
                 None => CancellationToken::new(),
             };
             let ctx = CallContext::builder(call_id.as_str(), def.name())
+                .output_limits(self.inner.output_limits)
                 .tenant(options.tenant.clone())
                 .cancellation(token.clone())
                 .state(self.inner.state.clone())
@@ -741,6 +742,18 @@ impl Executor {
                     kind: FailureKind::Error(&*source),
                 });
                 internal_body(call_id)
+            }
+            Repr::OutputLimit(exceeded) => {
+                let detail = format!("the result exceeds the output limits: {exceeded}");
+                (self.inner.on_failure)(&InternalFailure {
+                    call_id,
+                    tool: def.name(),
+                    kind: FailureKind::InvalidOutput(&detail),
+                });
+                ErrorBody::new(
+                    ErrorCode::InvalidToolOutput,
+                    format!("the tool produced a result larger than allowed ({exceeded}); it was withheld"),
+                )
             }
             Repr::ArgumentsMismatch(detail) => {
                 tracing::warn!(

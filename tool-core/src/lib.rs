@@ -74,6 +74,7 @@ extern crate self as tool_core;
 // The core modules are private: each of their public items has one path, at the root. `canonical`, `lint`,
 // `lock`, `name` and `vocabulary` are toolboxes whose items are only there.
 mod arguments;
+mod bounded;
 mod call;
 pub mod canonical;
 mod codec;

@@ -15,6 +15,10 @@ pub struct Limits {
 impl Limits {
     /// The defaults: depth 64, 1 MiB.
     pub const DEFAULT: Limits = Limits { max_depth: 64, max_bytes: 1024 * 1024 };
+
+    /// The defaults for results: depth 128, 8 MiB
+    /// ([`ExecutorBuilder::output_limits`](crate::ExecutorBuilder::output_limits)).
+    pub const OUTPUT_DEFAULT: Limits = Limits { max_depth: 128, max_bytes: 8 * 1024 * 1024 };
 }
 
 impl Default for Limits {

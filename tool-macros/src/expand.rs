@@ -82,7 +82,7 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
                 quote_spanned!(ok.span()=> #private::output_schema_for::<#ok>()),
                 quote! {
                     match #call {
-                        #private::core::result::Result::Ok(__keel_ok) => #output_fn(__keel_ok),
+                        #private::core::result::Result::Ok(__keel_ok) => #output_fn(__keel_ok, __keel_output_limits),
                         #private::core::result::Result::Err(__keel_err) => #private::core::result::Result::Err(#convert_err),
                     }
                 },
@@ -90,11 +90,18 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         }
         Output::Plain { ty } => {
             let convert_fn = quote_spanned!(ty.span()=> #private::output::<#ty>);
-            (quote_spanned!(ty.span()=> #private::output_schema_for::<#ty>()), quote!(#convert_fn(#call)))
+            (
+                quote_spanned!(ty.span()=> #private::output_schema_for::<#ty>()),
+                quote!(#convert_fn(#call, __keel_output_limits)),
+            )
         }
-        Output::Unit => (quote!(#private::output_schema_for::<()>()), quote!(#private::output(#call))),
+        Output::Unit => {
+            (quote!(#private::output_schema_for::<()>()), quote!(#private::output(#call, __keel_output_limits)))
+        }
     };
     let parse_args = quote! {
+        // Read before the arguments: an injected `CallContext` moves into the call.
+        let __keel_output_limits = #private::output_limits(&__keel_ctx);
         let mut __keel_input = #private::Input::new(__keel_value, __keel_plan())?;
         #(#extracts)*
         __keel_input.finish()?;
