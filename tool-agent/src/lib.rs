@@ -55,6 +55,7 @@ mod http;
 mod model;
 mod ollama;
 mod openai;
+mod options;
 mod replay;
 #[cfg(feature = "stub")]
 pub mod stub;
@@ -65,4 +66,5 @@ pub use http::HttpConfig;
 pub use model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn, WireFormat};
 pub use ollama::{OllamaBuilder, OllamaClient};
 pub use openai::{OpenAiBuilder, OpenAiClient};
+pub use options::{ChoicePolicy, ToolChoice};
 pub use replay::{Replay, ReplayOrigin, SeenTurn};

@@ -5,6 +5,7 @@ use tool_core::Provider;
 
 use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
+use crate::options::{RequestOptions, ToolChoice, request_option_methods};
 use crate::wire;
 
 /// A client for Ollama's `POST /api/chat` with `"stream": false`.
@@ -30,6 +31,7 @@ pub struct OllamaClient {
     http: Http,
     options: Map<String, Value>,
     extra: Map<String, Value>,
+    request: RequestOptions,
 }
 
 /// Builds an [`OllamaClient`].
@@ -41,10 +43,12 @@ pub struct OllamaBuilder {
     http: HttpConfig,
     options: Map<String, Value>,
     extra: Map<String, Value>,
+    request: RequestOptions,
 }
 
 impl OllamaBuilder {
     http_builder_methods!("`think`, `keep_alive`, `format`", "`model`, `messages`, `tools` and `stream`");
+    request_option_methods!("`options.temperature`", "`options.seed`", "`options.num_predict`");
     /// One of Ollama's `options` (`temperature`, `num_ctx`, `seed`, ...).
     pub fn option(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.options.insert(key.into(), value.into());
@@ -60,6 +64,7 @@ impl OllamaBuilder {
             http,
             options: self.options,
             extra: self.extra,
+            request: self.request,
         })
     }
 }
@@ -73,6 +78,7 @@ impl OllamaClient {
             http: HttpConfig::default(),
             options: Map::new(),
             extra: Map::new(),
+            request: RequestOptions::default(),
         }
     }
 
@@ -96,21 +102,52 @@ impl OllamaClient {
         self.http.config()
     }
 
-    /// The request body of one turn.
-    pub fn request_body(&self, turn: &Turn<'_>) -> Value {
+    /// The request body of one turn: the conversation, the tools, and the options set on the builder
+    /// (temperature, seed and the most tokens go into `options`, over the same keys given with
+    /// [`OllamaBuilder::option`]).
+    ///
+    /// `/api/chat` has no `tool_choice`: [`ToolChoice::None`] sends the turn without tools, [`ToolChoice::Auto`]
+    /// with them, and a choice that forces a call cannot be honoured.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] for [`ToolChoice::Required`] or [`ToolChoice::Tool`] (Ollama's OpenAI-compatible
+    /// endpoint, [`OpenAiClient`](crate::OpenAiClient) at `{base}/v1`, takes them), or a named tool the turn does
+    /// not have.
+    pub fn request_body(&self, turn: &Turn<'_>) -> Result<Value, ModelError> {
+        let choice = self.request.choice(turn)?;
+        if let Some(ToolChoice::Required | ToolChoice::Tool(_)) = &choice {
+            return Err(ModelError::Config {
+                message: format!(
+                    "Ollama's /api/chat has no tool_choice, so a tool call cannot be forced; use its \
+                     OpenAI-compatible endpoint instead (OpenAiClient at {}/v1)",
+                    self.base
+                ),
+            });
+        }
         let mut body = self.extra.clone();
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert("messages".into(), Value::Array(wire::ollama_messages(turn.tools, turn.messages)));
         let codec = turn.tools.codec(Provider::Ollama);
         let tools = codec.tools();
-        if !tools.is_empty() {
+        if !tools.is_empty() && choice != Some(ToolChoice::None) {
             body.insert("tools".into(), Value::Array(tools.to_vec()));
         }
         body.insert("stream".into(), Value::Bool(false));
-        if !self.options.is_empty() {
-            body.insert("options".into(), Value::Object(self.options.clone()));
+        let mut options = self.options.clone();
+        if let Some(t) = self.request.temperature {
+            options.insert("temperature".into(), t.into());
         }
-        Value::Object(body)
+        if let Some(seed) = self.request.seed {
+            options.insert("seed".into(), seed.into());
+        }
+        if let Some(n) = self.request.max_tokens {
+            options.insert("num_predict".into(), n.into());
+        }
+        if !options.is_empty() {
+            body.insert("options".into(), Value::Object(options));
+        }
+        Ok(Value::Object(body))
     }
 }
 
@@ -125,7 +162,7 @@ impl ChatModel for OllamaClient {
 
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         Box::pin(async move {
-            let body = self.request_body(&turn);
+            let body = self.request_body(&turn)?;
             let response = self.http.post_json(&self.url, &body, None).await?;
             wire::parse_ollama(&response, turn.tools, turn.calls_so_far(), Mode::Live)
         })

@@ -2,11 +2,12 @@
 
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use tool_core::Provider;
 
 use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
+use crate::options::{RequestOptions, ToolChoice, request_option_methods};
 use crate::wire;
 
 /// A client for `POST {base}/chat/completions`.
@@ -34,6 +35,7 @@ pub struct OpenAiClient {
     api_key: Option<String>,
     http: Http,
     extra: Map<String, Value>,
+    request: RequestOptions,
 }
 
 impl fmt::Debug for OpenAiClient {
@@ -55,6 +57,7 @@ pub struct OpenAiBuilder {
     api_key: Option<String>,
     http: HttpConfig,
     extra: Map<String, Value>,
+    request: RequestOptions,
 }
 
 impl fmt::Debug for OpenAiBuilder {
@@ -71,9 +74,10 @@ impl OpenAiBuilder {
         self
     }
     http_builder_methods!(
-        "`temperature`, `parallel_tool_calls`, `tool_choice`, `seed`",
-        "`model`, `messages` and `tools`"
+        "`parallel_tool_calls`, `top_p`, `stop`, `response_format`",
+        "`model`, `messages`, `tools` and the options below (`tool_choice`, `temperature`, `seed`, `max_tokens`)"
     );
+    request_option_methods!("`temperature`", "`seed`", "`max_tokens`");
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OpenAiClient, ModelError> {
         let (base, http) = client_parts(&self.base, &self.model, self.http)?;
@@ -84,6 +88,7 @@ impl OpenAiBuilder {
             api_key: self.api_key,
             http,
             extra: self.extra,
+            request: self.request,
         })
     }
 }
@@ -98,6 +103,7 @@ impl OpenAiClient {
             api_key: None,
             http: HttpConfig::default(),
             extra: Map::new(),
+            request: RequestOptions::default(),
         }
     }
 
@@ -121,8 +127,15 @@ impl OpenAiClient {
         self.http.config()
     }
 
-    /// The request body of one turn.
-    pub fn request_body(&self, turn: &Turn<'_>) -> Value {
+    /// The request body of one turn: the conversation, the tools, and the options set on the builder (a
+    /// named [`ToolChoice`] as `{"type": "function", "function": {"name": <wire name>}}`; no `tool_choice` when
+    /// the turn has no tools).
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] when the turn's [`ToolChoice`] names a tool the turn does not have, or requires a
+    /// call in a turn without tools.
+    pub fn request_body(&self, turn: &Turn<'_>) -> Result<Value, ModelError> {
         let mut body = self.extra.clone();
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert("messages".into(), Value::Array(wire::openai_messages(turn.tools, turn.messages)));
@@ -131,7 +144,27 @@ impl OpenAiClient {
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools.to_vec()));
         }
-        Value::Object(body)
+        if let Some(choice) = self.request.choice(turn)?
+            && !tools.is_empty()
+        {
+            let choice = match choice {
+                ToolChoice::Auto => json!("auto"),
+                ToolChoice::None => json!("none"),
+                ToolChoice::Required => json!("required"),
+                ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": codec.shown_name(&name)}}),
+            };
+            body.insert("tool_choice".into(), choice);
+        }
+        if let Some(t) = self.request.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(seed) = self.request.seed {
+            body.insert("seed".into(), json!(seed));
+        }
+        if let Some(n) = self.request.max_tokens {
+            body.insert("max_tokens".into(), json!(n));
+        }
+        Ok(Value::Object(body))
     }
 }
 
@@ -146,7 +179,7 @@ impl ChatModel for OpenAiClient {
 
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         Box::pin(async move {
-            let body = self.request_body(&turn);
+            let body = self.request_body(&turn)?;
             let response = self.http.post_json(&self.url, &body, self.api_key.as_deref()).await?;
             wire::parse_openai(&response, turn.tools, turn.calls_so_far(), Mode::Live)
         })
