@@ -67,6 +67,8 @@ executor_codes! {
     Cancelled => "cancelled",
     /// A batch stopped before this call.
     NotExecuted => "not_executed",
+    /// The handler asks the model to call again differently, and says why ([`ToolError::retry`]).
+    Retry => "retry",
 }
 
 impl ErrorCode {
@@ -277,6 +279,8 @@ pub(crate) enum Repr {
     /// The handler's result is beyond the output limits: what it exceeds (`at most 8388608 bytes`). Found while
     /// it was serialised, which stopped there.
     OutputLimit(String),
+    /// A repair signal for the model, with its reason.
+    Retry(Cow<'static, str>),
 }
 
 impl ToolError {
@@ -299,6 +303,21 @@ impl ToolError {
     /// executor's internal-error hook only.
     pub fn internal(err: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> ToolError {
         ToolError { repr: Repr::Internal(err.into()), before_handler: false }
+    }
+
+    /// A repair signal: the call was understood but cannot be served as it is, and the model should call again
+    /// differently, as `reason` says (a date in the past, an id that does not exist yet, a query too broad). The
+    /// model reads `reason` as the message of a `retry` error; a run counts these per tool
+    /// ([`RunState::retries`](crate::RunState::retries)), with `invalid_arguments`, against
+    /// [`StopPolicy::max_retries`](crate::StopPolicy::max_retries).
+    ///
+    /// ```
+    /// use tool_core::ToolError;
+    /// let e = ToolError::retry("the date is in the past; give a date from today on");
+    /// assert_eq!(e.code(), "retry");
+    /// ```
+    pub fn retry(reason: impl Into<Cow<'static, str>>) -> ToolError {
+        ToolError { repr: Repr::Retry(reason.into()), before_handler: false }
     }
 
     /// A result beyond the output limits, found as it was serialised (see `Repr::OutputLimit`).
@@ -325,6 +344,7 @@ impl ToolError {
             Repr::Internal(_) => ErrorCode::ToolInternalError,
             Repr::ArgumentsMismatch(_) => ErrorCode::InvalidArguments,
             Repr::OutputLimit(_) => ErrorCode::InvalidToolOutput,
+            Repr::Retry(_) => ErrorCode::Retry,
         }
     }
 
@@ -377,6 +397,7 @@ impl fmt::Debug for ToolError {
             Repr::Internal(e) => f.debug_tuple("ToolError::Internal").field(e).finish(),
             Repr::ArgumentsMismatch(d) => f.debug_tuple("ToolError::ArgumentsMismatch").field(d).finish(),
             Repr::OutputLimit(d) => f.debug_tuple("ToolError::OutputLimit").field(d).finish(),
+            Repr::Retry(r) => f.debug_tuple("ToolError::Retry").field(r).finish(),
         }
     }
 }
@@ -388,6 +409,7 @@ impl fmt::Display for ToolError {
             Repr::Internal(e) => write!(f, "tool_internal_error: {e}"),
             Repr::ArgumentsMismatch(d) => write!(f, "invalid_arguments: {d}"),
             Repr::OutputLimit(d) => write!(f, "invalid_tool_output: the result exceeds the output limits ({d})"),
+            Repr::Retry(r) => write!(f, "retry: {r}"),
         }
     }
 }

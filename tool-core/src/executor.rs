@@ -743,6 +743,8 @@ impl Executor {
                 });
                 internal_body(call_id)
             }
+            // The handler's own words for the model: what to change before calling again.
+            Repr::Retry(reason) => ErrorBody::new(ErrorCode::Retry, reason.into_owned()),
             Repr::OutputLimit(exceeded) => {
                 let detail = format!("the result exceeds the output limits: {exceeded}");
                 (self.inner.on_failure)(&InternalFailure {

@@ -15,7 +15,9 @@ use crate::result::ToolResult;
 pub struct StopPolicy {
     /// Executed calls allowed in one run (default 5).
     pub max_steps: u32,
-    /// Failed attempts of one tool tolerated before the run stops with `error` (default 1: one retry).
+    /// Failed attempts of one tool tolerated before the run stops with `error` (default 1: one retry). With
+    /// [`DefaultDecider`], a tool's `retry` and `invalid_arguments` outcomes count against it as
+    /// [`RunState::retries`], its other failures as [`RunState::failures`].
     pub max_retries: u32,
 }
 
@@ -30,6 +32,7 @@ impl Default for StopPolicy {
 pub struct RunState {
     steps: u32,
     failures: HashMap<String, u32>,
+    retries: HashMap<String, u32>,
     call_ids: HashSet<String>,
 }
 
@@ -41,6 +44,12 @@ impl RunState {
     /// Failed calls of `tool` so far (executed or rejected).
     pub fn failures(&self, tool: &str) -> u32 {
         self.failures.get(tool).copied().unwrap_or(0)
+    }
+    /// Calls of `tool` so far that asked the model to call again differently: a handler's repair signal
+    /// (`retry`, [`ToolError::retry`](crate::ToolError::retry)) or arguments that did not match
+    /// (`invalid_arguments`). Each is also one of [`RunState::failures`].
+    pub fn retries(&self, tool: &str) -> u32 {
+        self.retries.get(tool).copied().unwrap_or(0)
     }
 }
 
@@ -65,6 +74,7 @@ where
 /// |---|---|
 /// | `unknown_tool`, `policy_denied` | `error`: the model asked for something it may not have |
 /// | `approval_required` | `needs_input`: a human must approve |
+/// | `retry` or `invalid_arguments` of a tool that has now asked for more than `max_retries` repairs | `error` |
 /// | any other failure of a tool that has now failed more than `max_retries` times | `error` |
 /// | any other failure | `continue` (the model may repair and retry) |
 /// | success, with `max_steps` reached | `error` (step budget exhausted) |
@@ -77,6 +87,8 @@ impl Decider for DefaultDecider {
         match obs.error().map(|e| e.code.as_str()) {
             Some("unknown_tool" | "policy_denied") => Decision::Error,
             Some("approval_required") => Decision::NeedsInput,
+            Some("retry" | "invalid_arguments") if state.retries(&obs.tool_name) > stop.max_retries => Decision::Error,
+            Some("retry" | "invalid_arguments") => Decision::Continue,
             Some(_) if state.failures(&obs.tool_name) > stop.max_retries => Decision::Error,
             Some(_) => Decision::Continue,
             None if state.steps >= stop.max_steps => Decision::Error,
@@ -271,6 +283,9 @@ impl Run {
             }
             if !result.is_ok() {
                 *self.state.failures.entry(result.tool_name.clone()).or_insert(0) += 1;
+                if matches!(result.code(), Some("retry" | "invalid_arguments")) {
+                    *self.state.retries.entry(result.tool_name.clone()).or_insert(0) += 1;
+                }
             }
             let decision = self.decider.decide(&result, &self.state, &self.stop);
             self.emit(EventKind::ToolObservation {
