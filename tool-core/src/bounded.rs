@@ -149,6 +149,18 @@ impl<'b, S: Serializer> Proxy<'b, S> {
     }
 }
 
+/// The integer methods of [`Proxy`]: count the digits (and sign), then pass the value on.
+macro_rules! integers {
+    ($($method:ident($ty:ty) $count:ident),* $(,)?) => {
+        $(
+            fn $method(self, v: $ty) -> Result<S::Ok, S::Error> {
+                self.budget.add($count(v.into()))?;
+                self.inner.$method(v)
+            }
+        )*
+    };
+}
+
 impl<'b, S: Serializer> Serializer for Proxy<'b, S> {
     type Ok = S::Ok;
     type Error = S::Error;
@@ -164,45 +176,17 @@ impl<'b, S: Serializer> Serializer for Proxy<'b, S> {
         self.budget.add(if v { 4 } else { 5 })?;
         self.inner.serialize_bool(v)
     }
-    fn serialize_i8(self, v: i8) -> Result<S::Ok, S::Error> {
-        self.budget.add(signed_digits(v.into()))?;
-        self.inner.serialize_i8(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<S::Ok, S::Error> {
-        self.budget.add(signed_digits(v.into()))?;
-        self.inner.serialize_i16(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<S::Ok, S::Error> {
-        self.budget.add(signed_digits(v.into()))?;
-        self.inner.serialize_i32(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<S::Ok, S::Error> {
-        self.budget.add(signed_digits(v.into()))?;
-        self.inner.serialize_i64(v)
-    }
-    fn serialize_i128(self, v: i128) -> Result<S::Ok, S::Error> {
-        self.budget.add(signed_digits(v))?;
-        self.inner.serialize_i128(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<S::Ok, S::Error> {
-        self.budget.add(digits(v.into()))?;
-        self.inner.serialize_u8(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<S::Ok, S::Error> {
-        self.budget.add(digits(v.into()))?;
-        self.inner.serialize_u16(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<S::Ok, S::Error> {
-        self.budget.add(digits(v.into()))?;
-        self.inner.serialize_u32(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<S::Ok, S::Error> {
-        self.budget.add(digits(v.into()))?;
-        self.inner.serialize_u64(v)
-    }
-    fn serialize_u128(self, v: u128) -> Result<S::Ok, S::Error> {
-        self.budget.add(digits(v))?;
-        self.inner.serialize_u128(v)
+    integers! {
+        serialize_i8(i8) signed_digits,
+        serialize_i16(i16) signed_digits,
+        serialize_i32(i32) signed_digits,
+        serialize_i64(i64) signed_digits,
+        serialize_i128(i128) signed_digits,
+        serialize_u8(u8) digits,
+        serialize_u16(u16) digits,
+        serialize_u32(u32) digits,
+        serialize_u64(u64) digits,
+        serialize_u128(u128) digits,
     }
     fn serialize_f32(self, v: f32) -> Result<S::Ok, S::Error> {
         self.budget.add(1)?;
