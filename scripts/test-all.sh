@@ -20,12 +20,15 @@ echo "== cargo test --workspace"
 # (KEEL_REQUIRE_PEERS=1 holds even when the caller has set CI=false).
 CI="${CI:-true}" KEEL_REQUIRE_PEERS=1 cargo test --workspace
 
-echo "== the fuzz target: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
+echo "== the fuzz targets: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
 # Without fuzzing: libFuzzer runs the target on each file given and exits non-zero if any breaks an invariant.
 cargo build --quiet --locked --manifest-path fuzz/Cargo.toml --bins --target-dir target/fuzz-check
 target/fuzz-check/debug/executor fuzz/corpus/executor/* 2>target/fuzz-check/seeds.log \
     || { cat target/fuzz-check/seeds.log >&2; echo "test-all: a fuzz seed broke an invariant" >&2; exit 1; }
 echo "fuzz seeds: $(grep -c '^Executed ' target/fuzz-check/seeds.log) run clean"
+target/fuzz-check/debug/codecs fuzz/corpus/codecs/* 2>target/fuzz-check/codec-seeds.log \
+    || { cat target/fuzz-check/codec-seeds.log >&2; echo "test-all: a codec fuzz seed broke an invariant" >&2; exit 1; }
+echo "codec fuzz seeds: $(grep -c '^Executed ' target/fuzz-check/codec-seeds.log) run clean"
 
 echo "== schema lock"
 cargo run -q -p tool-cli --bin keel -- lock --check --strict

@@ -34,6 +34,7 @@
 //! this crate (`use keel_fuzz_harness as _;` or `tool_core::link_tools!(keel_fuzz_harness);`), as both users do by
 //! importing from it.
 
+mod codecs;
 mod harness;
 mod input;
 mod instance;
@@ -44,6 +45,7 @@ mod policy;
 mod record;
 mod tools;
 
+pub use codecs::check_codecs;
 pub use harness::{Expect, Harness, Outcome, block_on};
 pub use input::{Approve, Args, Delivery, Input, ProviderShape, SHAPES};
 pub use instance::instance;
