@@ -692,17 +692,7 @@ impl Executor {
 
         // 6. The result within the output limits and valid against the result schema.
         if let Err(v) = check_limits(&value, &self.inner.output_limits) {
-            let detail = format!("the result exceeds the output limits: {v}");
-            let failure =
-                InternalFailure { call_id: &call_id, tool: def.name(), kind: FailureKind::InvalidOutput(&detail) };
-            (self.inner.on_failure)(&failure);
-            fail!(
-                true,
-                ErrorBody::new(
-                    ErrorCode::InvalidToolOutput,
-                    format!("the tool produced a result larger than allowed ({}); it was withheld", v.expected),
-                ),
-            );
+            fail!(true, self.too_large(def, &call_id, &v, &v.expected));
         }
         if let Some(output) = &compiled.output
             && !output.is_valid(&value)
@@ -725,6 +715,21 @@ impl Executor {
         ToolResult::success(call_id, name, version, value)
     }
 
+    /// A result beyond the output limits (found by the exact check, or while it was serialised), withheld: the
+    /// operator hears what it exceeds, the model only that it was too large (`expected`: "at most 8388608 bytes").
+    fn too_large(&self, def: &ToolDefinition, call_id: &str, exceeded: &dyn fmt::Display, expected: &str) -> ErrorBody {
+        let detail = format!("the result exceeds the output limits: {exceeded}");
+        (self.inner.on_failure)(&InternalFailure {
+            call_id,
+            tool: def.name(),
+            kind: FailureKind::InvalidOutput(&detail),
+        });
+        ErrorBody::new(
+            ErrorCode::InvalidToolOutput,
+            format!("the tool produced a result larger than allowed ({expected}); it was withheld"),
+        )
+    }
+
     fn error_body(&self, def: &ToolDefinition, call_id: &str, err: ToolError) -> ErrorBody {
         match err.repr {
             // A `ToolCode` is valid by construction: the tool's code and message reach the model as they are.
@@ -745,18 +750,7 @@ impl Executor {
             }
             // The handler's own words for the model: what to change before calling again.
             Repr::Retry(reason) => ErrorBody::new(ErrorCode::Retry, reason.into_owned()),
-            Repr::OutputLimit(exceeded) => {
-                let detail = format!("the result exceeds the output limits: {exceeded}");
-                (self.inner.on_failure)(&InternalFailure {
-                    call_id,
-                    tool: def.name(),
-                    kind: FailureKind::InvalidOutput(&detail),
-                });
-                ErrorBody::new(
-                    ErrorCode::InvalidToolOutput,
-                    format!("the tool produced a result larger than allowed ({exceeded}); it was withheld"),
-                )
-            }
+            Repr::OutputLimit(exceeded) => self.too_large(def, call_id, &exceeded, &exceeded),
             Repr::ArgumentsMismatch(detail) => {
                 tracing::warn!(
                     call_id,
