@@ -1,7 +1,8 @@
 //! The provider codecs' parsers under arbitrary input: [`check_codecs`] reads one provider message (or call item)
 //! with the codec of the harness's view and asserts what every codec promises, whatever it is given.
 //!
-//! Input layout: the first byte selects the provider (`% 6`, in [`Provider::ALL`] order) and, with bit 3, tight
+//! Input layout: the first byte selects the provider (`% 6`, in [`Provider::ALL`] order; [`check_codec`] takes it
+//! as an argument instead, for the targets of one provider each) and, with bit 3, tight
 //! argument limits (nesting 8, 512 bytes) instead of the defaults; the rest is parsed as JSON, else taken as a
 //! string.
 //!
@@ -25,8 +26,14 @@ use crate::{Harness, depth};
 
 /// Reads `data` as one provider's message and call item, asserting the invariants above.
 pub fn check_codecs(data: &[u8]) {
+    let Some(&mode) = data.first() else { return };
+    check_codec(Provider::ALL[usize::from(mode) % Provider::ALL.len()], data);
+}
+
+/// Reads `data` as `provider`'s message and call item, asserting the invariants above: the per-provider targets'
+/// entry point (the first byte's bit 3 still selects tight limits; its provider bits are ignored).
+pub fn check_codec(provider: Provider, data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else { return };
-    let provider = Provider::ALL[usize::from(mode) % Provider::ALL.len()];
     let limits = if mode & 0x08 != 0 { Limits { max_depth: 8, max_bytes: 512 } } else { Limits::DEFAULT };
     let value = serde_json::from_slice::<Value>(rest)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(rest).into_owned()));

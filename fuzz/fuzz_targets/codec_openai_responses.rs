@@ -1,0 +1,11 @@
+//! The OpenAiResponses codec's parser alone under libFuzzer: `keel_fuzz_harness::check_codec` with
+//! `Provider::OpenAiResponses` (layout and invariants in `fuzz/harness/src/codecs.rs`). See `docs/FUZZING.md`.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tool_core::Provider;
+
+fuzz_target!(|data: &[u8]| {
+    keel_fuzz_harness::check_codec(Provider::OpenAiResponses, data);
+});
