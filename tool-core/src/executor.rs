@@ -207,6 +207,11 @@ impl ExecutorBuilder {
         self.state.insert(value);
         self
     }
+    /// Shared state already behind an [`Arc`], which the caller keeps too (handlers see it as `State<T>`).
+    pub fn state_arc<T: Send + Sync + 'static>(mut self, value: Arc<T>) -> Self {
+        self.state.insert_arc(value);
+        self
+    }
     /// The approval policy (default: [`EffectPolicy`]); any [`Policy`], a closure, or an `Arc<dyn Policy>` shared
     /// with other executors.
     pub fn policy(mut self, policy: impl Policy) -> Self {
@@ -376,6 +381,10 @@ impl CallOptions {
         self.notifier = Some(notifier);
         self
     }
+    /// The parent cancellation token, if one was given.
+    pub(crate) fn cancellation_token(&self) -> Option<&CancellationToken> {
+        self.cancellation.as_ref()
+    }
 }
 
 /// How a handler run ended, before output validation.
@@ -479,6 +488,13 @@ impl Executor {
     /// The view this executor allows (and that the model was shown).
     pub fn view(&self) -> &ToolView {
         &self.inner.view
+    }
+
+    /// Whether a call of `name` may overlap with other calls of one batch: the tool is in the view and the
+    /// policy says it is parallel-safe ([`Policy::parallel_safe`]; by default, `read` tools). A name that is not
+    /// in the view is not: its call is refused at once, alone, so that a stop it causes starts nothing after it.
+    pub fn parallel_safe(&self, name: &str) -> bool {
+        self.view().get(name).is_some_and(|def| self.inner.policy.parallel_safe(def))
     }
 
     /// The size and depth limits on arguments ([`ExecutorBuilder::limits`]).

@@ -126,7 +126,7 @@ pub use failure::{FailureKind, InternalFailure};
 pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 pub use registry::{Registry, RegistryBuilder, RegistryError, RegistryProblem};
 pub use result::{ErrorBody, HandlerState, Outcome, ToolResult};
-pub use run::{BatchOutcome, Decider, DefaultDecider, Run, RunBuilder, RunState, StopPolicy};
+pub use run::{BatchOutcome, Concurrency, Decider, DefaultDecider, Run, RunBuilder, RunState, StopPolicy};
 pub use schema::{Provider, ToolSchemas};
 pub use tokio_util::sync::CancellationToken;
 pub use validate::{CompiledSchema, Limits, SchemaError, Violation};

@@ -190,12 +190,22 @@ pub enum PolicyDecision {
 pub trait Policy: Send + Sync + 'static {
     /// The decision for one call. Must not block.
     fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision;
+
+    /// Whether calls of `tool` may overlap with other calls of the same batch, in a [`Run`](crate::Run) that
+    /// allows concurrency ([`Concurrency`](crate::Concurrency)). Default: only `read` tools. A tool that is not
+    /// parallel-safe runs alone, after the calls before it and before the calls after it.
+    fn parallel_safe(&self, tool: &ToolDefinition) -> bool {
+        tool.effect() == Effect::Read
+    }
 }
 
 /// A policy shared between executors: `.policy(Arc::clone(&shared))`.
 impl Policy for std::sync::Arc<dyn Policy> {
     fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision {
         (**self).decide(request)
+    }
+    fn parallel_safe(&self, tool: &ToolDefinition) -> bool {
+        (**self).parallel_safe(tool)
     }
 }
 

@@ -1,14 +1,19 @@
 //! [`Run`]: the lifecycle of one agent run over many model turns, with its event log and stop rules.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::call::ToolCall;
+use crate::error::ErrorCode;
 use crate::event::{Decision, EventKind, EventLog, EventSink, NotExecuted};
 use crate::executor::{CallOptions, Executor};
+use crate::result::ErrorBody;
 use crate::result::ToolResult;
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 /// Limits that end a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +55,50 @@ impl RunState {
     /// (`invalid_arguments`). Each is also one of [`RunState::failures`].
     pub fn retries(&self, tool: &str) -> u32 {
         self.retries.get(tool).copied().unwrap_or(0)
+    }
+}
+
+/// How many calls of one batch may run at once ([`RunBuilder::concurrency`]).
+///
+/// Only parallel-safe calls overlap ([`Executor::parallel_safe`]: by default, calls of `read` tools); every other
+/// call runs alone, in the model's order. The default is [`Concurrency::SEQUENTIAL`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Concurrency {
+    max_calls: usize,
+    max_per_tool: usize,
+}
+
+impl Concurrency {
+    /// One call at a time, in the model's order.
+    pub const SEQUENTIAL: Concurrency = Concurrency { max_calls: 1, max_per_tool: 1 };
+
+    /// Up to `max_calls` parallel-safe calls at once (at least 1), as many of them of one tool.
+    pub fn new(max_calls: usize) -> Concurrency {
+        let max_calls = max_calls.max(1);
+        Concurrency { max_calls, max_per_tool: max_calls }
+    }
+
+    /// At most `max` calls of any one tool at once (at least 1).
+    #[must_use]
+    pub fn per_tool(mut self, max: usize) -> Concurrency {
+        self.max_per_tool = max.max(1);
+        self
+    }
+
+    /// The most calls at once.
+    pub fn max_calls(&self) -> usize {
+        self.max_calls
+    }
+
+    /// The most calls of one tool at once.
+    pub fn max_per_tool(&self) -> usize {
+        self.max_per_tool
+    }
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Concurrency::SEQUENTIAL
     }
 }
 
@@ -145,6 +194,7 @@ pub struct Run {
     options: CallOptions,
     decider: Arc<dyn Decider>,
     stop: StopPolicy,
+    concurrency: Concurrency,
     state: RunState,
     log: EventLog,
     sinks: Vec<Arc<dyn EventSink>>,
@@ -183,6 +233,11 @@ impl RunBuilder {
         self.run.stop = stop;
         self
     }
+    /// How many calls of one batch may run at once (default [`Concurrency::SEQUENTIAL`]).
+    pub fn concurrency(mut self, concurrency: Concurrency) -> Self {
+        self.run.concurrency = concurrency;
+        self
+    }
     /// The per-call options (tenant, approvals) used for every call of the run.
     pub fn options(mut self, options: CallOptions) -> Self {
         self.run.options = options;
@@ -208,6 +263,7 @@ impl Run {
             options: CallOptions::default(),
             decider: Arc::new(DefaultDecider),
             stop: StopPolicy::default(),
+            concurrency: Concurrency::SEQUENTIAL,
             state: RunState::default(),
             log: EventLog::default(),
             sinks: Vec::new(),
@@ -257,55 +313,187 @@ impl Run {
         self.emit(EventKind::RunFinished { terminal, reason: reason.to_owned(), steps, not_executed });
     }
 
-    /// Processes the tool calls of one model response, in order, stopping after a terminal decision.
+    /// Processes the tool calls of one model response, stopping after a terminal decision.
+    ///
+    /// With the default [`Concurrency::SEQUENTIAL`] the calls run one after another, in the model's order. With
+    /// more, consecutive parallel-safe calls ([`Executor::parallel_safe`]) overlap, within the caps; every other
+    /// call runs alone, in its place. Either way the events, the results and the decisions come in the model's
+    /// order, and after a terminal decision no further call starts: calls of the batch still running are cancelled
+    /// through their context and reported with what they ended with (`cancelled`, or their result if they
+    /// finished first), and the calls that never started are the batch's `not_executed`.
     pub async fn process_batch(&mut self, calls: Vec<ToolCall>) -> BatchOutcome {
-        let mut results = Vec::with_capacity(calls.len());
-        let skipped = |rest: &mut dyn Iterator<Item = ToolCall>| -> Vec<NotExecuted> {
-            rest.map(|c| NotExecuted { call_id: c.id().to_owned(), tool_name: c.name().to_owned() }).collect()
+        let mut batch = BatchOutcome {
+            results: Vec::with_capacity(calls.len()),
+            decision: Decision::Continue,
+            not_executed: Vec::new(),
         };
-        let mut calls = calls.into_iter();
+        let mut calls: VecDeque<ToolCall> = calls.into();
         if let Some(terminal) = self.terminal {
-            return BatchOutcome { results, decision: terminal, not_executed: skipped(&mut calls) };
+            batch.decision = terminal;
+            batch.not_executed = calls.iter().map(not_executed).collect();
+            return batch;
         }
-        while let Some(call) = calls.next() {
-            let call_id = call.id().to_owned();
-            let tool_name = call.name().to_owned();
-            self.emit(EventKind::ToolRequested { call_id: call_id.clone(), tool_name: tool_name.clone() });
-            if !self.state.call_ids.insert(call_id.clone()) {
-                self.emit(EventKind::ToolRejected { call_id, tool_name, code: "duplicate_call_id".into() });
-                let not_executed = skipped(&mut calls);
-                self.end(Decision::Error, "duplicate_call_id", not_executed.clone());
-                return BatchOutcome { results, decision: Decision::Error, not_executed };
+        while let Some(group) = self.next_group(&mut calls) {
+            let stop = if group.len() == 1 {
+                let call = group.into_iter().next().expect("one call");
+                self.run_one(call, &mut batch).await
+            } else {
+                self.run_concurrently(group, &mut batch).await
+            };
+            if let Some((decision, reason)) = stop {
+                batch.not_executed.extend(calls.iter().map(not_executed));
+                batch.decision = decision;
+                self.end(decision, reason, batch.not_executed.clone());
+                return batch;
             }
-            let result = self.executor.call_with(call, &self.options).await;
-            if result.executed {
-                self.state.steps += 1;
+        }
+        batch
+    }
+
+    /// The next calls to run together: the longest run of parallel-safe calls with ids new to the run (up to the
+    /// cap on calls), or the next call alone.
+    fn next_group(&self, calls: &mut VecDeque<ToolCall>) -> Option<Vec<ToolCall>> {
+        let first = calls.pop_front()?;
+        let mut group = vec![first];
+        if self.concurrency.max_calls == 1 || !self.groupable(&group[0], &group[..0]) {
+            return Some(group);
+        }
+        while let Some(next) = calls.front() {
+            if !self.groupable(next, &group) {
+                break;
             }
-            if !result.is_ok() {
-                *self.state.failures.entry(result.tool_name.clone()).or_insert(0) += 1;
-                if matches!(result.code(), Some("retry" | "invalid_arguments")) {
-                    *self.state.retries.entry(result.tool_name.clone()).or_insert(0) += 1;
+            group.push(calls.pop_front().expect("a call"));
+        }
+        Some(group)
+    }
+
+    fn groupable(&self, call: &ToolCall, group: &[ToolCall]) -> bool {
+        self.executor.parallel_safe(call.name())
+            && !self.state.call_ids.contains(call.id())
+            && !group.iter().any(|c| c.id() == call.id())
+    }
+
+    /// Runs one call in its place: requested, refused as a repeated id or executed, observed, decided.
+    async fn run_one(&mut self, call: ToolCall, batch: &mut BatchOutcome) -> Option<(Decision, &'static str)> {
+        let (call_id, tool_name) = (call.id().to_owned(), call.name().to_owned());
+        self.emit(EventKind::ToolRequested { call_id: call_id.clone(), tool_name: tool_name.clone() });
+        if !self.state.call_ids.insert(call_id.clone()) {
+            self.emit(EventKind::ToolRejected { call_id, tool_name, code: "duplicate_call_id".into() });
+            return Some((Decision::Error, "duplicate_call_id"));
+        }
+        let result = self.executor.call_with(call, &self.options).await;
+        let decision = self.observe(&result, None);
+        batch.results.push(result);
+        decision.is_terminal().then_some((decision, "after_observation"))
+    }
+
+    /// Counts one result, asks the decider (unless the batch has already stopped with `stopped`) and logs the
+    /// observation; returns the decision.
+    fn observe(&mut self, result: &ToolResult, stopped: Option<Decision>) -> Decision {
+        if result.executed {
+            self.state.steps += 1;
+        }
+        if !result.is_ok() {
+            *self.state.failures.entry(result.tool_name.clone()).or_insert(0) += 1;
+            if matches!(result.code(), Some("retry" | "invalid_arguments")) {
+                *self.state.retries.entry(result.tool_name.clone()).or_insert(0) += 1;
+            }
+        }
+        let decision = stopped.unwrap_or_else(|| self.decider.decide(result, &self.state, &self.stop));
+        self.emit(EventKind::ToolObservation {
+            call_id: result.call_id.clone(),
+            tool_name: result.tool_name.clone(),
+            executed: result.executed,
+            ok: result.is_ok(),
+            code: result.error().map(|e| e.code.to_string()),
+            error: result.error().map(|e| e.message.clone()),
+            step: self.state.steps,
+            decision,
+        });
+        decision
+    }
+
+    /// Runs a group of parallel-safe calls with new ids, overlapping within the caps, and reports them in order.
+    async fn run_concurrently(
+        &mut self,
+        group: Vec<ToolCall>,
+        batch: &mut BatchOutcome,
+    ) -> Option<(Decision, &'static str)> {
+        let n = group.len();
+        let parent = self.options.cancellation_token().cloned();
+        let tokens: Vec<CancellationToken> = (0..n)
+            .map(|_| parent.as_ref().map_or_else(CancellationToken::new, CancellationToken::child_token))
+            .collect();
+        let names: Vec<String> = group.iter().map(|c| c.name().to_owned()).collect();
+        let ids: Vec<String> = group.iter().map(|c| c.id().to_owned()).collect();
+        let mut waiting: Vec<Option<ToolCall>> = group.into_iter().map(Some).collect();
+        let mut done: Vec<Option<ToolResult>> = (0..n).map(|_| None).collect();
+        let mut running: JoinSet<(usize, ToolResult)> = JoinSet::new();
+        let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
+        let mut per_tool: HashMap<&str, usize> = HashMap::new();
+        let mut stopped: Option<Decision> = None;
+        let mut next = 0;
+        loop {
+            // Report, in the model's order, every call that has ended; skip those that never started.
+            while next < n {
+                if stopped.is_some() && waiting[next].is_some() {
+                    next += 1;
+                    continue;
+                }
+                let Some(result) = done[next].take() else { break };
+                self.emit(EventKind::ToolRequested { call_id: ids[next].clone(), tool_name: names[next].clone() });
+                self.state.call_ids.insert(ids[next].clone());
+                let decision = self.observe(&result, stopped);
+                batch.results.push(result);
+                next += 1;
+                if stopped.is_none() && decision.is_terminal() {
+                    stopped = Some(decision);
+                    tokens.iter().for_each(CancellationToken::cancel);
+                    batch.not_executed.extend(
+                        (0..n)
+                            .filter(|&k| waiting[k].is_some())
+                            .map(|k| NotExecuted { call_id: ids[k].clone(), tool_name: names[k].clone() }),
+                    );
                 }
             }
-            let decision = self.decider.decide(&result, &self.state, &self.stop);
-            self.emit(EventKind::ToolObservation {
-                call_id,
-                tool_name,
-                executed: result.executed,
-                ok: result.is_ok(),
-                code: result.error().map(|e| e.code.to_string()),
-                error: result.error().map(|e| e.message.clone()),
-                step: self.state.steps,
-                decision,
-            });
-            results.push(result);
-            if decision.is_terminal() {
-                let not_executed = skipped(&mut calls);
-                self.end(decision, "after_observation", not_executed.clone());
-                return BatchOutcome { results, decision, not_executed };
+            // Start, in the model's order, every waiting call the caps allow, but none after a call that has ended
+            // and is not yet decided (it waits for an earlier one): its decision may stop the batch.
+            if stopped.is_none() {
+                let undecided = done.iter().position(Option::is_some).unwrap_or(n);
+                for k in 0..undecided {
+                    if running.len() >= self.concurrency.max_calls {
+                        break;
+                    }
+                    let busy = per_tool.get(names[k].as_str()).copied().unwrap_or(0);
+                    if waiting[k].is_none() || busy >= self.concurrency.max_per_tool {
+                        continue;
+                    }
+                    let call = waiting[k].take().expect("waiting");
+                    *per_tool.entry(names[k].as_str()).or_insert(0) += 1;
+                    let executor = self.executor.clone();
+                    let options = self.options.clone().cancellation(tokens[k].clone());
+                    let task = running.spawn(async move { (k, executor.call_with(call, &options).await) });
+                    tasks.insert(task.id(), k);
+                }
             }
+            if next == n {
+                break;
+            }
+            let (k, result) = match running.join_next_with_id().await {
+                Some(Ok((_, ended))) => ended,
+                // The executor catches handler panics; a task ends otherwise only if the runtime aborted it, when
+                // the handler may have run: `executed` stays true, as for a timeout.
+                Some(Err(e)) => {
+                    let k = tasks[&e.id()];
+                    let error = ErrorBody::new(ErrorCode::ToolInternalError, "the call ended abnormally");
+                    (k, ToolResult::failure(ids[k].clone(), names[k].clone(), None, true, error))
+                }
+                None => break,
+            };
+            *per_tool.get_mut(names[k].as_str()).expect("counted") -= 1;
+            done[k] = Some(result);
         }
-        BatchOutcome { results, decision: Decision::Continue, not_executed: Vec::new() }
+        stopped.map(|decision| (decision, "after_observation"))
     }
 
     /// Ends the run from outside a batch (e.g. `Done` when the model answered without tool calls).
@@ -315,4 +503,8 @@ impl Run {
             self.end(terminal, reason, Vec::new());
         }
     }
+}
+
+fn not_executed(call: &ToolCall) -> NotExecuted {
+    NotExecuted { call_id: call.id().to_owned(), tool_name: call.name().to_owned() }
 }
