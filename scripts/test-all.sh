@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs the external test peers (npm, pip; under target/, nothing committed), runs the MCP
-# conformance suite and the Python SDK client against the example server, installs the providers' Python SDKs, then
-# runs every Rust test of the workspace, builds the fuzz target and runs it on its seed corpus, then the schema-lock
-# check of the `keel` binary. Exits non-zero on any failure.
+# conformance suite and the Python SDK client against the example server, installs the providers' Python SDKs and a
+# real model server (llama.cpp with a small model), then runs every Rust test of the workspace, builds the fuzz
+# targets and runs each on its seed corpus, then the schema-lock check of the `keel` binary. Exits non-zero on any failure.
 #
 #   bash scripts/test-all.sh
 set -euo pipefail
@@ -15,6 +15,9 @@ MCP_SKIP_RUST_TESTS=1 bash scripts/mcp-conformance.sh
 echo "== provider SDKs (target/provider-venv, for tests/tests/provider_sdks.rs)"
 bash scripts/provider-sdks.sh
 
+echo "== a real model server (target/model-venv, for tests/tests/agent_llama.rs)"
+bash scripts/model-server.sh
+
 echo "== cargo test --workspace"
 # The steps above installed every peer, so a peer a test cannot find is a failure here, as in CI, never a skip
 # (KEEL_REQUIRE_PEERS=1 holds even when the caller has set CI=false).
@@ -23,12 +26,13 @@ CI="${CI:-true}" KEEL_REQUIRE_PEERS=1 cargo test --workspace
 echo "== the fuzz targets: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
 # Without fuzzing: libFuzzer runs the target on each file given and exits non-zero if any breaks an invariant.
 cargo build --quiet --locked --manifest-path fuzz/Cargo.toml --bins --target-dir target/fuzz-check
-target/fuzz-check/debug/executor fuzz/corpus/executor/* 2>target/fuzz-check/seeds.log \
-    || { cat target/fuzz-check/seeds.log >&2; echo "test-all: a fuzz seed broke an invariant" >&2; exit 1; }
-echo "fuzz seeds: $(grep -c '^Executed ' target/fuzz-check/seeds.log) run clean"
-target/fuzz-check/debug/codecs fuzz/corpus/codecs/* 2>target/fuzz-check/codec-seeds.log \
-    || { cat target/fuzz-check/codec-seeds.log >&2; echo "test-all: a codec fuzz seed broke an invariant" >&2; exit 1; }
-echo "codec fuzz seeds: $(grep -c '^Executed ' target/fuzz-check/codec-seeds.log) run clean"
+for target in executor codecs codec_ollama codec_openai_chat codec_openai_responses codec_anthropic codec_gemini \
+    codec_mcp mcp; do
+    log="target/fuzz-check/seeds-$target.log"
+    "target/fuzz-check/debug/$target" "fuzz/corpus/$target"/seed-* 2>"$log" \
+        || { cat "$log" >&2; echo "test-all: a seed of the fuzz target $target broke an invariant" >&2; exit 1; }
+    echo "fuzz target $target: $(grep -c '^Executed ' "$log") seeds run clean"
+done
 
 echo "== schema lock"
 cargo run -q -p tool-cli --bin keel -- lock --check --strict

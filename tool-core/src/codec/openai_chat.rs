@@ -26,8 +26,17 @@ pub(super) fn call(codec: &Codec, item: &Value, index: usize) -> ToolCall {
     ToolCall::from_parts(id, registered_name(&codec.view, Provider::OpenAiChat, &shown), arguments)
 }
 
+/// The message for the transcript is the one received, with its call ids, and with `content` as text: Chat
+/// Completions allows `"content": null` (or none) beside tool calls, and sends it so, but compatible servers do not
+/// all take it back (llama-cpp-python 0.3's server refuses both), while every one takes `""`, which says the same.
 pub(super) fn message(codec: &Codec, message: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
-    chat_message(message, first_index, |item, index| call(codec, item, index))
+    let mut parsed = chat_message(message, first_index, |item, index| call(codec, item, index))?;
+    if let Value::Object(m) = &mut parsed.message
+        && matches!(m.get("content"), None | Some(Value::Null))
+    {
+        m.insert("content".to_owned(), Value::String(String::new()));
+    }
+    Ok(parsed)
 }
 
 /// `{"role": "tool", "tool_call_id": <call id>, "content": <text>}`.
@@ -42,7 +51,8 @@ pub(super) fn reply(result: &ToolResult) -> Value {
 pub(super) fn assistant(codec: &Codec, text: &str, calls: &[ToolCall]) -> Value {
     let mut m = Map::new();
     m.insert("role".into(), "assistant".into());
-    m.insert("content".into(), if text.is_empty() { Value::Null } else { text.into() });
+    // Text, even when empty (see `message`).
+    m.insert("content".into(), text.into());
     if !calls.is_empty() {
         let items = calls
             .iter()

@@ -328,6 +328,13 @@ fn messages_fill_generated_ids_where_the_provider_carries_them() {
     assert_eq!(parsed.calls[1].id(), "call_kept");
     // The wire name stays in the echoed message: it is what the model wrote.
     assert_eq!(parsed.message["tool_calls"][0]["function"]["name"], "notes-search");
+    // A null content goes back as "" (some compatible servers refuse null and a missing content alike).
+    assert_eq!(parsed.message["content"], "");
+    let without = json!({"role": "assistant", "tool_calls": [message["tool_calls"][1].clone()]});
+    assert_eq!(chat.message(&without, 0).unwrap().message["content"], "");
+    let with_text = json!({"role": "assistant", "content": "Looking.", "tool_calls": []});
+    assert_eq!(chat.message(&with_text, 0).unwrap().message["content"], "Looking.");
+    assert_eq!(chat.assistant_message("", &parsed.calls)["content"], "");
 
     let ollama = view.codec(Provider::Ollama);
     let parsed = ollama.message(&json!({"content": "hi", "tool_calls": [{"function": {"name": "plain_tool"}}]}), 0);
