@@ -297,6 +297,21 @@ impl ToolDefinition {
     pub fn version(&self) -> &str {
         &self.version
     }
+    /// `fnv1a128:` and 32 hex digits: the 128-bit FNV-1a hash of the canonical JSON of the tool's contract (its
+    /// name, version, effect, argument schema and result schema). An approval kept for later
+    /// ([`PendingCall`](crate::PendingCall)) holds it, so that a changed contract is told from the one approved.
+    pub fn contract_fingerprint(&self) -> String {
+        let contract = serde_json::json!({
+            "name": self.name(),
+            "version": self.version(),
+            "effect": self.effect().as_str(),
+            "input": self.input_schema(),
+            "output": self.output_schema(),
+        });
+        let mut h = crate::canonical::Fnv1a128::new();
+        h.update(crate::canonical::canonical_json(&contract).as_bytes());
+        format!("fnv1a128:{:032x}", h.finish())
+    }
     /// What the tool does to the world.
     pub fn effect(&self) -> Effect {
         self.effect

@@ -69,6 +69,12 @@ executor_codes! {
     NotExecuted => "not_executed",
     /// The handler asks the model to call again differently, and says why ([`ToolError::retry`]).
     Retry => "retry",
+    /// A human denied the pending call ([`Resolution::Deny`](crate::Resolution::Deny)); the message says why.
+    ApprovalDenied => "approval_denied",
+    /// The approval came after the pending call expired ([`PendingCall`](crate::PendingCall)).
+    ApprovalExpired => "approval_expired",
+    /// The tool's version or contract changed after the pending call was made; it must be asked for again.
+    ApprovalStale => "approval_stale",
 }
 
 impl ErrorCode {

@@ -90,6 +90,7 @@ mod limits;
 pub mod lint;
 pub mod lock;
 mod params;
+mod pending;
 mod policy;
 mod registry;
 mod result;
@@ -123,6 +124,7 @@ pub use error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode, ToolError}
 pub use event::{Decision, Event, EventKind, EventLog, EventSink, JsonLinesWriter, NotExecuted};
 pub use executor::{CallOptions, Executor, ExecutorBuilder, ExecutorError, ExecutorProblem};
 pub use failure::{FailureKind, InternalFailure};
+pub use pending::{FileStore, PendingCall, PendingStore, PendingStoreError, Resolution};
 pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 pub use registry::{Registry, RegistryBuilder, RegistryError, RegistryProblem};
 pub use result::{ErrorBody, HandlerState, Outcome, ToolResult};

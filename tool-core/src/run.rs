@@ -9,6 +9,7 @@ use crate::call::ToolCall;
 use crate::error::ErrorCode;
 use crate::event::{Decision, EventKind, EventLog, EventSink, NotExecuted};
 use crate::executor::{CallOptions, Executor};
+use crate::pending::{PendingCall, Resolution};
 use crate::result::ErrorBody;
 use crate::result::ToolResult;
 
@@ -122,7 +123,8 @@ where
 /// | observation | decision |
 /// |---|---|
 /// | `unknown_tool`, `policy_denied` | `error`: the model asked for something it may not have |
-/// | `approval_required` | `needs_input`: a human must approve |
+/// | `approval_required`, `approval_expired`, `approval_stale` | `needs_input`: a human must approve (again) |
+/// | `approval_denied` | `continue`: the model reads why, and may do something else |
 /// | `retry` or `invalid_arguments` of a tool that has now asked for more than `max_retries` repairs | `error` |
 /// | any other failure of a tool that has now failed more than `max_retries` times | `error` |
 /// | any other failure | `continue` (the model may repair and retry) |
@@ -135,7 +137,8 @@ impl Decider for DefaultDecider {
     fn decide(&self, obs: &ToolResult, state: &RunState, stop: &StopPolicy) -> Decision {
         match obs.error().map(|e| e.code.as_str()) {
             Some("unknown_tool" | "policy_denied") => Decision::Error,
-            Some("approval_required") => Decision::NeedsInput,
+            Some("approval_required" | "approval_expired" | "approval_stale") => Decision::NeedsInput,
+            Some("approval_denied") => Decision::Continue,
             Some("retry" | "invalid_arguments") if state.retries(&obs.tool_name) > stop.max_retries => Decision::Error,
             Some("retry" | "invalid_arguments") => Decision::Continue,
             Some(_) if state.failures(&obs.tool_name) > stop.max_retries => Decision::Error,
@@ -346,6 +349,35 @@ impl Run {
                 self.end(decision, reason, batch.not_executed.clone());
                 return batch;
             }
+        }
+        batch
+    }
+
+    /// Resolves a call of this run that waited for an approval ([`PendingCall`]; see [`Executor::resume`]), as a
+    /// batch of one, logged, counted and decided like any call. A run that ended `needs_input` (for this call,
+    /// say) goes on, its log showing the wait; a run in a new process is built with the pending call's run id
+    /// ([`RunBuilder::id`]) and resumes the same way. A run that ended otherwise runs nothing.
+    pub async fn resume(&mut self, pending: &PendingCall, resolution: &Resolution) -> BatchOutcome {
+        let mut batch = BatchOutcome { results: Vec::new(), decision: Decision::Continue, not_executed: Vec::new() };
+        match self.terminal {
+            None => {}
+            Some(Decision::NeedsInput) => self.terminal = None,
+            Some(terminal) => {
+                batch.decision = terminal;
+                batch.not_executed =
+                    vec![NotExecuted { call_id: pending.call_id.clone(), tool_name: pending.tool_name.clone() }];
+                return batch;
+            }
+        }
+        self.emit(EventKind::ToolRequested { call_id: pending.call_id.clone(), tool_name: pending.tool_name.clone() });
+        // The id may be known already: the `approval_required` answer of this very call.
+        self.state.call_ids.insert(pending.call_id.clone());
+        let result = self.executor.resume(pending, resolution, &self.options).await;
+        let decision = self.observe(&result, None);
+        batch.results.push(result);
+        batch.decision = decision;
+        if decision.is_terminal() {
+            self.end(decision, "after_observation", Vec::new());
         }
         batch
     }

@@ -21,7 +21,7 @@ const LAYERS: &[&[&str]] = &[
     &["registry"],
     &["policy"],
     &["executor"],
-    &["event"],
+    &["event", "pending"],
     &["run"],
     &["lint", "lock"],
 ];
