@@ -8,7 +8,8 @@
 //! 1. the first turn is forced to a named dotted tool (sent as its wire name), the tool runs with what the model
 //!    sent, its result goes back, the next turn may not call tools, the model answers, the run ends `done`;
 //! 2. the model chooses freely among a read tool and a write tool that needs an approval it does not have: every
-//!    tool reply carries `ok` or one of keel's codes, and nothing ran but what the executor allowed.
+//!    tool reply carries `ok` or one of keel's codes, and nothing ran but what the executor allowed;
+//! 3. `keel chat` runs the first scenario from the command line.
 //!
 //! Skipped with a message when the venv is missing, unless peers are required (`CI` set, or `KEEL_REQUIRE_PEERS=1`
 //! as `scripts/test-all.sh` sets): then a missing server is a failure.
@@ -213,4 +214,22 @@ async fn a_real_model_server() {
     let ok_reads = replies.iter().filter(|(t, c)| t == "incident.lookup" && c == "ok").count();
     assert_eq!(ran.len(), ok_reads, "every run is an `ok` reply and every `ok` reply a run: {replies:?}");
     println!("free choice: {} turns, replies {replies:?}, answer {:?}", outcome.turns, outcome.answer);
+    RAN.lock().unwrap().clear();
+
+    // 3. `keel chat` against the same server: the forced first turn from the command line.
+    let url = server.url.clone();
+    let (code, out, err) = tokio::task::spawn_blocking(move || {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let args = ["keel", "chat", "--url", &url, "--model", "smollm2", "--tool-choice", "incident.lookup"];
+        let more = ["--then-tool-choice", "none", "--temperature", "0", "--seed", "1", "--max-tokens", "96"];
+        let args = args.iter().chain(&more).copied().chain(["Look up incident INC-001."]);
+        let code = tool_cli::Cli::new().run(args, &mut out, &mut err);
+        (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{out}{err}\n{}", server.log_tail());
+    assert!(out.contains("mode: live") && out.contains("run: done (model_finished), 2 turns, 1 steps"), "{out}");
+    assert_eq!(RAN.lock().unwrap().len(), 1, "the forced call ran: {out}");
+    assert!(err.lines().any(|l| l.contains("\"tool_observation\"")), "the events as they happened: {err}");
 }

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use crate::model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn};
+use crate::model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn, WireFormat};
 use crate::wire;
 
 /// The format of one recorded response.
@@ -97,6 +97,27 @@ impl Replay {
             origin: ReplayOrigin::default(),
             state: Mutex::new(State::default()),
         })
+    }
+
+    /// The script that replays `messages`: one response body per assistant message, in its provider's format (a
+    /// Chat Completions response around an OpenAI message, an `/api/chat` response around an Ollama one), as
+    /// [`Replay::from_jsonl`] reads them. A conversation recorded so replays with the same calls, ids and text.
+    pub fn script_of(messages: &[Message]) -> String {
+        let mut out = String::new();
+        for message in messages {
+            if let Message::Assistant(a) = message {
+                let body = match a.format {
+                    WireFormat::OpenAiChat => {
+                        serde_json::json!({"choices": [{"index": 0, "message": a.wire, "finish_reason":
+                            if a.calls.is_empty() { "stop" } else { "tool_calls" }}]})
+                    }
+                    WireFormat::Ollama => serde_json::json!({"message": a.wire, "done": true}),
+                };
+                out.push_str(&body.to_string());
+                out.push('\n');
+            }
+        }
+        out
     }
 
     /// A script from a JSON Lines file.

@@ -8,6 +8,9 @@
 //! keel check [--json] [--deny-warnings]
 //! keel lock [--path keel.lock] [--force]
 //! keel lock --check [--strict] [--path keel.lock]
+//! keel chat --url URL --model M [--api openai|ollama] [--tool-choice C] [--then-tool-choice C]
+//!           [--temperature T] [--seed N] [--max-tokens N] [--approve NAME]... [--transcript FILE] PROMPT
+//! keel chat --replay FILE PROMPT
 //! ```
 //!
 //! `#[tool]` registers through `inventory`, so the command sees exactly the tools of the crates its binary links.
@@ -39,6 +42,8 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+mod chat;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Value, json};
@@ -73,7 +78,11 @@ impl std::fmt::Debug for Cli {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "keel", version, about = "List, inspect, call, check and lock the keel tools linked into this binary")]
+#[command(
+    name = "keel",
+    version,
+    about = "List, inspect, call, check and lock the keel tools linked into this binary, and chat with a model over them"
+)]
 struct Args {
     #[command(subcommand)]
     command: Command,
@@ -126,6 +135,9 @@ enum Command {
         #[arg(long)]
         deny_warnings: bool,
     },
+    /// Run the agent loop over the linked tools against a model server: the events as they happen on stderr,
+    /// the transcript on stdout; exits 0 when the model answered, 1 when the run stopped otherwise.
+    Chat(Box<chat::ChatArgs>),
     /// Write the schema lock, or check the tools against it (`--check`).
     Lock {
         /// Check instead of writing: exit 1 when a schema changed without the version bump it needs, or a tool
@@ -243,6 +255,7 @@ impl Cli {
             Command::Check { json, deny_warnings } => check(&registry, json, deny_warnings, out),
             Command::Lock { check: true, strict, path, .. } => lock_check(&registry, &path, strict, out),
             Command::Lock { check: false, force, path, .. } => lock_write(&registry, &path, force, out),
+            Command::Chat(chat) => chat::chat(self, &registry, *chat, out, err),
         };
         match result {
             Ok(code) => code,

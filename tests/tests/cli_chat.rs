@@ -1,0 +1,143 @@
+//! `keel chat` over HTTP against the local stub: the request options on the wire, `--approve` resuming a call that
+//! waits for an approval, the event log on stderr as it happens, and a transcript that `--replay` plays back.
+
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+use tool_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
+use tool_core::{ToolError, tool};
+
+/// What the ticket tool closed, in order.
+static CLOSED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Close a ticket.
+#[tool(name = "chat.close_ticket", effect = "write", version = "1.0")]
+async fn close_ticket(ticket: String) -> Result<String, ToolError> {
+    CLOSED.lock().unwrap().push(ticket.clone());
+    Ok(format!("closed {ticket}"))
+}
+
+fn reply_with_call(ticket: &str) -> Value {
+    let arguments = json!({"ticket": ticket}).to_string();
+    json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+        "tool_calls": [{"id": "call_1", "type": "function",
+                        "function": {"name": "chat-close_ticket", "arguments": arguments}}]}}]})
+}
+
+/// How many times the tool closed `ticket` (the tests share the tool, each with its own ticket).
+fn closed(ticket: &str) -> usize {
+    CLOSED.lock().unwrap().iter().filter(|t| *t == ticket).count()
+}
+
+fn reply_with_text() -> Value {
+    json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Closed T-7."}}]})
+}
+
+fn keel(args: &[&str]) -> (u8, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = tool_cli::Cli::new().run(std::iter::once("keel").chain(args.iter().copied()), &mut out, &mut err);
+    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+}
+
+#[test]
+fn chat_approves_by_name_streams_the_events_and_writes_a_replayable_transcript() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stub = runtime.block_on(StubServer::start()).unwrap();
+    stub.respond(OPENAI_CHAT, StubResponse::json(&reply_with_call("T-7")));
+    stub.respond(OPENAI_CHAT, StubResponse::json(&reply_with_text()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-chat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let transcript = dir.join("transcript.jsonl");
+    let url = format!("{}/v1", stub.url());
+
+    let (code, out, err) = keel(&[
+        "chat",
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "--tool-choice",
+        "chat.close_ticket",
+        "--then-tool-choice",
+        "none",
+        "--temperature",
+        "0",
+        "--seed",
+        "7",
+        "--approve",
+        "chat.close_ticket",
+        "--transcript",
+        transcript.to_str().unwrap(),
+        "Close ticket T-7.",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(closed("T-7"), 1, "approved by --approve, run once");
+    assert!(out.contains("run: done (model_finished)"), "{out}");
+    assert!(out.contains("Closed T-7."), "{out}");
+
+    // The options went out; the forced choice by its wire name, then none.
+    let requests = stub.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body["tool_choice"], json!({"type": "function", "function": {"name": "chat-close_ticket"}}));
+    assert_eq!(requests[1].body["tool_choice"], "none");
+    assert_eq!((requests[0].body["temperature"].clone(), requests[0].body["seed"].clone()), (json!(0.0), json!(7)));
+    // The second request answers the call with the approved run's result, not with the approval request.
+    let tool_message = &requests[1].body["messages"][2];
+    assert_eq!(tool_message["tool_call_id"], "call_1");
+    assert_eq!(tool_message["content"], "\"closed T-7\"", "the result as JSON text");
+
+    // The event log, one JSON line per event as it happened: the wait, then the approved call.
+    let events: Vec<Value> = err.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| {
+            format!("{} {}", e["event"].as_str().unwrap(), e["code"].as_str().or(e["reason"].as_str()).unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "tool_requested ",
+            "tool_observation approval_required",
+            "run_finished after_observation",
+            "tool_requested ",
+            "tool_observation ",
+            "run_finished model_finished"
+        ],
+        "{err}"
+    );
+
+    // The transcript replays: the same call comes back, and the run ends the same way.
+    let (code, out, err) = keel(&[
+        "chat",
+        "--replay",
+        transcript.to_str().unwrap(),
+        "--approve",
+        "chat.close_ticket",
+        "Close ticket T-7.",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("mode: replay") && out.contains("Closed T-7."), "{out}");
+    assert_eq!(closed("T-7"), 2, "the replayed call ran once more");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn without_an_approval_off_a_terminal_the_run_waits_and_nothing_runs() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stub = runtime.block_on(StubServer::start()).unwrap();
+    stub.respond(OPENAI_CHAT, StubResponse::json(&reply_with_call("T-8")));
+    let url = format!("{}/v1", stub.url());
+    let (code, out, err) = keel(&["chat", "--url", &url, "--model", "m", "Close ticket T-8."]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("run: needs_input"), "{out}");
+    assert!(err.contains("needs an approval"), "{err}");
+    assert_eq!(closed("T-8"), 0);
+}
+
+#[test]
+fn usage_errors_say_what_is_missing() {
+    let (code, _, err) = keel(&["chat", "hello"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--url") && err.contains("--model"), "{err}");
+}

@@ -1,0 +1,245 @@
+//! `keel chat`: the agent loop from the command line, over the linked tools, against an OpenAI-compatible or an
+//! Ollama server (or a recorded script).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args as ClapArgs, ValueEnum};
+use tokio::sync::mpsc;
+use tool_agent::{Agent, ChatModel, ChoicePolicy, Message, OllamaClient, OpenAiClient, Replay, ToolChoice};
+use tool_core::{Decision, ErrorBody, ErrorCode, Event, EventSink, PendingCall, Resolution, Run, ToolResult};
+
+use crate::{Cli, Failure, Outcome, fail, io};
+
+/// The arguments of `keel chat`.
+#[derive(ClapArgs, Debug)]
+#[command(after_help = "Examples:\n  keel chat --url http://127.0.0.1:8080/v1 --model smollm2 \
+    --tool-choice incident.lookup --then-tool-choice none 'Look up incident INC-001.'\n  \
+    keel chat --api ollama --url http://localhost:11434 --model qwen3 --approve ticket.close 'Close T-1.'\n  \
+    keel chat --replay transcript.jsonl 'Look up incident INC-001.'")]
+pub(crate) struct ChatArgs {
+    /// What to ask.
+    prompt: String,
+    /// The server's base URL: OpenAI-compatible ones end in `/v1`; Ollama's is its root.
+    #[arg(long, required_unless_present = "replay")]
+    url: Option<String>,
+    /// The model's name on that server.
+    #[arg(long, required_unless_present = "replay")]
+    model: Option<String>,
+    /// The server's API.
+    #[arg(long, value_enum, default_value = "openai")]
+    api: Api,
+    /// The tool choice of the first turn: `auto`, `none`, `required`, or a tool's name.
+    #[arg(long, default_value = "auto", value_name = "CHOICE")]
+    tool_choice: String,
+    /// The tool choice of every later turn (forcing a tool on every turn loops until the turn limit).
+    #[arg(long, default_value = "auto", value_name = "CHOICE")]
+    then_tool_choice: String,
+    /// Sampling temperature.
+    #[arg(long)]
+    temperature: Option<f64>,
+    /// Sampling seed.
+    #[arg(long)]
+    seed: Option<i64>,
+    /// The most tokens of one reply.
+    #[arg(long)]
+    max_tokens: Option<u32>,
+    /// The most model turns.
+    #[arg(long, default_value_t = 8)]
+    max_turns: u32,
+    /// Approve every call of this tool, whatever its arguments (repeat for more tools). Without it, a call that
+    /// needs an approval is shown with its exact arguments and asked about when stdin is a terminal; otherwise
+    /// the run stops there, `needs_input`.
+    #[arg(long = "approve", value_name = "NAME")]
+    approve: Vec<String>,
+    /// A system message first.
+    #[arg(long)]
+    system: Option<String>,
+    /// Write the model's responses to this file as JSON Lines, which `--replay` (and `tool_agent::Replay`) reads.
+    #[arg(long, value_name = "FILE")]
+    transcript: Option<PathBuf>,
+    /// Answer from a recorded script (JSON Lines of responses) instead of a server.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "model"])]
+    replay: Option<PathBuf>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Api {
+    /// OpenAI Chat Completions (`/chat/completions` under the URL): OpenAI, llama.cpp, vLLM, Ollama's `/v1`.
+    Openai,
+    /// Ollama's own `/api/chat`.
+    Ollama,
+}
+
+fn choice(text: &str) -> ToolChoice {
+    match text {
+        "auto" => ToolChoice::Auto,
+        "none" => ToolChoice::None,
+        "required" => ToolChoice::Required,
+        name => ToolChoice::tool(name),
+    }
+}
+
+fn model(args: &ChatArgs) -> Result<Box<dyn ChatModel>, Failure> {
+    if let Some(path) = &args.replay {
+        return Ok(Box::new(Replay::from_file(path).map_err(|e| fail(1, e.to_string()))?));
+    }
+    let (url, name) = (args.url.clone().unwrap_or_default(), args.model.clone().unwrap_or_default());
+    let policy = ChoicePolicy::first_then(choice(&args.tool_choice), choice(&args.then_tool_choice));
+    macro_rules! configure {
+        ($builder:expr) => {{
+            let mut b = $builder.choice_policy(policy);
+            if let Some(t) = args.temperature {
+                b = b.temperature(t);
+            }
+            if let Some(s) = args.seed {
+                b = b.seed(s);
+            }
+            if let Some(m) = args.max_tokens {
+                b = b.max_tokens(m);
+            }
+            b.build().map_err(|e| fail(2, e.to_string()))
+        }};
+    }
+    Ok(match args.api {
+        Api::Openai => Box::new(configure!(OpenAiClient::builder(url, name))?),
+        Api::Ollama => Box::new(configure!(OllamaClient::builder(url, name))?),
+    })
+}
+
+/// Sends each event of the run to the printing side as it is appended.
+struct Forward(mpsc::UnboundedSender<String>);
+
+impl EventSink for Forward {
+    fn record(&self, event: &Event) {
+        if let Ok(line) = serde_json::to_string(event) {
+            let _ = self.0.send(line);
+        }
+    }
+}
+
+/// What to do about a call that needs an approval: from `--approve`, else the prompt on a terminal, else nothing.
+fn decide(args: &ChatArgs, pending: &PendingCall, err: &mut dyn Write) -> Option<Resolution> {
+    if args.approve.contains(&pending.tool_name) {
+        return Some(Resolution::Approve);
+    }
+    if !std::io::stdin().is_terminal() {
+        return None;
+    }
+    let arguments = serde_json::to_string_pretty(&pending.arguments).unwrap_or_default();
+    let _ = write!(
+        err,
+        "`{}` {} needs an approval ({}):\n{arguments}\napprove? [y/N] ",
+        pending.tool_name, pending.tool_version, pending.reason
+    );
+    let _ = err.flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).ok()?;
+    Some(if matches!(line.trim(), "y" | "Y" | "yes") {
+        Resolution::Approve
+    } else {
+        Resolution::deny("the user denied this call")
+    })
+}
+
+pub(crate) fn chat(
+    cli: &Cli,
+    registry: &tool_core::Registry,
+    args: ChatArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Outcome {
+    let executor = cli.build_executor(registry)?;
+    let model = model(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut run = Run::builder(executor.clone()).sink(Arc::new(Forward(tx))).build();
+    let mut messages = Vec::new();
+    if let Some(system) = &args.system {
+        messages.push(Message::system(system.clone()));
+    }
+    messages.push(Message::user(args.prompt.clone()));
+
+    let mut turns_left = args.max_turns.max(1);
+    let mut turns = 0;
+    let outcome = loop {
+        let agent = Agent::new(&model).max_turns(turns_left);
+        let result = runtime.block_on(async {
+            let run_loop = agent.run(&mut run, &mut messages);
+            tokio::pin!(run_loop);
+            loop {
+                tokio::select! {
+                    r = &mut run_loop => break r,
+                    Some(line) = rx.recv() => { let _ = writeln!(err, "{line}"); }
+                }
+            }
+        });
+        while let Ok(line) = rx.try_recv() {
+            let _ = writeln!(err, "{line}");
+        }
+        let outcome = match result {
+            Ok(o) => o,
+            Err(e) => {
+                write_transcript(&args, &messages)?;
+                return Err(fail(1, e.to_string()));
+            }
+        };
+        turns += outcome.turns;
+        turns_left = turns_left.saturating_sub(outcome.turns);
+        if outcome.terminal != Decision::NeedsInput || turns_left == 0 {
+            break outcome;
+        }
+        // The calls that wait for an approval, as the run's last batch left them.
+        let waiting: Vec<usize> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| matches!(m, Message::Tool(r) if r.code() == Some("approval_required")))
+            .map(|(i, _)| i)
+            .collect();
+        let Some(&at) = waiting.last() else { break outcome };
+        let Message::Tool(asked) = &messages[at] else { break outcome };
+        let Some(pending) = PendingCall::from_result(&executor, asked, None, Duration::from_secs(3600)) else {
+            break outcome;
+        };
+        let Some(resolution) = decide(&args, &pending, err) else { break outcome };
+        let batch = runtime.block_on(run.resume(&pending, &resolution));
+        while let Ok(line) = rx.try_recv() {
+            let _ = writeln!(err, "{line}");
+        }
+        let Some(answer) = batch.results.into_iter().next() else { break outcome };
+        messages[at] = Message::Tool(answer);
+        // The calls of that reply that never started get an answer too: every call id needs one.
+        for skipped in &outcome.not_executed {
+            let body = ErrorBody::new(ErrorCode::NotExecuted, "the batch stopped before this call; ask again");
+            let reply = ToolResult::failure(skipped.call_id.clone(), skipped.tool_name.clone(), None, false, body);
+            messages.push(Message::Tool(reply));
+        }
+        if run.terminal().is_some() {
+            break tool_agent::AgentOutcome { terminal: run.terminal().unwrap_or(Decision::Error), ..outcome };
+        }
+    };
+    write_transcript(&args, &messages)?;
+    for line in tool_agent::transcript(&model, &messages) {
+        writeln!(out, "{line}").map_err(io)?;
+    }
+    writeln!(out, "run: {} ({}), {turns} turns, {} steps", outcome.terminal, outcome.reason, outcome.steps)
+        .map_err(io)?;
+    if outcome.terminal == Decision::NeedsInput {
+        let _ = writeln!(err, "keel: a call needs an approval: run again with --approve NAME, or on a terminal");
+    }
+    Ok(if outcome.terminal == Decision::Done { 0 } else { 1 })
+}
+
+fn write_transcript(args: &ChatArgs, messages: &[Message]) -> Result<(), Failure> {
+    if let Some(path) = &args.transcript {
+        std::fs::write(path, Replay::script_of(messages))
+            .map_err(|e| fail(1, format!("cannot write the transcript {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
