@@ -178,6 +178,8 @@ impl Sent {
         for line in lines {
             sent.strings.push_str(&String::from_utf8_lossy(line));
             sent.strings.push('\n');
+            // As the transport reads a line: a leading UTF-8 byte order mark is ignored (RFC 8259 §8.1).
+            let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
             if let Ok(value) = serde_json::from_slice::<Value>(line) {
                 sent.collect(&value);
             }
