@@ -23,6 +23,11 @@ echo "== cargo test --workspace"
 # (KEEL_REQUIRE_PEERS=1 holds even when the caller has set CI=false).
 CI="${CI:-true}" KEEL_REQUIRE_PEERS=1 cargo test --workspace
 
+echo "== OpenTelemetry spans (feature otel, off in the workspace build), against in-memory exporters"
+cargo test --quiet -p tool-core --features otel --test otel
+cargo test --quiet -p tool-agent --features otel,stub --test otel
+cargo test --quiet -p tool-mcp --features otel,client,server --lib --test otel
+
 echo "== the fuzz targets: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
 # Without fuzzing: libFuzzer runs the target on each file given and exits non-zero if any breaks an invariant.
 cargo build --quiet --locked --manifest-path fuzz/Cargo.toml --bins --target-dir target/fuzz-check

@@ -137,7 +137,18 @@ impl<M: ChatModel> Agent<M> {
                 break;
             }
             turns += 1;
-            let reply = match self.model.chat(Turn { messages: messages.as_slice(), tools: &view }).await {
+            let turn = Turn { messages: messages.as_slice(), tools: &view };
+            #[cfg(feature = "otel")]
+            let reply = {
+                use opentelemetry::context::FutureExt as _;
+                let cx = crate::otel::start(&self.model);
+                let reply = self.model.chat(turn).with_context(cx.clone()).await;
+                crate::otel::end(&cx, &reply);
+                reply
+            };
+            #[cfg(not(feature = "otel"))]
+            let reply = self.model.chat(turn).await;
+            let reply = match reply {
                 Ok(reply) => reply,
                 Err(error) => {
                     tracing::warn!(run_id = run.id(), turn = turns, %error, "model turn failed");

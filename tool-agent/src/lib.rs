@@ -56,6 +56,8 @@ mod model;
 mod ollama;
 mod openai;
 mod options;
+#[cfg(feature = "otel")]
+mod otel;
 mod replay;
 #[cfg(feature = "stub")]
 pub mod stub;

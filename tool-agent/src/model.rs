@@ -205,6 +205,12 @@ pub trait ChatModel: Send + Sync {
 
     /// Runs one turn.
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>>;
+
+    /// The model's name and its provider (`openai`, `ollama`), for telemetry (`gen_ai.request.model`,
+    /// `gen_ai.provider.name`); `None` when no model is asked (a replay).
+    fn telemetry(&self) -> Option<(&str, &'static str)> {
+        None
+    }
 }
 
 impl<M: ChatModel + ?Sized> ChatModel for &M {
@@ -217,6 +223,9 @@ impl<M: ChatModel + ?Sized> ChatModel for &M {
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         (**self).chat(turn)
     }
+    fn telemetry(&self) -> Option<(&str, &'static str)> {
+        (**self).telemetry()
+    }
 }
 
 impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
@@ -228,6 +237,9 @@ impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
     }
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         (**self).chat(turn)
+    }
+    fn telemetry(&self) -> Option<(&str, &'static str)> {
+        (**self).telemetry()
     }
 }
 

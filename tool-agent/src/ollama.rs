@@ -160,6 +160,10 @@ impl ChatModel for OllamaClient {
         format!("ollama {} at {}", self.model, self.base)
     }
 
+    fn telemetry(&self) -> Option<(&str, &'static str)> {
+        Some((&self.model, "ollama"))
+    }
+
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         Box::pin(async move {
             let body = self.request_body(&turn)?;

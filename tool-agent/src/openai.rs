@@ -177,6 +177,10 @@ impl ChatModel for OpenAiClient {
         format!("openai-compatible {} at {}", self.model, self.base)
     }
 
+    fn telemetry(&self) -> Option<(&str, &'static str)> {
+        Some((&self.model, "openai"))
+    }
+
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         Box::pin(async move {
             let body = self.request_body(&turn)?;

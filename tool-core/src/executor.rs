@@ -129,6 +129,9 @@ struct Inner {
     limits: Limits,
     output_limits: Limits,
     on_failure: FailureHook,
+    /// Whether the OpenTelemetry spans record arguments and results.
+    #[cfg(feature = "otel")]
+    otel_content: bool,
 }
 
 /// The [`Executor`]: every model-produced call goes through one fixed order.
@@ -199,12 +202,22 @@ pub struct ExecutorBuilder {
     limits: Limits,
     output_limits: Limits,
     on_failure: FailureHook,
+    #[cfg(feature = "otel")]
+    otel_content: bool,
 }
 
 impl ExecutorBuilder {
     /// Shared state handed to handlers that take `State<T>`.
     pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.state.insert(value);
+        self
+    }
+    /// Whether each call's OpenTelemetry span records the arguments (`gen_ai.tool.call.arguments`) and the
+    /// result (`gen_ai.tool.call.result`); off by default, since both may hold what the spans' readers should not
+    /// see. Feature `otel`.
+    #[cfg(feature = "otel")]
+    pub fn otel_content(mut self, record: bool) -> Self {
+        self.otel_content = record;
         self
     }
     /// Shared state already behind an [`Arc`], which the caller keeps too (handlers see it as `State<T>`).
@@ -310,6 +323,8 @@ impl ExecutorBuilder {
                 limits: self.limits,
                 output_limits: self.output_limits,
                 on_failure: self.on_failure,
+                #[cfg(feature = "otel")]
+                otel_content: self.otel_content,
             }),
         })
     }
@@ -482,6 +497,8 @@ impl Executor {
             limits: Limits::default(),
             output_limits: Limits::OUTPUT_DEFAULT,
             on_failure: Arc::new(trace_failure),
+            #[cfg(feature = "otel")]
+            otel_content: false,
         }
     }
 
@@ -515,6 +532,23 @@ impl Executor {
 
     /// Runs one call in the fixed order. Never panics on any input; always returns exactly one result.
     pub async fn call_with(&self, call: ToolCall, options: &CallOptions) -> ToolResult {
+        #[cfg(feature = "otel")]
+        {
+            use opentelemetry::context::FutureExt as _;
+            let content = self.inner.otel_content;
+            let def = self.inner.view.get(call.name()).map(|d| &**d);
+            let arguments = if content { call.arguments().ok() } else { None };
+            let cx = crate::otel::start(def, call.name(), call.id(), arguments);
+            let result = self.call_traced(call, options).with_context(cx.clone()).await;
+            crate::otel::end(&cx, &result, content);
+            result
+        }
+        #[cfg(not(feature = "otel"))]
+        self.call_traced(call, options).await
+    }
+
+    /// [`Executor::call_with`] under its `tracing` span.
+    async fn call_traced(&self, call: ToolCall, options: &CallOptions) -> ToolResult {
         let span = tracing::info_span!(
             "tool_call",
             call_id = %call.id(),

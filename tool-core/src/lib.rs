@@ -89,6 +89,8 @@ mod failure;
 mod limits;
 pub mod lint;
 pub mod lock;
+#[cfg(feature = "otel")]
+mod otel;
 mod params;
 mod pending;
 mod policy;

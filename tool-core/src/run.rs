@@ -504,7 +504,12 @@ impl Run {
                     *per_tool.entry(names[k].as_str()).or_insert(0) += 1;
                     let executor = self.executor.clone();
                     let options = self.options.clone().cancellation(tokens[k].clone());
-                    let task = running.spawn(async move { (k, executor.call_with(call, &options).await) });
+                    let task = async move { (k, executor.call_with(call, &options).await) };
+                    // The task runs where the batch's spans are: the `tracing` span and the OpenTelemetry context.
+                    let task = tracing::Instrument::in_current_span(task);
+                    #[cfg(feature = "otel")]
+                    let task = opentelemetry::context::FutureExt::with_current_context(task);
+                    let task = running.spawn(task);
                     tasks.insert(task.id(), k);
                 }
             }

@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["view"],
     &["codec"],
     &["registry"],
-    &["policy"],
+    &["policy", "otel"],
     &["executor"],
     &["event", "pending"],
     &["run"],

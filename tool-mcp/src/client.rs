@@ -514,7 +514,10 @@ impl ForwarderInner {
             return Err(ToolError::internal(std::io::Error::other("validated arguments are not an object")));
         };
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let params = CallToolRequestParams::new(self.origin.clone()).with_arguments(arguments);
+        #[cfg_attr(not(feature = "otel"), expect(unused_mut))]
+        let mut params = CallToolRequestParams::new(self.origin.clone()).with_arguments(arguments);
+        #[cfg(feature = "otel")]
+        crate::otel::inject(&mut params.meta.get_or_insert_with(Default::default).0);
         // Dropping the request (local timeout or cancellation) sends `notifications/cancelled` to the remote.
         let outcome = tokio::select! {
             r = self.conn.peer.call_tool(params) => r,

@@ -26,6 +26,8 @@ pub mod client;
 #[cfg(all(feature = "http", feature = "server"))]
 pub mod http;
 pub mod names;
+#[cfg(feature = "otel")]
+mod otel;
 pub mod render;
 #[cfg(feature = "server")]
 pub mod server;

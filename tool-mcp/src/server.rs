@@ -638,7 +638,12 @@ impl McpSession {
         let meta = std::mem::take(&mut context.meta);
         let scope = McpRequest { peer: context.peer, id: context.id, meta };
         let listing = shared.listing();
-        let result = CURRENT.scope(scope, listing.executor.call_with(call, &options)).await;
+        #[cfg(feature = "otel")]
+        let parent = crate::otel::extract(&scope.meta);
+        let call = listing.executor.call_with(call, &options);
+        #[cfg(feature = "otel")]
+        let call = opentelemetry::context::FutureExt::with_context(call, parent);
+        let result = CURRENT.scope(scope, call).await;
 
         // Everything the handler sent goes out before the result (within a bound: a stuck peer cannot hold it).
         notifier.flush().await;
