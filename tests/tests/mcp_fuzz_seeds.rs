@@ -74,3 +74,16 @@ fn a_line_over_the_servers_limit_is_dropped_and_the_session_goes_on() {
     assert!(response(&session, &Value::from(42)).is_none(), "the oversized call was answered: {session:?}");
     assert!(response(&session, &Value::from(43)).is_some(), "the next line was not answered");
 }
+
+#[test]
+fn a_second_initialize_is_refused_and_changes_nothing() {
+    // Of a newer revision than the session's: answered, it would have moved the session to 2026-07-28 mid-way, where
+    // `ping` is no method (the MCP target's second finding). `check_mcp` asserts that `ping` is still answered.
+    let init = br#"{"jsonrpc":"2.0","id":12,"method":"initialize","params":{"protocolVersion":"4050-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#;
+    for revision in 0u8..5 {
+        let data = [&[revision << 1][..], init].concat();
+        let session = check_mcp(&data).expect("a session");
+        let answer = response(&session, &Value::from(12)).expect("answered");
+        assert_eq!(answer.pointer("/error/code"), Some(&Value::from(-32600)), "{answer}");
+    }
+}

@@ -47,14 +47,15 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, ProgressToken, RequestId,
-    RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, RequestId, RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     NotificationContext, RequestContext, RunningService, ServiceExt, SubscriptionContext, SubscriptionSink,
@@ -344,7 +345,11 @@ impl McpServer {
 
     /// A handler for one client session (its own log level). The HTTP transport makes one per session.
     pub fn session(&self) -> McpSession {
-        McpSession { shared: self.shared.clone(), level: Arc::new(AtomicU8::new(level_rank(LogLevel::Info))) }
+        McpSession {
+            shared: self.shared.clone(),
+            level: Arc::new(AtomicU8::new(level_rank(LogLevel::Info))),
+            initialized: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// Serves one session over any rmcp transport; returns once the session is established.
@@ -422,6 +427,8 @@ impl std::error::Error for ServeError {
 pub struct McpSession {
     shared: Arc<Shared>,
     level: Arc<AtomicU8>,
+    /// Whether the session's `initialize` has been answered (a second one is refused).
+    initialized: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for McpSession {
@@ -711,6 +718,24 @@ impl ServerHandler for McpSession {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.run_call(request, context).await
+    }
+
+    /// The session's one `initialize`. A second one is refused, and changes nothing: answering it would
+    /// negotiate the session's revision again (and with a newer revision, methods of the one agreed, such as `ping`,
+    /// would be gone mid-session).
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if self.initialized.swap(true, Ordering::SeqCst) {
+            return Err(ErrorData::invalid_request(
+                "this session is already initialized: `initialize` is a session's first request, sent once",
+                None,
+            ));
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     async fn set_level(
