@@ -40,3 +40,49 @@ fn check_has_no_errors_on_the_demo_tools() {
 }
 
 tool_core::link_tools!(examples);
+
+/// `keel chat` on a terminal (a pseudo-terminal from util-linux's `script`): a call that needs an approval is
+/// shown with its exact arguments, and what is typed at the prompt decides it.
+#[test]
+fn chat_asks_at_a_terminal_and_the_answer_decides() {
+    use tool_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root");
+    for (typed, expected) in [("y", "TCK-001"), ("n", "approval_denied")] {
+        let stub = runtime.block_on(StubServer::start()).unwrap();
+        let call = serde_json::json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "create_ticket",
+                "arguments": "{\"incident_id\": \"INC-001\", \"title\": \"checkout 502\"}"}}]}}]});
+        stub.respond(OPENAI_CHAT, StubResponse::json(&call));
+        let done = serde_json::json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Done."}}]});
+        stub.respond(OPENAI_CHAT, StubResponse::json(&done));
+        let command = format!(
+            "{} chat --url {}/v1 --model m 'Open a ticket for INC-001.'",
+            env!("CARGO_BIN_EXE_keel"),
+            stub.url()
+        );
+        let mut child = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .current_dir(root)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("util-linux `script` runs (it gives keel a terminal)");
+        use std::io::Write as _;
+        child.stdin.take().unwrap().write_all(format!("{typed}\n").as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("`create_ticket` 1.0 needs an approval"), "{text}");
+        assert!(
+            text.contains("\"title\": \"checkout 502\"") && text.contains("approve? [y/N]"),
+            "the exact arguments: {text}"
+        );
+        assert!(text.contains("run: done (model_finished)"), "{text}");
+        let requests = stub.requests();
+        assert_eq!(requests.len(), 2, "{text}");
+        let reply = requests[1].body["messages"][2]["content"].as_str().unwrap_or_default().to_owned();
+        assert!(reply.contains(expected), "typed {typed:?}: the model read {reply}");
+    }
+}
