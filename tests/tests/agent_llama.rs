@@ -63,12 +63,6 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
 }
 
-/// Whether a missing peer is a failure, as in the other peer tests.
-fn peers_required() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
-        || std::env::var("KEEL_REQUIRE_PEERS").is_ok_and(|v| v == "1")
-}
-
 /// The server's process, killed when dropped (a failing test too).
 struct Server {
     child: Child,
@@ -158,11 +152,7 @@ fn replies(messages: &[Message]) -> Vec<(String, String)> {
 async fn a_real_model_server() {
     let python = root().join("target").join("model-venv").join("bin").join("python");
     if !python.exists() {
-        let message = "the model server venv target/model-venv is missing; run scripts/model-server.sh";
-        if peers_required() {
-            panic!("peers are required (CI or KEEL_REQUIRE_PEERS), so a missing one is a failure: {message}");
-        }
-        println!("skipped: {message}");
+        keel_tests::missing_peer("the model server venv target/model-venv is missing; run scripts/model-server.sh");
         return;
     }
     let server = tokio::task::spawn_blocking(move || start(&python)).await.expect("the server starts");

@@ -106,16 +106,10 @@ async fn bounded<F: Future<Output = ()>>(f: F) {
     tokio::time::timeout(Duration::from_secs(90), f).await.expect("test timed out");
 }
 
-/// Whether a missing peer fails the test: `CI` is set (to anything but `0` or `false`) or `KEEL_REQUIRE_PEERS=1`.
-fn peers_required() -> bool {
-    let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    set("CI") || set("KEEL_REQUIRE_PEERS")
-}
-
 /// The file a test needs: from `var`, else `default`. Missing: `None` (the test passes, saying why), or a panic
-/// when peers are required ([`peers_required`]).
+/// when peers are required ([`keel_tests::peers_required`]).
 fn prerequisite(var: &str, default: Option<PathBuf>, what: &str) -> Option<PathBuf> {
-    find_prerequisite(peers_required(), std::env::var_os(var).map(PathBuf::from).or(default), var, what)
+    find_prerequisite(keel_tests::peers_required(), std::env::var_os(var).map(PathBuf::from).or(default), var, what)
 }
 
 fn find_prerequisite(required: bool, path: Option<PathBuf>, var: &str, what: &str) -> Option<PathBuf> {
@@ -154,7 +148,10 @@ fn example_binary() -> Option<PathBuf> {
 
 fn node_available() -> bool {
     let ok = std::process::Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
-    assert!(ok || !peers_required(), "peers are required (CI or KEEL_REQUIRE_PEERS) and `node` is not on PATH");
+    assert!(
+        ok || !keel_tests::peers_required(),
+        "peers are required (CI or KEEL_REQUIRE_PEERS) and `node` is not on PATH"
+    );
     ok
 }
 

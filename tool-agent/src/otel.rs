@@ -4,6 +4,8 @@
 //! error status. The turn's tool calls get their `execute_tool` spans from the executor, as siblings under the
 //! same parent.
 
+use std::sync::OnceLock;
+
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, InstrumentationScope, KeyValue, global};
 
@@ -11,9 +13,11 @@ use crate::model::{AssistantMessage, ChatModel, ModelError};
 
 /// Starts the turn's span; returns the context that holds it.
 pub(crate) fn start(model: &dyn ChatModel) -> Context {
-    let tracer = global::tracer_with_scope(
-        InstrumentationScope::builder("keel-agent").with_version(env!("CARGO_PKG_VERSION")).build(),
-    );
+    // The scope is built once; the tracer is asked of the global provider per span, which may be set at any time.
+    static SCOPE: OnceLock<InstrumentationScope> = OnceLock::new();
+    let scope = SCOPE
+        .get_or_init(|| InstrumentationScope::builder("keel-agent").with_version(env!("CARGO_PKG_VERSION")).build());
+    let tracer = global::tracer_with_scope(scope.clone());
     let mut attributes = vec![KeyValue::new("gen_ai.operation.name", "chat")];
     let name = match model.telemetry() {
         Some((model, provider)) => {

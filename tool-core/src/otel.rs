@@ -8,6 +8,8 @@
 //! model reads; with [`ExecutorBuilder::otel_content`](crate::ExecutorBuilder::otel_content),
 //! `gen_ai.tool.call.arguments` and `gen_ai.tool.call.result` too.
 
+use std::sync::OnceLock;
+
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, InstrumentationScope, KeyValue, global};
 use serde_json::Value;
@@ -20,9 +22,11 @@ const MAX_NAME: usize = 128;
 
 /// Starts the call's span as a child of the current context; returns the context that holds it.
 pub(crate) fn start(def: Option<&ToolDefinition>, name: &str, call_id: &str, arguments: Option<&Value>) -> Context {
-    let tracer = global::tracer_with_scope(
-        InstrumentationScope::builder("keel").with_version(env!("CARGO_PKG_VERSION")).build(),
-    );
+    // The scope is built once; the tracer is asked of the global provider per span, which may be set at any time.
+    static SCOPE: OnceLock<InstrumentationScope> = OnceLock::new();
+    let scope =
+        SCOPE.get_or_init(|| InstrumentationScope::builder("keel").with_version(env!("CARGO_PKG_VERSION")).build());
+    let tracer = global::tracer_with_scope(scope.clone());
     let shown = match name.char_indices().nth(MAX_NAME) {
         Some((end, _)) => &name[..end],
         None => name,
