@@ -1,24 +1,41 @@
-//! An MCP server built only from `#[tool]` declarations: every tool the official conformance suite's tools
-//! scenarios call, plus a few keel tools that show each outcome of the executor over MCP.
+//! An MCP server whose tools are all `#[tool]` declarations (every tool the official conformance suite calls, plus
+//! a few keel tools that show each outcome of the executor over MCP), composed with a plain rmcp `ServerHandler`
+//! that serves the suite's resources, prompts and completion: keel serves the tools, the handler the rest.
 //!
 //! ```text
 //! cargo run -p examples --example conformance_server                            # stdio
 //! cargo run -p examples --example conformance_server -- --http 127.0.0.1:8765   # http://127.0.0.1:8765/mcp
-//! npx @modelcontextprotocol/conformance@0.1.13 server --url http://127.0.0.1:8765/mcp
+//! npx @modelcontextprotocol/conformance@0.2.0-alpha.12 server --url http://127.0.0.1:8765/mcp \
+//!     --requirements 2026-07-28
 //! ```
 //!
 //! `--http` accepts loopback addresses only; port 0 picks a free port. In HTTP mode the endpoint is printed on
 //! stdout as `listening on http://ADDR/mcp`. Logs go to stderr (`RUST_LOG` to change the level).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tool_core::{CallContext, Content, ContentBlock, EmbeddedResource, Executor, LogLevel, Registry, ToolError, tool};
+use tool_core::{
+    CallContext, Content, ContentBlock, EmbeddedResource, Executor, LogLevel, Registry, State, ToolError, tool,
+};
 use tool_mcp::McpServer;
 use tool_mcp::rmcp::model::ElicitRequestParams;
+use tool_mcp::rmcp::model::{
+    CacheScope, CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock as McpBlock,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, ImageContent, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
+    ResourceTemplate, Role, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
+};
+use tool_mcp::rmcp::service::{RequestContext, SubscriptionContext, SubscriptionSink};
+use tool_mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
 
 /// A 1x1 red PNG.
 const RED_PIXEL_PNG: &str =
@@ -39,6 +56,9 @@ const TOOLS: &[&str] = &[
     "test_elicitation_sep1034_defaults",
     "test_elicitation_sep1330_enums",
     "json_schema_2020_12_tool",
+    "test_trigger_tool_change",
+    "test_trigger_prompt_change",
+    "test_logging_tool",
     "add_numbers",
     "echo_text",
     "lookup_note",
@@ -235,16 +255,23 @@ async fn test_elicitation_sep1330_enums() -> Result<Content, ToolError> {
 
 /// A postal address.
 #[derive(Deserialize, JsonSchema)]
-#[schemars(rename = "address")]
+#[schemars(rename = "address", extend("$anchor" = "address"))]
 #[allow(dead_code)]
 struct Address {
     street: Option<String>,
     city: Option<String>,
 }
 
-/// Arguments using JSON Schema 2020-12 features (`$defs`, `$ref`).
+/// Arguments using JSON Schema 2020-12 features: `$defs` with an `$anchor`, `$ref`, composition (`allOf`, `anyOf`)
+/// and conditionals (`if`/`then`/`else`): a name or an address is required, and an address needs its street.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend(
+    "allOf" = [{"anyOf": [{"required": ["name"]}, {"required": ["address"]}]}],
+    "if" = {"required": ["address"]},
+    "then" = {"properties": {"address": {"required": ["street"]}}},
+    "else" = {"required": ["name"]},
+))]
 struct Json2020Args {
     name: Option<String>,
     address: Option<Address>,
@@ -255,6 +282,34 @@ struct Json2020Args {
 fn json_schema_2020_12_tool(args: Json2020Args) -> Content {
     let city = args.address.and_then(|a| a.city).unwrap_or_else(|| "nowhere".to_owned());
     Content::text(format!("{} lives in {city}", args.name.unwrap_or_else(|| "someone".to_owned())))
+}
+
+/// Tells every client that the tool list changed (`notifications/tools/list_changed`: to legacy sessions, and to
+/// the `subscriptions/listen` streams that asked for it).
+#[tool(effect = "read", version = "1.0")]
+async fn test_trigger_tool_change(listeners: State<Listeners>) -> Result<Content, ToolError> {
+    let server = listeners.server.get().ok_or_else(|| tool_core::tool_error!("not_ready", "the server is starting"))?;
+    let sent = server.notify_tool_list_changed().await;
+    Ok(Content::text(format!("Tool list change sent to {sent} client(s)")))
+}
+
+/// Tells every `subscriptions/listen` stream that asked for it that the prompt list changed.
+#[tool(effect = "read", version = "1.0")]
+async fn test_trigger_prompt_change(listeners: State<Listeners>) -> Content {
+    let mut sent = 0;
+    for sink in listeners.prompt_streams() {
+        if sink.notify_prompt_list_changed().await.is_ok() {
+            sent += 1;
+        }
+    }
+    Content::text(format!("Prompt list change sent to {sent} stream(s)"))
+}
+
+/// Logs one message: sent to a stateless client only when its request's `_meta` asks for a log level.
+#[tool(effect = "read", version = "1.0")]
+async fn test_logging_tool(ctx: CallContext) -> Content {
+    ctx.log(LogLevel::Info, "a log message from test_logging_tool");
+    Content::text("Logging tool completed")
 }
 
 // ---- keel's own: one tool per outcome ----
@@ -316,6 +371,213 @@ fn fail_internally() -> Result<Note, ToolError> {
     )))
 }
 
+// ---- Everything but tools, in plain rmcp ----
+
+/// How long clients may cache the fixtures' lists and reads.
+const FIXTURE_TTL_MS: u64 = 60_000;
+
+/// What the keel tools above share with the handler below: the server (set once it is built) and the
+/// `subscriptions/listen` streams that asked for prompt-list changes.
+#[derive(Default)]
+struct Listeners {
+    server: OnceLock<McpServer>,
+    prompt_streams: Mutex<HashMap<u64, SubscriptionSink>>,
+    next_stream: AtomicU64,
+}
+
+impl Listeners {
+    fn prompt_streams(&self) -> Vec<SubscriptionSink> {
+        self.prompt_streams.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect()
+    }
+}
+
+/// The suite's resources, prompts and completion, written against rmcp alone; keel serves the tools beside it.
+struct Fixtures {
+    listeners: Arc<Listeners>,
+}
+
+fn text_resource(uri: &str, mime: &str, text: impl Into<String>) -> ResourceContents {
+    ResourceContents::text(text, uri).with_mime_type(mime)
+}
+
+impl ServerHandler for Fixtures {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_completions()
+            .build();
+        ServerConfig::new(capabilities)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = vec![
+            Resource::new("test://static-text", "Static Text Resource")
+                .with_description("A text resource with fixed content")
+                .with_mime_type("text/plain"),
+            Resource::new("test://static-binary", "Static Binary Resource")
+                .with_description("A PNG image as a blob")
+                .with_mime_type("image/png"),
+        ];
+        Ok(ListResourcesResult::with_all_items(resources)
+            .with_ttl_ms(FIXTURE_TTL_MS)
+            .with_cache_scope(CacheScope::Public))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = vec![
+            ResourceTemplate::new("test://template/{id}/data", "Templated Data")
+                .with_description("JSON data for any id")
+                .with_mime_type("application/json"),
+        ];
+        Ok(ListResourceTemplatesResult::with_all_items(templates)
+            .with_ttl_ms(FIXTURE_TTL_MS)
+            .with_cache_scope(CacheScope::Public))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.as_str();
+        let contents = match uri {
+            "test://static-text" => {
+                text_resource(uri, "text/plain", "This is the content of the static text resource.")
+            }
+            "test://static-binary" => ResourceContents::blob(RED_PIXEL_PNG, uri).with_mime_type("image/png"),
+            _ => match uri.strip_prefix("test://template/").and_then(|rest| rest.strip_suffix("/data")) {
+                Some(id) if !id.is_empty() && !id.contains('/') => text_resource(
+                    uri,
+                    "application/json",
+                    json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string(),
+                ),
+                _ => {
+                    return Err(ErrorData::resource_not_found(format!("no resource {uri}"), Some(json!({"uri": uri}))));
+                }
+            },
+        };
+        Ok(ReadResourceResult::new(vec![contents])
+            .with_ttl_ms(FIXTURE_TTL_MS)
+            .with_cache_scope(CacheScope::Public)
+            .into())
+    }
+
+    async fn subscribe(
+        &self,
+        _request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        _request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = vec![
+            Prompt::new("test_simple_prompt", Some("A prompt without arguments"), None),
+            Prompt::new(
+                "test_prompt_with_arguments",
+                Some("A prompt with two arguments"),
+                Some(vec![
+                    PromptArgument::new("arg1").with_description("The first argument").with_required(true),
+                    PromptArgument::new("arg2").with_description("The second argument").with_required(true),
+                ]),
+            ),
+            Prompt::new("test_prompt_with_embedded_resource", Some("A prompt that embeds a resource"), None),
+            Prompt::new("test_prompt_with_image", Some("A prompt with an image"), None),
+        ];
+        Ok(ListPromptsResult::with_all_items(prompts).with_ttl_ms(FIXTURE_TTL_MS).with_cache_scope(CacheScope::Public))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let result = match request.name.as_str() {
+            "test_simple_prompt" => {
+                GetPromptResult::new(vec![PromptMessage::new_text(Role::User, "This is a simple prompt for testing.")])
+            }
+            "test_prompt_with_arguments" => {
+                let arguments = request.arguments.unwrap_or_default();
+                let arg = |name: &str| arguments.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
+                let text = format!("Prompt with arguments: arg1='{}', arg2='{}'", arg("arg1"), arg("arg2"));
+                GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+            }
+            "test_prompt_with_embedded_resource" => GetPromptResult::new(vec![
+                PromptMessage::new_resource(
+                    Role::User,
+                    "test://example-resource".to_owned(),
+                    Some("text/plain".to_owned()),
+                    Some("Embedded resource content for testing.".to_owned()),
+                    None,
+                    None,
+                    None,
+                ),
+                PromptMessage::new_text(Role::User, "Please process the embedded resource above."),
+            ]),
+            "test_prompt_with_image" => GetPromptResult::new(vec![
+                PromptMessage::new(Role::User, McpBlock::Image(ImageContent::new(RED_PIXEL_PNG, "image/png"))),
+                PromptMessage::new_text(Role::User, "Please analyze the image above."),
+            ]),
+            other => return Err(ErrorData::invalid_params(format!("no prompt {other:?}"), None)),
+        };
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let candidates: &[&str] = match (&request.r#ref, request.argument.name.as_str()) {
+            (Reference::Prompt(_), "arg1" | "name") => &["alpha", "beta", "gamma"],
+            (Reference::Resource(_), "id") => &["1", "2", "3"],
+            _ => &[],
+        };
+        let prefix = request.argument.value.as_str();
+        let values = candidates.iter().filter(|c| c.starts_with(prefix)).map(|c| (*c).to_owned()).collect();
+        let completion = CompletionInfo::new(values).map_err(|e| ErrorData::internal_error(e, None))?;
+        Ok(CompleteResult::new(completion))
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.prompts_list_changed = requested.prompts_list_changed.filter(|&p| p);
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let id = self.listeners.next_stream.fetch_add(1, Ordering::Relaxed);
+        let streams = &self.listeners.prompt_streams;
+        streams.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, context.sink().clone());
+        context.cancelled().await;
+        streams.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
+        Ok(())
+    }
+}
+
 // ---- main ----
 
 enum Mode {
@@ -363,12 +625,15 @@ async fn run() -> Result<(), String> {
     let mode = parse_args()?;
     let registry = Registry::from_inventory().map_err(|e| e.to_string())?;
     let view = registry.view().names(TOOLS.iter().copied()).build().map_err(|e| e.to_string())?;
-    let executor = Executor::new(view).map_err(|e| e.to_string())?;
+    let listeners = Arc::new(Listeners::default());
+    let executor = Executor::builder(view).state_arc(listeners.clone()).build().map_err(|e| e.to_string())?;
     let server = McpServer::builder(executor)
         .name("keel-conformance")
         .title("keel conformance server")
+        .handler(Fixtures { listeners: listeners.clone() })
         .build()
         .map_err(|e| e.to_string())?;
+    let _ = listeners.server.set(server.clone());
     match mode {
         Mode::Stdio => server.serve_stdio().await.map_err(|e| e.to_string()),
         Mode::Http(addr) => {

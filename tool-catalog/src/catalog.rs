@@ -548,6 +548,8 @@ impl CatalogServer {
         };
         let token = view.change_token();
         let server = build(view.executor().map_err(build_error)?).map_err(build_error)?;
+        // Rows change at run time: clients are told to cache `tools/list` briefly.
+        server.expect_changes();
         Ok(CatalogServer {
             inner: Arc::new(ServerInner {
                 catalog: catalog.clone(),

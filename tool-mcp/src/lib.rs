@@ -23,6 +23,8 @@ pub use rmcp;
 
 #[cfg(feature = "client")]
 pub mod client;
+#[cfg(feature = "server")]
+mod compose;
 #[cfg(all(feature = "http", feature = "server"))]
 pub mod http;
 pub mod names;

@@ -47,15 +47,19 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams, InitializeResult,
-    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, RequestId, RequestMetaObject, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscriptionFilter, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelledNotificationParam, CompleteRequestParams,
+    CompleteResult, CustomNotification, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
+    GetSkillRequestParams, GetSkillResult, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse,
+    RequestId, RequestMetaObject, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, RequestContext, RunningService, ServiceExt, SubscriptionContext, SubscriptionSink,
@@ -66,7 +70,14 @@ use tokio::sync::{mpsc, oneshot};
 use tool_core::Codec;
 use tool_core::{CallOptions, Executor, LogLevel, Notifier, Provider, ToolCall, ToolView};
 
+use crate::compose::{NoRest, Rest, merge_capabilities};
 use crate::render;
+
+/// How long clients may cache `tools/list` of a server whose tools are fixed (compiled views): five minutes.
+pub const STATIC_LIST_TTL: Duration = Duration::from_secs(300);
+/// How long clients may cache `tools/list` of a server whose tools change at run time (a catalogue, or any server
+/// after [`McpServer::update`]): five seconds.
+pub const DYNAMIC_LIST_TTL: Duration = Duration::from_secs(5);
 
 /// Builds [`CallOptions`] (tenant, approvals) for one `tools/call`, from the request and its context (which
 /// carries the HTTP request parts under the `http` feature). The server adds the notifier and cancellation.
@@ -168,6 +179,12 @@ struct Shared {
     config: ServerConfig,
     call_options: Option<Arc<CallOptionsFn>>,
     listeners: Mutex<Listeners>,
+    /// Everything but tools: the user's rmcp handler, or none.
+    rest: Arc<dyn Rest>,
+    /// The `ttlMs` hint of `tools/list` answers.
+    list_ttl_ms: AtomicU64,
+    /// Whether the builder set the hint (then [`McpServer::update`] leaves it alone).
+    list_ttl_explicit: bool,
 }
 
 impl Shared {
@@ -214,6 +231,8 @@ pub struct McpServerBuilder {
     title: Option<String>,
     instructions: Option<String>,
     call_options: Option<Arc<CallOptionsFn>>,
+    rest: Arc<dyn Rest>,
+    list_ttl: Option<Duration>,
 }
 
 impl McpServerBuilder {
@@ -246,16 +265,44 @@ impl McpServerBuilder {
         self
     }
 
+    /// Serves everything that is not a tool with `handler`, a plain rmcp [`ServerHandler`]: prompts, resources,
+    /// resource templates and subscriptions, completion, skills, custom requests and notifications, and the
+    /// prompt and resource parts of `subscriptions/listen`. keel keeps the tools part.
+    ///
+    /// | request | answered by |
+    /// |---|---|
+    /// | `tools/list`, `tools/call`, `initialize`, `logging/setLevel`, `ping`, `server/discover` | keel |
+    /// | `subscriptions/listen` | both: keel registers the stream for `tools/list_changed`, then runs the handler's `listen` for what its [`ServerHandler::accepted_subscription_filter`] accepted |
+    /// | `notifications/initialized` | both: keel first |
+    /// | everything else | the handler |
+    ///
+    /// The server's capabilities are the handler's [`ServerHandler::get_info`] (read once, here) with keel's
+    /// `tools` (`listChanged: true`) and `logging` over them; the handler's `instructions` are used when the
+    /// builder sets none. The handler's own `list_tools`, `call_tool`, `get_tool` and `initialize` are never
+    /// called. One handler serves every session (it is shared, not cloned): keep per-session state in the
+    /// request's [`RequestContext`].
+    pub fn handler<H: ServerHandler>(mut self, handler: H) -> Self {
+        self.rest = Arc::new(handler);
+        self
+    }
+
+    /// The cache hint of `tools/list` answers (protocol 2026-07-28, SEP-2549: `ttlMs`, with `cacheScope:
+    /// public`). Default: [`STATIC_LIST_TTL`], and [`DYNAMIC_LIST_TTL`] from the first [`McpServer::update`] on
+    /// (or [`McpServer::expect_changes`]).
+    pub fn list_ttl(mut self, ttl: Duration) -> Self {
+        self.list_ttl = Some(ttl);
+        self
+    }
+
     /// Renders the view's tools for MCP and builds the server. Every tool whose entry is not a valid MCP tool is
     /// reported at once.
     pub fn build(self) -> Result<McpServer, McpServerError> {
         let listing = Listing::new(self.executor)?;
+        let rest_config = self.rest.info();
         let mut info = Implementation::new(self.name, self.version);
         info.title = self.title;
-        let capabilities =
-            ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
-        let mut config = ServerConfig::new(capabilities).with_server_info(info);
-        if let Some(instructions) = self.instructions {
+        let mut config = ServerConfig::new(merge_capabilities(&rest_config)).with_server_info(info);
+        if let Some(instructions) = self.instructions.or(rest_config.instructions) {
             config = config.with_instructions(instructions);
         }
         Ok(McpServer {
@@ -264,6 +311,9 @@ impl McpServerBuilder {
                 config,
                 call_options: self.call_options,
                 listeners: Mutex::new(Listeners::default()),
+                rest: self.rest,
+                list_ttl_ms: AtomicU64::new(duration_ms(self.list_ttl.unwrap_or(STATIC_LIST_TTL))),
+                list_ttl_explicit: self.list_ttl.is_some(),
             }),
         })
     }
@@ -284,7 +334,23 @@ impl McpServer {
             title: None,
             instructions: None,
             call_options: None,
+            rest: Arc::new(NoRest),
+            list_ttl: None,
         }
+    }
+
+    /// Declares that this server's tools change at run time (a catalogue): `tools/list` answers carry
+    /// [`DYNAMIC_LIST_TTL`] from now on, unless the builder set [`McpServerBuilder::list_ttl`].
+    /// [`McpServer::update`] does this itself.
+    pub fn expect_changes(&self) {
+        if !self.shared.list_ttl_explicit {
+            self.shared.list_ttl_ms.store(duration_ms(DYNAMIC_LIST_TTL), Ordering::Relaxed);
+        }
+    }
+
+    /// The `ttlMs` hint `tools/list` answers carry now.
+    pub fn list_ttl(&self) -> Duration {
+        Duration::from_millis(self.shared.list_ttl_ms.load(Ordering::Relaxed))
     }
 
     /// The current `tools/list` entries, in name order.
@@ -307,6 +373,7 @@ impl McpServer {
     /// notifications have been handed to each session's transport when it returns.
     pub async fn update(&self, executor: Executor) -> Result<bool, McpServerError> {
         let listing = Arc::new(Listing::new(executor)?);
+        self.expect_changes();
         let changed = {
             let mut current = self.shared.listing.write().unwrap_or_else(std::sync::PoisonError::into_inner);
             let changed = !current.same_tools(&listing);
@@ -391,6 +458,10 @@ impl McpServer {
     }
 }
 
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// What a stdio line may hold beyond the arguments: the JSON-RPC envelope, the tool name, `_meta`.
 const STDIO_ENVELOPE: usize = 64 * 1024;
 
@@ -435,6 +506,15 @@ impl fmt::Debug for McpSession {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("McpSession").field("level", &self.level.load(Ordering::Relaxed)).finish_non_exhaustive()
     }
+}
+
+/// A minimum level above every level: no log message is sent.
+const NO_LOGS: u8 = u8::MAX;
+
+/// Whether the request is on protocol 2026-07-28 or later, where requests carry their own `_meta` and there is no
+/// session state (log level, capabilities from `initialize`).
+pub(crate) fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    context.protocol_version().is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
 }
 
 fn level_rank(level: LogLevel) -> u8 {
@@ -628,7 +708,13 @@ impl McpSession {
             Some(f) => f(&request, &context),
             None => CallOptions::new(),
         };
-        let min_level = context.meta.log_level().map_or_else(|| self.level.load(Ordering::Relaxed), mcp_level_rank);
+        // A session's level is the one its client set (`logging/setLevel`). A stateless request (protocol
+        // 2026-07-28) has no session: it gets log messages only when its `_meta` asks for a level.
+        let min_level = match context.meta.log_level() {
+            Some(level) => mcp_level_rank(level),
+            None if is_stateless(&context) => NO_LOGS,
+            None => self.level.load(Ordering::Relaxed),
+        };
         let notifier = Arc::new(PeerNotifier {
             peer: context.peer.clone(),
             runtime: tokio::runtime::Handle::current(),
@@ -675,7 +761,9 @@ impl ServerHandler for McpSession {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let listing = self.shared.listing();
-        Ok(ListToolsResult::with_all_items(listing.tools.clone()))
+        Ok(ListToolsResult::with_all_items(listing.tools.clone())
+            .with_ttl_ms(self.shared.list_ttl_ms.load(Ordering::Relaxed))
+            .with_cache_scope(CacheScope::Public))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -684,32 +772,152 @@ impl ServerHandler for McpSession {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let mut listeners = self.shared.listeners();
-        listeners.sessions.retain(|p| !p.is_transport_closed());
-        listeners.sessions.push(context.peer);
+        {
+            let mut listeners = self.shared.listeners();
+            listeners.sessions.retain(|p| !p.is_transport_closed());
+            listeners.sessions.push(context.peer.clone());
+        }
+        self.shared.rest.on_initialized(context).await;
     }
 
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        let mut accepted = SubscriptionFilter::new();
+        let mut accepted = self.shared.rest.accepted_subscription_filter(requested).unwrap_or_default();
         accepted.tools_list_changed = requested.tools_list_changed.filter(|&t| t);
         Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        if context.accepted().tools_list_changed != Some(true) {
-            context.cancelled().await;
-            return Ok(());
-        }
-        let id = {
+        let id = (context.accepted().tools_list_changed == Some(true)).then(|| {
             let mut listeners = self.shared.listeners();
             let id = listeners.next_subscription;
             listeners.next_subscription += 1;
             listeners.subscriptions.push((id, context.sink().clone()));
             id
+        });
+        let mut rest_filter = context.accepted().clone();
+        rest_filter.tools_list_changed = None;
+        let result = if rest_filter == SubscriptionFilter::default() {
+            context.cancelled().await;
+            Ok(())
+        } else {
+            self.shared.rest.listen(context).await
         };
-        context.cancelled().await;
-        self.shared.listeners().subscriptions.retain(|(i, _)| *i != id);
-        Ok(())
+        if let Some(id) = id {
+            self.shared.listeners().subscriptions.retain(|(i, _)| *i != id);
+        }
+        result
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.shared.rest.complete(request, context).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.shared.rest.get_prompt(request, context).await
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.shared.rest.list_prompts(request, context).await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.shared.rest.list_resources(request, context).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.shared.rest.list_resource_templates(request, context).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.shared.rest.read_resource(request, context).await
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.rest.subscribe(request, context).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.rest.unsubscribe(request, context).await
+    }
+
+    async fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        self.shared.rest.list_skills(request, context).await
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        self.shared.rest.get_skill(request, context).await
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, ErrorData> {
+        self.shared.rest.read_resource_directory(request, context).await
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        self.shared.rest.on_custom_request(request, context).await
+    }
+
+    async fn on_cancelled(&self, notification: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
+        self.shared.rest.on_cancelled(notification, context).await;
+    }
+
+    async fn on_progress(&self, notification: ProgressNotificationParam, context: NotificationContext<RoleServer>) {
+        self.shared.rest.on_progress(notification, context).await;
+    }
+
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        self.shared.rest.on_roots_list_changed(context).await;
+    }
+
+    async fn on_custom_notification(&self, notification: CustomNotification, context: NotificationContext<RoleServer>) {
+        self.shared.rest.on_custom_notification(notification, context).await;
     }
 
     async fn call_tool(
