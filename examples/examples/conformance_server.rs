@@ -22,17 +22,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tool_core::{
-    CallContext, Content, ContentBlock, EmbeddedResource, Executor, LogLevel, Registry, State, ToolError, tool,
+    CallContext, Content, ContentBlock, EmbeddedResource, Executor, InputKind, LogLevel, Registry, State, ToolError,
+    tool,
 };
 use tool_mcp::McpServer;
-use tool_mcp::rmcp::model::ElicitRequestParams;
 use tool_mcp::rmcp::model::{
     CacheScope, CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock as McpBlock,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, ImageContent, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
-    ResourceTemplate, Role, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, ImageContent, InputRequest, InputRequests,
+    InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Reference, Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use tool_mcp::rmcp::service::{RequestContext, SubscriptionContext, SubscriptionSink};
 use tool_mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -59,6 +59,24 @@ const TOOLS: &[&str] = &[
     "test_trigger_tool_change",
     "test_trigger_prompt_change",
     "test_logging_tool",
+    "test_input_required_result_elicitation",
+    "test_input_required_result_sampling",
+    "test_input_required_result_list_roots",
+    "test_input_required_result_request_state",
+    "test_input_required_result_tampered_state",
+    "test_input_required_result_multiple_inputs",
+    "test_input_required_result_multi_round",
+    "test_input_required_result_capabilities",
+    "test_missing_capability",
+    "test_streaming_elicitation",
+    "test_custom_header",
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
+    "confirm_delete",
+    "multi_input",
+    "test_tool_with_task",
     "add_numbers",
     "echo_text",
     "lookup_note",
@@ -156,49 +174,37 @@ async fn test_tool_with_progress(ctx: CallContext) -> Content {
     Content::text("Tool with progress executed successfully")
 }
 
-fn mcp_request(feature: &str) -> Result<tool_mcp::McpRequest, ToolError> {
-    tool_mcp::current_request()
-        .ok_or_else(|| tool_core::tool_error!("not_available", "{feature} needs an MCP client session"))
+/// `sampling/createMessage` parameters for one user message.
+fn sampling(prompt: &str) -> Value {
+    json!({"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": 100})
+}
+
+/// The text of a `CreateMessageResult`.
+fn sampled_text(answer: &Value) -> String {
+    answer.pointer("/content/text").and_then(Value::as_str).unwrap_or("(no text)").to_owned()
 }
 
 /// Asks the client's LLM (MCP sampling) to answer a prompt.
 #[tool(effect = "read", version = "1.0")]
-#[allow(deprecated)] // MCP sampling is deprecated from protocol 2026-07-28 on; the suite's clients use older revisions.
 async fn test_sampling(
+    ctx: CallContext,
     #[arg(description = "The prompt to send to the LLM")] prompt: String,
 ) -> Result<Content, ToolError> {
-    let request = mcp_request("sampling")?;
-    let supported = request.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some());
-    if !supported {
-        return Err(tool_core::tool_error!("not_supported", "the client does not support sampling"));
-    }
-    use tool_mcp::rmcp::model::{CreateMessageRequestParams, SamplingMessage};
-    let params = CreateMessageRequestParams::new(vec![SamplingMessage::user_text(prompt)], 100);
-    let result = request.peer.create_message(params).await.map_err(ToolError::internal)?;
-    let text = result.message.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
-    Ok(Content::text(format!("LLM response: {text}")))
+    let answer = ctx.sample("prompt", sampling(&prompt)).await?;
+    Ok(Content::text(format!("LLM response: {}", sampled_text(&answer))))
 }
 
-/// Sends `elicitation/create` with `message` and `schema`, and describes the answer.
-async fn elicit(message: &str, schema: Value, label: &str) -> Result<Content, ToolError> {
-    let request = mcp_request("elicitation")?;
-    let supported = request.peer.peer_info().is_some_and(|info| info.capabilities.elicitation.is_some());
-    if !supported {
-        return Err(tool_core::tool_error!("not_supported", "the client does not support elicitation"));
-    }
-    let params: ElicitRequestParams =
-        serde_json::from_value(json!({"mode": "form", "message": message, "requestedSchema": schema}))
-            .map_err(ToolError::internal)?;
-    let result = request.peer.create_elicitation(params).await.map_err(ToolError::internal)?;
-    let action = serde_json::to_value(&result.action).map_err(ToolError::internal)?;
-    let action = action.as_str().unwrap_or("unknown").to_owned();
-    let content = result.content.unwrap_or(Value::Null);
-    Ok(Content::text(format!("{label}: action={action}, content={content}")))
+/// Asks the user to fill in `schema` with `message` (MCP elicitation), and describes the answer.
+async fn elicit(ctx: &CallContext, message: &str, schema: Value, label: &str) -> Result<Content, ToolError> {
+    let answer = ctx.elicit("form", message, schema).await?;
+    let content = answer.content.unwrap_or(Value::Null);
+    Ok(Content::text(format!("{label}: action={}, content={content}", answer.action)))
 }
 
 /// Asks the user for a username and an email address (MCP elicitation).
 #[tool(effect = "read", version = "1.0")]
 async fn test_elicitation(
+    ctx: CallContext,
     #[arg(description = "The message to show the user")] message: String,
 ) -> Result<Content, ToolError> {
     let schema = json!({
@@ -209,12 +215,12 @@ async fn test_elicitation(
         },
         "required": ["username", "email"]
     });
-    elicit(&message, schema, "User response").await
+    elicit(&ctx, &message, schema, "User response").await
 }
 
 /// Asks the user for values of every primitive type, each with a default (SEP-1034).
 #[tool(effect = "read", version = "1.0")]
-async fn test_elicitation_sep1034_defaults() -> Result<Content, ToolError> {
+async fn test_elicitation_sep1034_defaults(ctx: CallContext) -> Result<Content, ToolError> {
     let schema = json!({
         "type": "object",
         "properties": {
@@ -225,12 +231,12 @@ async fn test_elicitation_sep1034_defaults() -> Result<Content, ToolError> {
             "verified": {"type": "boolean", "default": true}
         }
     });
-    elicit("Please review the default values", schema, "Elicitation completed").await
+    elicit(&ctx, "Please review the default values", schema, "Elicitation completed").await
 }
 
 /// Asks the user to choose from every kind of enum (SEP-1330).
 #[tool(effect = "read", version = "1.0")]
-async fn test_elicitation_sep1330_enums() -> Result<Content, ToolError> {
+async fn test_elicitation_sep1330_enums(ctx: CallContext) -> Result<Content, ToolError> {
     let schema = json!({
         "type": "object",
         "properties": {
@@ -250,7 +256,7 @@ async fn test_elicitation_sep1330_enums() -> Result<Content, ToolError> {
             ]}}
         }
     });
-    elicit("Please choose options", schema, "Elicitation completed").await
+    elicit(&ctx, "Please choose options", schema, "Elicitation completed").await
 }
 
 /// A postal address.
@@ -310,6 +316,201 @@ async fn test_trigger_prompt_change(listeners: State<Listeners>) -> Content {
 async fn test_logging_tool(ctx: CallContext) -> Content {
     ctx.log(LogLevel::Info, "a log message from test_logging_tool");
     Content::text("Logging tool completed")
+}
+
+// ---- Input from the client, in either era (a session asks; a stateless call returns input-required results) ----
+
+/// The schema of a one-string form.
+fn one_string(name: &str) -> Value {
+    json!({"type": "object", "properties": {name: {"type": "string"}}, "required": [name]})
+}
+
+/// The `content` string `name` of an accepted elicitation.
+fn answered(answer: &tool_core::Elicitation, name: &str) -> String {
+    answer.content.as_ref().and_then(|c| c.get(name)).and_then(Value::as_str).unwrap_or("(none)").to_owned()
+}
+
+/// Asks the user's name, then greets them.
+#[tool(effect = "read", version = "1.0")]
+async fn test_input_required_result_elicitation(ctx: CallContext) -> Result<Content, ToolError> {
+    let answer = ctx.elicit("user_name", "What is your name?", one_string("name")).await?;
+    Ok(Content::text(format!("Hello, {}!", answered(&answer, "name"))))
+}
+
+/// Asks the client's LLM for the capital of France.
+#[tool(effect = "read", version = "1.0")]
+async fn test_input_required_result_sampling(ctx: CallContext) -> Result<Content, ToolError> {
+    let answer = ctx.sample("capital_question", sampling("What is the capital of France?")).await?;
+    Ok(Content::text(format!("Sampling response: {}", sampled_text(&answer))))
+}
+
+/// Lists the client's roots.
+#[tool(effect = "read", version = "1.0")]
+async fn test_input_required_result_list_roots(ctx: CallContext) -> Result<Content, ToolError> {
+    let answer = ctx.roots("client_roots").await?;
+    let uris: Vec<&str> = answer
+        .get("roots")
+        .and_then(Value::as_array)
+        .map(|roots| roots.iter().filter_map(|r| r.get("uri").and_then(Value::as_str)).collect())
+        .unwrap_or_default();
+    Ok(Content::text(format!("Client roots: [{}]", uris.join(", "))))
+}
+
+/// Asks for a confirmation, keeping its own state across the round trip.
+#[tool(effect = "read", version = "1.0")]
+async fn test_input_required_result_request_state(ctx: CallContext) -> Result<Content, ToolError> {
+    let stage = ctx.round_state().and_then(|s| s.get("stage").and_then(Value::as_str).map(str::to_owned));
+    ctx.set_round_state(json!({"stage": "confirm"}));
+    let answer = ctx
+        .elicit("confirm", "Please confirm", json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}))
+        .await?;
+    Ok(Content::text(format!("Confirmed: {} (stage {})", answer.accepted(), stage.as_deref().unwrap_or("none"))))
+}
+
+/// Like `test_input_required_result_request_state`: the suite alters the state it echoes, which must be refused.
+#[tool(effect = "read", version = "1.0")]
+async fn test_input_required_result_tampered_state(ctx: CallContext) -> Result<Content, ToolError> {
+    let answer = ctx
+        .elicit("confirm", "Please confirm", json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}))
+        .await?;
+    Ok(Content::text(format!("Confirmed: {}", answer.accepted())))
+}
+
+/// Asks for a name, a greeting from the LLM and the roots at once: one round with three requests.
+#[tool(effect = "read", version = "1.0")]
+async fn test_input_required_result_multiple_inputs(ctx: CallContext) -> Result<Content, ToolError> {
+    let (name, greeting, roots) = tokio::join!(
+        ctx.elicit("user_name", "What is your name?", one_string("name")),
+        ctx.sample("greeting", sampling("Generate a greeting")),
+        ctx.roots("client_roots"),
+    );
+    let (name, greeting, _roots) = (name?, greeting?, roots?);
+    Ok(Content::text(format!("All inputs received: {} / {}", answered(&name, "name"), sampled_text(&greeting))))
+}
+
+/// Asks two questions, one round each.
+#[tool(effect = "read", version = "1.0")]
+async fn test_input_required_result_multi_round(ctx: CallContext) -> Result<Content, ToolError> {
+    let name = ctx.elicit("step1", "Step 1: What is your name?", one_string("name")).await?;
+    let color = ctx.elicit("step2", "Step 2: What is your favorite color?", one_string("color")).await?;
+    Ok(Content::text(format!(
+        "Multi-round flow complete: {} likes {}",
+        answered(&name, "name"),
+        answered(&color, "color")
+    )))
+}
+
+/// Asks only for what the client declared it can answer.
+#[tool(effect = "read", version = "1.0")]
+async fn test_input_required_result_capabilities(ctx: CallContext) -> Result<Content, ToolError> {
+    let mut asked = Vec::new();
+    if ctx.supports_input(InputKind::Elicitation) {
+        ctx.elicit("user_name", "What is your name?", one_string("name")).await?;
+        asked.push("elicitation");
+    }
+    if ctx.supports_input(InputKind::Sampling) {
+        ctx.sample("greeting", sampling("Generate a greeting")).await?;
+        asked.push("sampling");
+    }
+    if ctx.supports_input(InputKind::Roots) {
+        ctx.roots("client_roots").await?;
+        asked.push("roots");
+    }
+    Ok(Content::text(format!("Capability-aware flow complete: asked for [{}]", asked.join(", "))))
+}
+
+/// Needs the client's sampling: a client that did not declare it gets `-32021` (missing capability).
+#[tool(effect = "read", version = "1.0")]
+async fn test_missing_capability(ctx: CallContext) -> Result<Content, ToolError> {
+    if !ctx.supports_input(InputKind::Sampling) {
+        // Asking is what reports the missing capability.
+        ctx.sample("probe", sampling("ping")).await?;
+    }
+    Ok(Content::text("The client declared sampling"))
+}
+
+/// Asks the user for a value: over a stateless request, an input-required result on the response, never a request
+/// of the server's own on the stream.
+#[tool(effect = "read", version = "1.0")]
+async fn test_streaming_elicitation(ctx: CallContext) -> Result<Content, ToolError> {
+    let answer = ctx.elicit("streaming_elicitation", "Provide a value", one_string("value")).await?;
+    Ok(Content::text(format!("Value: {}", answered(&answer, "value"))))
+}
+
+/// Echoes `value`, which MCP clients also send as the `Mcp-Param-Value` header (the server checks they agree).
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn test_custom_header(#[arg(description = "Any text", header = "Value")] value: String) -> String {
+    value
+}
+
+// ---- Tasks: a call that a client supporting tasks gets as a task, to poll ----
+
+/// Greets someone (always answered in the call).
+#[tool(effect = "read", version = "1.0", blocking = false)]
+fn greet(#[arg(description = "Who to greet")] name: Option<String>) -> Content {
+    Content::text(format!("Hello, {}!", name.as_deref().unwrap_or("friend")))
+}
+
+/// Waits `seconds` (1 by default), then answers; stops when the task is cancelled.
+#[tool(effect = "read", version = "1.0", task = "optional")]
+async fn slow_compute(
+    ctx: CallContext,
+    #[arg(description = "How long to work, in seconds (at most 60)")] seconds: Option<f64>,
+    #[arg(description = "A label for the result")] label: Option<String>,
+) -> Result<String, ToolError> {
+    let seconds = seconds.unwrap_or(1.0).clamp(0.0, 60.0);
+    let label = label.unwrap_or_else(|| "compute".to_owned());
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_secs_f64(seconds)) => Ok(format!("slow_compute({label}) done after {seconds}s")),
+        () = ctx.cancellation().cancelled() => Err(tool_core::tool_error!("stopped", "slow_compute was stopped")),
+    }
+}
+
+/// Fails with a business error after a second (only as a task).
+#[tool(effect = "read", version = "1.0", task = "required")]
+async fn failing_job() -> Result<String, ToolError> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Err(tool_core::tool_error!("job_failed", "failing_job: intentional tool execution error"))
+}
+
+/// Fails with an internal error after 200 ms: a task ends `failed`.
+#[tool(effect = "read", version = "1.0", task = "optional")]
+async fn protocol_error_job() -> Result<String, ToolError> {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Err(ToolError::internal(std::io::Error::other("protocol_error_job: intentional internal failure")))
+}
+
+/// Asks the user to confirm deleting a file, from inside its task (only as a task).
+#[tool(effect = "read", version = "1.0", task = "required")]
+async fn confirm_delete(
+    ctx: CallContext,
+    #[arg(description = "The file to delete")] filename: Option<String>,
+) -> Result<String, ToolError> {
+    let filename = filename.unwrap_or_else(|| "file.txt".to_owned());
+    let schema = json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]});
+    let answer = ctx.elicit("confirm", format!("Delete {filename}?"), schema).await?;
+    let confirmed = answer.content.as_ref().and_then(|c| c.get("confirm")).and_then(Value::as_bool).unwrap_or(false);
+    Ok(format!("confirm_delete({filename}): confirmed = {confirmed}"))
+}
+
+/// Asks for two values at once, from inside its task (only as a task).
+#[tool(effect = "read", version = "1.0", task = "required")]
+async fn multi_input(ctx: CallContext) -> Result<String, ToolError> {
+    let (a, b) = tokio::join!(
+        ctx.elicit("input-a", "Provide value A", one_string("value")),
+        ctx.elicit("input-b", "Provide value B", one_string("value")),
+    );
+    let (a, b) = (a?, b?);
+    Ok(format!("multi_input: a = {}, b = {}", answered(&a, "value"), answered(&b, "value")))
+}
+
+/// Asks the user's name in the request itself, then goes on as a task (only as a task).
+#[tool(effect = "read", version = "1.0", task = "required", task_start = "handler")]
+async fn test_tool_with_task(ctx: CallContext) -> Result<Content, ToolError> {
+    let name = ctx.elicit("user_name", "What is your name?", one_string("name")).await?;
+    ctx.begin_task();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Ok(Content::text(format!("Hello, {}! (async)", answered(&name, "name"))))
 }
 
 // ---- keel's own: one tool per outcome ----
@@ -506,6 +707,11 @@ impl ServerHandler for Fixtures {
             ),
             Prompt::new("test_prompt_with_embedded_resource", Some("A prompt that embeds a resource"), None),
             Prompt::new("test_prompt_with_image", Some("A prompt with an image"), None),
+            Prompt::new(
+                "test_input_required_result_prompt",
+                Some("A prompt that first asks the user for context (an input-required result)"),
+                None,
+            ),
         ];
         Ok(ListPromptsResult::with_all_items(prompts).with_ttl_ms(FIXTURE_TTL_MS).with_cache_scope(CacheScope::Public))
     }
@@ -516,6 +722,24 @@ impl ServerHandler for Fixtures {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let result = match request.name.as_str() {
+            // Input from the client, written with rmcp's own types: the answer comes back in the retry.
+            "test_input_required_result_prompt" => {
+                let answer =
+                    request.input_responses.as_ref().and_then(|r| r.get("user_context")).filter(|a| a.is_object());
+                let Some(answer) = answer else {
+                    let ask: InputRequest = serde_json::from_value(json!({
+                        "method": "elicitation/create",
+                        "params": {"mode": "form", "message": "What context should the prompt use?",
+                                   "requestedSchema": {"type": "object", "properties": {"context": {"type": "string"}},
+                                                       "required": ["context"]}},
+                    }))
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                    let requests = InputRequests::from([("user_context".to_owned(), ask)]);
+                    return Ok(InputRequiredResult::from_input_requests(requests).into());
+                };
+                let context = answer.pointer("/content/context").and_then(Value::as_str).unwrap_or("(none)");
+                GetPromptResult::new(vec![PromptMessage::new_text(Role::User, format!("Context: {context}"))])
+            }
             "test_simple_prompt" => {
                 GetPromptResult::new(vec![PromptMessage::new_text(Role::User, "This is a simple prompt for testing.")])
             }

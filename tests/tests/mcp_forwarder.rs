@@ -493,7 +493,7 @@ async fn example_server_over_stdio() {
         assert_eq!(r.code(), Some("not_found"));
         // This client declares no sampling capability; the remote tool says so.
         let r = run(&executor, "conformance.test_sampling", json!({"prompt": "hi"})).await;
-        assert_eq!(r.code(), Some("not_supported"), "{r:?}");
+        assert_eq!(r.code(), Some("client_capability_missing"), "{r:?}");
         conformance.close().await;
     })
     .await;

@@ -11,7 +11,7 @@ pub use ::std::sync::OnceLock;
 pub use ::std::vec::Vec;
 
 pub use crate::context::{Args, CallContext, FromCallContext, Requirements};
-pub use crate::definition::{BoxFuture, Handler, SourceLocation, StaticTool};
+pub use crate::definition::{BoxFuture, Handler, SourceLocation, StaticTool, TaskStart, TaskSupport};
 pub use crate::effect::Effect;
 pub use crate::error::ToolError;
 pub use crate::limits::Limits;
@@ -208,8 +208,22 @@ fn arg_schema<T: schemars::JsonSchema>() -> ArgSchema {
 
 impl<T: FromCallContext> Injected<T> {
     /// What the registry knows of this parameter.
-    pub fn info(&self, name: &'static str, description: Option<&'static str>, explicit: bool) -> ParamInfo {
-        ParamInfo { name, description, kind: Kind::Injected, explicit, schema: None, requirements: T::requirements }
+    pub fn info(
+        &self,
+        name: &'static str,
+        description: Option<&'static str>,
+        header: Option<&'static str>,
+        explicit: bool,
+    ) -> ParamInfo {
+        ParamInfo {
+            name,
+            description,
+            header,
+            kind: Kind::Injected,
+            explicit,
+            schema: None,
+            requirements: T::requirements,
+        }
     }
     /// Fills the parameter from the call. A failure ends the call before the handler runs.
     pub fn extract(&self, _: &mut Input, _: &str, ctx: &CallContext) -> Result<T, ToolError> {
@@ -221,13 +235,20 @@ impl<T: FromCallContext> Injected<T> {
 // message (`on_unimplemented`), at the parameter.
 impl<T> Whole<T> {
     /// What the registry knows of this parameter.
-    pub fn info(&self, name: &'static str, description: Option<&'static str>, explicit: bool) -> ParamInfo
+    pub fn info(
+        &self,
+        name: &'static str,
+        description: Option<&'static str>,
+        header: Option<&'static str>,
+        explicit: bool,
+    ) -> ParamInfo
     where
         T: ToolArgs,
     {
         ParamInfo {
             name,
             description,
+            header,
             kind: Kind::Whole,
             explicit,
             schema: Some(arg_schema::<T>()),
@@ -246,13 +267,20 @@ impl<T> Whole<T> {
 
 impl<T> Named<T> {
     /// What the registry knows of this parameter.
-    pub fn info(&self, name: &'static str, description: Option<&'static str>, explicit: bool) -> ParamInfo
+    pub fn info(
+        &self,
+        name: &'static str,
+        description: Option<&'static str>,
+        header: Option<&'static str>,
+        explicit: bool,
+    ) -> ParamInfo
     where
         T: ToolArgField,
     {
         ParamInfo {
             name,
             description,
+            header,
             kind: Kind::Named,
             explicit,
             schema: Some(arg_schema::<T>()),
@@ -294,6 +322,9 @@ pub fn gathered_schema(generator: &mut schemars::SchemaGenerator, params: &[Para
             let (title, description) = schemars::_private::get_title_and_description(description);
             schemars::_private::insert_metadata_property_if_nonempty(&mut property, "title", title);
             schemars::_private::insert_metadata_property_if_nonempty(&mut property, "description", description);
+        }
+        if let Some(header) = p.header {
+            property.insert(crate::vocabulary::MCP_HEADER.to_owned(), Value::String(header.to_owned()));
         }
         let optional = generator.contract().is_deserialize() && (arg.is_option)();
         schemars::_private::insert_object_property(&mut schema, p.name, optional, property);

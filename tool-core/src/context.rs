@@ -4,13 +4,14 @@ use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::canonical::Fnv1a128;
 use crate::error::ToolError;
+use crate::input::{ClientInput, Elicitation, InputError, InputKind, InputRequest};
 use crate::limits::Limits;
 
 /// Shared application state of type `T`, registered once on the executor (`.state(value)`) and handed to every
@@ -112,6 +113,9 @@ struct Inner {
     cancellation: CancellationToken,
     state: Arc<StateMap>,
     notifier: Option<Arc<dyn Notifier>>,
+    input: Option<Arc<dyn ClientInput>>,
+    /// The input keys asked for so far (each may be asked once per call).
+    input_keys: Mutex<Vec<String>>,
 }
 
 /// What a handler can ask for besides its arguments: the per-call [`CallContext`] and shared [`State<T>`].
@@ -156,6 +160,7 @@ impl CallContext {
             cancellation: None,
             state: None,
             notifier: None,
+            input: None,
         }
     }
 
@@ -217,6 +222,74 @@ impl CallContext {
             n.progress(progress, total, message);
         }
     }
+
+    /// Whether the client can answer requests of `kind` (it declared the capability). `false` when the call cannot
+    /// ask its client at all.
+    pub fn supports_input(&self, kind: InputKind) -> bool {
+        self.inner.input.as_ref().is_some_and(|i| i.supports(kind))
+    }
+
+    /// Asks the client for input; see [the input module](crate::ClientInput) for how a session and a stateless
+    /// transport answer. `key` names the request within the call (unique, non-empty). Propagate
+    /// [`InputError::Pending`] with `?`: the call ends and resumes when the client answers.
+    pub async fn ask(&self, key: &str, request: InputRequest) -> Result<Value, InputError> {
+        let Some(input) = &self.inner.input else { return Err(InputError::Unavailable) };
+        {
+            let mut keys = self.inner.input_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if key.is_empty() || keys.iter().any(|k| k == key) {
+                return Err(InputError::BadKey(key.to_owned()));
+            }
+            keys.push(key.to_owned());
+        }
+        input.request(key, request).await
+    }
+
+    /// Asks the user to fill in a form: `message`, and the JSON Schema of the answer (a flat object of primitive
+    /// properties). See [`CallContext::ask`].
+    pub async fn elicit(
+        &self,
+        key: &str,
+        message: impl Into<String>,
+        schema: Value,
+    ) -> Result<Elicitation, InputError> {
+        let answer = self.ask(key, InputRequest::Elicit { message: message.into(), schema }).await?;
+        Elicitation::from_value(&answer)
+    }
+
+    /// Asks the client's LLM for a completion: `params` are MCP's `sampling/createMessage` parameters
+    /// (`messages`, `maxTokens`, ...); the answer is its `CreateMessageResult`. See [`CallContext::ask`].
+    pub async fn sample(&self, key: &str, params: Value) -> Result<Value, InputError> {
+        self.ask(key, InputRequest::Sample(params)).await
+    }
+
+    /// Asks for the client's roots; the answer is its `ListRootsResult` (`{"roots": [{"uri": ...}, ...]}`). See
+    /// [`CallContext::ask`].
+    pub async fn roots(&self, key: &str) -> Result<Value, InputError> {
+        self.ask(key, InputRequest::Roots).await
+    }
+
+    /// The state this call kept in an earlier round ([`CallContext::set_round_state`]): stateless transports run
+    /// a call again when the client answers, and carry this from one round to the next, tamper-checked. `None` on
+    /// the first round and in a session.
+    pub fn round_state(&self) -> Option<Value> {
+        self.inner.input.as_ref().and_then(|i| i.state())
+    }
+
+    /// Makes the call a task from here on: the transport answers the client with the task now and the handler goes
+    /// on in it (MCP: the client polls `tasks/get`; input asked for from now on is answered through
+    /// `tasks/update`). For a tool declared `#[tool(task = "...", task_start = "handler")]`, which first gathers
+    /// input in the request itself; other task tools become tasks as soon as they are admitted. Returns whether
+    /// the call is a task now: `false` when its client or transport does not run it as one, and it simply goes on.
+    pub fn begin_task(&self) -> bool {
+        self.inner.input.as_ref().is_some_and(|i| i.begin_task())
+    }
+
+    /// Keeps `state` for the call's next round (see [`CallContext::round_state`]); ignored in a session.
+    pub fn set_round_state(&self, state: Value) {
+        if let Some(input) = &self.inner.input {
+            input.set_state(state);
+        }
+    }
 }
 
 /// Builds a [`CallContext`].
@@ -230,6 +303,7 @@ pub struct CallContextBuilder {
     cancellation: Option<CancellationToken>,
     state: Option<Arc<StateMap>>,
     notifier: Option<Arc<dyn Notifier>>,
+    input: Option<Arc<dyn ClientInput>>,
 }
 
 impl CallContextBuilder {
@@ -264,6 +338,11 @@ impl CallContextBuilder {
         self.notifier = notifier;
         self
     }
+    /// How the handler asks its client for input.
+    pub fn client_input(mut self, input: Option<Arc<dyn ClientInput>>) -> Self {
+        self.input = input;
+        self
+    }
     /// Builds the context.
     pub fn build(self) -> CallContext {
         let idempotency_key = OnceLock::new();
@@ -280,6 +359,8 @@ impl CallContextBuilder {
                 cancellation: self.cancellation.unwrap_or_default(),
                 state: self.state.unwrap_or_default(),
                 notifier: self.notifier,
+                input: self.input,
+                input_keys: Mutex::new(Vec::new()),
             }),
         }
     }

@@ -142,6 +142,31 @@ impl fmt::Debug for Handler {
     }
 }
 
+/// Whether a call of the tool may run as a task: started now, its result fetched later (the MCP Tasks extension:
+/// `tasks/get`, `tasks/update`, `tasks/cancel`). `#[tool(task = "optional")]` or `"required"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum TaskSupport {
+    /// Always answered in the call (the default).
+    #[default]
+    Never,
+    /// Run as a task for a client that supports tasks; answered in the call for the others.
+    Optional,
+    /// Only for clients that support tasks: the others are refused (over MCP, `-32021`).
+    Required,
+}
+
+/// When a call of a task tool becomes a task. `#[tool(task_start = "admission")]` (the default) or `"handler"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum TaskStart {
+    /// As soon as the call has passed every check before its handler (registered, arguments valid, policy).
+    #[default]
+    Admission,
+    /// When the handler calls [`CallContext::begin_task`]: it may first ask for input in the request itself.
+    Handler,
+}
+
 /// The compile-time record `#[tool]` submits to `inventory`. Not constructed by hand.
 #[doc(hidden)]
 pub struct StaticTool {
@@ -151,6 +176,8 @@ pub struct StaticTool {
     pub version: &'static str,
     pub effect: Effect,
     pub idempotent: bool,
+    pub task: TaskSupport,
+    pub task_start: TaskStart,
     pub timeout_ms: Option<u64>,
     pub tags: &'static [&'static str],
     pub location: SourceLocation,
@@ -198,6 +225,8 @@ pub struct ToolDefinition {
     pub(crate) version: Cow<'static, str>,
     pub(crate) effect: Effect,
     pub(crate) idempotent: bool,
+    pub(crate) task: TaskSupport,
+    pub(crate) task_start: TaskStart,
     pub(crate) timeout: Option<Duration>,
     pub(crate) tags: Vec<Cow<'static, str>>,
     pub(crate) origin: Origin,
@@ -238,6 +267,8 @@ impl ToolDefinition {
             version: Cow::Borrowed("1.0"),
             effect: Effect::Read,
             idempotent: None,
+            task: TaskSupport::Never,
+            task_start: TaskStart::Admission,
             timeout: None,
             tags: Vec::new(),
             source: Cow::Borrowed("builder"),
@@ -266,6 +297,8 @@ impl ToolDefinition {
             version: Cow::Borrowed(t.version),
             effect: t.effect,
             idempotent: t.idempotent,
+            task: t.task,
+            task_start: t.task_start,
             timeout: t.timeout_ms.map(Duration::from_millis),
             tags: t.tags.iter().map(|t| Cow::Borrowed(*t)).collect(),
             origin: Origin::Compiled { location: t.location, fn_name: t.fn_name },
@@ -320,6 +353,14 @@ impl ToolDefinition {
     pub fn idempotent(&self) -> bool {
         self.idempotent
     }
+    /// Whether a call may run as a task.
+    pub fn task_support(&self) -> TaskSupport {
+        self.task
+    }
+    /// When a call that runs as a task becomes one.
+    pub fn task_start(&self) -> TaskStart {
+        self.task_start
+    }
     /// The tool's own timeout, if it declared one.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
@@ -370,6 +411,8 @@ impl ToolDefinition {
             version: self.version.clone(),
             effect: self.effect,
             idempotent: self.idempotent,
+            task: self.task,
+            task_start: self.task_start,
             timeout: self.timeout,
             tags: self.tags.clone(),
             origin: self.origin.clone(),
@@ -416,6 +459,8 @@ impl ToolDefinition {
             version: self.version.clone(),
             effect: self.effect.max(effect),
             idempotent: self.idempotent,
+            task: self.task,
+            task_start: self.task_start,
             timeout: self.timeout,
             tags: self.tags.clone(),
             origin: self.origin.clone(),
@@ -439,6 +484,8 @@ pub struct ToolDefinitionBuilder {
     version: Cow<'static, str>,
     effect: Effect,
     idempotent: Option<bool>,
+    task: TaskSupport,
+    task_start: TaskStart,
     timeout: Option<Duration>,
     tags: Vec<Cow<'static, str>>,
     source: Cow<'static, str>,
@@ -508,6 +555,16 @@ impl ToolDefinitionBuilder {
         self.idempotent = Some(i);
         self
     }
+    /// Whether a call may run as a task (default [`TaskSupport::Never`]).
+    pub fn task_support(mut self, task: TaskSupport) -> Self {
+        self.task = task;
+        self
+    }
+    /// When a call that runs as a task becomes one (default [`TaskStart::Admission`]).
+    pub fn task_start(mut self, start: TaskStart) -> Self {
+        self.task_start = start;
+        self
+    }
     /// The tool's own timeout.
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = Some(t);
@@ -567,6 +624,8 @@ impl ToolDefinitionBuilder {
             description: self.description,
             version: self.version,
             idempotent: self.idempotent.unwrap_or(self.effect == Effect::Read),
+            task: self.task,
+            task_start: self.task_start,
             effect: self.effect,
             timeout: self.timeout,
             tags: self.tags,
@@ -604,6 +663,7 @@ pub(crate) fn compiled(def: &ToolDefinition) -> Result<&CompiledTool, &str> {
                             take an args struct or named parameters"
                     .to_owned());
             }
+            crate::vocabulary::check_mcp_headers(input).map_err(|e| format!("argument schema: {e}"))?;
             let input = CompiledSchema::compile(&def.schemas().input_for_validation())
                 .map_err(|e| format!("argument schema: {e}"))?;
             let output = match def.schemas().output_for_validation() {

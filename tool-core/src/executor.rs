@@ -22,6 +22,7 @@ use crate::definition::{Handler, ToolDefinition, compiled};
 use crate::effect::Effect;
 use crate::error::{ErrorCode, Repr, ToolError};
 use crate::failure::{FailureHook, FailureKind, InternalFailure, trace_failure};
+use crate::input::ClientInput;
 use crate::policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 use crate::result::{ErrorBody, HandlerState, ToolResult};
 use crate::validate::{Limits, Violation, check_limits, summary};
@@ -355,6 +356,8 @@ pub struct CallOptions {
     approvals: Approvals,
     cancellation: Option<CancellationToken>,
     notifier: Option<Arc<dyn Notifier>>,
+    input: Option<Arc<dyn ClientInput>>,
+    admitted: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl fmt::Debug for CallOptions {
@@ -394,6 +397,19 @@ impl CallOptions {
     /// Where the handler's log messages and progress go.
     pub fn notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
         self.notifier = Some(notifier);
+        self
+    }
+    /// How the handler asks its client for input ([`CallContext::ask`](crate::CallContext::ask)); without it, a
+    /// request fails with [`InputError::Unavailable`](crate::InputError::Unavailable).
+    pub fn client_input(mut self, input: Arc<dyn ClientInput>) -> Self {
+        self.input = Some(input);
+        self
+    }
+    /// Called once the call has passed every check before its handler (registered, arguments valid, policy),
+    /// just before the handler runs; never for a call refused before it. A transport uses it to answer its caller
+    /// early, e.g. with an MCP task that the running call completes.
+    pub fn on_admitted(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.admitted = Some(Arc::new(f));
         self
     }
     /// The parent cancellation token, if one was given.
@@ -657,6 +673,9 @@ impl Executor {
         }
 
         // 4. The handler, under a timeout, with panics caught.
+        if let Some(admitted) = &options.admitted {
+            admitted();
+        }
         let timeout = def.timeout().unwrap_or(match def.effect() {
             Effect::Read => self.inner.default_timeout,
             Effect::Write | Effect::Destructive => self.inner.default_write_timeout,
@@ -681,6 +700,7 @@ impl Executor {
                 .cancellation(token.clone())
                 .state(self.inner.state.clone())
                 .notifier(options.notifier.clone())
+                .client_input(options.input.clone())
                 .build();
             let outcome =
                 run_handler(handler, (&call_id, def.name()), arguments, ctx, limits, Some(&token), caller).await;

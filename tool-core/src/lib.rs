@@ -68,7 +68,7 @@
 extern crate self as tool_core;
 
 // The modules form layers; each imports only the ones above it in this list (checked by `tests/layers.rs`):
-//   vocabulary, effect, error, canonical, failure, call, context, content, validate, params
+//   vocabulary, effect, error, canonical, failure -> input -> call, context, content, validate, params
 //   -> result -> schema (neutral schemas and pure renderers) -> definition -> arguments -> view -> codec -> registry -> policy
 //   -> executor -> event -> run -> lint, lock.
 // The core modules are private: each of their public items has one path, at the root. `canonical`, `lint`,
@@ -86,6 +86,7 @@ mod error;
 mod event;
 mod executor;
 mod failure;
+mod input;
 mod limits;
 pub mod lint;
 pub mod lock;
@@ -118,14 +119,15 @@ pub use context::{
     StateMap,
 };
 pub use definition::{
-    BoxFuture, DefinitionError, DynHandler, Handler, IntoDynHandler, Origin, SourceLocation, ToolDefinition,
-    ToolDefinitionBuilder,
+    BoxFuture, DefinitionError, DynHandler, Handler, IntoDynHandler, Origin, SourceLocation, TaskStart, TaskSupport,
+    ToolDefinition, ToolDefinitionBuilder,
 };
 pub use effect::Effect;
 pub use error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode, ToolError};
 pub use event::{Decision, Event, EventKind, EventLog, EventSink, JsonLinesWriter, NotExecuted};
 pub use executor::{CallOptions, Executor, ExecutorBuilder, ExecutorError, ExecutorProblem};
 pub use failure::{FailureKind, InternalFailure};
+pub use input::{ClientInput, Elicitation, InputError, InputFuture, InputKind, InputRequest};
 pub use pending::{FileStore, PendingCall, PendingStore, PendingStoreError, Resolution};
 pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 pub use registry::{Registry, RegistryBuilder, RegistryError, RegistryProblem};

@@ -24,6 +24,8 @@ pub struct ParamInfo {
     pub name: &'static str,
     /// `#[arg(description = "...")]`.
     pub description: Option<&'static str>,
+    /// `#[arg(header = "...")]`: the HTTP header MCP mirrors the argument into.
+    pub header: Option<&'static str>,
     /// The role.
     pub kind: Kind,
     /// Whether `#[arg]` was written (a lone `#[arg]` parameter is never the args struct).
@@ -64,6 +66,16 @@ impl Plan {
     pub fn new(params: &[ParamInfo]) -> Plan {
         let args: Vec<(usize, &ParamInfo)> =
             params.iter().enumerate().filter(|(_, p)| p.kind != Kind::Injected).collect();
+        if let Some((i, p)) = params.iter().enumerate().find(|(_, p)| p.header.is_some() && p.kind != Kind::Named) {
+            return Plan::Invalid(format!(
+                "its parameter {} has #[arg(header = ...)], which mirrors one named argument into an HTTP header, \
+                 but the parameter is {}; put the header on a field of the args struct instead \
+                 (#[schemars(extend(\"x-mcp-header\" = \"{}\"))])",
+                i + 1,
+                if p.kind == Kind::Whole { "the whole of the arguments" } else { "filled from the call" },
+                p.header.unwrap_or_default()
+            ));
+        }
         let wholes: Vec<&(usize, &ParamInfo)> = args.iter().filter(|(_, p)| p.kind == Kind::Whole).collect();
         match (wholes.as_slice(), args.as_slice()) {
             ([(i, _)], [_]) => Plan::Whole(*i),

@@ -280,6 +280,106 @@ pub fn resolve<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
     schema
 }
 
+/// MCP's extension keyword that mirrors an argument into an HTTP header of the request (`Mcp-Param-<Name>`, SEP-2243),
+/// so that a gateway can route on it without reading the body. Written by `#[arg(header = "Region")]`, or on a
+/// field of an args struct with `#[schemars(extend("x-mcp-header" = "Region"))]`. Only MCP's rendering keeps it.
+pub const MCP_HEADER: &str = "x-mcp-header";
+
+/// Checks the [`MCP_HEADER`] annotations of an input schema as MCP clients do (a client leaves out a tool whose
+/// annotations break a rule): each is on a property reached from the root through `properties` alone, is a
+/// non-empty HTTP token, unique regardless of case, on a property of type `string`, `integer` or `boolean`.
+pub fn check_mcp_headers(input: &Value) -> Result<(), String> {
+    fn walk(
+        schema: &Value,
+        path: &mut Vec<String>,
+        on_chain: bool,
+        seen: &mut Vec<String>,
+        depth: usize,
+    ) -> Result<(), String> {
+        if depth > MAX_DEPTH {
+            return Ok(());
+        }
+        if let Some(header) = schema.get(MCP_HEADER) {
+            let at =
+                if path.is_empty() { "the schema root".to_owned() } else { format!("property `{}`", path.join(".")) };
+            if path.is_empty() {
+                return Err(format!("{MCP_HEADER} must annotate a property, not {at}"));
+            }
+            if !on_chain {
+                return Err(format!(
+                    "{at}: {MCP_HEADER} must be on a property reached from the root through `properties` alone"
+                ));
+            }
+            let Some(header) = header.as_str().filter(|h| !h.is_empty()) else {
+                return Err(format!("{at}: {MCP_HEADER} must be a non-empty string"));
+            };
+            if !header.chars().all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)) {
+                return Err(format!("{at}: {MCP_HEADER} `{header}` is not an HTTP header name"));
+            }
+            let lower = header.to_ascii_lowercase();
+            if seen.contains(&lower) {
+                return Err(format!("{at}: {MCP_HEADER} `{header}` is used twice (header names ignore case)"));
+            }
+            seen.push(lower);
+            match schema.get("type").and_then(Value::as_str) {
+                Some("string" | "integer" | "boolean") => {}
+                other => {
+                    return Err(format!(
+                        "{at}: {MCP_HEADER} needs a property of type string, integer or boolean (a required one: \
+                         an optional property's type also allows null), found {}",
+                        other.map_or_else(
+                            || schema.get("type").map_or("no type".to_owned(), Value::to_string),
+                            str::to_owned
+                        )
+                    ));
+                }
+            }
+        }
+        let mut result = Ok(());
+        for_each_child(schema, |keyword, name, child| {
+            if result.is_err() {
+                return;
+            }
+            let child_on_chain = on_chain && keyword == "properties";
+            path.push(name.unwrap_or(keyword).to_owned());
+            result = walk(child, path, child_on_chain, seen, depth + 1);
+            path.pop();
+        });
+        result
+    }
+    walk(input, &mut Vec::new(), true, &mut Vec::new(), 0)
+}
+
+/// Whether any subschema of `schema` carries [`MCP_HEADER`].
+pub fn has_mcp_headers(schema: &Value) -> bool {
+    fn walk(schema: &Value, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        if schema.get(MCP_HEADER).is_some() {
+            return true;
+        }
+        let mut found = false;
+        for_each_child(schema, |_, _, child| found = found || walk(child, depth + 1));
+        found
+    }
+    walk(schema, 0)
+}
+
+/// Removes every [`MCP_HEADER`] annotation (an MCP transport's concern, not a model's).
+pub fn strip_mcp_headers(schema: &mut Value) {
+    fn walk(schema: &mut Value, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        if let Value::Object(map) = schema {
+            map.shift_remove(MCP_HEADER);
+        }
+        for_each_child_mut(schema, |_, _, child| walk(child, depth + 1));
+    }
+    walk(schema, 0)
+}
+
 fn percent_decode(s: &str) -> String {
     if !s.contains('%') {
         return s.to_owned();
@@ -307,6 +407,60 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn mcp_header_annotations_follow_the_rules_mcp_clients_check() {
+        let ok = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "filter": {"type": "object", "properties": {"shard": {"type": "integer", "x-mcp-header": "Shard"}}},
+            "x-mcp-header": {"type": "boolean"},
+        }});
+        assert_eq!(check_mcp_headers(&ok), Ok(()));
+        let cases = [
+            (json!({"type": "object", "x-mcp-header": "Root"}), "not the schema root"),
+            (json!({"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": ""}}}), "non-empty"),
+            (json!({"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": "A B"}}}), "not an HTTP"),
+            (json!({"type": "object", "properties": {"a": {"type": "number", "x-mcp-header": "A"}}}), "found number"),
+            (
+                json!({"type": "object", "properties": {"a": {"type": ["string", "null"], "x-mcp-header": "A"}}}),
+                "optional property",
+            ),
+            (
+                json!({"type": "object", "properties": {
+                    "a": {"type": "string", "x-mcp-header": "Dup"},
+                    "b": {"type": "string", "x-mcp-header": "dup"},
+                }}),
+                "used twice",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "string", "x-mcp-header": "A"}]}}}),
+                "through `properties` alone",
+            ),
+            (
+                json!({"type": "object", "$defs": {"D": {"type": "string", "x-mcp-header": "A"}}}),
+                "through `properties` alone",
+            ),
+        ];
+        for (schema, expected) in cases {
+            let err = check_mcp_headers(&schema).expect_err(&schema.to_string());
+            assert!(err.contains(expected), "{schema}: {err}");
+        }
+    }
+
+    #[test]
+    fn mcp_header_annotations_are_found_and_stripped_as_keywords_never_as_property_names() {
+        let mut schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "x-mcp-header": {"type": "string"},
+        }});
+        assert!(has_mcp_headers(&schema));
+        strip_mcp_headers(&mut schema);
+        assert!(!has_mcp_headers(&schema));
+        assert_eq!(
+            schema,
+            json!({"type": "object", "properties": {"region": {"type": "string"}, "x-mcp-header": {"type": "string"}}})
+        );
+    }
 
     #[test]
     fn every_keyword_is_listed_once_and_subschema_holders_are_applicators_or_definitions() {

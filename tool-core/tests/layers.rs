@@ -11,6 +11,7 @@ use quote::ToTokens;
 /// From the bottom up. Modules of one layer do not import each other.
 const LAYERS: &[&[&str]] = &[
     &["vocabulary", "effect", "error", "canonical", "failure", "name", "limits"],
+    &["input"],
     &["call", "context", "content", "validate", "bounded"],
     &["params", "result"],
     &["schema"],

@@ -7,7 +7,8 @@ use syn::{Expr, ExprLit, Lit, Meta, Token};
 
 use crate::ctxt::Ctxt;
 
-pub const KEYS: &str = "effect, version, name, description, idempotent, timeout_ms, tags, blocking, crate";
+pub const KEYS: &str =
+    "effect, version, name, description, idempotent, timeout_ms, tags, blocking, task, task_start, crate";
 
 /// A value with the span of its literal.
 pub struct Spanned<T> {
@@ -22,6 +23,13 @@ pub enum Effect {
     Destructive,
 }
 
+/// `task = "optional" | "required"`: whether an MCP client may get the call as a task.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    Optional,
+    Required,
+}
+
 #[derive(Default)]
 pub struct ToolAttr {
     pub effect: Option<Spanned<Effect>>,
@@ -32,6 +40,9 @@ pub struct ToolAttr {
     pub timeout_ms: Option<Spanned<u64>>,
     pub tags: Option<Spanned<Vec<String>>>,
     pub blocking: Option<Spanned<bool>>,
+    pub task: Option<Spanned<Task>>,
+    /// `task_start = "handler"`: the handler says when the call becomes a task.
+    pub task_start_handler: Option<Spanned<bool>>,
     pub krate: Option<Spanned<syn::Path>>,
     /// Every key written, valid or not: a bad value must not also read as a missing key.
     seen: Vec<String>,
@@ -60,13 +71,26 @@ fn value_example(key: &str) -> &'static str {
         "timeout_ms" => "timeout_ms = 5000",
         "tags" => "tags = [\"incident\"]",
         "blocking" => "blocking = false",
+        "task" => "task = \"optional\"",
+        "task_start" => "task_start = \"handler\"",
         "crate" => "crate = \"keel\"",
         _ => "key = value",
     }
 }
 
-const KNOWN: &[&str] =
-    &["effect", "version", "name", "description", "idempotent", "timeout_ms", "tags", "blocking", "crate"];
+const KNOWN: &[&str] = &[
+    "effect",
+    "version",
+    "name",
+    "description",
+    "idempotent",
+    "timeout_ms",
+    "tags",
+    "blocking",
+    "task",
+    "task_start",
+    "crate",
+];
 
 fn key_name(path: &syn::Path) -> String {
     path.get_ident().map(|i| i.to_string()).unwrap_or_else(|| quote::quote!(#path).to_string().replace(' ', ""))
@@ -207,6 +231,36 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
             }
             "idempotent" => set(&mut attr.idempotent, bool_lit(cx, "idempotent", v)),
             "blocking" => set(&mut attr.blocking, bool_lit(cx, "blocking", v)),
+            "task" => {
+                let parsed = str_lit(cx, "task", v, "\"optional\"").and_then(|s| match s.value.as_str() {
+                    "optional" => Some(Spanned { value: Task::Optional, span: s.span }),
+                    "required" => Some(Spanned { value: Task::Required, span: s.span }),
+                    _ => {
+                        cx.error_at(
+                            s.span,
+                            "`task` is \"optional\" (an MCP client that supports tasks gets the call as a task) or \
+                             \"required\" (only such clients may call it)",
+                        );
+                        None
+                    }
+                });
+                set(&mut attr.task, parsed);
+            }
+            "task_start" => {
+                let parsed = str_lit(cx, "task_start", v, "\"handler\"").and_then(|s| match s.value.as_str() {
+                    "admission" => Some(Spanned { value: false, span: s.span }),
+                    "handler" => Some(Spanned { value: true, span: s.span }),
+                    _ => {
+                        cx.error_at(
+                            s.span,
+                            "`task_start` is \"admission\" (the call becomes a task once it passes validation and policy, \
+                             the default) or \"handler\" (when the handler calls `ctx.begin_task()`)",
+                        );
+                        None
+                    }
+                });
+                set(&mut attr.task_start_handler, parsed);
+            }
             "timeout_ms" => {
                 let parsed = match lit_of(v) {
                     Some(Lit::Int(i)) => match i.base10_parse::<u64>() {

@@ -20,6 +20,16 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
     let description = &tool.description;
     let version = &tool.version;
     let idempotent = tool.idempotent;
+    let task = match tool.task {
+        None => quote!(#private::TaskSupport::Never),
+        Some(crate::attr::Task::Optional) => quote!(#private::TaskSupport::Optional),
+        Some(crate::attr::Task::Required) => quote!(#private::TaskSupport::Required),
+    };
+    let task_start = if tool.task_start_handler {
+        quote!(#private::TaskStart::Handler)
+    } else {
+        quote!(#private::TaskStart::Admission)
+    };
     let tags = &tool.tags;
     let effect = match tool.effect {
         Effect::Read => quote!(#private::Effect::Read),
@@ -46,8 +56,12 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
             Some(d) => quote!(#private::core::option::Option::Some(#d)),
             None => quote!(#private::core::option::Option::None),
         };
+        let header = match &p.header {
+            Some(h) => quote!(#private::core::option::Option::Some(#h)),
+            None => quote!(#private::core::option::Option::None),
+        };
         let explicit = p.explicit;
-        quote_spanned!(p.ty.span()=> #role.info(#name, #description, #explicit))
+        quote_spanned!(p.ty.span()=> #role.info(#name, #description, #header, #explicit))
     });
     let bindings: Vec<_> = (0..tool.params.len()).map(|i| format_ident!("__keel_p{}", i)).collect();
     let extracts = tool.params.iter().zip(&roles).zip(&names).zip(&bindings).map(|(((p, role), name), binding)| {
@@ -196,6 +210,8 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
                     version: #version,
                     effect: #effect,
                     idempotent: #idempotent,
+                    task: #task,
+                    task_start: #task_start,
                     timeout_ms: #timeout,
                     tags: &[#(#tags),*],
                     location: #private::SourceLocation { file: #file, line: #line, module_path: #module_path },

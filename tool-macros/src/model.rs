@@ -18,6 +18,8 @@ pub struct Param {
     /// `#[arg]` was written: the parameter is a named argument, whatever its type implements.
     pub explicit: bool,
     pub description: Option<String>,
+    /// `#[arg(header = "...")]`: the HTTP header MCP mirrors the argument into (`x-mcp-header`).
+    pub header: Option<String>,
     pub span: Span,
 }
 
@@ -41,6 +43,8 @@ pub struct Tool {
     pub tags: Vec<String>,
     pub is_async: bool,
     pub blocking: bool,
+    pub task: Option<crate::attr::Task>,
+    pub task_start_handler: bool,
     pub params: Vec<Param>,
     pub output: Output,
 }
@@ -66,10 +70,22 @@ fn owned_suggestion(elem: &Type) -> String {
     }
 }
 
-/// Reads and removes `#[arg(...)]` from a parameter; returns (present, description).
-fn take_arg_attr(cx: &Ctxt, attrs: &mut Vec<syn::Attribute>) -> (bool, Option<String>) {
-    let mut present = false;
-    let mut description = None;
+/// What `#[arg(...)]` says of a parameter.
+#[derive(Default)]
+struct ArgAttr {
+    present: bool,
+    description: Option<String>,
+    header: Option<String>,
+}
+
+/// An RFC 9110 token character: what an HTTP header name is made of.
+fn is_tchar(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+/// Reads and removes `#[arg(...)]` from a parameter.
+fn take_arg_attr(cx: &Ctxt, attrs: &mut Vec<syn::Attribute>) -> ArgAttr {
+    let mut arg = ArgAttr::default();
     let mut kept = Vec::new();
     for attr in attrs.drain(..) {
         if attr.path().is_ident("doc") {
@@ -83,24 +99,42 @@ fn take_arg_attr(cx: &Ctxt, attrs: &mut Vec<syn::Attribute>) -> (bool, Option<St
             kept.push(attr);
             continue;
         }
-        if present {
+        if arg.present {
             cx.error_spanned_by(&attr, "duplicate #[arg(...)] on this parameter; merge them into one");
             continue;
         }
-        present = true;
+        arg.present = true;
         if matches!(attr.meta, syn::Meta::Path(_)) {
             continue;
         }
         let res = attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("description") {
                 let s: syn::LitStr = meta.value()?.parse()?;
-                if description.is_some() {
+                if arg.description.is_some() {
                     return Err(meta.error("duplicate `description` in #[arg(...)]"));
                 }
-                description = Some(s.value());
+                arg.description = Some(s.value());
+                Ok(())
+            } else if meta.path.is_ident("header") {
+                let s: syn::LitStr = meta.value()?.parse()?;
+                if arg.header.is_some() {
+                    return Err(meta.error("duplicate `header` in #[arg(...)]"));
+                }
+                let header = s.value();
+                if header.is_empty() || !header.chars().all(is_tchar) {
+                    return Err(syn::Error::new(
+                        s.span(),
+                        "`header` is an HTTP header name: letters, digits and !#$%&'*+-.^_`|~, e.g. \
+                         #[arg(header = \"Region\")]",
+                    ));
+                }
+                arg.header = Some(header);
                 Ok(())
             } else {
-                Err(meta.error("unknown key in #[arg(...)]; the only key is `description`, e.g. #[arg(description = \"The incident id\")]"))
+                Err(meta.error(
+                    "unknown key in #[arg(...)]; the keys are `description` and `header`, e.g. \
+                     #[arg(description = \"The incident id\")]",
+                ))
             }
         });
         if let Err(e) = res {
@@ -108,7 +142,7 @@ fn take_arg_attr(cx: &Ctxt, attrs: &mut Vec<syn::Attribute>) -> (bool, Option<St
         }
     }
     *attrs = kept;
-    (present, description)
+    arg
 }
 
 /// Strips `#[arg]` from every parameter (used on the fallback path too).
@@ -194,6 +228,11 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
     if let Some(v) = &sig.variadic {
         cx.error_spanned_by(v, "#[tool] fns cannot be variadic");
     }
+    if let Some(t) = &attr.task_start_handler
+        && attr.task.is_none()
+    {
+        cx.error_at(t.span, "`task_start` applies to task tools; add `task = \"optional\"` or `task = \"required\"`");
+    }
     if let Some(b) = &attr.blocking
         && sig.asyncness.is_some()
     {
@@ -204,7 +243,7 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
     let mut params: Vec<Param> = Vec::new();
     for input in sig.inputs.iter_mut() {
         let FnArg::Typed(pt) = input else { continue };
-        let (explicit, description) = take_arg_attr(cx, &mut pt.attrs);
+        let ArgAttr { present: explicit, description, header } = take_arg_attr(cx, &mut pt.attrs);
         if let Type::Reference(r) = &*pt.ty {
             cx.error_spanned_by(
                 &pt.ty,
@@ -227,7 +266,7 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
                  name in the schema",
             );
         }
-        params.push(Param { ident, ty: pt.ty.clone(), explicit, description, span: pt.pat.span() });
+        params.push(Param { ident, ty: pt.ty.clone(), explicit, description, header, span: pt.pat.span() });
     }
 
     // Name, description and flags.
@@ -300,6 +339,8 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
         tags: attr.tags.as_ref().map(|t| t.value.clone()).unwrap_or_default(),
         is_async: sig.asyncness.is_some(),
         blocking: attr.blocking.as_ref().map(|b| b.value).unwrap_or(true),
+        task: attr.task.as_ref().map(|t| t.value),
+        task_start_handler: attr.task_start_handler.as_ref().is_some_and(|t| t.value),
         params,
         output,
     })

@@ -205,12 +205,20 @@ impl ServerHandler for NoRest {
     async fn on_initialized(&self, _context: NotificationContext<RoleServer>) {}
 }
 
-/// The server's capabilities: the handler's, with keel's tools (`listChanged`) and logging over them.
-pub(crate) fn merge_capabilities(rest: &ServerConfig) -> rmcp::model::ServerCapabilities {
-    let keel =
-        rmcp::model::ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
+/// The server's capabilities: the handler's, with keel's tools (`listChanged`), logging and, when a tool may run as a
+/// task, the tasks extension over them.
+pub(crate) fn merge_capabilities(rest: &ServerConfig, tasks: bool) -> rmcp::model::ServerCapabilities {
+    let keel = rmcp::model::ServerCapabilities::builder()
+        .enable_logging()
+        .enable_tools()
+        .enable_tool_list_changed()
+        .enable_tasks()
+        .build();
     let mut capabilities = rest.capabilities.clone();
     capabilities.tools = keel.tools;
     capabilities.logging = capabilities.logging.or(keel.logging);
+    if tasks && let Some(extensions) = keel.extensions {
+        capabilities.extensions.get_or_insert_with(Default::default).extend(extensions);
+    }
     capabilities
 }

@@ -27,12 +27,16 @@ pub mod client;
 mod compose;
 #[cfg(all(feature = "http", feature = "server"))]
 pub mod http;
+#[cfg(feature = "server")]
+mod input;
 pub mod names;
 #[cfg(feature = "otel")]
 mod otel;
 pub mod render;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
+mod task;
 
 #[cfg(feature = "client")]
 pub use client::{Forwarder, RemoteServer, RemoteTools};

@@ -55,11 +55,11 @@ use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelledNotificationParam, CompleteRequestParams,
     CompleteResult, CustomNotification, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
     GetSkillRequestParams, GetSkillResult, Implementation, InitializeRequestParams, InitializeResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
-    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse,
-    RequestId, RequestMetaObject, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
-    Tool, UnsubscribeRequestParams,
+    InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams,
+    ReadResourceResponse, RequestId, RequestMetaObject, RequestStateCodec, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, RequestContext, RunningService, ServiceExt, SubscriptionContext, SubscriptionSink,
@@ -68,7 +68,10 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tool_core::Codec;
-use tool_core::{CallOptions, Executor, LogLevel, Notifier, Provider, ToolCall, ToolView};
+use tool_core::{
+    CallOptions, Executor, InputError, InputKind, LogLevel, Notifier, Provider, TaskStart, TaskSupport, ToolCall,
+    ToolView,
+};
 
 use crate::compose::{NoRest, Rest, merge_capabilities};
 use crate::render;
@@ -107,6 +110,8 @@ impl fmt::Display for InvalidToolEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerError {
     problems: Vec<InvalidToolEntry>,
+    /// Problems that are not a tool's.
+    other: Vec<String>,
 }
 
 impl McpServerError {
@@ -120,6 +125,9 @@ impl fmt::Display for McpServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "the MCP server could not be built:")?;
         for p in &self.problems {
+            write!(f, "\n- {p}")?;
+        }
+        for p in &self.other {
             write!(f, "\n- {p}")?;
         }
         Ok(())
@@ -152,7 +160,7 @@ impl Listing {
             }
         }
         if !problems.is_empty() {
-            return Err(McpServerError { problems });
+            return Err(McpServerError { problems, other: Vec::new() });
         }
         let index = tools.iter().enumerate().map(|(i, t)| (t.name.to_string(), i)).collect();
         Ok(Listing { executor, codec, tools, index })
@@ -185,6 +193,10 @@ struct Shared {
     list_ttl_ms: AtomicU64,
     /// Whether the builder set the hint (then [`McpServer::update`] leaves it alone).
     list_ttl_explicit: bool,
+    /// Seals and opens the `requestState` of input-required results.
+    request_state: RequestStateCodec,
+    /// The calls running as tasks.
+    tasks: rmcp::task_manager::TaskManager,
 }
 
 impl Shared {
@@ -233,6 +245,7 @@ pub struct McpServerBuilder {
     call_options: Option<Arc<CallOptionsFn>>,
     rest: Arc<dyn Rest>,
     list_ttl: Option<Duration>,
+    request_state: Option<RequestStateCodec>,
 }
 
 impl McpServerBuilder {
@@ -294,14 +307,28 @@ impl McpServerBuilder {
         self
     }
 
+    /// The key that seals the `requestState` of input-required results (protocol 2026-07-28: a stateless call
+    /// that asks its client for input). Default: a random key of this process, so a retry must reach the process
+    /// that answered the first round. Replicas behind one address share a key (and rotate it with
+    /// [`RequestStateCodec::new_with_keyring`]), so that any of them resumes any call.
+    pub fn request_state_codec(mut self, codec: RequestStateCodec) -> Self {
+        self.request_state = Some(codec);
+        self
+    }
+
     /// Renders the view's tools for MCP and builds the server. Every tool whose entry is not a valid MCP tool is
     /// reported at once.
     pub fn build(self) -> Result<McpServer, McpServerError> {
+        let request_state = match self.request_state {
+            Some(codec) => codec,
+            None => random_codec().map_err(|reason| McpServerError { problems: Vec::new(), other: vec![reason] })?,
+        };
         let listing = Listing::new(self.executor)?;
         let rest_config = self.rest.info();
         let mut info = Implementation::new(self.name, self.version);
         info.title = self.title;
-        let mut config = ServerConfig::new(merge_capabilities(&rest_config)).with_server_info(info);
+        let tasks = listing.executor.view().iter().any(|d| d.task_support() != TaskSupport::Never);
+        let mut config = ServerConfig::new(merge_capabilities(&rest_config, tasks)).with_server_info(info);
         if let Some(instructions) = self.instructions.or(rest_config.instructions) {
             config = config.with_instructions(instructions);
         }
@@ -314,6 +341,8 @@ impl McpServerBuilder {
                 rest: self.rest,
                 list_ttl_ms: AtomicU64::new(duration_ms(self.list_ttl.unwrap_or(STATIC_LIST_TTL))),
                 list_ttl_explicit: self.list_ttl.is_some(),
+                request_state,
+                tasks: rmcp::task_manager::TaskManager::new(),
             }),
         })
     }
@@ -336,6 +365,7 @@ impl McpServer {
             call_options: None,
             rest: Arc::new(NoRest),
             list_ttl: None,
+            request_state: None,
         }
     }
 
@@ -456,6 +486,13 @@ impl McpServer {
         running.waiting().await.map_err(ServeError::Session)?;
         Ok(())
     }
+}
+
+/// A codec with a fresh random key (this process's own).
+fn random_codec() -> Result<RequestStateCodec, String> {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| format!("no random key for the request state: {e}"))?;
+    RequestStateCodec::try_new(key.to_vec()).map_err(|e| e.to_string())
 }
 
 fn duration_ms(d: Duration) -> u64 {
@@ -708,6 +745,20 @@ impl McpSession {
             Some(f) => f(&request, &context),
             None => CallOptions::new(),
         };
+        let listing = shared.listing();
+        // A tool that may run as a task does so for a client that supports tasks; one that must refuses the others.
+        let (task_support, task_start) = listing
+            .executor
+            .view()
+            .get(&request.name)
+            .map_or((TaskSupport::Never, TaskStart::Admission), |d| (d.task_support(), d.task_start()));
+        let as_task =
+            task_support != TaskSupport::Never && context.client_capabilities().is_some_and(|c| c.supports_tasks());
+        if task_support == TaskSupport::Required && !as_task {
+            return Err(ErrorData::missing_required_client_capability(
+                rmcp::model::ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
         // A session's level is the one its client set (`logging/setLevel`). A stateless request (protocol
         // 2026-07-28) has no session: it gets log messages only when its `_meta` asks for a level.
         let min_level = match context.meta.log_level() {
@@ -723,20 +774,77 @@ impl McpSession {
             progress_token: context.meta.get_progress_token(),
             last_progress: Mutex::new(None),
         });
-        options = options.notifier(notifier.clone()).cancellation(context.ct.clone());
+        options = options.notifier(notifier.clone());
 
         let arguments = Value::Object(request.arguments.take().unwrap_or_default());
+        // How the handler asks its client for input: directly in a session; through input-required results,
+        // with the round's answers and sealed state, when stateless.
+        let capabilities = context.client_capabilities().unwrap_or_default();
+        let (direct, stateless): (Arc<dyn tool_core::ClientInput>, _) = if is_stateless(&context) {
+            let binding = crate::input::binding(&request.name, &arguments);
+            let round = match request.request_state.as_deref() {
+                None => crate::input::RoundState::default(),
+                Some(sealed) => crate::input::open(&shared.request_state, sealed, &binding).map_err(|reason| {
+                    ErrorData::invalid_params(
+                        "requestState failed verification: it was altered, has expired, or belongs to another call",
+                        Some(serde_json::json!({"reason": reason})),
+                    )
+                })?,
+            };
+            let responses = request.input_responses.take().unwrap_or_default();
+            let input = Arc::new(crate::input::StatelessInput::new(capabilities.clone(), round, responses));
+            (input.clone(), Some((input, binding)))
+        } else {
+            let input = crate::input::SessionInput { peer: context.peer.clone(), capabilities: capabilities.clone() };
+            (Arc::new(input), None)
+        };
         let call = ToolCall::new(context.id.to_string(), request.name.to_string(), arguments);
         // The request's `_meta` moves into the scope: nothing below reads it from the context.
         let meta = std::mem::take(&mut context.meta);
+        let request_ct = context.ct.clone();
         let scope = McpRequest { peer: context.peer, id: context.id, meta };
-        let listing = shared.listing();
         #[cfg(feature = "otel")]
         let parent = crate::otel::extract(&scope.meta);
-        let call = listing.executor.call_with(call, &options);
-        #[cfg(feature = "otel")]
-        let call = opentelemetry::context::FutureExt::with_context(call, parent);
-        let result = CURRENT.scope(scope, call).await;
+
+        let result = if as_task {
+            // The call runs on its own task and token: once it becomes a task, it outlives this request.
+            let (input, begun, bind) = crate::task::TaskCallInput::new(direct, capabilities);
+            let input = Arc::new(input);
+            let token = tokio_util::sync::CancellationToken::new();
+            options = options.client_input(input.clone()).cancellation(token.clone());
+            if task_start == TaskStart::Admission {
+                let input = input.clone();
+                options = options.on_admitted(move || {
+                    tool_core::ClientInput::begin_task(&*input);
+                });
+            }
+            let executor = listing.executor.clone();
+            let call = async move { executor.call_with(call, &options).await };
+            #[cfg(feature = "otel")]
+            let call = opentelemetry::context::FutureExt::with_context(call, parent);
+            let mut running = tokio::spawn(CURRENT.scope(scope, call));
+            let mut begun = std::pin::pin!(begun);
+            let mut request_gone = std::pin::pin!(request_ct.cancelled_owned());
+            let joined = loop {
+                tokio::select! {
+                    biased;
+                    joined = &mut running => break joined,
+                    Ok(()) = &mut begun => {
+                        let task = self.begin_task(running, bind, token, listing.clone());
+                        return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task)));
+                    }
+                    // The client went away before the call became a task: it is cancelled, and ends soon.
+                    () = &mut request_gone => token.cancel(),
+                }
+            };
+            joined.map_err(|_| ErrorData::internal_error("the call ended abnormally", None))?
+        } else {
+            options = options.client_input(direct).cancellation(request_ct);
+            let call = listing.executor.call_with(call, &options);
+            #[cfg(feature = "otel")]
+            let call = opentelemetry::context::FutureExt::with_context(call, parent);
+            CURRENT.scope(scope, call).await
+        };
 
         // Everything the handler sent goes out before the result (within a bound: a stuck peer cannot hold it).
         notifier.flush().await;
@@ -745,7 +853,49 @@ impl McpSession {
             let message = result.error().map(|e| e.message.clone()).unwrap_or_default();
             return Err(ErrorData::invalid_params(message, None));
         }
+        // A stateless call that ended on a request for input (the handler propagated the input error) is answered
+        // with what the protocol has for it: the requests and the sealed state, or `-32021`.
+        if let Some((input, binding)) = stateless {
+            if result.code() == Some(InputError::Unsupported(InputKind::Sampling).code())
+                && let Some(kind) = input.missing()
+            {
+                return Err(ErrorData::missing_required_client_capability(crate::input::required(kind)));
+            }
+            let pending = input.take_pending();
+            if result.code() == Some(InputError::Pending.code()) && !pending.is_empty() {
+                let sealed = crate::input::seal(&shared.request_state, &input.next_round(), &binding)
+                    .map_err(|reason| ErrorData::internal_error(reason, None))?;
+                return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(Some(pending), Some(sealed))));
+            }
+        }
         Ok(CallToolResponse::Complete(render::call_tool_result(&result, &listing.codec)))
+    }
+
+    /// Makes a running call a task (see [`crate::task`]): its input requests go through `tasks/update` from now
+    /// on, `tasks/cancel` cancels it, and its result becomes the task's.
+    fn begin_task(
+        &self,
+        running: tokio::task::JoinHandle<tool_core::ToolResult>,
+        bind: tokio::sync::watch::Sender<Option<rmcp::task_manager::TaskContext>>,
+        token: tokio_util::sync::CancellationToken,
+        listing: Arc<Listing>,
+    ) -> rmcp::model::Task {
+        use rmcp::task_manager::{TaskExit, TaskOptions};
+        self.shared.tasks.spawn(TaskOptions::default(), move |task| {
+            Box::pin(async move {
+                let _ = bind.send(Some(task.clone()));
+                tokio::select! {
+                    joined = running => match joined {
+                        Ok(result) => crate::task::outcome(&result, &listing.codec),
+                        Err(_) => Err(TaskExit::Error(ErrorData::internal_error("the call ended abnormally", None))),
+                    },
+                    () = task.cancelled() => {
+                        token.cancel();
+                        Err(TaskExit::Cancelled)
+                    }
+                }
+            })
+        })
     }
 }
 
@@ -953,6 +1103,30 @@ impl ServerHandler for McpSession {
     ) -> Result<(), ErrorData> {
         self.level.store(mcp_level_rank(request.level), Ordering::Relaxed);
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        Ok(rmcp::model::GetTaskResult::new(self.shared.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.tasks.update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.tasks.cancel_task(&request.task_id)
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [rmcp::model::ProtocolVersion]> {

@@ -13,12 +13,15 @@
 //! reads the arguments as the tool's author wrote them. Every renderer is a pure function of a tool's name,
 //! description, schemas and hints; none of them panics, whatever the schema.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::{anthropic, gemini, mcp, ollama, openai};
 use crate::definition::ToolDefinition;
 use crate::schema::{Provider, ToolSchemas};
 use crate::view::{ExecutorEntry, ToolDescriptions, ToolView};
+use crate::vocabulary;
 
 impl ToolDefinition {
     /// This tool in `provider`'s format, rendered once and cached (see [`Codec`](crate::Codec) for the rest of
@@ -36,15 +39,32 @@ impl ToolDefinition {
     /// Ollama and MCP use [`name`](ToolDefinition::name); the others the
     /// [`wire_name`](ToolDefinition::wire_name), as they do not accept dots.
     pub fn render(&self, provider: Provider) -> &Value {
-        self.schemas().rendered[provider.slot()].get_or_init(|| match provider {
-            Provider::Ollama => ollama::render::tool(self.name(), self.description(), self.input_schema()),
+        self.schemas().rendered[provider.slot()].get_or_init(|| {
+            // `x-mcp-header` is for MCP transports: the models of the other providers never see it.
+            let model_input = || -> Cow<'_, Value> {
+                let input = self.input_schema();
+                if vocabulary::has_mcp_headers(input) {
+                    let mut stripped = input.clone();
+                    vocabulary::strip_mcp_headers(&mut stripped);
+                    Cow::Owned(stripped)
+                } else {
+                    Cow::Borrowed(input)
+                }
+            };
+            self.render_uncached(provider, model_input)
+        })
+    }
+
+    fn render_uncached<'a>(&'a self, provider: Provider, model_input: impl Fn() -> Cow<'a, Value>) -> Value {
+        match provider {
+            Provider::Ollama => ollama::render::tool(self.name(), self.description(), &model_input()),
             Provider::OpenAiChat => {
-                openai::chat_tool(self.wire_name(), self.description(), &openai::parameters(self.input_schema()))
+                openai::chat_tool(self.wire_name(), self.description(), &openai::parameters(&model_input()))
             }
             // The same parameters and strictness as Chat, in the Responses envelope.
             Provider::OpenAiResponses => openai::responses_tool(self.render(Provider::OpenAiChat)),
-            Provider::Anthropic => anthropic::render::tool(self.wire_name(), self.description(), self.input_schema()),
-            Provider::Gemini => gemini::render::declaration(self.wire_name(), self.description(), self.input_schema()),
+            Provider::Anthropic => anthropic::render::tool(self.wire_name(), self.description(), &model_input()),
+            Provider::Gemini => gemini::render::declaration(self.wire_name(), self.description(), &model_input()),
             Provider::Mcp => mcp::render::tool(
                 self.name(),
                 self.description(),
@@ -53,7 +73,7 @@ impl ToolDefinition {
                 self.effect(),
                 self.idempotent(),
             ),
-        })
+        }
     }
 
     /// Whether the tool is sent to OpenAI in strict mode: `Ok(())`, or why not. See
