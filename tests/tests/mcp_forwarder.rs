@@ -454,6 +454,8 @@ async fn example_server_over_stdio() {
         let mut cmd = tokio::process::Command::new(&bin);
         cmd.env("RUST_LOG", "off");
         let conformance = RemoteServer::connect_child("conformance", cmd).await.expect("connect");
+        // keel's server answers `server/discover`: the forwarder speaks the stateless era to it.
+        assert_eq!(conformance.protocol_version(), Some(tool_mcp::rmcp::model::ProtocolVersion::V_2026_07_28));
         let remote = conformance.import().await.expect("import");
         for name in
             ["conformance.add_numbers", "conformance.test_image_content", "conformance.json_schema_2020_12_tool"]
@@ -517,6 +519,8 @@ async fn server_everything_over_stdio() {
         let mut cmd = tokio::process::Command::new("node");
         cmd.arg(&script).arg("stdio");
         let everything = RemoteServer::connect_child("everything", cmd).await.expect("connect");
+        // The pinned server-everything knows no `server/discover`: the forwarder fell back to `initialize`.
+        assert_eq!(everything.protocol_version(), Some(tool_mcp::rmcp::model::ProtocolVersion::V_2025_11_25));
         let listed = everything.list_tools().await.expect("tools/list");
         let remote = everything.import().await.expect("import");
         assert_eq!(remote.names().count(), listed.len(), "every tool imported");

@@ -28,6 +28,10 @@
 //! ([`crate::render::remote_outcome`]) and cancels the remote call (`notifications/cancelled`) when the local call
 //! is cancelled or times out. The remote's progress and log notifications are not relayed to the local call.
 //!
+//! Both protocol eras: [`RemoteServer::connect`] first asks `server/discover` (protocol 2026-07-28, stateless: every
+//! request carries its own `_meta`), and falls back to the `initialize` handshake of 2025-11-25 when the server does
+//! not know it (an error, or no answer within 10 seconds). [`RemoteServer::protocol_version`] says which was agreed.
+//!
 //! Effects come from the remote's annotations unless overridden ([`Importer::effect`]): `readOnlyHint: true` is
 //! `read`, `destructiveHint: false` is `write`, anything else `destructive` (MCP's defaults). Annotations are hints
 //! from the server you chose to connect to; [`Importer::trust_annotations`]`(false)` treats every tool as
@@ -42,8 +46,8 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion, Tool,
 };
-use rmcp::service::{RunningService, ServiceError};
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+use rmcp::service::{ClientServiceExt, RunningService, ServiceError};
+use rmcp::{ClientHandler, ClientLifecycleMode, Peer, RoleClient};
 use serde_json::Value;
 use tool_core::{BoxFuture, DynHandler};
 use tool_core::{CallContext, Effect, ToolDefinition, ToolError};
@@ -176,8 +180,9 @@ impl fmt::Debug for RemoteServer {
 }
 
 impl RemoteServer {
-    /// Connects over any rmcp client transport and runs the `initialize` handshake. `namespace` must be one keel
-    /// name segment (`everything`, `files`); the tools become `<namespace>.<tool>`.
+    /// Connects over any rmcp client transport: `server/discover` for a 2026-07-28 server, else the `initialize`
+    /// handshake (see the module docs). `namespace` must be one keel name segment (`everything`, `files`); the tools
+    /// become `<namespace>.<tool>`.
     pub async fn connect<T, E, A>(namespace: &str, transport: T) -> Result<RemoteServer, ConnectError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
@@ -192,7 +197,11 @@ impl RemoteServer {
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
         let client = KeelClient { info };
-        let running = client.serve(transport).await.map_err(ConnectError::new)?;
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        };
+        let running = client.serve_with_lifecycle(transport, lifecycle).await.map_err(ConnectError::new)?;
         let peer = running.peer().clone();
         let version = peer
             .peer_info()
@@ -235,6 +244,11 @@ impl RemoteServer {
         let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
         let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
         RemoteServer::connect(namespace, transport).await
+    }
+
+    /// The protocol revision agreed with the server (`2026-07-28` when it answered `server/discover`).
+    pub fn protocol_version(&self) -> Option<ProtocolVersion> {
+        self.conn.peer.peer_info().map(|i| i.protocol_version.clone())
     }
 
     /// The namespace the tools are imported under.
@@ -527,6 +541,17 @@ impl ForwarderInner {
         };
         let result = match outcome {
             Ok(r) => render::remote_outcome(r, self.structured),
+            // The remote tool needs what this connection does not offer (sampling, elicitation, roots, tasks): the
+            // same code as a local tool's in the same case.
+            Err(ServiceError::McpError(e)) if e.code == rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY => {
+                let required = e.data.as_ref().and_then(|d| d.get("requiredCapabilities")).cloned();
+                Err(tool_core::tool_error!(
+                    "client_capability_missing",
+                    "the MCP server's tool {:?} needs a client capability this connection does not offer",
+                    self.origin
+                )
+                .with_details(serde_json::json!({"requiredCapabilities": required})))
+            }
             Err(ServiceError::McpError(e)) => Err(tool_core::tool_error!(
                 "remote_rejected",
                 "the MCP server rejected the call to {:?} (JSON-RPC error {})",
