@@ -11,7 +11,9 @@
 # 3. runs the suite's server scenarios of both protocol eras against it, `--requirements 2025-11-25` and
 #    `--requirements 2026-07-28` (every scenario each revision requires, extensions and pending ones included),
 #    and fails on any failed check or warning;
-# 4. runs tests/mcp/python_client.py (official Python SDK, stdio) against the example;
+# 4. runs tests/mcp/python_client.py (official Python SDK, stdio) against the example, and tests/mcp/python_eras.py
+#    (the SDK's `Client` in both eras, over stdio and Streamable HTTP: a call, an input round trip, a task,
+#    list-changed);
 # 5. runs the Rust MCP integration tests (tests/tests/mcp_server.rs, mcp_forwarder.rs) with KEEL_REQUIRE_PEERS=1,
 #    so the forwarder tests against server-everything and against the example binary run, and fail if a peer is
 #    missing, instead of being skipped.
@@ -128,6 +130,9 @@ stop_server
 echo "== mcp: python client (mcp==$PY_MCP_VERSION, stdio)"
 # The server's stderr (where internal errors are logged, by design) goes to a file, not the CI log.
 timeout 180 "$VENV/bin/python" tests/mcp/python_client.py --server-stderr "$OUT/python-server.err" -- "$SERVER_BIN" \
+    || status=1
+echo "== mcp: python client in both eras (mcp==$PY_MCP_VERSION, stdio and Streamable HTTP)"
+timeout 300 "$VENV/bin/python" tests/mcp/python_eras.py --server-stderr "$OUT/python-eras-server.err" -- "$SERVER_BIN" \
     || status=1
 
 if [ "${MCP_SKIP_RUST_TESTS:-0}" != 1 ]; then

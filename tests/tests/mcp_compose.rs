@@ -281,3 +281,27 @@ async fn a_stateless_request_gets_logs_only_when_its_meta_asks() {
     };
     tokio::time::timeout(Duration::from_secs(30), test).await.expect("test timed out");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_right_after_the_acknowledgment_is_not_lost() {
+    // The SDK acknowledges a stream before keel registers it; a change in between is sent on registration.
+    let server = McpServer::new(executor(&["cmp_add"])).expect("server");
+    let test = async {
+        let (client, _) = connect(&server, ProtocolVersion::V_2026_07_28).await;
+        for round in 0..50 {
+            let mut stream = client
+                .peer()
+                .listen(SubscriptionFilter::builder().tools_list_changed().build())
+                .await
+                .expect("subscriptions/listen");
+            server.notify_tool_list_changed().await;
+            let got = tokio::time::timeout(Duration::from_secs(5), stream.next()).await;
+            assert!(
+                matches!(got, Ok(Ok(Some(ServerNotification::ToolListChangedNotification(_))))),
+                "round {round}: {got:?}"
+            );
+        }
+        let _ = client.cancel().await;
+    };
+    tokio::time::timeout(Duration::from_secs(60), test).await.expect("test timed out");
+}

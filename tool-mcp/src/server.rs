@@ -88,6 +88,8 @@ pub type CallOptionsFn = dyn Fn(&CallToolRequestParams, &RequestContext<RoleServ
 
 /// How long the server waits, after a call, for its notifications to be written before sending the result.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one client may take to accept a `tools/list_changed`.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Notifications queued per call before new ones are dropped.
 const NOTIFICATION_QUEUE: usize = 1024;
 
@@ -197,6 +199,8 @@ struct Shared {
     request_state: RequestStateCodec,
     /// The calls running as tasks.
     tasks: rmcp::task_manager::TaskManager,
+    /// How many times `tools/list_changed` went out.
+    tool_changes: AtomicU64,
 }
 
 impl Shared {
@@ -343,6 +347,7 @@ impl McpServerBuilder {
                 list_ttl_explicit: self.list_ttl.is_some(),
                 request_state,
                 tasks: rmcp::task_manager::TaskManager::new(),
+                tool_changes: AtomicU64::new(0),
             }),
         })
     }
@@ -419,23 +424,43 @@ impl McpServer {
     /// Sends `notifications/tools/list_changed` to every connected client (see [`McpServer::update`]); sessions
     /// whose transport has closed are forgotten. Returns how many clients were sent the notification.
     pub async fn notify_tool_list_changed(&self) -> usize {
+        // Counted before the listeners are read: a stream acknowledged but not registered yet sees the count move
+        // when it registers (see `McpSession::listen`).
+        self.shared.tool_changes.fetch_add(1, Ordering::SeqCst);
         let (sessions, subscriptions) = {
             let mut listeners = self.shared.listeners();
             listeners.sessions.retain(|p| !p.is_transport_closed());
             (listeners.sessions.clone(), listeners.subscriptions.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>())
         };
-        let mut sent = 0;
+        // Every client at once, each within a bound: a stuck one holds up nobody else.
+        let mut sends = tokio::task::JoinSet::new();
         for peer in sessions {
-            match peer.notify_tool_list_changed().await {
-                Ok(()) => sent += 1,
-                Err(e) => tracing::debug!(error = %e, "tools/list_changed not delivered to a session"),
-            }
+            sends.spawn(async move {
+                match tokio::time::timeout(NOTIFY_TIMEOUT, peer.notify_tool_list_changed()).await {
+                    Ok(Ok(())) => true,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "tools/list_changed not delivered to a session");
+                        false
+                    }
+                    Err(_) => false,
+                }
+            });
         }
         for sink in subscriptions {
-            match sink.notify_tool_list_changed().await {
-                Ok(()) => sent += 1,
-                Err(e) => tracing::debug!(error = %e, "tools/list_changed not delivered to a subscription"),
-            }
+            sends.spawn(async move {
+                match tokio::time::timeout(NOTIFY_TIMEOUT, sink.notify_tool_list_changed()).await {
+                    Ok(Ok(())) => true,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "tools/list_changed not delivered to a subscription");
+                        false
+                    }
+                    Err(_) => false,
+                }
+            });
+        }
+        let mut sent = 0;
+        while let Some(delivered) = sends.join_next().await {
+            sent += usize::from(delivered.unwrap_or(false));
         }
         sent
     }
@@ -446,6 +471,7 @@ impl McpServer {
             shared: self.shared.clone(),
             level: Arc::new(AtomicU8::new(level_rank(LogLevel::Info))),
             initialized: Arc::new(AtomicBool::new(false)),
+            listens: Arc::new(Mutex::new(std::collections::VecDeque::new())),
         }
     }
 
@@ -537,6 +563,8 @@ pub struct McpSession {
     level: Arc<AtomicU8>,
     /// Whether the session's `initialize` has been answered (a second one is refused).
     initialized: Arc<AtomicBool>,
+    /// For each `subscriptions/listen` being acknowledged, the tool-list change count when it was accepted.
+    listens: Arc<Mutex<std::collections::VecDeque<u64>>>,
 }
 
 impl fmt::Debug for McpSession {
@@ -752,8 +780,11 @@ impl McpSession {
             .view()
             .get(&request.name)
             .map_or((TaskSupport::Never, TaskStart::Admission), |d| (d.task_support(), d.task_start()));
-        let as_task =
-            task_support != TaskSupport::Never && context.client_capabilities().is_some_and(|c| c.supports_tasks());
+        // Tasks are the Tasks extension of protocol 2026-07-28: a session of an earlier revision gets its answer in
+        // the call (a task-required tool refuses it).
+        let as_task = task_support != TaskSupport::Never
+            && is_stateless(&context)
+            && context.client_capabilities().is_some_and(|c| c.supports_tasks());
         if task_support == TaskSupport::Required && !as_task {
             return Err(ErrorData::missing_required_client_capability(
                 rmcp::model::ClientCapabilities::builder().enable_tasks().build(),
@@ -933,6 +964,10 @@ impl ServerHandler for McpSession {
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
         let mut accepted = self.shared.rest.accepted_subscription_filter(requested).unwrap_or_default();
         accepted.tools_list_changed = requested.tools_list_changed.filter(|&t| t);
+        if accepted.tools_list_changed == Some(true) {
+            let changes = self.shared.tool_changes.load(Ordering::SeqCst);
+            self.listens.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back(changes);
+        }
         Some(accepted)
     }
 
@@ -944,6 +979,16 @@ impl ServerHandler for McpSession {
             listeners.subscriptions.push((id, context.sink().clone()));
             id
         });
+        // The SDK acknowledges the stream before it calls this, so a change can go out between the two (the client
+        // may act on the acknowledgment at once): one that did is sent now. It may be sent twice; never lost.
+        if id.is_some() {
+            let accepted_at = self.listens.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop_front();
+            if accepted_at.is_some_and(|at| self.shared.tool_changes.load(Ordering::SeqCst) > at)
+                && let Err(e) = context.sink().notify_tool_list_changed().await
+            {
+                tracing::debug!(error = %e, "tools/list_changed not delivered to a new subscription");
+            }
+        }
         let mut rest_filter = context.accepted().clone();
         rest_filter.tools_list_changed = None;
         let result = if rest_filter == SubscriptionFilter::default() {
