@@ -15,7 +15,7 @@
 //! | `server` | yes | [`server::McpServer`], stdio transport |
 //! | `client` | no | [`client::RemoteServer`], child-process (stdio) transport |
 //! | `http` | no | Streamable HTTP: [`server::McpServer::serve_http`] and [`http::McpHttpService`] (session cap, idle expiry, `TCP_NODELAY`) with `server`, `RemoteServer::connect_http` with `client` |
-//! | `elicitation` | no | rmcp's elicitation requests, for tools that ask the user through [`server::current_request`] |
+//! | `elicitation` | no | rmcp's typed elicitation API on the session ([`server::current_request`]); `CallContext::elicit` needs none |
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

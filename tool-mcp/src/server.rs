@@ -13,12 +13,41 @@
 //!
 //! Each call's [`CallContext`](tool_core::CallContext) gets a [`Notifier`] bound to the session:
 //! [`CallContext::log`](tool_core::CallContext::log) sends `notifications/message` at or above the level the client
-//! chose with `logging/setLevel` (default `info`), and
-//! [`CallContext::progress`](tool_core::CallContext::progress) sends `notifications/progress` only when the request
-//! carried a `progressToken`, with strictly increasing values. Notifications are sent in order and flushed before
-//! the result. Cancellation from the client (`notifications/cancelled`) cancels the call's context.
+//! chose with `logging/setLevel` (default `info`; a stateless request gets messages only when its `_meta` names a
+//! level), and [`CallContext::progress`](tool_core::CallContext::progress) sends `notifications/progress` only when
+//! the request carried a `progressToken`, with strictly increasing values. Notifications are sent in order and
+//! flushed before the result. `notifications/cancelled`, an HTTP client that closes its connection and a closed
+//! stdin (after rmcp's 5 s drain) cancel the call's context.
 //!
-//! An `async` tool can reach the client session itself (sampling, elicitation) through [`current_request`].
+//! # Both protocol eras
+//!
+//! Sessions (revisions up to 2025-11-25, `initialize`) and stateless requests (2026-07-28, `server/discover`, each
+//! request with its own `_meta`) are served side by side, by every transport. What a handler asks its client
+//! ([`CallContext::elicit`](tool_core::CallContext::elicit), `sample`, `roots`) is the same code in both: a
+//! session is asked there and then; a stateless call is answered with an input-required result whose
+//! `requestState` is sealed with the server's key ([`McpServerBuilder::request_state_codec`]), carries every
+//! answer so far and the handler's round state, and is bound to the tool and its canonical arguments. The retry
+//! runs the handler again from the start. A client that lacks the capability gets `-32021`; a state that fails
+//! verification, `-32602`. See [`tool_core::ClientInput`] for the contract a handler relies on.
+//!
+//! `tools/list` carries cache hints ([`STATIC_LIST_TTL`], [`DYNAMIC_LIST_TTL`], [`McpServerBuilder::list_ttl`]).
+//!
+//! # Tasks
+//!
+//! A tool declared `#[tool(task = "optional")]` (or `"required"`) runs as a task for a 2026-07-28 client that
+//! declares the Tasks extension: the call is answered with the task once it is admitted (validation and policy
+//! passed), and its result, output-validated, becomes the task's. `tasks/get`, `tasks/update` (answers to the
+//! task's questions) and `tasks/cancel` (fires the call's cancellation token) are served. A business error
+//! completes the task with `isError: true`; `tool_internal_error`, `invalid_tool_output`, `timeout` and
+//! `cancelled` fail it with `-32603` and keel's code. `notifications/tasks` are not sent: rmcp 3.11 cannot route
+//! them on `subscriptions/listen` (its filter has no task field), so clients poll `tasks/get`.
+//!
+//! # Composition
+//!
+//! keel serves the tools part of a server: [`McpServerBuilder::handler`] takes a plain rmcp [`ServerHandler`] for
+//! prompts, resources, completion and the rest.
+//!
+//! An `async` tool can still reach the client session itself through [`current_request`].
 //!
 //! The view can change while clients are connected: [`McpServer::update`] swaps the executor and, when the
 //! `tools/list` entries differ, sends `notifications/tools/list_changed` to every session (the server advertises
