@@ -31,7 +31,7 @@ use tool_core::{
     Approval, CallOptions, Content, ContentBlock, Effect, Executor, Origin, Registry, RegistryProblem, ToolCall,
     ToolError, ToolResult, tool,
 };
-use tool_mcp::client::{ImportProblem, RemoteServer, RemoteTools};
+use tool_mcp::client::{Era, ImportProblem, RemoteServer, RemoteTools};
 use tool_mcp::names::NameMappingError;
 use tool_mcp::rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult, PaginatedRequestParams,
@@ -497,6 +497,68 @@ async fn example_server_over_stdio() {
         let r = run(&executor, "conformance.test_sampling", json!({"prompt": "hi"})).await;
         assert_eq!(r.code(), Some("client_capability_missing"), "{r:?}");
         conformance.close().await;
+    })
+    .await;
+}
+
+// ---- Both eras, against keel's own server and a server written with the Python SDK ----
+
+/// Connects to `cmd` in `era` and checks the revision agreed.
+async fn connect_era(namespace: &str, cmd: tokio::process::Command, era: Era, expected: &str) -> RemoteServer {
+    let transport = tool_mcp::rmcp::transport::TokioChildProcess::new(cmd).expect("spawn");
+    let remote = RemoteServer::connect_with(namespace, transport, era).await.expect("connect");
+    assert_eq!(remote.protocol_version().map(|v| v.as_str().to_owned()).as_deref(), Some(expected), "{era:?}");
+    remote
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn both_eras_against_keels_own_server() {
+    let Some(bin) = prerequisite("KEEL_CONFORMANCE_SERVER", example_binary(), "the example conformance_server binary")
+    else {
+        return;
+    };
+    bounded(async {
+        for (era, expected) in [(Era::Session, "2025-11-25"), (Era::Stateless, "2026-07-28"), (Era::Auto, "2026-07-28")]
+        {
+            let mut cmd = tokio::process::Command::new(&bin);
+            cmd.env("RUST_LOG", "off");
+            let own = connect_era("own", cmd, era, expected).await;
+            let remote = own.import().await.expect("import");
+            let registry = Registry::builder().tools(remote.definitions().iter().map(clone_def)).build().unwrap();
+            let executor = Executor::new(registry.view().names(["own.add_numbers"]).build().unwrap()).unwrap();
+            let r = run(&executor, "own.add_numbers", json!({"a": 2, "b": 40})).await;
+            assert_eq!(r.data(), Some(&json!({"sum": 42})), "{era:?}: {r:?}");
+            own.close().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn both_eras_against_a_python_sdk_server() {
+    let default = workspace_root().join("target/ci-venv/bin/python");
+    let Some(python) = prerequisite("KEEL_PYTHON_MCP", Some(default), "the Python venv with the `mcp` SDK") else {
+        return;
+    };
+    let script = workspace_root().join("tests/mcp/python_server.py");
+    bounded(async {
+        for (era, expected) in [(Era::Session, "2025-11-25"), (Era::Auto, "2026-07-28")] {
+            let mut cmd = tokio::process::Command::new(&python);
+            cmd.arg(&script).stderr(std::process::Stdio::null());
+            let py = connect_era("py", cmd, era, expected).await;
+            let remote = py.import().await.expect("import");
+            let registry = Registry::builder().tools(remote.definitions().iter().map(clone_def)).build().unwrap();
+            let executor = Executor::new(registry.view().names(["py.add", "py.shout"]).build().unwrap()).unwrap();
+            let r = run(&executor, "py.add", json!({"a": 2, "b": 40})).await;
+            assert_eq!(r.data(), Some(&json!({"result": 42})), "{era:?}: {r:?}");
+            let r = run(&executor, "py.shout", json!({"text": "hi"})).await;
+            assert!(r.data().is_some_and(|d| d.to_string().contains("HI")), "{era:?}: {r:?}");
+            // Validated locally before anything is sent.
+            let r = run(&executor, "py.add", json!({"a": "two"})).await;
+            assert_eq!(r.code(), Some("invalid_arguments"), "{era:?}");
+            assert_eq!(forwarder(&remote, "py.add").calls(), 1, "{era:?}: the invalid call was not forwarded");
+            py.close().await;
+        }
     })
     .await;
 }

@@ -159,6 +159,20 @@ impl ClientHandler for KeelClient {
     }
 }
 
+/// The protocol era a [`RemoteServer`] speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Era {
+    /// `server/discover` first (2026-07-28, stateless); the `initialize` session when the server does not know it,
+    /// or does not answer it within 10 seconds. The default.
+    #[default]
+    Auto,
+    /// The `initialize` session of 2025-11-25, without probing.
+    Session,
+    /// Stateless 2026-07-28 requests only: a server that does not answer `server/discover` fails the connection.
+    Stateless,
+}
+
 struct Connection {
     namespace: String,
     peer: Peer<RoleClient>,
@@ -181,9 +195,18 @@ impl fmt::Debug for RemoteServer {
 
 impl RemoteServer {
     /// Connects over any rmcp client transport: `server/discover` for a 2026-07-28 server, else the `initialize`
-    /// handshake (see the module docs). `namespace` must be one keel name segment (`everything`, `files`); the tools
-    /// become `<namespace>.<tool>`.
+    /// handshake (see the module docs; [`Era::Auto`]). `namespace` must be one keel name segment (`everything`,
+    /// `files`); the tools become `<namespace>.<tool>`.
     pub async fn connect<T, E, A>(namespace: &str, transport: T) -> Result<RemoteServer, ConnectError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        RemoteServer::connect_with(namespace, transport, Era::Auto).await
+    }
+
+    /// Like [`RemoteServer::connect`], in the protocol era `era`.
+    pub async fn connect_with<T, E, A>(namespace: &str, transport: T, era: Era) -> Result<RemoteServer, ConnectError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
@@ -197,9 +220,13 @@ impl RemoteServer {
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
         let client = KeelClient { info };
-        let lifecycle = ClientLifecycleMode::Auto {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        let lifecycle = match era {
+            Era::Auto => ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            },
+            Era::Session => ClientLifecycleMode::Initialize,
+            Era::Stateless => ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
         };
         let running = client.serve_with_lifecycle(transport, lifecycle).await.map_err(ConnectError::new)?;
         let peer = running.peer().clone();

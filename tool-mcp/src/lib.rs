@@ -39,7 +39,7 @@ pub mod server;
 mod task;
 
 #[cfg(feature = "client")]
-pub use client::{Forwarder, RemoteServer, RemoteTools};
+pub use client::{Era, Forwarder, RemoteServer, RemoteTools};
 #[cfg(all(feature = "http", feature = "server"))]
 pub use http::{HttpConfig, McpHttpService};
 #[cfg(feature = "server")]
