@@ -21,6 +21,8 @@ from typing import Any
 from mcp import ClientSession, MCPDeprecationWarning, MCPError, StdioServerParameters, stdio_client
 
 # MCP logging is deprecated from protocol 2026-07-28 on; this client negotiates an earlier revision, where it is not.
+from checks import Checks  # noqa: E402 (tests/mcp, the script's own folder)
+
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 TIMEOUT_SECONDS = 60
@@ -42,20 +44,6 @@ EXPECTED_TOOLS = {
 
 # Text that the failing tool's internal error carries; none of it may reach the client.
 INTERNALS = ("hunter2", "postgres", "db.internal", "store.rs", "5432")
-
-
-class Checks:
-    def __init__(self) -> None:
-        self.failed: list[str] = []
-        self.passed = 0
-
-    def check(self, name: str, ok: bool, detail: Any = "") -> None:
-        if ok:
-            self.passed += 1
-            print(f"ok    {name}")
-        else:
-            self.failed.append(name)
-            print(f"FAIL  {name}: {detail}")
 
 
 def wire(model: Any) -> dict[str, Any]:

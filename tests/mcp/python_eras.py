@@ -27,6 +27,8 @@ from mcp import Client, MCPDeprecationWarning, StdioServerParameters
 from mcp.client.extension import advertise
 from pydantic import TypeAdapter
 
+from checks import Checks  # noqa: E402 (tests/mcp, the script's own folder)
+
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 TIMEOUT_SECONDS = 60
@@ -38,20 +40,6 @@ class GetTask(types.GetTaskRequest):
     """`tasks/get`, with its task id mirrored into `Mcp-Name` as SEP-2663 requires over HTTP."""
 
     name_param = "taskId"
-
-
-class Checks:
-    def __init__(self) -> None:
-        self.failed: list[str] = []
-        self.passed = 0
-
-    def check(self, name: str, ok: bool, detail: Any = "") -> None:
-        if ok:
-            self.passed += 1
-            print(f"ok    {name}")
-        else:
-            self.failed.append(name)
-            print(f"FAIL  {name}: {detail}")
 
 
 def text_of(result: Any) -> str:

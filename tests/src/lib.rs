@@ -68,5 +68,6 @@ pub fn missing_peer(message: &str) {
 }
 
 pub mod http;
+pub mod mcp;
 pub mod schema_host;
 pub mod sockets;

@@ -21,9 +21,9 @@ use tool_mcp::rmcp::model::{
     ServerConfig, ServerNotification, SubscriptionFilter, Tool,
 };
 use tool_mcp::rmcp::service::{
-    ClientServiceExt, NotificationContext, RequestContext, RunningService, SubscriptionContext, SubscriptionSink,
+    NotificationContext, RequestContext, RunningService, SubscriptionContext, SubscriptionSink,
 };
-use tool_mcp::rmcp::{ClientHandler, ClientLifecycleMode, ErrorData, RoleClient, RoleServer, ServerHandler};
+use tool_mcp::rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler};
 
 /// Adds two integers.
 #[tool(effect = "read", version = "1.0", blocking = false)]
@@ -136,28 +136,13 @@ impl ClientHandler for Client {
     }
 }
 
-/// Connects a client in process, on `version` (through `server/discover` when it has no `initialize`).
+/// Connects a recording client in process, on `version`.
 async fn connect(server: &McpServer, version: ProtocolVersion) -> (RunningService<RoleClient, Client>, Client) {
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = server.clone();
-    tokio::spawn(async move {
-        if let Ok(s) = server.serve(server_io).await {
-            let _ = s.waiting().await;
-        }
-    });
-    let lifecycle = if version.has_initialize() {
-        ClientLifecycleMode::Initialize
-    } else {
-        ClientLifecycleMode::Discover { preferred_versions: vec![version] }
-    };
     let client = Client::default();
-    let running = client.clone().serve_with_lifecycle(client_io, lifecycle).await.expect("connect");
-    (running, client)
+    (keel_tests::mcp::connect(server, client.clone(), version).await, client)
 }
 
-fn text_of(r: &tool_mcp::rmcp::model::CallToolResult) -> String {
-    r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default()
-}
+use keel_tests::mcp::text_of;
 
 fn call(name: &str, args: serde_json::Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_owned()).with_arguments(args.as_object().cloned().unwrap())

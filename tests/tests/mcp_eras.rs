@@ -21,8 +21,8 @@ use tool_mcp::rmcp::model::{
     CreateMessageResult, ElicitRequestParams, ElicitResult, GetTaskParams, Implementation, InitializeRequestParams,
     ProtocolVersion, SamplingMessage, UpdateTaskParams,
 };
-use tool_mcp::rmcp::service::{ClientServiceExt, RequestContext, RunningService};
-use tool_mcp::rmcp::{ClientHandler, ClientLifecycleMode, ErrorData, RoleClient, ServiceError};
+use tool_mcp::rmcp::service::{RequestContext, RunningService};
+use tool_mcp::rmcp::{ClientHandler, ErrorData, RoleClient, ServiceError};
 
 static ROUNDS: AtomicUsize = AtomicUsize::new(0);
 static CANCELLED: AtomicUsize = AtomicUsize::new(0);
@@ -132,28 +132,14 @@ fn server() -> McpServer {
 }
 
 async fn connect(server: &McpServer, client: Client, version: ProtocolVersion) -> RunningService<RoleClient, Client> {
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = server.clone();
-    tokio::spawn(async move {
-        if let Ok(s) = server.serve(server_io).await {
-            let _ = s.waiting().await;
-        }
-    });
-    let lifecycle = if version.has_initialize() {
-        ClientLifecycleMode::Initialize
-    } else {
-        ClientLifecycleMode::Discover { preferred_versions: vec![version] }
-    };
-    client.serve_with_lifecycle(client_io, lifecycle).await.expect("connect")
+    keel_tests::mcp::connect(server, client, version).await
 }
 
 fn call(name: &str, args: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_owned()).with_arguments(args.as_object().cloned().unwrap())
 }
 
-fn text(r: &tool_mcp::rmcp::model::CallToolResult) -> String {
-    r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default()
-}
+use keel_tests::mcp::text_of as text;
 
 async fn within<F: std::future::Future>(f: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(30), f).await.expect("test timed out")

@@ -206,24 +206,30 @@ fn arg_schema<T: schemars::JsonSchema>() -> ArgSchema {
     ArgSchema { property: property_schema::<T>, root: schema_for::<T>, is_option: is_option::<T> }
 }
 
+/// What `#[tool]` writes of one parameter: its name and its `#[arg(...)]`.
+#[derive(Clone, Copy)]
+pub struct ParamAttr {
+    /// The parameter's name.
+    pub name: &'static str,
+    /// `#[arg(description = "...")]`.
+    pub description: Option<&'static str>,
+    /// `#[arg(header = "...")]`.
+    pub header: Option<&'static str>,
+    /// Whether `#[arg]` was written.
+    pub explicit: bool,
+}
+
+impl ParamAttr {
+    fn info(self, kind: Kind, schema: Option<ArgSchema>, requirements: fn(&mut Requirements)) -> ParamInfo {
+        let ParamAttr { name, description, header, explicit } = self;
+        ParamInfo { name, description, header, kind, explicit, schema, requirements }
+    }
+}
+
 impl<T: FromCallContext> Injected<T> {
     /// What the registry knows of this parameter.
-    pub fn info(
-        &self,
-        name: &'static str,
-        description: Option<&'static str>,
-        header: Option<&'static str>,
-        explicit: bool,
-    ) -> ParamInfo {
-        ParamInfo {
-            name,
-            description,
-            header,
-            kind: Kind::Injected,
-            explicit,
-            schema: None,
-            requirements: T::requirements,
-        }
+    pub fn info(&self, attr: ParamAttr) -> ParamInfo {
+        attr.info(Kind::Injected, None, T::requirements)
     }
     /// Fills the parameter from the call. A failure ends the call before the handler runs.
     pub fn extract(&self, _: &mut Input, _: &str, ctx: &CallContext) -> Result<T, ToolError> {
@@ -235,25 +241,11 @@ impl<T: FromCallContext> Injected<T> {
 // message (`on_unimplemented`), at the parameter.
 impl<T> Whole<T> {
     /// What the registry knows of this parameter.
-    pub fn info(
-        &self,
-        name: &'static str,
-        description: Option<&'static str>,
-        header: Option<&'static str>,
-        explicit: bool,
-    ) -> ParamInfo
+    pub fn info(&self, attr: ParamAttr) -> ParamInfo
     where
         T: ToolArgs,
     {
-        ParamInfo {
-            name,
-            description,
-            header,
-            kind: Kind::Whole,
-            explicit,
-            schema: Some(arg_schema::<T>()),
-            requirements: no_requirements,
-        }
+        attr.info(Kind::Whole, Some(arg_schema::<T>()), no_requirements)
     }
 
     /// The whole of the arguments.
@@ -267,25 +259,11 @@ impl<T> Whole<T> {
 
 impl<T> Named<T> {
     /// What the registry knows of this parameter.
-    pub fn info(
-        &self,
-        name: &'static str,
-        description: Option<&'static str>,
-        header: Option<&'static str>,
-        explicit: bool,
-    ) -> ParamInfo
+    pub fn info(&self, attr: ParamAttr) -> ParamInfo
     where
         T: ToolArgField,
     {
-        ParamInfo {
-            name,
-            description,
-            header,
-            kind: Kind::Named,
-            explicit,
-            schema: Some(arg_schema::<T>()),
-            requirements: no_requirements,
-        }
+        attr.info(Kind::Named, Some(arg_schema::<T>()), no_requirements)
     }
 
     /// The argument: the whole of the arguments when it is the args struct, else its property.

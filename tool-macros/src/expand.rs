@@ -61,7 +61,8 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
             None => quote!(#private::core::option::Option::None),
         };
         let explicit = p.explicit;
-        quote_spanned!(p.ty.span()=> #role.info(#name, #description, #header, #explicit))
+        let attr = quote!(#private::ParamAttr { name: #name, description: #description, header: #header, explicit: #explicit });
+        quote_spanned!(p.ty.span()=> #role.info(#attr))
     });
     let bindings: Vec<_> = (0..tool.params.len()).map(|i| format_ident!("__keel_p{}", i)).collect();
     let extracts = tool.params.iter().zip(&roles).zip(&names).zip(&bindings).map(|(((p, role), name), binding)| {
