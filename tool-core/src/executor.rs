@@ -1,7 +1,7 @@
 //! The [`Executor`]: every model-produced call goes through one fixed order.
 
 use std::any::Any;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -846,12 +846,14 @@ fn internal_body(call_id: &str) -> ErrorBody {
 }
 
 fn invalid_arguments_body(violations: Vec<Violation>) -> ErrorBody {
-    let mut message = String::from("the arguments do not match the tool's schema: ");
-    for (i, line) in summary(&violations).split('\n').enumerate() {
+    // One line per violation (`Violation`'s `Display` escapes control characters), joined with "; ".
+    let mut message = String::with_capacity(64 + 96 * violations.len());
+    message.push_str("the arguments do not match the tool's schema: ");
+    for (i, v) in violations.iter().enumerate() {
         if i > 0 {
             message.push_str("; ");
         }
-        message.push_str(line);
+        let _ = write!(message, "{v}");
     }
     // The details hold the violations themselves, moved (the same object `serde` would write for each).
     let listed = violations

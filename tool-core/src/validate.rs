@@ -1,11 +1,14 @@
 //! JSON Schema validation of untrusted tool arguments and tool results.
 
 use std::fmt::{self, Write as _};
+use std::sync::Arc;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{Draft, ValidationError, Validator};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+mod fast;
 
 /// At most this many violations are reported by [`CompiledSchema::validate`]; a final entry says when there were
 /// more.
@@ -359,6 +362,8 @@ impl std::error::Error for SchemaError {}
 #[derive(Clone)]
 pub struct CompiledSchema {
     validator: Validator,
+    /// The same schema specialised for the plain-struct subset, when it lies inside it (see `fast`).
+    fast: Option<Arc<fast::Fast>>,
 }
 
 const _: () = {
@@ -389,7 +394,7 @@ impl CompiledSchema {
                 .build(schema)
         }));
         match built {
-            Ok(Ok(validator)) => Ok(CompiledSchema { validator }),
+            Ok(Ok(validator)) => Ok(CompiledSchema { validator, fast: fast::Fast::compile(schema).map(Arc::new) }),
             Ok(Err(err)) => {
                 let mut message = String::new();
                 let at = err.instance_path().as_str();
@@ -406,6 +411,11 @@ impl CompiledSchema {
     /// Whether `instance` is valid. The fast path: stops at the first failure and does not allocate.
     #[inline]
     pub fn is_valid(&self, instance: &Value) -> bool {
+        if let Some(fast) = &self.fast
+            && let Ok(valid) = fast.is_valid(instance)
+        {
+            return valid;
+        }
         self.validator.is_valid(instance)
     }
 
@@ -418,7 +428,7 @@ impl CompiledSchema {
     ///
     /// The violations, in the validator's order, never empty.
     pub fn validate(&self, instance: &Value) -> Result<(), Vec<Violation>> {
-        if self.validator.is_valid(instance) {
+        if self.is_valid(instance) {
             return Ok(());
         }
         Err(self.explain(instance))
@@ -429,11 +439,12 @@ impl CompiledSchema {
     /// answers with one violation at the root.
     pub fn explain(&self, instance: &Value) -> Vec<Violation> {
         let mut sink = Sink::default();
-        for err in self.validator.iter_errors(instance) {
-            convert(&err, instance, &mut sink, 0);
-            if sink.overflowed {
-                break;
-            }
+        let explained = match &self.fast {
+            Some(fast) => fast.explain(instance, &mut sink).is_ok(),
+            None => false,
+        };
+        if !explained {
+            sink = self.explain_with_jsonschema(instance);
         }
         let mut out = sink.out;
         if sink.overflowed {
@@ -448,6 +459,20 @@ impl CompiledSchema {
             out.push(Violation::new("", "a value valid against the schema", preview(instance)));
         }
         out
+    }
+}
+
+impl CompiledSchema {
+    /// The violations as jsonschema's errors give them.
+    fn explain_with_jsonschema(&self, instance: &Value) -> Sink {
+        let mut sink = Sink::default();
+        for err in self.validator.iter_errors(instance) {
+            convert(&err, instance, &mut sink, 0);
+            if sink.overflowed {
+                break;
+            }
+        }
+        sink
     }
 }
 
