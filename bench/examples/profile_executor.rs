@@ -38,8 +38,8 @@ fn timed_poll<F: Future>(fut: std::pin::Pin<&mut F>, cx: &mut Context<'_>) -> Po
 #[inline(never)]
 fn timed_poll_view_turn(registry: &tool_core::Registry, names: &[&str]) -> usize {
     let view = registry.view().names(names.iter().copied()).build().expect("known names");
-    let tools = view.codec(tool_core::Provider::Ollama).tools();
-    serde_json::to_vec(tools).map_or(0, |body| body.len())
+    let codec = view.codec(tool_core::Provider::Ollama);
+    serde_json::to_vec(codec.tools()).map_or(0, |body| body.len())
 }
 
 /// The same turn with the borrowed list: a view of `names`, its Ollama list as the JSON text a request carries
