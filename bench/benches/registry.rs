@@ -8,8 +8,10 @@
 //!   `Registry::from_inventory()` (which also holds the 4 fixture tools: 204 in all).
 //! - "first call" times `ollama_schemas()` on a registry that has never rendered (schemas generated,
 //!   canonicalised and rendered for every tool); "cached call" times it again on the same registry.
-//! - "view per turn" times what a harness does each turn: choose a view by names, then `ollama_schemas()` on it
-//!   (the per-tool renderings are cached on the shared definitions; the view's list is new).
+//! - "view per turn" times what a harness does each turn: choose a view by names (40 or 200 of the compiled tools),
+//!   then get its Ollama tool list: `tool_list` (borrowed; each tool's rendering is cached on its shared
+//!   definition), that list as the JSON text a request body carries (`to_json`, joining each tool's cached text),
+//!   or, for comparison, `schemas()`, which copies every rendering into a list of the view's own.
 //!
 //! ```sh
 //! cargo bench -p keel-bench --bench registry -- --warm-up-time 1 --measurement-time 3
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use keel_bench::{dynamic, generated};
-use tool_core::Registry;
+use tool_core::{Provider, Registry};
 
 const SIZES: [usize; 2] = [1_000, 10_000];
 
@@ -100,38 +102,35 @@ fn ollama_schemas(c: &mut Criterion) {
     g.finish();
 
     // Per turn: a new view (by names) over a registry whose definitions have rendered before.
-    let mut g = c.benchmark_group("registry/view per turn + ollama_schemas");
-    let names: Vec<String> = registry.names().filter(|n| n.starts_with("generated.")).map(str::to_owned).collect();
+    let mut g = c.benchmark_group("registry/view per turn");
+    let names: Vec<&str> = registry.names().filter(|n| n.starts_with("generated.")).collect();
     assert_eq!(names.len(), generated::COUNT);
     for k in [40, generated::COUNT] {
         let chosen = &names[..k];
-        g.bench_with_input(BenchmarkId::new("view build only", k), &k, |b, _| {
-            b.iter_batched(
-                || (),
-                |()| registry.view().names(chosen.iter().cloned()).build().expect("known names"),
-                BatchSize::SmallInput,
-            )
+        let view = || registry.view().names(chosen.iter().copied()).build().expect("known names");
+        g.bench_with_input(BenchmarkId::new("view build only", k), &k, |b, _| b.iter(view));
+        // What a request needs: the view and its list (borrowed, shared renderings), then the list as JSON text.
+        g.bench_with_input(BenchmarkId::new("view + tool_list", k), &k, |b, _| {
+            b.iter(|| {
+                let view = view();
+                black_box(view.tool_list(Provider::Ollama).len());
+                view
+            })
         });
-        g.bench_with_input(BenchmarkId::new("ollama_schemas() on a new view only", k), &k, |b, _| {
-            b.iter_batched(
-                || registry.view().names(chosen.iter().cloned()).build().expect("known names"),
-                |view| {
-                    black_box(view.ollama_schemas().len());
-                    view
-                },
-                BatchSize::SmallInput,
-            )
+        g.bench_with_input(BenchmarkId::new("view + tool_list().to_json()", k), &k, |b, _| {
+            b.iter(|| {
+                let view = view();
+                black_box(view.tool_list(Provider::Ollama).to_json());
+                view
+            })
         });
-        g.bench_with_input(BenchmarkId::new("compiled tools in view", k), &k, |b, _| {
-            b.iter_batched(
-                || (),
-                |()| {
-                    let view = registry.view().names(chosen.iter().cloned()).build().expect("known names");
-                    black_box(view.ollama_schemas().len());
-                    view
-                },
-                BatchSize::SmallInput,
-            )
+        // The copying convenience, for comparison: a list of the view's own.
+        g.bench_with_input(BenchmarkId::new("view + schemas() (copies)", k), &k, |b, _| {
+            b.iter(|| {
+                let view = view();
+                black_box(view.schemas(Provider::Ollama).len());
+                view
+            })
         });
     }
     g.finish();

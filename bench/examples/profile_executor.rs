@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Contenders: `floor`, `keel` (inline handler), `keel-async`, `keel-blocking`, `rmcp`, `unknown`, `invalid`,
-//! `approval`, `run`, and `registry` (a registry build of N run-time definitions). Only `timed_poll` (and what it
+//! `approval`, `run`, `registry` (a registry build of N run-time definitions) `view` (N turns, each a view of the
+//! 200 compiled tools by name and its Ollama list, `schemas()`, serialised) and `view-list` (the same with
+//! `tool_list().to_json()`). Only `timed_poll` (and what it
 //! calls) is collected with the `--toggle-collect` above, so building each call's input is left out, as in the
 //! criterion benches.
 
@@ -29,6 +31,23 @@ use tool_core::{Run, StopPolicy};
 #[inline(never)]
 fn timed_poll<F: Future>(fut: std::pin::Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
     fut.poll(cx)
+}
+
+/// One turn's tool list in a frame of its own: a view of `names` chosen from `registry`, its Ollama list, and
+/// that list serialised as a request body carries it. Returns the body's length.
+#[inline(never)]
+fn timed_poll_view_turn(registry: &tool_core::Registry, names: &[&str]) -> usize {
+    let view = registry.view().names(names.iter().copied()).build().expect("known names");
+    let codec = view.codec(tool_core::Provider::Ollama);
+    serde_json::to_vec(codec.tools()).map_or(0, |body| body.len())
+}
+
+/// The same turn with the borrowed list: a view of `names`, its Ollama list as the JSON text a request carries
+/// (each tool's cached text joined). Returns the text's length.
+#[inline(never)]
+fn timed_poll_view_list_turn(registry: &tool_core::Registry, names: &[&str]) -> usize {
+    let view = registry.view().names(names.iter().copied()).build().expect("known names");
+    view.tool_list(tool_core::Provider::Ollama).to_json().len()
 }
 
 /// Builds a registry of `defs` in a frame of its own (matched by the same `--toggle-collect` pattern).
@@ -72,6 +91,18 @@ fn main() {
         let (input, output) = keel_bench::dynamic::schemas();
         let defs = keel_bench::dynamic::definitions(n, &input, &output);
         black_box(timed_poll_registry_build(defs));
+        return;
+    }
+    if contender == "view" || contender == "view-list" {
+        // `n` turns, each a new view of the 200 compiled tools (rendered once, untimed, before the first turn).
+        let registry = tool_core::Registry::from_inventory().expect("unique names");
+        black_box(registry.ollama_schemas().len());
+        let names: Vec<&str> = registry.names().filter(|n| n.starts_with("generated.")).collect();
+        assert_eq!(names.len(), keel_bench::generated::COUNT);
+        let turn = if contender == "view" { timed_poll_view_turn } else { timed_poll_view_list_turn };
+        for _ in 0..n {
+            black_box(turn(&registry, &names));
+        }
         return;
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a Tokio runtime");

@@ -129,8 +129,9 @@ impl OllamaClient {
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert("messages".into(), Value::Array(wire::ollama_messages(turn.tools, turn.messages)));
         let codec = turn.tools.codec(Provider::Ollama);
-        let tools = codec.tools();
+        let tools = codec.tool_list();
         if !tools.is_empty() && choice != Some(ToolChoice::None) {
+            // One copy of each tool's shared rendering, straight into the body.
             body.insert("tools".into(), Value::Array(tools.to_vec()));
         }
         body.insert("stream".into(), Value::Bool(false));

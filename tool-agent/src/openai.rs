@@ -140,8 +140,9 @@ impl OpenAiClient {
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert("messages".into(), Value::Array(wire::openai_messages(turn.tools, turn.messages)));
         let codec = turn.tools.codec(Provider::OpenAiChat);
-        let tools = codec.tools();
+        let tools = codec.tool_list();
         if !tools.is_empty() {
+            // One copy of each tool's shared rendering, straight into the body.
             body.insert("tools".into(), Value::Array(tools.to_vec()));
         }
         if let Some(choice) = self.request.choice(turn)?

@@ -136,7 +136,7 @@ pub use run::{BatchOutcome, Concurrency, Decider, DefaultDecider, Run, RunBuilde
 pub use schema::{Provider, ToolSchemas};
 pub use tokio_util::sync::CancellationToken;
 pub use validate::{CompiledSchema, Limits, SchemaError, Violation};
-pub use view::{ExecutorEntry, ToolDescriptions, ToolView, UnknownTools, ViewBuilder};
+pub use view::{ExecutorEntry, ToolDescriptions, ToolList, ToolView, UnknownTools, ViewBuilder};
 
 #[cfg(feature = "macros")]
 pub use tool_macros::tool;

@@ -1,7 +1,5 @@
 //! The [`Registry`]: every tool this process may list or run, built once and immutable afterwards.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::Arc;
 
@@ -131,75 +129,79 @@ impl RegistryBuilder {
     /// is reported at once, each with the tool and where it is defined.
     pub fn build(self) -> Result<Registry, RegistryError> {
         let mut problems = Vec::new();
-        let mut defs: Vec<ToolDefinition> = Vec::new();
+        // Each definition goes into its `Arc` once; from here on only pointers move.
+        let mut defs: Vec<Arc<ToolDefinition>> = Vec::with_capacity(self.added.len());
         if self.inventory {
-            defs.extend(inventory::iter::<StaticTool>.into_iter().map(ToolDefinition::from_static));
+            defs.extend(inventory::iter::<StaticTool>.into_iter().map(|t| Arc::new(ToolDefinition::from_static(t))));
         }
-        defs.extend(self.added);
+        defs.extend(self.added.into_iter().map(Arc::new));
 
-        let mut sites: HashMap<&str, Vec<usize>> = HashMap::with_capacity(defs.len());
-        for (i, d) in defs.iter().enumerate() {
+        for d in &defs {
             if let Err(e) = name::validate(d.name()) {
                 problems.push(RegistryProblem::InvalidName { error: e, site: d.origin().to_string() });
-                continue;
             }
-            sites.entry(d.name()).or_default().push(i);
         }
-        let replaced: std::collections::HashSet<&str> = self.replacements.iter().map(|r| r.name()).collect();
-        let mut duplicates: Vec<RegistryProblem> = sites
-            .iter()
-            .filter(|(name, idx)| idx.len() > 1 && !replaced.contains(*name))
-            .map(|(name, idx)| RegistryProblem::Duplicate {
-                name: (*name).to_owned(),
-                sites: idx.iter().map(|&i| defs[i].origin().to_string()).collect(),
-            })
-            .collect();
-        duplicates.sort_by(|a, b| a.key().cmp(b.key()));
-        problems.extend(duplicates);
-        drop(sites);
-        drop(replaced);
+        // A stable sort by name: the definitions of one name stay in the order given (the first is kept, and a
+        // duplicate's sites are listed in that order), and duplicates come out sorted by name.
+        if !defs.is_sorted_by(|a, b| a.name() <= b.name()) {
+            defs.sort_by(|a, b| a.name().cmp(b.name()));
+        }
+        {
+            let mut replaced: Vec<&str> = self.replacements.iter().map(|r| r.name()).collect();
+            replaced.sort_unstable();
+            for same in defs.chunk_by(|a, b| a.name() == b.name()) {
+                let Some(name) = same.first().map(|d| d.name()) else { continue };
+                // An invalid name is reported as such, not again as a duplicate.
+                if same.len() > 1 && replaced.binary_search(&name).is_err() && name::validate(name).is_ok() {
+                    problems.push(RegistryProblem::Duplicate {
+                        name: name.to_owned(),
+                        sites: same.iter().map(|d| d.origin().to_string()).collect(),
+                    });
+                }
+            }
+        }
+        defs.dedup_by(|later, first| later.name() == first.name());
 
-        let mut by_name: HashMap<Box<str>, ToolDefinition> = HashMap::with_capacity(defs.len());
-        for d in defs {
-            if let Entry::Vacant(v) = by_name.entry(d.name().into()) {
-                v.insert(d);
-            }
-        }
+        let find = |defs: &[Arc<ToolDefinition>], name: &str| defs.binary_search_by(|d| d.name().cmp(name)).ok();
         for r in self.replacements {
-            match by_name.get_mut(r.name()) {
-                Some(slot) => *slot = r,
+            match find(&defs, r.name()).and_then(|i| defs.get_mut(i)) {
+                Some(slot) => *slot = Arc::new(r),
                 None => problems.push(RegistryProblem::NothingToReplace { name: r.name().to_owned() }),
             }
         }
-        for n in self.removed {
-            if by_name.remove(n.as_str()).is_none() {
-                problems.push(RegistryProblem::NothingToRemove { name: n });
+        if !self.removed.is_empty() {
+            let mut kept = vec![true; defs.len()];
+            for n in self.removed {
+                match find(&defs, &n).and_then(|i| kept.get_mut(i)) {
+                    Some(slot) if *slot => *slot = false,
+                    _ => problems.push(RegistryProblem::NothingToRemove { name: n }),
+                }
             }
+            let mut kept = kept.into_iter();
+            defs.retain(|_| kept.next().unwrap_or(true));
         }
         // Every definition's parameters and schemas, so that a broken tool fails here, named, not at its first call.
-        let mut broken: Vec<RegistryProblem> = Vec::new();
-        for d in by_name.values() {
+        // `defs` is sorted, so these come out sorted by name.
+        for d in &defs {
             if let Some(problem) = &d.problem {
-                broken.push(RegistryProblem::Parameters {
+                problems.push(RegistryProblem::Parameters {
                     name: d.name().to_owned(),
                     site: d.origin().to_string(),
                     problem: problem.clone(),
                 });
             } else if let Err(problem) = compiled(d) {
-                broken.push(RegistryProblem::Schema {
+                problems.push(RegistryProblem::Schema {
                     name: d.name().to_owned(),
                     site: d.origin().to_string(),
                     problem: problem.to_owned(),
                 });
             }
         }
-        broken.sort_by(|a, b| a.key().cmp(b.key()));
-        problems.extend(broken);
         if !problems.is_empty() {
             return Err(RegistryError { problems });
         }
 
-        Ok(Registry { all: ToolView::new(by_name.into_values().map(Arc::new).collect()) })
+        Ok(Registry { all: ToolView::from_sorted(defs) })
     }
 }
 
@@ -249,19 +251,6 @@ pub enum RegistryProblem {
         /// What is wrong.
         problem: String,
     },
-}
-
-impl RegistryProblem {
-    fn key(&self) -> &str {
-        match self {
-            RegistryProblem::Duplicate { name, .. }
-            | RegistryProblem::NothingToReplace { name }
-            | RegistryProblem::NothingToRemove { name }
-            | RegistryProblem::Parameters { name, .. }
-            | RegistryProblem::Schema { name, .. } => name,
-            RegistryProblem::InvalidName { error, .. } => error.name(),
-        }
-    }
 }
 
 impl fmt::Display for RegistryProblem {
@@ -315,3 +304,100 @@ impl fmt::Display for RegistryError {
 }
 
 impl std::error::Error for RegistryError {}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn def(name: &'static str, source: &'static str) -> ToolDefinition {
+        ToolDefinition::builder(name)
+            .description("A run-time tool.")
+            .source(source)
+            .handler(|_args, _ctx| async { Ok(Value::Null) })
+            .build()
+            .expect("a valid definition")
+    }
+
+    fn unchecked(name: &'static str, source: &'static str, input: Value) -> ToolDefinition {
+        let mut d = def("placeholder", source);
+        d.name = name.into();
+        d.wire_name = name::to_wire(name);
+        d.input_schema = crate::definition::SchemaSource::Value(input);
+        d
+    }
+
+    fn site(source: &str) -> String {
+        format!("dynamic definition from {source}")
+    }
+
+    #[test]
+    fn every_problem_is_reported_in_order() {
+        let err = Registry::builder()
+            .without_inventory()
+            .tools([
+                def("b", "one"),
+                def("a", "two"),
+                def("b", "three"),
+                def("c", "four"),
+                def("b", "five"),
+                def("a", "six"),
+                def("d", "seven"),
+                def("d", "eight"),
+                unchecked("Bad Name", "nine", json!({"type": "object"})),
+                unchecked("Bad Name", "ten", json!({"type": "object"})),
+                unchecked("e", "eleven", json!({"type": "object", "properties": {"x": {"type": 7}}})),
+            ])
+            .replace(def("d", "twelve"))
+            .replace(def("zz", "thirteen"))
+            .remove("c")
+            .remove("c")
+            .remove("nope")
+            .build()
+            .expect_err("problems");
+        let shown: Vec<String> = err.problems().iter().map(ToString::to_string).collect();
+        for p in &shown {
+            eprintln!("{p}\n--");
+        }
+        let duplicate = |name: &str, sites: &[&str]| RegistryProblem::Duplicate {
+            name: name.to_owned(),
+            sites: sites.iter().map(|s| site(s)).collect(),
+        };
+        let problems = err.problems();
+        assert!(matches!(&problems[0], RegistryProblem::InvalidName { site: s, .. } if *s == site("nine")));
+        assert!(matches!(&problems[1], RegistryProblem::InvalidName { site: s, .. } if *s == site("ten")));
+        assert_eq!(problems[2], duplicate("a", &["two", "six"]));
+        assert_eq!(problems[3], duplicate("b", &["one", "three", "five"]));
+        assert_eq!(problems[4], RegistryProblem::NothingToReplace { name: "zz".to_owned() });
+        assert_eq!(problems[5], RegistryProblem::NothingToRemove { name: "c".to_owned() });
+        assert_eq!(problems[6], RegistryProblem::NothingToRemove { name: "nope".to_owned() });
+        assert!(matches!(&problems[7], RegistryProblem::Schema { name, .. } if name == "e"), "{shown:?}");
+        assert_eq!(problems.len(), 8, "{shown:?}");
+    }
+
+    #[test]
+    fn the_first_definition_is_kept_and_replacements_and_removals_apply() {
+        let registry = Registry::builder()
+            .without_inventory()
+            .tools([def("c", "one"), def("a", "two"), def("b", "three"), def("x", "four")])
+            .replace(def("b", "five"))
+            .replace(def("b", "six"))
+            .remove("x")
+            .build()
+            .expect("no problem");
+        assert_eq!(registry.names().collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(registry.get("b").map(|d| d.origin().to_string()), Some(site("six")));
+        assert_eq!(registry.get("c").map(|d| d.origin().to_string()), Some(site("one")));
+
+        // Replaced duplicates are no error: the replacement stands for all of them.
+        let registry = Registry::builder()
+            .without_inventory()
+            .tools([def("a", "one"), def("a", "two")])
+            .replace(def("a", "three"))
+            .build()
+            .expect("replaced");
+        assert_eq!(registry.len(), 1);
+        assert_eq!(registry.get("a").map(|d| d.origin().to_string()), Some(site("three")));
+    }
+}

@@ -184,7 +184,7 @@ impl Listing {
         let mut problems = Vec::new();
         let mut tools = Vec::with_capacity(view.len());
         // Served exactly as the codec renders them (the SDK's `Tool` keeps every field keel writes).
-        for (def, entry) in view.iter().zip(codec.tools()) {
+        for (def, entry) in view.iter().zip(codec.tool_list().iter()) {
             match serde_json::from_value::<Tool>(entry.clone()) {
                 Ok(tool) => tools.push(tool),
                 Err(e) => problems.push(InvalidToolEntry { tool: def.name().to_owned(), reason: e.to_string() }),

@@ -55,6 +55,16 @@ impl ToolDefinition {
         })
     }
 
+    /// [`render`](ToolDefinition::render) as compact JSON text (exactly `serde_json::to_string` of it), made once
+    /// and cached: what [`ToolList::to_json`](crate::ToolList::to_json) joins, for a request body written as text
+    /// without walking or copying the tree again.
+    pub fn render_json(&self, provider: Provider) -> &str {
+        self.schemas().rendered_json[provider.slot()].get_or_init(|| {
+            // Serialising a `Value` cannot fail (its keys are strings); `null` keeps this total all the same.
+            serde_json::to_string(self.render(provider)).unwrap_or_else(|_| "null".to_owned()).into_boxed_str()
+        })
+    }
+
     fn render_uncached<'a>(&'a self, provider: Provider, model_input: impl Fn() -> Cow<'a, Value>) -> Value {
         match provider {
             Provider::Ollama => ollama::render::tool(self.name(), self.description(), &model_input()),
@@ -97,10 +107,14 @@ impl ToolSchemas {
 }
 
 impl ToolView {
-    /// The view's tools in `provider`'s format, in name order; rendered once and cached. The same list as
+    /// The view's tools in `provider`'s format, in name order, as a list of this view's own. The same list as
     /// [`Codec::tools`](crate::Codec::tools) of this view's codec for `provider`.
+    ///
+    /// Each tool is rendered once and cached on its definition; the first call on a view copies those renderings
+    /// into the view's list (about a kilobyte of JSON per tool), later calls return it. For a view made per turn,
+    /// [`ToolView::tool_list`] lends the same entries without copying them.
     pub fn schemas(&self, provider: Provider) -> &[Value] {
-        self.rendered(provider).get_or_init(|| self.iter().map(|d| d.render(provider).clone()).collect())
+        self.rendered(provider).get_or_init(|| self.tool_list(provider).to_vec())
     }
 
     /// The view's tools as Ollama `/api/chat` `tools` entries: the documented shorthand for

@@ -169,15 +169,22 @@ impl Codec {
         &self.view
     }
 
-    /// The tool list in this provider's format, in name order (rendered once per view and cached).
+    /// The tool list in this provider's format, in name order, as a list of the view's own (copied from the
+    /// tools' cached renderings on the first call, then cached on the view): [`ToolView::schemas`]. For a list
+    /// that copies nothing, see [`Codec::tool_list`].
     pub fn tools(&self) -> &[Value] {
         self.view.schemas(self.provider)
     }
 
+    /// The same list as [`Codec::tools`], borrowed: each entry is the tool's own cached rendering, shared by every
+    /// view of the tool, so getting it costs nothing (see [`ToolList`](crate::ToolList)).
+    pub fn tool_list(&self) -> crate::view::ToolList<'_> {
+        self.view.tool_list(self.provider)
+    }
+
     /// The entry of the registered tool `name` in [`Codec::tools`], if the view holds it.
     pub fn tool(&self, name: &str) -> Option<&Value> {
-        let index = self.view.iter().position(|d| d.name() == name)?;
-        self.tools().get(index)
+        self.view.get(name).map(|d| d.render(self.provider))
     }
 
     /// What this provider's format does not carry of the view's tools, as data: for each tool, what its entry

@@ -94,6 +94,8 @@ pub struct ToolSchemas {
     pub(crate) output: Option<Value>,
     /// Each provider's rendering, by [`Provider::slot`].
     pub(crate) rendered: [OnceLock<Value>; Provider::ALL.len()],
+    /// Each provider's rendering as compact JSON text, by [`Provider::slot`].
+    pub(crate) rendered_json: [OnceLock<Box<str>>; Provider::ALL.len()],
     /// Whether the input schema states a `default` anywhere (see [`ToolSchemas::states_defaults`]).
     defaults: OnceLock<bool>,
 }
@@ -122,7 +124,13 @@ impl ToolSchemas {
         if input.get("type").and_then(Value::as_str) == Some("object") {
             transform::close_objects(&mut input);
         }
-        ToolSchemas { input, output, rendered: Default::default(), defaults: OnceLock::new() }
+        ToolSchemas {
+            input,
+            output,
+            rendered: Default::default(),
+            rendered_json: Default::default(),
+            defaults: OnceLock::new(),
+        }
     }
 
     /// The canonical JSON Schema (2020-12) of the arguments: what the executor validates against.
