@@ -145,10 +145,16 @@ struct Node {
     bounds: Vec<(Bound, Number, Box<str>)>,
     /// Lengths and counts in jsonschema's order.
     sizes: Vec<(Size, u64, Box<str>)>,
+    /// `required` as written (the order violations are reported in).
     required: Vec<String>,
-    properties: Vec<(String, NodeId)>,
+    /// How many of `properties` are required; each is flagged in `properties`.
+    required_properties: usize,
+    /// Required names that `properties` does not list (checked by lookup).
+    required_elsewhere: Vec<String>,
+    /// Name, schema, and whether it is required.
+    properties: Vec<(String, NodeId, bool)>,
     /// An index of `properties` when there are many.
-    property_index: Option<HashMap<String, NodeId>>,
+    property_index: Option<HashMap<String, usize>>,
     /// Whether `properties` was given (a closed object without it is reported per member, like with it).
     additional: Additional,
     items: Option<NodeId>,
@@ -168,6 +174,8 @@ impl Node {
             bounds: Vec::new(),
             sizes: Vec::new(),
             required: Vec::new(),
+            required_properties: 0,
+            required_elsewhere: Vec::new(),
             properties: Vec::new(),
             property_index: None,
             additional: Additional::Any,
@@ -178,10 +186,11 @@ impl Node {
         }
     }
 
-    fn property(&self, name: &str) -> Option<NodeId> {
+    /// The position of `name` in `properties`.
+    fn property(&self, name: &str) -> Option<usize> {
         match &self.property_index {
             Some(index) => index.get(name).copied(),
-            None => self.properties.iter().find(|(n, _)| n == name).map(|(_, id)| *id),
+            None => self.properties.iter().position(|(n, _, _)| n == name),
         }
     }
 }
@@ -257,14 +266,15 @@ impl Fast {
         }
         match v {
             Value::Object(object) => {
-                for name in &node.required {
-                    if !object.contains_key(name) {
-                        return Ok(false);
-                    }
-                }
+                // Required properties are counted while the members are walked: no lookup by hash.
+                let mut required = 0;
                 for (name, value) in object {
                     let schema = match node.property(name) {
-                        Some(id) => id,
+                        Some(i) => {
+                            let (_, id, is_required) = &node.properties[i];
+                            required += usize::from(*is_required);
+                            *id
+                        }
                         None => match node.additional {
                             Additional::Any => continue,
                             Additional::Closed => return Ok(false),
@@ -274,6 +284,11 @@ impl Fast {
                     if !self.valid(schema, value, depth + 1)? {
                         return Ok(false);
                     }
+                }
+                if required != node.required_properties
+                    || node.required_elsewhere.iter().any(|name| !object.contains_key(name))
+                {
+                    return Ok(false);
                 }
             }
             Value::Array(items) => {
@@ -344,8 +359,19 @@ impl Fast {
         }
         match v {
             Value::Object(object) => {
+                // Which properties are present, by one walk of the members (no lookup by hash).
+                let mut present = vec![false; node.properties.len()];
+                for name in object.keys() {
+                    if let Some(i) = node.property(name) {
+                        present[i] = true;
+                    }
+                }
                 for name in &node.required {
-                    if !object.contains_key(name) {
+                    let here = match node.property(name) {
+                        Some(i) => present[i],
+                        None => object.contains_key(name),
+                    };
+                    if !here {
                         sink.push(Violation::new(
                             join_pointer(path, name),
                             format!("required property `{}`", super::name_preview(name)),
@@ -353,8 +379,8 @@ impl Fast {
                         ));
                     }
                 }
-                for (name, schema) in &node.properties {
-                    if let Some(value) = object.get(name) {
+                for (i, (name, schema, _)) in node.properties.iter().enumerate() {
+                    if let Some(value) = present[i].then(|| object.get(name)).flatten() {
                         let len = path.len();
                         path.push('/');
                         push_escaped_segment(path, name);
@@ -518,10 +544,11 @@ impl Compiler<'_> {
                 "properties" => {
                     for (name, schema) in value.as_object()? {
                         let id = self.node(schema, depth + 1)?;
-                        node.properties.push((name.clone(), id));
+                        node.properties.push((name.clone(), id, false));
                     }
                     if node.properties.len() > 16 {
-                        node.property_index = Some(node.properties.iter().cloned().collect());
+                        let index = node.properties.iter().enumerate().map(|(i, (n, _, _))| (n.clone(), i));
+                        node.property_index = Some(index.collect());
                     }
                 }
                 "additionalProperties" => {
@@ -552,6 +579,17 @@ impl Compiler<'_> {
                 "definitions" => {}
                 k if ANNOTATIONS.contains(&k) || k.starts_with("x-") => {}
                 _ => return None,
+            }
+        }
+        for name in &node.required {
+            match node.property(name) {
+                Some(i) if !node.properties[i].2 => {
+                    node.properties[i].2 = true;
+                    node.required_properties += 1;
+                }
+                Some(_) => {}
+                None if !node.required_elsewhere.contains(name) => node.required_elsewhere.push(name.clone()),
+                None => {}
             }
         }
         node.bounds = bounds.into_iter().flatten().collect();
