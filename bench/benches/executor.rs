@@ -95,9 +95,9 @@ fn valid_call(c: &mut Criterion) {
     g.finish();
 }
 
-/// A plain fn on the blocking pool (the default) against the same fn inline. Its own group, run last: the blocking
-/// pool's threads (kept alive between calls) and the cross-thread frees of the results they allocate slow down
-/// whatever runs next to them.
+/// A plain fn on the blocking pool (`blocking = true`) against the same fn inline. Its own group, run last: the
+/// blocking pool's threads (kept alive between calls) and the cross-thread frees of the results they allocate slow
+/// down whatever runs next to them.
 fn blocking_pool(c: &mut Criterion) {
     let rt = runtime();
     let executor = keel::executor();
@@ -105,7 +105,7 @@ fn blocking_pool(c: &mut Criterion) {
     let mut g = c.benchmark_group("executor/blocking_pool");
     for (label, name) in [
         ("keel inline (blocking = false)", "search_incidents"),
-        ("keel blocking pool (default)", "search_incidents_blocking"),
+        ("keel blocking pool (blocking = true)", "search_incidents_blocking"),
     ] {
         time_call(&mut g, &rt, label, &executor, name, &args);
     }

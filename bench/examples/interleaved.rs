@@ -10,7 +10,15 @@
 //! The criterion benches (`cargo bench -p keel-bench --bench executor`) remain the reference figures; this is the
 //! cross-check when the machine is not idle. Same runtime (current-thread, time enabled), same inputs built outside
 //! the timed region, outputs dropped outside it.
+//!
+//! After each group's timings, the allocations of one call of each contender: a separate pass of the same loop
+//! (inputs built before it, outputs dropped after it) counted by [`Counting`], reported per call as allocations
+//! (`alloc` + `realloc` calls, every thread: a blocking-pool handler's too), the bytes they asked for, and the frees
+//! made during the call (the consumed input's among them). The floor's count is the baseline: the per-call path
+//! should allocate no more than the floor does, plus the result envelope.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use keel_bench::rmcp_peer::RmcpHarness;
@@ -19,6 +27,106 @@ use serde_json::Value;
 use tokio::runtime::Runtime;
 use tool_core::{Executor, ToolCall};
 use tool_core::{Run, StopPolicy};
+
+/// The system allocator, counting `alloc`, `realloc` and `dealloc` calls (of every thread) while [`COUNTING`] is set.
+///
+/// Counting happens only in the dedicated pass after the timed rounds: while timing, each allocation pays one relaxed
+/// load of a flag nobody writes, so the timings are not distorted. While counting, each pays relaxed atomic
+/// increments of uncontended counters.
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+static FREES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every method forwards to `System` unchanged; the counters only read the layout's size.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        }
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if COUNTING.load(Ordering::Relaxed) {
+            FREES.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            BYTES.fetch_add(new_size.saturating_sub(layout.size()) as u64, Ordering::Relaxed);
+        }
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Allocations (`alloc` + `realloc`), bytes asked for (a `realloc` counts its growth) and frees.
+#[derive(Clone, Copy, Default)]
+struct Allocs {
+    allocs: u64,
+    bytes: u64,
+    frees: u64,
+}
+
+impl Allocs {
+    fn now() -> Allocs {
+        Allocs {
+            allocs: ALLOCS.load(Ordering::SeqCst),
+            bytes: BYTES.load(Ordering::SeqCst),
+            frees: FREES.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// One measured loop: timed, or (in the counting pass) counted.
+struct Span {
+    count: bool,
+    before: Allocs,
+    t: Instant,
+}
+
+impl Span {
+    fn begin(count: bool) -> Span {
+        let before = Allocs::now();
+        if count {
+            COUNTING.store(true, Ordering::SeqCst);
+        }
+        Span { count, before, t: Instant::now() }
+    }
+
+    fn end(self) -> (Duration, Allocs) {
+        let took = self.t.elapsed();
+        if !self.count {
+            return (took, Allocs::default());
+        }
+        COUNTING.store(false, Ordering::SeqCst);
+        let after = Allocs::now();
+        let counted = Allocs {
+            allocs: after.allocs - self.before.allocs,
+            bytes: after.bytes - self.before.bytes,
+            frees: after.frees - self.before.frees,
+        };
+        (took, counted)
+    }
+}
 
 #[derive(Clone, Copy)]
 enum Contender {
@@ -38,37 +146,47 @@ struct Setup {
 
 /// Times `m` calls of `c` (inputs built before, outputs dropped after the timed loop).
 fn chunk(s: &Setup, c: Contender, m: usize) -> Duration {
+    measure(s, c, m, false).0
+}
+
+/// The allocations of `m` calls of `c` (inputs built before, outputs dropped after the counted loop).
+fn count(s: &Setup, c: Contender, m: usize) -> Allocs {
+    measure(s, c, m, true).1
+}
+
+/// Runs `m` calls of `c`, timed or counted (`count`).
+fn measure(s: &Setup, c: Contender, m: usize, count: bool) -> (Duration, Allocs) {
     let stop = StopPolicy { max_steps: u32::MAX, max_retries: u32::MAX };
     s.rt.block_on(async {
         match c {
             Contender::Floor => {
                 let inputs: Vec<Value> = (0..m).map(|_| s.valid.clone()).collect();
                 let mut out = Vec::with_capacity(m);
-                let t = Instant::now();
+                let span = Span::begin(count);
                 for a in inputs {
                     out.push(floor::dispatch("search_incidents", a).await);
                 }
-                t.elapsed()
+                span.end()
             }
             Contender::Keel(name, valid) => {
                 let args = if valid { &s.valid } else { &s.invalid };
                 let inputs: Vec<ToolCall> = (0..m).map(|_| ToolCall::new("call-1", name, args.clone())).collect();
                 let mut out = Vec::with_capacity(m);
-                let t = Instant::now();
+                let span = Span::begin(count);
                 for call in inputs {
                     out.push(s.executor.call(call).await);
                 }
-                t.elapsed()
+                span.end()
             }
             Contender::Rmcp => {
                 let obj = s.valid.as_object().expect("an object");
                 let inputs: Vec<_> = (0..m).map(|_| RmcpHarness::params("search_incidents", obj.clone())).collect();
                 let mut out = Vec::with_capacity(m);
-                let t = Instant::now();
+                let span = Span::begin(count);
                 for p in inputs {
                     out.push(s.rmcp.call(p).await);
                 }
-                t.elapsed()
+                span.end()
             }
             Contender::Run => {
                 let inputs: Vec<(Run, ToolCall)> = (0..m)
@@ -78,12 +196,12 @@ fn chunk(s: &Setup, c: Contender, m: usize) -> Duration {
                     })
                     .collect();
                 let mut out = Vec::with_capacity(m);
-                let t = Instant::now();
+                let span = Span::begin(count);
                 for (mut run, call) in inputs {
                     let outcome = run.process_batch(vec![call]).await;
                     out.push((run, outcome));
                 }
-                t.elapsed()
+                span.end()
             }
         }
     })
@@ -136,7 +254,7 @@ fn main() {
             "blocking pool",
             vec![
                 ("keel inline (blocking = false)", Contender::Keel("search_incidents", true)),
-                ("keel blocking pool (default)", Contender::Keel("search_incidents_blocking", true)),
+                ("keel blocking pool (blocking = true)", Contender::Keel("search_incidents_blocking", true)),
             ],
         ),
     ];
@@ -159,6 +277,19 @@ fn main() {
             let ratio = median(&mut ratios);
             let ns = median(&mut per_call[i].clone());
             println!("  {label:<48} {:>10.1} ns  {ratio:6.2}x", ns);
+        }
+        // A separate pass, after the timings: counting does not touch them.
+        let counted: Vec<Allocs> = contenders.iter().map(|(_, c)| count(&s, *c, m)).collect();
+        println!("\n  allocations per call (alloc + realloc, difference to {}; bytes asked; frees)", contenders[0].0);
+        let per = |n: u64| n as f64 / m as f64;
+        for ((label, _), a) in contenders.iter().zip(&counted) {
+            let more = per(a.allocs) - per(counted[0].allocs);
+            println!(
+                "  allocations per call: {label:<48} {:>6.1} {more:>+7.1} {:>8.0} B {:>6.1} frees",
+                per(a.allocs),
+                per(a.bytes),
+                per(a.frees)
+            );
         }
     }
 }

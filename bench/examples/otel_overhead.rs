@@ -17,7 +17,7 @@ use serde_json::json;
 use tool_core::{Executor, Registry, ToolCall, tool};
 
 /// Look up one incident by its id.
-#[tool(name = "bench.lookup", effect = "read", version = "1.0", blocking = false)]
+#[tool(name = "bench.lookup", effect = "read", version = "1.0")]
 fn lookup(incident_id: String) -> usize {
     incident_id.len()
 }

@@ -3,7 +3,7 @@
 //! One tool, four ways:
 //!
 //! - keel `#[tool]`s over the same 5-field [`fixture::SearchArgs`] and the same handler body
-//!   ([`fixture::search`]): inline (`blocking = false`), on the blocking pool (the default for a plain fn), async,
+//!   ([`fixture::search`]): inline (the default for a plain fn), on the blocking pool (`blocking = true`), async,
 //!   and a `write` twin for the approval path;
 //! - the floor ([`floor::dispatch`]): a hand-written `match name { .. }`, `serde_json` deserialization, the
 //!   handler and serialization, with no validation;
@@ -109,14 +109,14 @@ pub mod keel {
 
     use crate::fixture::{Incident, SearchArgs, search};
 
-    /// Search incidents (inline: `blocking = false`, the apples-to-apples contender against the floor).
-    #[tool(effect = "read", version = "1.0", blocking = false)]
+    /// Search incidents (inline, the default for a plain fn: the apples-to-apples contender against the floor).
+    #[tool(effect = "read", version = "1.0")]
     pub fn search_incidents(args: SearchArgs) -> Result<Incident, ToolError> {
         Ok(search(args))
     }
 
-    /// Search incidents (a plain fn with the default `blocking = true`: runs on Tokio's blocking pool).
-    #[tool(effect = "read", version = "1.0")]
+    /// Search incidents (a plain fn marked `blocking = true`: runs on Tokio's blocking pool).
+    #[tool(effect = "read", version = "1.0", blocking = true)]
     pub fn search_incidents_blocking(args: SearchArgs) -> Result<Incident, ToolError> {
         Ok(search(args))
     }
@@ -128,7 +128,7 @@ pub mod keel {
     }
 
     /// File an incident (a `write` tool: without an approval the call stops at `approval_required`).
-    #[tool(effect = "write", version = "1.0", blocking = false)]
+    #[tool(effect = "write", version = "1.0")]
     pub fn file_incident(args: SearchArgs) -> Result<Incident, ToolError> {
         Ok(search(args))
     }

@@ -107,25 +107,25 @@ fn tiny_wav() -> Vec<u8> {
 // ---- The conformance suite's tools ----
 
 /// Returns a simple text response.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn test_simple_text() -> Content {
     Content::text("This is a simple text response for testing.")
 }
 
 /// Returns a 1x1 red PNG image.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn test_image_content() -> Content {
     Content::image(RED_PIXEL_PNG, "image/png")
 }
 
 /// Returns a short silent WAV clip.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn test_audio_content() -> Content {
     Content::from(ContentBlock::audio_bytes(&tiny_wav(), "audio/wav"))
 }
 
 /// Returns an embedded text resource.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn test_embedded_resource() -> Content {
     Content::resource(EmbeddedResource::text(
         "test://embedded-resource",
@@ -135,7 +135,7 @@ fn test_embedded_resource() -> Content {
 }
 
 /// Returns text, an image and an embedded resource in one result.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn test_multiple_content_types() -> Content {
     Content::text("Multiple content types test:").with(ContentBlock::image(RED_PIXEL_PNG, "image/png")).with(
         ContentBlock::resource(EmbeddedResource::text(
@@ -158,7 +158,7 @@ async fn test_tool_with_logging(ctx: CallContext) -> Content {
 }
 
 /// Always fails with a business error.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn test_error_handling() -> Result<Content, ToolError> {
     Err(tool_core::tool_error!("intentional_error", "This tool intentionally returns an error for testing"))
 }
@@ -284,7 +284,7 @@ struct Json2020Args {
 }
 
 /// Tool with JSON Schema 2020-12 features
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn json_schema_2020_12_tool(args: Json2020Args) -> Content {
     let city = args.address.and_then(|a| a.city).unwrap_or_else(|| "nowhere".to_owned());
     Content::text(format!("{} lives in {city}", args.name.unwrap_or_else(|| "someone".to_owned())))
@@ -438,7 +438,7 @@ async fn test_streaming_elicitation(ctx: CallContext) -> Result<Content, ToolErr
 }
 
 /// Echoes `value`, which MCP clients also send as the `Mcp-Param-Value` header (the server checks they agree).
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn test_custom_header(#[arg(description = "Any text", header = "Value")] value: String) -> String {
     value
 }
@@ -446,7 +446,7 @@ fn test_custom_header(#[arg(description = "Any text", header = "Value")] value: 
 // ---- Tasks: a call that a client supporting tasks gets as a task, to poll ----
 
 /// Greets someone (always answered in the call).
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn greet(#[arg(description = "Who to greet")] name: Option<String>) -> Content {
     Content::text(format!("Hello, {}!", name.as_deref().unwrap_or("friend")))
 }
@@ -523,7 +523,7 @@ struct Sum {
 }
 
 /// Adds two integers (a structured result).
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn add_numbers(
     #[arg(description = "The first term")] a: i64,
     #[arg(description = "The second term")] b: i64,
@@ -534,7 +534,7 @@ fn add_numbers(
 }
 
 /// Echoes a message (a plain string result).
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn echo_text(#[arg(description = "What to echo")] message: String) -> String {
     message
 }
@@ -549,7 +549,7 @@ struct Note {
 }
 
 /// Looks up a note by id; only `n1` exists (a business error otherwise).
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn lookup_note(#[arg(description = "The note id, e.g. n1")] id: String) -> Result<Note, ToolError> {
     if id == "n1" {
         Ok(Note { id, text: "remember the milk".to_owned() })
@@ -559,13 +559,13 @@ fn lookup_note(#[arg(description = "The note id, e.g. n1")] id: String) -> Resul
 }
 
 /// Deletes a note (destructive: needs an approval bound to its arguments).
-#[tool(effect = "destructive", version = "1.0", blocking = false)]
+#[tool(effect = "destructive", version = "1.0")]
 fn delete_note(#[arg(description = "The note id")] id: String) -> Note {
     Note { id, text: String::new() }
 }
 
 /// Fails with an internal error whose text must never reach the client.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn fail_internally() -> Result<Note, ToolError> {
     Err(ToolError::internal(std::io::Error::other(
         "connection to postgres://keel:hunter2@db.internal:5432 failed (src/store.rs:42)",

@@ -28,7 +28,7 @@ pub struct ServiceStatus {
 }
 
 /// Report a service's current status and the team that owns it.
-#[tool(effect = "read", version = "1.0", tags = ["status"], blocking = false)]
+#[tool(effect = "read", version = "1.0", tags = ["status"])]
 pub fn get_service_status(args: StatusArgs) -> Result<ServiceStatus, ToolError> {
     let (status, owner) = match args.service_name.as_str() {
         "auth-api" => ("degraded", "identity-team"),
@@ -67,7 +67,7 @@ pub struct IncidentHits {
 }
 
 /// Search recent incidents of one service, newest first.
-#[tool(effect = "read", version = "1.0", tags = ["incident"], blocking = false)]
+#[tool(effect = "read", version = "1.0", tags = ["incident"])]
 pub fn search_incidents(args: SearchArgs) -> IncidentHits {
     let all = [
         ("INC-104", "payments", "card authorisations time out"),

@@ -47,7 +47,7 @@ struct BlobArgs {
 }
 
 /// Stores any JSON value; answers how deep it was.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn store_blob(args: BlobArgs) -> u64 {
     let mut depth = 0;
     let mut v = &args.blob;

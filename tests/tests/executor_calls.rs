@@ -91,8 +91,8 @@ async fn hang() -> String {
     "never".into()
 }
 
-/// Blocks its thread longer than its timeout.
-#[tool(effect = "read", version = "1.0", timeout_ms = 50)]
+/// Blocks its blocking-pool thread longer than its timeout.
+#[tool(effect = "read", version = "1.0", timeout_ms = 50, blocking = true)]
 fn block_thread() -> String {
     std::thread::sleep(Duration::from_millis(400));
     "late".into()
@@ -496,7 +496,7 @@ async fn an_executor_without_a_tools_state_does_not_build() {
 async fn an_extractor_that_fails_ends_the_call_before_the_handler() {
     // A context built by hand without the state: the extractor's failure is internal and nothing ran.
     let def = registry().get("needs_missing_state").unwrap().clone();
-    let tool_core::Handler::Blocking(f) = def.handler().clone() else { panic!("a plain fn runs on the blocking pool") };
+    let tool_core::Handler::Inline(f) = def.handler().clone() else { panic!("a plain fn runs inline by default") };
     let err = f(json!({}), CallContext::new("c1", "needs_missing_state")).unwrap_err();
     assert_eq!(err.code(), "tool_internal_error");
     // Through an executor, an extractor's business error keeps its code and says executed: false.

@@ -45,7 +45,7 @@ fn start_count(id: &str) -> usize {
 }
 
 /// Panics on the blocking pool, with text that must stay in the logs.
-#[tool(effect = "read", version = "1.0")]
+#[tool(effect = "read", version = "1.0", blocking = true)]
 fn panics_blocking(ctx: CallContext) -> String {
     started(&ctx);
     panic!("secret in /home/alice/src/db.rs:42: index out of bounds in core::slice");
@@ -58,8 +58,8 @@ async fn panics_async(ctx: CallContext) -> String {
     panic!("async secret at /etc/keel/config.toml");
 }
 
-/// Panics inline (a plain fn marked `blocking = false`).
-#[tool(effect = "read", version = "1.0", blocking = false)]
+/// Panics inline (a plain fn, which runs inline by default).
+#[tool(effect = "read", version = "1.0")]
 fn panics_inline(ctx: CallContext) -> String {
     started(&ctx);
     let v: Vec<u8> = Vec::new();
@@ -89,7 +89,7 @@ async fn hangs_forever(ctx: CallContext) -> String {
 }
 
 /// Blocks its blocking-pool thread far past its timeout.
-#[tool(effect = "read", version = "1.0", timeout_ms = 100)]
+#[tool(effect = "read", version = "1.0", timeout_ms = 100, blocking = true)]
 fn blocks_pool_thread(ctx: CallContext) -> String {
     started(&ctx);
     std::thread::sleep(BLOCK);
@@ -124,8 +124,8 @@ async fn huge_string(ctx: CallContext) -> String {
     "x".repeat(100 * 1024 * 1024)
 }
 
-/// Returns 100 MB as a million strings of 100 bytes.
-#[tool(effect = "read", version = "1.0")]
+/// Returns 100 MB as a million strings of 100 bytes (CPU-heavy: on the blocking pool).
+#[tool(effect = "read", version = "1.0", blocking = true)]
 fn huge_array(ctx: CallContext) -> Vec<String> {
     started(&ctx);
     vec!["y".repeat(100); 1_000_000]
@@ -149,7 +149,7 @@ async fn quick_async(n: u32) -> u32 {
 }
 
 /// A quick call on the blocking pool.
-#[tool(effect = "read", version = "1.0")]
+#[tool(effect = "read", version = "1.0", blocking = true)]
 fn quick_blocking(n: u32) -> u32 {
     n + 1
 }
@@ -385,15 +385,15 @@ fn stuck_blocking_handlers_do_not_starve_other_blocking_tools() {
     });
 }
 
-/// Records its starts (a stand-in for a side effect).
-#[tool(effect = "read", version = "1.0", timeout_ms = 100)]
+/// Records its starts (a stand-in for a side effect), on the blocking pool.
+#[tool(effect = "read", version = "1.0", timeout_ms = 100, blocking = true)]
 fn counts_starts(ctx: CallContext) -> u32 {
     started(&ctx);
     1
 }
 
 /// Holds a blocking-pool thread for 600 ms.
-#[tool(effect = "read", version = "1.0", timeout_ms = 100)]
+#[tool(effect = "read", version = "1.0", timeout_ms = 100, blocking = true)]
 fn holds_a_thread() -> u32 {
     std::thread::sleep(Duration::from_millis(600));
     1
@@ -488,8 +488,8 @@ fn an_async_handler_blocking_past_its_timeout_ends_in_timeout() {
     });
 }
 
-/// An inline handler (`blocking = false`) that overruns its timeout.
-#[tool(effect = "read", version = "1.0", timeout_ms = 50, blocking = false)]
+/// An inline handler (a plain fn without `blocking = true`) that overruns its timeout.
+#[tool(effect = "read", version = "1.0", timeout_ms = 50)]
 fn overruns_inline(ctx: CallContext) -> String {
     started(&ctx);
     std::thread::sleep(Duration::from_millis(200));

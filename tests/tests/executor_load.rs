@@ -56,19 +56,19 @@ async fn load_async(i: u64, ctx: CallContext) -> u64 {
 }
 
 /// An inline handler.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn load_inline(i: u64, ctx: CallContext) -> u64 {
     ran(&ctx, i)
 }
 
 /// A handler on the blocking pool.
-#[tool(effect = "read", version = "1.0")]
+#[tool(effect = "read", version = "1.0", blocking = true)]
 fn load_blocking(i: u64, ctx: CallContext) -> u64 {
     ran(&ctx, i)
 }
 
 /// A write tool (needs an approval for its exact arguments).
-#[tool(effect = "write", version = "1.0", blocking = false)]
+#[tool(effect = "write", version = "1.0")]
 fn load_write(i: u64, ctx: CallContext) -> u64 {
     ran(&ctx, i)
 }

@@ -38,7 +38,7 @@ async fn eventually(counter: &AtomicUsize, n: usize) -> bool {
 static BLOCKING_WRITES: AtomicUsize = AtomicUsize::new(0);
 
 /// Writes once, after a slow step, on a blocking thread.
-#[tool(effect = "write", version = "1.0", timeout_ms = 50)]
+#[tool(effect = "write", version = "1.0", timeout_ms = 50, blocking = true)]
 fn slow_blocking_write() -> String {
     std::thread::sleep(Duration::from_millis(300));
     BLOCKING_WRITES.fetch_add(1, Ordering::SeqCst);
@@ -126,15 +126,15 @@ static QUEUED_WRITES: AtomicUsize = AtomicUsize::new(0);
 static HOLDING: AtomicUsize = AtomicUsize::new(0);
 
 /// Holds the only blocking thread.
-#[tool(effect = "read", version = "1.0", timeout_ms = 5000)]
+#[tool(effect = "read", version = "1.0", timeout_ms = 5000, blocking = true)]
 fn hold_the_blocking_thread() -> String {
     HOLDING.fetch_add(1, Ordering::SeqCst);
     std::thread::sleep(Duration::from_millis(400));
     "held".into()
 }
 
-/// Writes at once, when it gets a thread.
-#[tool(effect = "write", version = "1.0", timeout_ms = 50)]
+/// Writes at once, when it gets a blocking thread.
+#[tool(effect = "write", version = "1.0", timeout_ms = 50, blocking = true)]
 fn queued_write() -> String {
     QUEUED_WRITES.fetch_add(1, Ordering::SeqCst);
     "written".into()
@@ -169,8 +169,8 @@ fn a_blocking_handler_still_queued_at_its_deadline_never_runs_and_says_so() {
 
 static INLINE_RUNS: AtomicUsize = AtomicUsize::new(0);
 
-/// Runs on the caller's thread, well past its deadline.
-#[tool(effect = "write", version = "1.0", timeout_ms = 20, blocking = false)]
+/// Runs on the caller's thread (inline, the default for a plain fn), well past its deadline.
+#[tool(effect = "write", version = "1.0", timeout_ms = 20)]
 fn inline_overrun() -> String {
     std::thread::sleep(Duration::from_millis(200));
     INLINE_RUNS.fetch_add(1, Ordering::SeqCst);

@@ -64,13 +64,13 @@ const MIB: usize = 1024 * 1024;
 const GIB: usize = 1024 * MIB;
 
 /// Echoes its items.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn echo_items(items: Vec<Value>) -> usize {
     items.len()
 }
 
 /// Returns `count` strings of 1 KiB.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn kibibytes(count: usize) -> Vec<String> {
     vec!["x".repeat(1024); count]
 }

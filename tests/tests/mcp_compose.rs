@@ -26,7 +26,7 @@ use tool_mcp::rmcp::service::{
 use tool_mcp::rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler};
 
 /// Adds two integers.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn cmp_add(a: i64, b: i64) -> i64 {
     a + b
 }

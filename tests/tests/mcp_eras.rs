@@ -75,7 +75,7 @@ async fn era_confirm(ctx: CallContext) -> Result<Content, ToolError> {
 }
 
 /// Mirrors `region` into the `Mcp-Param-Region` header.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn era_region(#[arg(header = "Region")] region: String) -> String {
     region
 }

@@ -49,37 +49,37 @@ struct Sum {
 }
 
 /// Echoes a message.
-#[tool(effect = "read", version = "2.0", blocking = false)]
+#[tool(effect = "read", version = "2.0")]
 fn fw_echo(message: String) -> String {
     format!("remote: {message}")
 }
 
 /// Adds two integers.
-#[tool(effect = "read", version = "2.0", blocking = false)]
+#[tool(effect = "read", version = "2.0")]
 fn fw_add(a: i64, b: i64) -> Sum {
     Sum { sum: a + b }
 }
 
 /// Looks up a record; none exists.
-#[tool(effect = "read", version = "2.0", blocking = false)]
+#[tool(effect = "read", version = "2.0")]
 fn fw_lookup(id: String) -> Result<Sum, ToolError> {
     Err(tool_core::tool_error!("not_found", "no record {id:?}").with_details(json!({"id": id})))
 }
 
 /// Deletes a record.
-#[tool(effect = "destructive", version = "2.0", blocking = false)]
+#[tool(effect = "destructive", version = "2.0")]
 fn fw_delete(id: String) -> Sum {
     Sum { sum: id.len() as i64 }
 }
 
 /// Returns an image.
-#[tool(effect = "read", version = "2.0", blocking = false)]
+#[tool(effect = "read", version = "2.0")]
 fn fw_image() -> Content {
     Content::text("a pixel").with(ContentBlock::image_bytes(&[0xff, 0, 0], "image/png"))
 }
 
 /// Fails internally.
-#[tool(effect = "read", version = "2.0", blocking = false)]
+#[tool(effect = "read", version = "2.0")]
 fn fw_internal() -> Result<Sum, ToolError> {
     Err(ToolError::internal(std::io::Error::other("password=swordfish at /var/lib/remote")))
 }
@@ -89,13 +89,13 @@ const REMOTE_TOOLS: &[&str] = &["fw_echo", "fw_add", "fw_lookup", "fw_delete", "
 // ---- Local tools whose names collide with remote ones ----
 
 /// The local echo.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn echo(message: String) -> String {
     format!("local: {message}")
 }
 
 /// The local add.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn add_numbers(a: i64, b: i64) -> i64 {
     a - b
 }

@@ -132,13 +132,13 @@ async fn hl_async(client: u32, seq: u64) -> Key {
 }
 
 /// Echoes its key (inline).
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn hl_inline(client: u32, seq: u64) -> Key {
     ran(client, seq)
 }
 
 /// Echoes its key (blocking pool).
-#[tool(effect = "read", version = "1.0")]
+#[tool(effect = "read", version = "1.0", blocking = true)]
 fn hl_blocking(client: u32, seq: u64) -> Key {
     ran(client, seq)
 }
@@ -151,7 +151,7 @@ async fn hl_slow(client: u32, seq: u64) -> Key {
 }
 
 /// Always refuses, with its own code and the key in the details.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn hl_refuse(client: u32, seq: u64) -> Result<Key, ToolError> {
     ran(client, seq);
     Err(tool_core::tool_error!("not_found", "no record {client}/{seq}")
@@ -159,7 +159,7 @@ fn hl_refuse(client: u32, seq: u64) -> Result<Key, ToolError> {
 }
 
 /// Echoes its key (a write: runs only with an approval of its exact arguments).
-#[tool(effect = "write", version = "1.0", blocking = false)]
+#[tool(effect = "write", version = "1.0")]
 fn hl_write(client: u32, seq: u64) -> Key {
     ran(client, seq)
 }

@@ -27,7 +27,7 @@ struct Sum {
 }
 
 /// Adds two numbers.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn fl_add(a: i64, b: i64) -> Sum {
     Sum { sum: a + b }
 }

@@ -35,25 +35,25 @@ struct Sum {
 }
 
 /// Adds two integers.
-#[tool(effect = "read", version = "1.2", blocking = false)]
+#[tool(effect = "read", version = "1.2")]
 fn srv_add(a: i64, b: i64) -> Sum {
     Sum { sum: a + b }
 }
 
 /// Echoes a string.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn srv_echo(message: String) -> String {
     message
 }
 
 /// Looks up a record; only `r1` exists.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn srv_lookup(id: String) -> Result<Sum, ToolError> {
     if id == "r1" { Ok(Sum { sum: 1 }) } else { Err(tool_core::tool_error!("not_found", "no record {id:?}")) }
 }
 
 /// Deletes a record (destructive).
-#[tool(effect = "destructive", version = "1.0", blocking = false)]
+#[tool(effect = "destructive", version = "1.0")]
 fn srv_delete(id: String, count: u32) -> Sum {
     if id == "x" {
         DELETES.fetch_add(1, Ordering::SeqCst);
@@ -62,19 +62,19 @@ fn srv_delete(id: String, count: u32) -> Sum {
 }
 
 /// Fails internally.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn srv_fail() -> Result<Sum, ToolError> {
     Err(ToolError::internal(std::io::Error::other("secret-token-42 in /srv/keel/config.toml")))
 }
 
 /// Panics.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn srv_panic() -> Sum {
     panic!("panic text with /home/keel/secret")
 }
 
 /// Returns mixed MCP content.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn srv_chart() -> Content {
     Content::text("chart:")
         .with(ContentBlock::image_bytes(&[1, 2, 3], "image/png"))

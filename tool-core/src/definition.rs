@@ -123,9 +123,10 @@ impl IntoDynHandler for Arc<dyn DynHandler> {
 pub enum Handler {
     /// An `async fn`: polled on the caller's task.
     Async(fn(Value, CallContext) -> BoxFuture<Result<Value, ToolError>>),
-    /// A plain `fn`: run on the blocking pool so it never stalls the runtime.
+    /// A plain `fn` marked `blocking = true`: run on Tokio's blocking pool, so a handler that blocks never stalls
+    /// a runtime worker.
     Blocking(fn(Value, CallContext) -> Result<Value, ToolError>),
-    /// A plain `fn` marked `blocking = false`: cheap enough to run inline.
+    /// A plain `fn` (the default): called directly on the caller's thread.
     Inline(fn(Value, CallContext) -> Result<Value, ToolError>),
     /// A handler object built at run time.
     Dynamic(Arc<dyn DynHandler>),

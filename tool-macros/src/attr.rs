@@ -70,7 +70,7 @@ fn value_example(key: &str) -> &'static str {
         "idempotent" => "idempotent = true",
         "timeout_ms" => "timeout_ms = 5000",
         "tags" => "tags = [\"incident\"]",
-        "blocking" => "blocking = false",
+        "blocking" => "blocking = true",
         "task" => "task = \"optional\"",
         "task_start" => "task_start = \"handler\"",
         "crate" => "crate = \"keel\"",

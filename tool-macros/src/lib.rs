@@ -63,7 +63,7 @@ use quote::quote;
 /// | `idempotent = bool` | no | default: `true` for `read`, `false` otherwise |
 /// | `timeout_ms = N` | no | the tool's own timeout in milliseconds (default: the executor's) |
 /// | `tags = ["..."]` | no | for choosing views (`registry.view().tag("incident")`) |
-/// | `blocking = false` | no | plain fns only: run inline instead of on the blocking pool (for cheap work) |
+/// | `blocking = true` | no | plain fns only: run on Tokio's blocking pool instead of inline (default: `false`, inline); see below |
 /// | `crate = "path"` | no | the path of tool-core when `Cargo.toml` does not name it (e.g. re-exported) |
 ///
 /// # Parameters
@@ -120,6 +120,30 @@ use quote::quote;
 /// - your own type with `impl From<YourError> for ToolError`.
 ///
 /// A panic in the handler is caught and becomes an internal error too.
+///
+/// # Plain fns run inline; `blocking = true` for handlers that block
+///
+/// An `async fn` is polled on the caller's task. A plain `fn` is called directly on the caller's thread (a runtime
+/// worker): the cheapest path, for handlers that compute a little and return. A handler that may block (file or
+/// network I/O through `std`, `std::thread::sleep`, a synchronous database driver, CPU-heavy work) would hold that
+/// worker for as long as it runs, so mark it `blocking = true`: it then runs on Tokio's blocking pool, which costs a
+/// thread hand-off each way (tens of microseconds per call, 12 to 30 times a whole inline call).
+///
+/// ```
+/// use tool_core::tool;
+///
+/// /// Read a runbook from disk.
+/// #[tool(effect = "read", version = "1.0", blocking = true)]
+/// fn read_runbook(service: String) -> Result<String, std::io::Error> {
+///     std::fs::read_to_string(format!("runbooks/{service}.md"))
+/// }
+/// # fn main() {}
+/// ```
+///
+/// Either way a panic is caught and a timeout is honoured: an inline handler cannot be interrupted, so one that
+/// runs past its timeout and the grace period is answered `timeout` with its result withheld
+/// (`details.handler = "finished"`); a blocking-pool handler still running after the grace period is answered
+/// `timeout` without waiting for it (`"running"`), and one still queued for a thread never starts (`"not_started"`).
 ///
 /// # Compile errors
 ///

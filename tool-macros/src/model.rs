@@ -42,6 +42,7 @@ pub struct Tool {
     pub timeout_ms: Option<u64>,
     pub tags: Vec<String>,
     pub is_async: bool,
+    /// A plain fn run on the blocking pool (`blocking = true`); without the key it runs inline.
     pub blocking: bool,
     pub task: Option<crate::attr::Task>,
     pub task_start_handler: bool,
@@ -338,7 +339,7 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
         timeout_ms: attr.timeout_ms.as_ref().map(|t| t.value),
         tags: attr.tags.as_ref().map(|t| t.value.clone()).unwrap_or_default(),
         is_async: sig.asyncness.is_some(),
-        blocking: attr.blocking.as_ref().map(|b| b.value).unwrap_or(true),
+        blocking: attr.blocking.as_ref().is_some_and(|b| b.value),
         task: attr.task.as_ref().map(|t| t.value),
         task_start_handler: attr.task_start_handler.as_ref().is_some_and(|t| t.value),
         params,

@@ -47,7 +47,7 @@
 //! keel serves the tools part of a server: [`McpServerBuilder::handler`] takes a plain rmcp [`ServerHandler`] for
 //! prompts, resources, completion and the rest.
 //!
-//! An `async` tool can still reach the client session itself through [`current_request`].
+//! An `async` tool (or an inline plain `fn`) can still reach the client session itself through [`current_request`].
 //!
 //! The view can change while clients are connected: [`McpServer::update`] swaps the executor and, when the
 //! `tools/list` entries differ, sends `notifications/tools/list_changed` to every session (the server advertises
@@ -652,8 +652,8 @@ fn mcp_level(level: LogLevel) -> LoggingLevel {
 
 /// The MCP request a tool is serving: the client session's peer, the request id and `_meta`.
 ///
-/// Available to `async` tools (which run on the request's task) through [`current_request`]; not to plain `fn`
-/// tools, which run on the blocking pool.
+/// Available through [`current_request`] to a tool that runs on the request's task: an `async` tool, or a plain
+/// `fn` (inline by default); not to a `blocking = true` tool, which runs on a blocking-pool thread.
 #[derive(Clone, Debug)]
 pub struct McpRequest {
     /// The client session: send it requests (sampling, elicitation) and notifications.

@@ -116,7 +116,7 @@ pub struct ListArgs {
 }
 
 /// List incidents.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn list_incidents(args: ListArgs, ctx: CallContext) -> Vec<String> {
     invoked(&ctx, None);
     (0..args.limit.min(3)).map(|i| format!("{}{i}", args.cursor.len())).collect()
@@ -168,7 +168,7 @@ fn convert_length(
 }
 
 /// Answer pong.
-#[tool(effect = "read", version = "1.0", blocking = false)]
+#[tool(effect = "read", version = "1.0")]
 fn ping(ctx: CallContext) -> String {
     invoked(&ctx, None);
     "pong".into()
