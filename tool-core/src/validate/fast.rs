@@ -1,19 +1,18 @@
-//! A validator specialised, when a schema is compiled, for the subset of JSON Schema that schemars emits for plain
-//! Rust types: closed objects with `properties`, `required` and `additionalProperties`, primitive `type`s, `enum`
-//! and `const`, numeric bounds, string and array lengths, `items`, `anyOf`/`oneOf`, and `$ref`s into the
-//! document's `$defs`.
+//! A form of a schema compiled for the subset of JSON Schema that schemars emits for plain Rust types: closed
+//! objects with `properties`, `required` and `additionalProperties`, primitive `type`s, `enum` and `const`, numeric
+//! bounds, string and array lengths, `items`, `anyOf`/`oneOf`, and `$ref`s into the document's `$defs`. It explains
+//! why an instance is invalid without jsonschema's error collection, which builds an error object per failed
+//! keyword and per alternative; jsonschema still gives every verdict (its `is_valid` is the cheaper walk).
 //!
 //! [`Fast::compile`] answers `None` for any schema outside the subset (a `pattern`, a known `format`, `allOf`,
 //! `if`/`then`/`else`, an `$id`, a `$ref` elsewhere, any keyword it does not know), and [`CompiledSchema`] then
-//! uses jsonschema alone. Inside the subset it gives the same verdict as jsonschema and the same violations,
-//! built from the same texts (`tests::agrees_with_jsonschema` checks both on generated schemas and instances):
+//! explains with jsonschema alone. Inside the subset its verdicts are jsonschema's and its violations are the same,
+//! built from the same texts (`tests::agrees_with_jsonschema` checks both on generated schemas and instances).
+//! Through an `anyOf`/`oneOf` that fails, [`Fast::explain`] answers [`Fallback`] and the caller asks jsonschema,
+//! whose explanation of alternatives is richer.
 //!
-//! - [`Fast::is_valid`] walks the instance once, without allocating;
-//! - [`Fast::explain`] reports the violations without a second validator pass; through an `anyOf`/`oneOf` that
-//!   fails it answers [`Fallback`], and the caller asks jsonschema, whose explanation of alternatives is richer.
-//!
-//! Both recurse along the instance and give up ([`Fallback`]) past [`MAX_DEPTH`] levels, so a value that was not
-//! held to [`Limits`](super::Limits) first cannot overflow the stack here.
+//! The walk recurses along the instance and gives up ([`Fallback`]) past [`MAX_DEPTH`] levels, so a value that was
+//! not held to [`Limits`](super::Limits) first cannot overflow the stack here.
 //!
 //! [`CompiledSchema`]: super::CompiledSchema
 
@@ -136,6 +135,8 @@ enum Additional {
 struct Node {
     /// The `false` schema: nothing is valid.
     nothing: bool,
+    /// Whether anything beyond `type` is to be checked (most leaves of a plain struct: no).
+    more: bool,
     /// Allowed types (0: no `type` keyword) and the expectation text of a mismatch.
     types: u8,
     type_text: Box<str>,
@@ -167,6 +168,7 @@ impl Node {
     fn empty() -> Node {
         Node {
             nothing: false,
+            more: false,
             types: 0,
             type_text: Box::from(""),
             constant: None,
@@ -183,6 +185,15 @@ impl Node {
             any_of: Vec::new(),
             one_of: Vec::new(),
             reference: None,
+        }
+    }
+
+    /// The position of `name` in `properties`, trying `hint` first (members usually come in schema order).
+    #[inline]
+    fn property_after(&self, name: &str, hint: usize) -> Option<usize> {
+        match self.properties.get(hint) {
+            Some((n, _, _)) if n == name => Some(hint),
+            _ => self.property(name),
         }
     }
 
@@ -219,7 +230,9 @@ impl Fast {
         Some(Fast { nodes: compiler.nodes })
     }
 
-    /// Whether `instance` is valid.
+    /// Whether `instance` is valid (the verdict `tests` compare with jsonschema's; inside [`Fast::explain`], the
+    /// same walk decides the unions).
+    #[cfg(test)]
     pub(super) fn is_valid(&self, instance: &Value) -> Result<bool, Fallback> {
         self.valid(0, instance, 0)
     }
@@ -241,6 +254,9 @@ impl Fast {
         }
         if node.types != 0 && !has_type(node.types, v) {
             return Ok(false);
+        }
+        if !node.more {
+            return Ok(true);
         }
         if let Some((c, _)) = &node.constant
             && !json_equal(c, v)
@@ -268,11 +284,13 @@ impl Fast {
             Value::Object(object) => {
                 // Required properties are counted while the members are walked: no lookup by hash.
                 let mut required = 0;
+                let mut hint = 0;
                 for (name, value) in object {
-                    let schema = match node.property(name) {
+                    let schema = match node.property_after(name, hint) {
                         Some(i) => {
                             let (_, id, is_required) = &node.properties[i];
                             required += usize::from(*is_required);
+                            hint = i + 1;
                             *id
                         }
                         None => match node.additional {
@@ -594,6 +612,17 @@ impl Compiler<'_> {
         }
         node.bounds = bounds.into_iter().flatten().collect();
         node.sizes = sizes.into_iter().flatten().collect();
+        node.more = node.constant.is_some()
+            || node.one_of_values.is_some()
+            || !node.bounds.is_empty()
+            || !node.sizes.is_empty()
+            || !node.required.is_empty()
+            || !node.properties.is_empty()
+            || !matches!(node.additional, Additional::Any)
+            || node.items.is_some()
+            || !node.any_of.is_empty()
+            || !node.one_of.is_empty()
+            || node.reference.is_some();
         Some(node)
     }
 
@@ -728,6 +757,7 @@ fn int_float_cmp(i: i128, f: f64) -> Ordering {
 /// JSON equality as JSON Schema defines it: numbers by value (`1` equals `1.0`), objects regardless of key order.
 fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
+        (Value::String(x), Value::String(y)) => x == y,
         (Value::Number(x), Value::Number(y)) => number_cmp(x, y) == Ordering::Equal,
         (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q)),
         (Value::Object(x), Value::Object(y)) => {
