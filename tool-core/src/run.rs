@@ -39,7 +39,7 @@ pub struct RunState {
     steps: u32,
     failures: HashMap<String, u32>,
     retries: HashMap<String, u32>,
-    call_ids: HashSet<String>,
+    call_ids: CallIds,
 }
 
 impl RunState {
@@ -56,6 +56,51 @@ impl RunState {
     /// (`invalid_arguments`). Each is also one of [`RunState::failures`].
     pub fn retries(&self, tool: &str) -> u32 {
         self.retries.get(tool).copied().unwrap_or(0)
+    }
+}
+
+/// The call ids a run has seen, for its duplicate check.
+///
+/// Call ids are chosen by the model, so a large set must not be open to collision flooding: past [`CallIds::FEW`]
+/// ids it is a `HashSet` with std's keyed SipHash. Below that, which covers most runs (a run's ids are bounded by the
+/// calls it processes), it is a list searched linearly: a few length checks and short comparisons cost less than
+/// hashing one id, and no hash table is allocated.
+#[derive(Clone, Default)]
+struct CallIds {
+    few: Vec<String>,
+    many: HashSet<String>,
+}
+
+impl CallIds {
+    /// The most ids kept in the list before they move into the set.
+    const FEW: usize = 8;
+
+    fn contains(&self, id: &str) -> bool {
+        if self.many.is_empty() { self.few.iter().any(|k| k == id) } else { self.many.contains(id) }
+    }
+
+    /// Adds `id`; false if it was there already.
+    fn insert(&mut self, id: &str) -> bool {
+        if self.many.is_empty() {
+            if self.few.iter().any(|k| k == id) {
+                return false;
+            }
+            if self.few.len() < Self::FEW {
+                self.few.push(id.to_owned());
+                return true;
+            }
+            self.many.extend(self.few.drain(..));
+        }
+        if self.many.contains(id) {
+            return false;
+        }
+        self.many.insert(id.to_owned())
+    }
+}
+
+impl fmt::Debug for CallIds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.few.iter().chain(&self.many)).finish()
     }
 }
 
@@ -330,12 +375,23 @@ impl Run {
             decision: Decision::Continue,
             not_executed: Vec::new(),
         };
-        let mut calls: VecDeque<ToolCall> = calls.into();
         if let Some(terminal) = self.terminal {
             batch.decision = terminal;
             batch.not_executed = calls.iter().map(not_executed).collect();
             return batch;
         }
+        if self.concurrency.max_calls == 1 {
+            // Every call runs alone, in its place: no grouping needed.
+            let mut calls = calls.into_iter();
+            while let Some(call) = calls.next() {
+                if let Some(stop) = self.run_one(call, &mut batch).await {
+                    self.stop_batch(stop, calls.as_slice(), &mut batch);
+                    break;
+                }
+            }
+            return batch;
+        }
+        let mut calls: VecDeque<ToolCall> = calls.into();
         while let Some(group) = self.next_group(&mut calls) {
             let stop = if group.len() == 1 {
                 let call = group.into_iter().next().expect("one call");
@@ -343,14 +399,26 @@ impl Run {
             } else {
                 self.run_concurrently(group, &mut batch).await
             };
-            if let Some((decision, reason)) = stop {
-                batch.not_executed.extend(calls.iter().map(not_executed));
-                batch.decision = decision;
-                self.end(decision, reason, batch.not_executed.clone());
-                return batch;
+            if let Some(stop) = stop {
+                let (rest, more) = calls.as_slices();
+                batch.not_executed.extend(rest.iter().map(not_executed));
+                self.stop_batch(stop, more, &mut batch);
+                break;
             }
         }
         batch
+    }
+
+    /// Ends the run after a terminal decision in a batch: `rest` (the calls never started) are not executed.
+    fn stop_batch(
+        &mut self,
+        (decision, reason): (Decision, &'static str),
+        rest: &[ToolCall],
+        batch: &mut BatchOutcome,
+    ) {
+        batch.not_executed.extend(rest.iter().map(not_executed));
+        batch.decision = decision;
+        self.end(decision, reason, batch.not_executed.clone());
     }
 
     /// Resolves a call of this run that waited for an approval ([`PendingCall`]; see [`Executor::resume`]), as a
@@ -371,7 +439,7 @@ impl Run {
         }
         self.emit(EventKind::ToolRequested { call_id: pending.call_id.clone(), tool_name: pending.tool_name.clone() });
         // The id may be known already: the `approval_required` answer of this very call.
-        self.state.call_ids.insert(pending.call_id.clone());
+        self.state.call_ids.insert(&pending.call_id);
         let result = self.executor.resume(pending, resolution, &self.options).await;
         let decision = self.observe(&result, None);
         batch.results.push(result);
@@ -407,9 +475,10 @@ impl Run {
 
     /// Runs one call in its place: requested, refused as a repeated id or executed, observed, decided.
     async fn run_one(&mut self, call: ToolCall, batch: &mut BatchOutcome) -> Option<(Decision, &'static str)> {
-        let (call_id, tool_name) = (call.id().to_owned(), call.name().to_owned());
-        self.emit(EventKind::ToolRequested { call_id: call_id.clone(), tool_name: tool_name.clone() });
-        if !self.state.call_ids.insert(call_id.clone()) {
+        let new_id = self.state.call_ids.insert(call.id());
+        self.emit(EventKind::ToolRequested { call_id: call.id().to_owned(), tool_name: call.name().to_owned() });
+        if !new_id {
+            let (call_id, tool_name) = (call.id().to_owned(), call.name().to_owned());
             self.emit(EventKind::ToolRejected { call_id, tool_name, code: "duplicate_call_id".into() });
             return Some((Decision::Error, "duplicate_call_id"));
         }
@@ -474,7 +543,7 @@ impl Run {
                 }
                 let Some(result) = done[next].take() else { break };
                 self.emit(EventKind::ToolRequested { call_id: ids[next].clone(), tool_name: names[next].clone() });
-                self.state.call_ids.insert(ids[next].clone());
+                self.state.call_ids.insert(&ids[next]);
                 let decision = self.observe(&result, stopped);
                 batch.results.push(result);
                 next += 1;
@@ -544,4 +613,28 @@ impl Run {
 
 fn not_executed(call: &ToolCall) -> NotExecuted {
     NotExecuted { call_id: call.id().to_owned(), tool_name: call.name().to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CallIds;
+
+    #[test]
+    fn call_ids_find_repeats_in_the_list_and_in_the_set() {
+        let mut ids = CallIds::default();
+        let n = CallIds::FEW * 3;
+        for i in 0..n {
+            let id = format!("call-{i}");
+            assert!(!ids.contains(&id));
+            assert!(ids.insert(&id), "{id} is new");
+            assert!(ids.contains(&id));
+            // Every id so far, in the list or (past `FEW`) in the set, is a repeat.
+            for j in 0..=i {
+                assert!(!ids.insert(&format!("call-{j}")), "call-{j} is a repeat after {i}");
+            }
+        }
+        assert_eq!(ids.few.len() + ids.many.len(), n);
+        assert!(ids.few.is_empty() && !ids.contains("call-x") && !ids.contains(""));
+        assert_eq!(format!("{:?}", CallIds::default()), "{}");
+    }
 }
