@@ -39,7 +39,6 @@ pub struct RunState {
     steps: u32,
     failures: HashMap<String, u32>,
     retries: HashMap<String, u32>,
-    call_ids: CallIds,
 }
 
 impl RunState {
@@ -59,48 +58,56 @@ impl RunState {
     }
 }
 
-/// The call ids a run has seen, for its duplicate check.
+/// The call ids a run has seen, for its duplicate check: each is the id of a `tool_requested` event in the run's
+/// log, which is append-only.
 ///
 /// Call ids are chosen by the model, so a large set must not be open to collision flooding: past [`CallIds::FEW`]
-/// ids it is a `HashSet` with std's keyed SipHash. Below that, which covers most runs (a run's ids are bounded by the
-/// calls it processes), it is a list searched linearly: a few length checks and short comparisons cost less than
-/// hashing one id, and no hash table is allocated.
-#[derive(Clone, Default)]
+/// ids they are copied into a `HashSet` with std's keyed SipHash. Below that, which covers most runs (a run's ids
+/// are bounded by the calls it processes), the ids are not copied at all: the positions of their events are kept
+/// inline and compared linearly, which costs less than hashing one id and allocates nothing.
+#[derive(Debug, Default)]
 struct CallIds {
-    few: Vec<String>,
+    few: [usize; CallIds::FEW],
+    len: usize,
     many: HashSet<String>,
 }
 
 impl CallIds {
-    /// The most ids kept in the list before they move into the set.
+    /// The most ids kept as event positions before they are copied into the set.
     const FEW: usize = 8;
 
-    fn contains(&self, id: &str) -> bool {
-        if self.many.is_empty() { self.few.iter().any(|k| k == id) } else { self.many.contains(id) }
+    fn contains(&self, log: &EventLog, id: &str) -> bool {
+        if self.many.is_empty() {
+            self.few[..self.len].iter().any(|&at| requested_id(log, at) == id)
+        } else {
+            self.many.contains(id)
+        }
     }
 
-    /// Adds `id`; false if it was there already.
-    fn insert(&mut self, id: &str) -> bool {
+    /// Records the id of the `tool_requested` event at `at` in `log`; false if the run had seen it already.
+    fn record(&mut self, log: &EventLog, at: usize) -> bool {
+        let id = requested_id(log, at);
+        if self.contains(log, id) {
+            return false;
+        }
         if self.many.is_empty() {
-            if self.few.iter().any(|k| k == id) {
-                return false;
-            }
-            if self.few.len() < Self::FEW {
-                self.few.push(id.to_owned());
+            if self.len < Self::FEW {
+                self.few[self.len] = at;
+                self.len += 1;
                 return true;
             }
-            self.many.extend(self.few.drain(..));
-        }
-        if self.many.contains(id) {
-            return false;
+            self.many.extend(self.few.iter().map(|&k| requested_id(log, k).to_owned()));
+            self.len = 0;
         }
         self.many.insert(id.to_owned())
     }
 }
 
-impl fmt::Debug for CallIds {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(self.few.iter().chain(&self.many)).finish()
+/// The call id of the `tool_requested` event at `at`.
+fn requested_id(log: &EventLog, at: usize) -> &str {
+    match &log.events()[at].kind {
+        EventKind::ToolRequested { call_id, .. } => call_id,
+        other => unreachable!("call ids are recorded from tool_requested events, not {other:?}"),
     }
 }
 
@@ -244,6 +251,7 @@ pub struct Run {
     stop: StopPolicy,
     concurrency: Concurrency,
     state: RunState,
+    call_ids: CallIds,
     log: EventLog,
     sinks: Vec<Arc<dyn EventSink>>,
     terminal: Option<Decision>,
@@ -313,6 +321,7 @@ impl Run {
             stop: StopPolicy::default(),
             concurrency: Concurrency::SEQUENTIAL,
             state: RunState::default(),
+            call_ids: CallIds::default(),
             log: EventLog::default(),
             sinks: Vec::new(),
             terminal: None,
@@ -335,7 +344,7 @@ impl Run {
     pub fn log(&self) -> &EventLog {
         &self.log
     }
-    /// Steps, failures and seen call ids.
+    /// Steps and failures.
     pub fn state(&self) -> &RunState {
         &self.state
     }
@@ -353,6 +362,12 @@ impl Run {
         for s in &self.sinks {
             s.record(event);
         }
+    }
+
+    /// Logs that the model asked for a call; false if its id is not new to the run.
+    fn requested(&mut self, call_id: String, tool_name: String) -> bool {
+        self.emit(EventKind::ToolRequested { call_id, tool_name });
+        self.call_ids.record(&self.log, self.log.events().len() - 1)
     }
 
     fn end(&mut self, terminal: Decision, reason: &str, not_executed: Vec<NotExecuted>) {
@@ -437,9 +452,8 @@ impl Run {
                 return batch;
             }
         }
-        self.emit(EventKind::ToolRequested { call_id: pending.call_id.clone(), tool_name: pending.tool_name.clone() });
         // The id may be known already: the `approval_required` answer of this very call.
-        self.state.call_ids.insert(&pending.call_id);
+        self.requested(pending.call_id.clone(), pending.tool_name.clone());
         let result = self.executor.resume(pending, resolution, &self.options).await;
         let decision = self.observe(&result, None);
         batch.results.push(result);
@@ -469,15 +483,13 @@ impl Run {
 
     fn groupable(&self, call: &ToolCall, group: &[ToolCall]) -> bool {
         self.executor.parallel_safe(call.name())
-            && !self.state.call_ids.contains(call.id())
+            && !self.call_ids.contains(&self.log, call.id())
             && !group.iter().any(|c| c.id() == call.id())
     }
 
     /// Runs one call in its place: requested, refused as a repeated id or executed, observed, decided.
     async fn run_one(&mut self, call: ToolCall, batch: &mut BatchOutcome) -> Option<(Decision, &'static str)> {
-        let new_id = self.state.call_ids.insert(call.id());
-        self.emit(EventKind::ToolRequested { call_id: call.id().to_owned(), tool_name: call.name().to_owned() });
-        if !new_id {
+        if !self.requested(call.id().to_owned(), call.name().to_owned()) {
             let (call_id, tool_name) = (call.id().to_owned(), call.name().to_owned());
             self.emit(EventKind::ToolRejected { call_id, tool_name, code: "duplicate_call_id".into() });
             return Some((Decision::Error, "duplicate_call_id"));
@@ -542,8 +554,7 @@ impl Run {
                     continue;
                 }
                 let Some(result) = done[next].take() else { break };
-                self.emit(EventKind::ToolRequested { call_id: ids[next].clone(), tool_name: names[next].clone() });
-                self.state.call_ids.insert(&ids[next]);
+                self.requested(ids[next].clone(), names[next].clone());
                 let decision = self.observe(&result, stopped);
                 batch.results.push(result);
                 next += 1;
@@ -617,24 +628,26 @@ fn not_executed(call: &ToolCall) -> NotExecuted {
 
 #[cfg(test)]
 mod tests {
-    use super::CallIds;
+    use super::{CallIds, EventKind, EventLog};
 
     #[test]
-    fn call_ids_find_repeats_in_the_list_and_in_the_set() {
+    fn call_ids_find_repeats_among_event_positions_and_in_the_set() {
+        let mut log = EventLog::default();
         let mut ids = CallIds::default();
         let n = CallIds::FEW * 3;
         for i in 0..n {
             let id = format!("call-{i}");
-            assert!(!ids.contains(&id));
-            assert!(ids.insert(&id), "{id} is new");
-            assert!(ids.contains(&id));
-            // Every id so far, in the list or (past `FEW`) in the set, is a repeat.
+            assert!(!ids.contains(&log, &id));
+            log.push("run", EventKind::ToolRequested { call_id: id.clone(), tool_name: "t".into() });
+            assert!(ids.record(&log, log.events().len() - 1), "{id} is new");
+            assert!(ids.contains(&log, &id));
+            // Every id so far, kept by position or (past `FEW`) in the set, is a repeat.
             for j in 0..=i {
-                assert!(!ids.insert(&format!("call-{j}")), "call-{j} is a repeat after {i}");
+                log.push("run", EventKind::ToolRequested { call_id: format!("call-{j}"), tool_name: "t".into() });
+                assert!(!ids.record(&log, log.events().len() - 1), "call-{j} is a repeat after {i}");
             }
         }
-        assert_eq!(ids.few.len() + ids.many.len(), n);
-        assert!(ids.few.is_empty() && !ids.contains("call-x") && !ids.contains(""));
-        assert_eq!(format!("{:?}", CallIds::default()), "{}");
+        assert_eq!(ids.many.len(), n);
+        assert!(!ids.contains(&log, "call-x") && !ids.contains(&log, ""));
     }
 }
