@@ -39,7 +39,6 @@ pub struct RunState {
     steps: u32,
     failures: HashMap<String, u32>,
     retries: HashMap<String, u32>,
-    call_ids: HashSet<String>,
 }
 
 impl RunState {
@@ -56,6 +55,59 @@ impl RunState {
     /// (`invalid_arguments`). Each is also one of [`RunState::failures`].
     pub fn retries(&self, tool: &str) -> u32 {
         self.retries.get(tool).copied().unwrap_or(0)
+    }
+}
+
+/// The call ids a run has seen, for its duplicate check: each is the id of a `tool_requested` event in the run's
+/// log, which is append-only.
+///
+/// Call ids are chosen by the model, so a large set must not be open to collision flooding: past [`CallIds::FEW`]
+/// ids they are copied into a `HashSet` with std's keyed SipHash. Below that, which covers most runs (a run's ids
+/// are bounded by the calls it processes), the ids are not copied at all: the positions of their events are kept
+/// inline and compared linearly, which costs less than hashing one id and allocates nothing.
+#[derive(Debug, Default)]
+struct CallIds {
+    few: [usize; CallIds::FEW],
+    len: usize,
+    many: HashSet<String>,
+}
+
+impl CallIds {
+    /// The most ids kept as event positions before they are copied into the set.
+    const FEW: usize = 8;
+
+    fn contains(&self, log: &EventLog, id: &str) -> bool {
+        if self.many.is_empty() {
+            self.few[..self.len].iter().any(|&at| requested_id(log, at) == id)
+        } else {
+            self.many.contains(id)
+        }
+    }
+
+    /// Records the id of the `tool_requested` event at `at` in `log`; false if the run had seen it already.
+    fn record(&mut self, log: &EventLog, at: usize) -> bool {
+        let id = requested_id(log, at);
+        if self.contains(log, id) {
+            return false;
+        }
+        if self.many.is_empty() {
+            if self.len < Self::FEW {
+                self.few[self.len] = at;
+                self.len += 1;
+                return true;
+            }
+            self.many.extend(self.few.iter().map(|&k| requested_id(log, k).to_owned()));
+            self.len = 0;
+        }
+        self.many.insert(id.to_owned())
+    }
+}
+
+/// The call id of the `tool_requested` event at `at`.
+fn requested_id(log: &EventLog, at: usize) -> &str {
+    match &log.events()[at].kind {
+        EventKind::ToolRequested { call_id, .. } => call_id,
+        other => unreachable!("call ids are recorded from tool_requested events, not {other:?}"),
     }
 }
 
@@ -199,6 +251,7 @@ pub struct Run {
     stop: StopPolicy,
     concurrency: Concurrency,
     state: RunState,
+    call_ids: CallIds,
     log: EventLog,
     sinks: Vec<Arc<dyn EventSink>>,
     terminal: Option<Decision>,
@@ -268,6 +321,7 @@ impl Run {
             stop: StopPolicy::default(),
             concurrency: Concurrency::SEQUENTIAL,
             state: RunState::default(),
+            call_ids: CallIds::default(),
             log: EventLog::default(),
             sinks: Vec::new(),
             terminal: None,
@@ -290,7 +344,7 @@ impl Run {
     pub fn log(&self) -> &EventLog {
         &self.log
     }
-    /// Steps, failures and seen call ids.
+    /// Steps and failures.
     pub fn state(&self) -> &RunState {
         &self.state
     }
@@ -308,6 +362,12 @@ impl Run {
         for s in &self.sinks {
             s.record(event);
         }
+    }
+
+    /// Logs that the model asked for a call; false if its id is not new to the run.
+    fn requested(&mut self, call_id: String, tool_name: String) -> bool {
+        self.emit(EventKind::ToolRequested { call_id, tool_name });
+        self.call_ids.record(&self.log, self.log.events().len() - 1)
     }
 
     fn end(&mut self, terminal: Decision, reason: &str, not_executed: Vec<NotExecuted>) {
@@ -330,12 +390,23 @@ impl Run {
             decision: Decision::Continue,
             not_executed: Vec::new(),
         };
-        let mut calls: VecDeque<ToolCall> = calls.into();
         if let Some(terminal) = self.terminal {
             batch.decision = terminal;
             batch.not_executed = calls.iter().map(not_executed).collect();
             return batch;
         }
+        if self.concurrency.max_calls == 1 {
+            // Every call runs alone, in its place: no grouping needed.
+            let mut calls = calls.into_iter();
+            while let Some(call) = calls.next() {
+                if let Some(stop) = self.run_one(call, &mut batch).await {
+                    self.stop_batch(stop, calls.as_slice(), &mut batch);
+                    break;
+                }
+            }
+            return batch;
+        }
+        let mut calls: VecDeque<ToolCall> = calls.into();
         while let Some(group) = self.next_group(&mut calls) {
             let stop = if group.len() == 1 {
                 let call = group.into_iter().next().expect("one call");
@@ -343,14 +414,26 @@ impl Run {
             } else {
                 self.run_concurrently(group, &mut batch).await
             };
-            if let Some((decision, reason)) = stop {
-                batch.not_executed.extend(calls.iter().map(not_executed));
-                batch.decision = decision;
-                self.end(decision, reason, batch.not_executed.clone());
-                return batch;
+            if let Some(stop) = stop {
+                let (rest, more) = calls.as_slices();
+                batch.not_executed.extend(rest.iter().map(not_executed));
+                self.stop_batch(stop, more, &mut batch);
+                break;
             }
         }
         batch
+    }
+
+    /// Ends the run after a terminal decision in a batch: `rest` (the calls never started) are not executed.
+    fn stop_batch(
+        &mut self,
+        (decision, reason): (Decision, &'static str),
+        rest: &[ToolCall],
+        batch: &mut BatchOutcome,
+    ) {
+        batch.not_executed.extend(rest.iter().map(not_executed));
+        batch.decision = decision;
+        self.end(decision, reason, batch.not_executed.clone());
     }
 
     /// Resolves a call of this run that waited for an approval ([`PendingCall`]; see [`Executor::resume`]), as a
@@ -369,9 +452,8 @@ impl Run {
                 return batch;
             }
         }
-        self.emit(EventKind::ToolRequested { call_id: pending.call_id.clone(), tool_name: pending.tool_name.clone() });
         // The id may be known already: the `approval_required` answer of this very call.
-        self.state.call_ids.insert(pending.call_id.clone());
+        self.requested(pending.call_id.clone(), pending.tool_name.clone());
         let result = self.executor.resume(pending, resolution, &self.options).await;
         let decision = self.observe(&result, None);
         batch.results.push(result);
@@ -401,15 +483,14 @@ impl Run {
 
     fn groupable(&self, call: &ToolCall, group: &[ToolCall]) -> bool {
         self.executor.parallel_safe(call.name())
-            && !self.state.call_ids.contains(call.id())
+            && !self.call_ids.contains(&self.log, call.id())
             && !group.iter().any(|c| c.id() == call.id())
     }
 
     /// Runs one call in its place: requested, refused as a repeated id or executed, observed, decided.
     async fn run_one(&mut self, call: ToolCall, batch: &mut BatchOutcome) -> Option<(Decision, &'static str)> {
-        let (call_id, tool_name) = (call.id().to_owned(), call.name().to_owned());
-        self.emit(EventKind::ToolRequested { call_id: call_id.clone(), tool_name: tool_name.clone() });
-        if !self.state.call_ids.insert(call_id.clone()) {
+        if !self.requested(call.id().to_owned(), call.name().to_owned()) {
+            let (call_id, tool_name) = (call.id().to_owned(), call.name().to_owned());
             self.emit(EventKind::ToolRejected { call_id, tool_name, code: "duplicate_call_id".into() });
             return Some((Decision::Error, "duplicate_call_id"));
         }
@@ -473,8 +554,7 @@ impl Run {
                     continue;
                 }
                 let Some(result) = done[next].take() else { break };
-                self.emit(EventKind::ToolRequested { call_id: ids[next].clone(), tool_name: names[next].clone() });
-                self.state.call_ids.insert(ids[next].clone());
+                self.requested(ids[next].clone(), names[next].clone());
                 let decision = self.observe(&result, stopped);
                 batch.results.push(result);
                 next += 1;
@@ -544,4 +624,30 @@ impl Run {
 
 fn not_executed(call: &ToolCall) -> NotExecuted {
     NotExecuted { call_id: call.id().to_owned(), tool_name: call.name().to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CallIds, EventKind, EventLog};
+
+    #[test]
+    fn call_ids_find_repeats_among_event_positions_and_in_the_set() {
+        let mut log = EventLog::default();
+        let mut ids = CallIds::default();
+        let n = CallIds::FEW * 3;
+        for i in 0..n {
+            let id = format!("call-{i}");
+            assert!(!ids.contains(&log, &id));
+            log.push("run", EventKind::ToolRequested { call_id: id.clone(), tool_name: "t".into() });
+            assert!(ids.record(&log, log.events().len() - 1), "{id} is new");
+            assert!(ids.contains(&log, &id));
+            // Every id so far, kept by position or (past `FEW`) in the set, is a repeat.
+            for j in 0..=i {
+                log.push("run", EventKind::ToolRequested { call_id: format!("call-{j}"), tool_name: "t".into() });
+                assert!(!ids.record(&log, log.events().len() - 1), "call-{j} is a repeat after {i}");
+            }
+        }
+        assert_eq!(ids.many.len(), n);
+        assert!(!ids.contains(&log, "call-x") && !ids.contains(&log, ""));
+    }
 }
