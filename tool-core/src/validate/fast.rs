@@ -455,10 +455,8 @@ impl Fast {
             return Ok(());
         }
         // A failed union is explained by jsonschema (it merges and ranks the alternatives).
-        if !node.any_of.is_empty() || !node.one_of.is_empty() {
-            if !self.valid_union(node, v, depth)? {
-                return Err(Fallback);
-            }
+        if (!node.any_of.is_empty() || !node.one_of.is_empty()) && !self.valid_union(node, v, depth)? {
+            return Err(Fallback);
         }
         if let Some(target) = node.reference {
             self.explain_node(target, v, path, sink, depth + 1)?;
