@@ -438,8 +438,10 @@ impl CompiledSchema {
     /// answers with one violation at the root.
     pub fn explain(&self, instance: &Value) -> Vec<Violation> {
         let mut sink = Sink::default();
+        // The specialised form answers when it finds a single violation (the common case, and the one whose
+        // text and place it always shares with jsonschema); several are listed in jsonschema's order.
         let explained = match &self.fast {
-            Some(fast) => fast.explain(instance, &mut sink).is_ok(),
+            Some(fast) => fast.explain(instance, &mut sink).is_ok() && sink.out.len() == 1 && !sink.overflowed,
             None => false,
         };
         if !explained {
