@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command: installs the external test peers (npm, pip; under target/, nothing committed), runs the MCP
 # conformance suite and the Python SDK client against the example server, installs the providers' Python SDKs and a
-# real model server (llama.cpp with a small model), then runs every Rust test of the workspace, builds the fuzz
-# targets and runs each on its seed corpus, then the schema-lock check of the `keel` binary. Exits non-zero on any failure.
+# real model server (llama.cpp with a small model), starts a throwaway PostgreSQL server under target/postgres
+# (installing Debian's postgresql package with apt-get if the server binaries are missing; stopped on exit), then
+# runs every Rust test of the workspace, builds the fuzz targets and runs each on its seed corpus, then the
+# schema-lock check of the `keel` binary. Exits non-zero on any failure.
 #
 #   bash scripts/test-all.sh
 set -euo pipefail
@@ -17,6 +19,14 @@ bash scripts/provider-sdks.sh
 
 echo "== a real model server (target/model-venv, for tests/tests/agent_llama.rs)"
 bash scripts/model-server.sh
+
+echo "== PostgreSQL (an unprivileged cluster under target/postgres, for the catalogue's PostgreSQL tests)"
+# Stopped when this script exits, whether the tests pass or not (stopping is a no-op when nothing is running).
+trap 'bash scripts/postgres.sh stop' EXIT
+bash scripts/postgres.sh start
+# Exports KEEL_TEST_POSTGRES (a libpq connection string) to the tests below.
+# shellcheck source=/dev/null
+. target/postgres/env
 
 echo "== cargo test --workspace"
 # The steps above installed every peer, so a peer a test cannot find is a failure here, as in CI, never a skip

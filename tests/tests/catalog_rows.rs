@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tool_catalog::{
-    Catalog, CatalogServer, LocalTarget, Lookup, RegistryLookup, Resolved, RowError, ToolLookup, ToolRow,
+    Catalog, CatalogBuilder, CatalogServer, LocalTarget, Lookup, RegistryLookup, Resolved, RowError, ToolLookup,
+    ToolRow,
 };
 use tool_core::{Effect, Executor, Registry, ToolCall};
 use tool_mcp::McpServer;
@@ -24,6 +25,9 @@ use tool_mcp::rmcp::model::{
 };
 use tool_mcp::rmcp::service::{ClientServiceExt, NotificationContext};
 use tool_mcp::rmcp::{ClientHandler, ClientLifecycleMode, RoleClient, ServiceExt};
+
+mod pg;
+use pg::PgDatabase;
 
 // The incident desk's tools (`examples::desk`), outside the catalogues' allowed modules.
 tool_core::link_tools!(examples);
@@ -55,6 +59,84 @@ impl Drop for TempDir {
     }
 }
 
+/// A string as an SQL literal (both dialects: single quotes, doubled inside).
+fn lit(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The store under test: a SQLite file, or a fresh database in the PostgreSQL cluster of `KEEL_TEST_POSTGRES`.
+enum Db {
+    Sqlite(TempDir),
+    Postgres(PgDatabase),
+}
+
+impl Db {
+    fn sqlite(label: &str) -> Db {
+        Db::Sqlite(TempDir::new(label))
+    }
+
+    /// `None` when no cluster is configured and none is required (a skip, said on stderr).
+    async fn postgres(label: &str) -> Option<Db> {
+        PgDatabase::create(label, prerequisites_required()).await.map(Db::Postgres)
+    }
+
+    fn is_sqlite(&self) -> bool {
+        matches!(self, Db::Sqlite(_))
+    }
+
+    async fn open(&self, builder: CatalogBuilder) -> Catalog {
+        match self {
+            Db::Sqlite(dir) => builder.open(dir.db()).expect("open"),
+            Db::Postgres(pg) => builder.connect_postgres(&pg.conninfo).await.expect("connect"),
+        }
+    }
+
+    async fn catalog(&self) -> Catalog {
+        self.open(Catalog::builder(&registry()).allow_module("examples::status")).await
+    }
+
+    /// Runs `sql` over a connection of its own (another writer: `sqlite3`, `psql`).
+    async fn exec(&self, sql: &str) {
+        match self {
+            Db::Sqlite(dir) => rusqlite::Connection::open(dir.db()).expect("connect").execute_batch(sql).expect(sql),
+            Db::Postgres(pg) => pg.exec(sql).await,
+        }
+    }
+
+    /// A row written straight into the table, past the catalogue's checks (the write side that lacked validation).
+    async fn insert_raw(&self, name: &str, kind: &str, locator: &str, input_schema: &str, extra: &str) {
+        self.exec(&format!(
+            "INSERT INTO tools (name, description, input_schema, kind, locator, version, effect, extra) \
+             VALUES ({}, 'A row.', {}, {}, {}, '1.0', 'read', {})",
+            lit(name),
+            lit(input_schema),
+            lit(kind),
+            lit(locator),
+            lit(extra)
+        ))
+        .await;
+    }
+}
+
+/// Runs one test against a SQLite file (`NAME::sqlite`) and a PostgreSQL database (`NAME::postgres`).
+macro_rules! both {
+    ($flavor:meta, $name:ident) => {
+        mod $name {
+            use super::*;
+            #[$flavor]
+            async fn sqlite() {
+                super::$name(Db::sqlite(stringify!($name))).await;
+            }
+            #[$flavor]
+            async fn postgres() {
+                if let Some(db) = Db::postgres(stringify!($name)).await {
+                    super::$name(db).await;
+                }
+            }
+        }
+    };
+}
+
 fn registry() -> Registry {
     Registry::from_inventory().expect("registry")
 }
@@ -80,7 +162,7 @@ fn status_row() -> ToolRow {
 }
 
 /// A row written straight into the file, past the catalogue's checks (the write side that lacked validation).
-fn insert_raw(db: &Path, name: &str, kind: &str, locator: &str, input_schema: &str, extra: &str) {
+fn insert_raw_file(db: &Path, name: &str, kind: &str, locator: &str, input_schema: &str, extra: &str) {
     let conn = rusqlite::Connection::open(db).expect("second connection");
     conn.execute(
         "INSERT INTO tools (name, description, input_schema, kind, locator, version, effect, extra) \
@@ -137,26 +219,30 @@ fn search_row(url: &str) -> ToolRow {
 
 // ---- One test per error code ----
 
-#[tokio::test]
-async fn bad_row_a_column_of_the_wrong_shape() {
-    let dir = TempDir::new("bad-row");
-    let c = catalog(&dir.db());
-    insert_raw(&dir.db(), "broken_json", "local", "get_service_status", "{not json", "{}");
-    insert_raw(&dir.db(), "empty_schema", "remote", "http://127.0.0.1:1/mcp", "{}", r#"{"origin_name": "x"}"#);
-    insert_raw(&dir.db(), "Bad-Name", "local", "get_service_status", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "extra_list", "local", "get_service_status", EMPTY_OBJECT, "[1]");
-    let conn = rusqlite::Connection::open(dir.db()).unwrap();
-    conn.execute("INSERT INTO tools (name, description, input_schema, kind, locator, enabled) VALUES ('flag', 'd', ?1, 'local', 'x', 'yes')", [EMPTY_OBJECT]).unwrap();
-    conn.execute("INSERT INTO tools (name, description, input_schema, kind, locator, effect) VALUES ('fx', 'd', ?1, 'local', 'x', 'harmless')", [EMPTY_OBJECT]).unwrap();
-
-    for (name, column, says) in [
+both!(tokio::test, bad_row_a_column_of_the_wrong_shape);
+async fn bad_row_a_column_of_the_wrong_shape(db: Db) {
+    let c = db.catalog().await;
+    db.insert_raw("broken_json", "local", "get_service_status", "{not json", "{}").await;
+    db.insert_raw("empty_schema", "remote", "http://127.0.0.1:1/mcp", "{}", r#"{"origin_name": "x"}"#).await;
+    db.insert_raw("Bad-Name", "local", "get_service_status", EMPTY_OBJECT, "{}").await;
+    db.insert_raw("extra_list", "local", "get_service_status", EMPTY_OBJECT, "[1]").await;
+    db.exec(&format!("INSERT INTO tools (name, description, input_schema, kind, locator, enabled) VALUES ('flag', 'd', {}, 'local', 'x', 2)", lit(EMPTY_OBJECT))).await;
+    db.exec(&format!("INSERT INTO tools (name, description, input_schema, kind, locator, effect) VALUES ('fx', 'd', {}, 'local', 'x', 'harmless')", lit(EMPTY_OBJECT))).await;
+    let mut cases = vec![
         ("broken_json", "input_schema", "not valid JSON"),
         ("empty_schema", "input_schema", "will not call"),
         ("Bad-Name", "name", ""),
         ("extra_list", "extra", "not a JSON object"),
         ("flag", "enabled", "0 or 1"),
         ("fx", "effect", "read, write or destructive"),
-    ] {
+    ];
+    if db.is_sqlite() {
+        // SQLite stores what it is given; PostgreSQL's typed column refuses text in `enabled` at the write.
+        db.exec(&format!("INSERT INTO tools (name, description, input_schema, kind, locator, enabled) VALUES ('flag_text', 'd', {}, 'local', 'x', 'yes')", lit(EMPTY_OBJECT))).await;
+        cases.push(("flag_text", "enabled", "0 or 1"));
+    }
+
+    for (name, column, says) in cases {
         let e = problem(&c, name).await;
         assert_eq!(e.code(), "bad_row", "{e}");
         assert!(matches!(&e, RowError::BadRow { column: col, .. } if *col == column), "{e}");
@@ -165,12 +251,11 @@ async fn bad_row_a_column_of_the_wrong_shape() {
     }
 }
 
-#[tokio::test]
-async fn kind_unknown_code_is_never_evaluated() {
-    let dir = TempDir::new("kind");
-    let c = catalog(&dir.db());
-    insert_raw(&dir.db(), "evil", "python", "__import__('os').system('touch /tmp/pwned')", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "shouting", "LOCAL", "get_service_status", EMPTY_OBJECT, "{}");
+both!(tokio::test, kind_unknown_code_is_never_evaluated);
+async fn kind_unknown_code_is_never_evaluated(db: Db) {
+    let c = db.catalog().await;
+    db.insert_raw("evil", "python", "__import__('os').system('touch /tmp/pwned')", EMPTY_OBJECT, "{}").await;
+    db.insert_raw("shouting", "LOCAL", "get_service_status", EMPTY_OBJECT, "{}").await;
     for name in ["evil", "shouting"] {
         let e = problem(&c, name).await;
         assert_eq!(e.code(), "kind_unknown", "{e}");
@@ -178,10 +263,9 @@ async fn kind_unknown_code_is_never_evaluated() {
     }
 }
 
-#[tokio::test]
-async fn bad_locator_malformed_recipes() {
-    let dir = TempDir::new("bad-locator");
-    let c = catalog(&dir.db());
+both!(tokio::test, bad_locator_malformed_recipes);
+async fn bad_locator_malformed_recipes(db: Db) {
+    let c = db.catalog().await;
     let cases = [
         ("python_style", "local", "examples.status:get_service_status", "{}"),
         ("single_colon", "local", "examples::status:get_service_status", "{}"),
@@ -194,7 +278,7 @@ async fn bad_locator_malformed_recipes() {
         ("remote_bad_origin", "remote", "http://127.0.0.1:9/mcp", r#"{"origin_name": "search incidents; rm"}"#),
     ];
     for (name, kind, locator, extra) in cases {
-        insert_raw(&dir.db(), name, kind, locator, EMPTY_OBJECT, extra);
+        db.insert_raw(name, kind, locator, EMPTY_OBJECT, extra).await;
     }
     for (name, ..) in cases {
         let e = problem(&c, name).await;
@@ -203,15 +287,14 @@ async fn bad_locator_malformed_recipes() {
     }
 }
 
-#[tokio::test]
-async fn module_not_allowed_by_path_and_by_name() {
-    let dir = TempDir::new("module");
-    let c = catalog(&dir.db());
+both!(tokio::test, module_not_allowed_by_path_and_by_name);
+async fn module_not_allowed_by_path_and_by_name(db: Db) {
+    let c = db.catalog().await;
     // A path outside the allowlist; a tool name whose module (examples::desk) is outside it too; a prefix that
     // matches only part of a segment.
-    insert_raw(&dir.db(), "path_join", "local", "std::path::Path::join", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "desk_tool", "local", "lookup_incident", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "look_alike", "local", "examples::statuses::get_service_status", EMPTY_OBJECT, "{}");
+    db.insert_raw("path_join", "local", "std::path::Path::join", EMPTY_OBJECT, "{}").await;
+    db.insert_raw("desk_tool", "local", "lookup_incident", EMPTY_OBJECT, "{}").await;
+    db.insert_raw("look_alike", "local", "examples::statuses::get_service_status", EMPTY_OBJECT, "{}").await;
     for (name, module) in
         [("path_join", "std::path::Path"), ("desk_tool", "examples::desk"), ("look_alike", "examples::statuses")]
     {
@@ -220,16 +303,15 @@ async fn module_not_allowed_by_path_and_by_name() {
         assert!(e.to_string().contains(module) && e.to_string().contains("examples::status"), "{e}");
     }
     // Nothing is allowed by default.
-    let strict = Catalog::builder(&registry()).open(dir.db()).expect("open");
+    let strict = db.open(Catalog::builder(&registry())).await;
     assert_eq!(strict.check(&status_row()).unwrap_err().code(), "module_not_allowed");
 }
 
-#[tokio::test]
-async fn target_missing_says_to_compare_code_versions() {
-    let dir = TempDir::new("missing");
-    let c = catalog(&dir.db());
-    insert_raw(&dir.db(), "gone_fn", "local", "examples::status::no_such_function", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "gone_name", "local", "renamed_long_ago", EMPTY_OBJECT, "{}");
+both!(tokio::test, target_missing_says_to_compare_code_versions);
+async fn target_missing_says_to_compare_code_versions(db: Db) {
+    let c = db.catalog().await;
+    db.insert_raw("gone_fn", "local", "examples::status::no_such_function", EMPTY_OBJECT, "{}").await;
+    db.insert_raw("gone_name", "local", "renamed_long_ago", EMPTY_OBJECT, "{}").await;
     for name in ["gone_fn", "gone_name"] {
         let e = problem(&c, name).await;
         assert_eq!(e.code(), "target_missing", "{e}");
@@ -238,11 +320,10 @@ async fn target_missing_says_to_compare_code_versions() {
     }
 }
 
-#[tokio::test]
-async fn not_callable_a_module_not_a_tool_fn() {
-    let dir = TempDir::new("not-callable");
-    let c = catalog(&dir.db());
-    insert_raw(&dir.db(), "the_module", "local", "examples::status", EMPTY_OBJECT, "{}");
+both!(tokio::test, not_callable_a_module_not_a_tool_fn);
+async fn not_callable_a_module_not_a_tool_fn(db: Db) {
+    let c = db.catalog().await;
+    db.insert_raw("the_module", "local", "examples::status", EMPTY_OBJECT, "{}").await;
     let e = problem(&c, "the_module").await;
     assert_eq!(e.code(), "not_callable", "{e}");
     let RowError::NotCallable { holds, .. } = &e else { panic!("{e:?}") };
@@ -250,10 +331,9 @@ async fn not_callable_a_module_not_a_tool_fn() {
     assert!(e.to_string().contains("holds get_service_status, search_incidents"), "{e}");
 }
 
-#[tokio::test]
-async fn version_mismatch_is_drift() {
-    let dir = TempDir::new("version");
-    let c = catalog(&dir.db());
+both!(tokio::test, version_mismatch_is_drift);
+async fn version_mismatch_is_drift(db: Db) {
+    let c = db.catalog().await;
     for v in ["2.0", "1.1", "0.9"] {
         let e = c.check(&status_row().version(v)).unwrap_err();
         assert_eq!(e.code(), "version_mismatch", "{v}: {e}");
@@ -262,14 +342,10 @@ async fn version_mismatch_is_drift() {
     c.check(&status_row().version("1.0")).expect("same version");
 }
 
-#[tokio::test]
-async fn effect_weakens_only_stricter_is_allowed() {
-    let dir = TempDir::new("effect");
-    let c = Catalog::builder(&registry())
-        .allow_module("examples::desk")
-        .allow_module("examples::status")
-        .open(dir.db())
-        .expect("open");
+both!(tokio::test, effect_weakens_only_stricter_is_allowed);
+async fn effect_weakens_only_stricter_is_allowed(db: Db) {
+    let c =
+        db.open(Catalog::builder(&registry()).allow_module("examples::desk").allow_module("examples::status")).await;
     let d = registry();
     let ticket = d.get("create_ticket").unwrap();
     let row = ToolRow::local("create_ticket", ticket.description(), ticket.input_schema().clone(), "create_ticket");
@@ -278,7 +354,7 @@ async fn effect_weakens_only_stricter_is_allowed() {
     c.check(&row.clone().effect(Effect::Write)).expect("same effect");
 
     // Stricter is fine: a read tool catalogued as write needs an approval.
-    c.put(&status_row().effect(Effect::Write)).expect("stricter");
+    c.put_async(&status_row().effect(Effect::Write)).await.expect("stricter");
     let view = c.shared_view().await.unwrap();
     let r = view
         .executor()
@@ -288,11 +364,10 @@ async fn effect_weakens_only_stricter_is_allowed() {
     assert_eq!(r.code(), Some("approval_required"));
 }
 
-#[tokio::test]
-async fn schema_widens_is_refused_and_narrowing_applies() {
-    let dir = TempDir::new("schema");
+both!(tokio::test, schema_widens_is_refused_and_narrowing_applies);
+async fn schema_widens_is_refused_and_narrowing_applies(db: Db) {
     let reg = registry();
-    let c = Catalog::builder(&reg).allow_module("examples::status").open(dir.db()).unwrap();
+    let c = db.open(Catalog::builder(&reg).allow_module("examples::status")).await;
     let base = compiled_schema("get_service_status");
 
     let mut optional = base.clone();
@@ -310,14 +385,14 @@ async fn schema_widens_is_refused_and_narrowing_applies() {
         ("opened", opened, ""),
     ] {
         let row = ToolRow::local("get_service_status", "Status.", schema, "examples::status::get_service_status");
-        let e = c.put(&row).unwrap_err();
+        let e = c.put_async(&row).await.unwrap_err();
         assert_eq!(e.code(), "schema_widens", "{label}: {e}");
         let tool_catalog::CatalogError::Row(e) = e else { unreachable!() };
         let RowError::SchemaWidens { pointer: p, .. } = &*e else { panic!("{e:?}") };
         assert_eq!(p, pointer, "{label}: {e}");
         assert!(e.to_string().contains("\"get_service_status\"") && e.to_string().contains("never widen"), "{e}");
     }
-    assert!(c.rows().unwrap().is_empty(), "a refused row changes nothing");
+    assert!(c.rows_async().await.unwrap().value.is_empty(), "a refused row changes nothing");
 
     // A narrower row: only two services, described for this tenant. The model sees the row's schema and the
     // executor validates against it; the handler is the compiled one.
@@ -329,7 +404,7 @@ async fn schema_widens_is_refused_and_narrowing_applies() {
         narrow,
         "examples::status::get_service_status",
     );
-    c.put(&row).expect("narrowing is allowed");
+    c.put_async(&row).await.expect("narrowing is allowed");
     let view = c.shared_view().await.unwrap();
     let Some(Resolved::Local { target, definition }) = view.resolution("service.status") else { panic!("{view:?}") };
     assert!(Arc::ptr_eq(target, reg.get("get_service_status").unwrap()), "the handler's definition is the registry's");
@@ -343,14 +418,15 @@ async fn schema_widens_is_refused_and_narrowing_applies() {
     assert_eq!((refused.code(), refused.executed), (Some("invalid_arguments"), false));
 }
 
-#[tokio::test]
-async fn endpoint_not_allowed_http_and_stdio() {
-    let dir = TempDir::new("endpoint");
-    let c = Catalog::builder(&registry())
-        .allow_http_origin("http://127.0.0.1:8931")
-        .allow_stdio_command("keel-mcp-test-server --stdio")
-        .open(dir.db())
-        .expect("open");
+both!(tokio::test, endpoint_not_allowed_http_and_stdio);
+async fn endpoint_not_allowed_http_and_stdio(db: Db) {
+    let c = db
+        .open(
+            Catalog::builder(&registry())
+                .allow_http_origin("http://127.0.0.1:8931")
+                .allow_stdio_command("keel-mcp-test-server --stdio"),
+        )
+        .await;
     let row = |locator: &str| {
         ToolRow::remote("r.t", "A remote tool.", json!({"type": "object", "properties": {}}), locator, "t")
     };
@@ -368,23 +444,24 @@ async fn endpoint_not_allowed_http_and_stdio() {
     c.check(&row("stdio:keel-mcp-test-server  --stdio")).expect("allowed command");
 }
 
-#[tokio::test]
-async fn endpoint_unreachable_leaves_the_row_out() {
+both!(tokio::test, endpoint_unreachable_leaves_the_row_out);
+async fn endpoint_unreachable_leaves_the_row_out(db: Db) {
     bounded(async {
-        let dir = TempDir::new("unreachable");
         // A loopback port nothing listens on.
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let c = Catalog::builder(&registry())
-            .allow_module("examples::status")
-            .allow_http_origin(format!("http://127.0.0.1:{port}"))
-            .connect_timeout(Duration::from_secs(5))
-            .open(dir.db())
-            .unwrap();
-        c.put(&status_row()).unwrap();
-        c.put(&search_row(&format!("http://127.0.0.1:{port}/mcp"))).unwrap();
+        let c = db
+            .open(
+                Catalog::builder(&registry())
+                    .allow_module("examples::status")
+                    .allow_http_origin(format!("http://127.0.0.1:{port}"))
+                    .connect_timeout(Duration::from_secs(5)),
+            )
+            .await;
+        c.put_async(&status_row()).await.unwrap();
+        c.put_async(&search_row(&format!("http://127.0.0.1:{port}/mcp"))).await.unwrap();
         let view = c.shared_view().await.unwrap();
         assert_eq!(view.view().names().collect::<Vec<_>>(), ["get_service_status"]);
         let [e] = view.problems() else { panic!("{view:?}") };
@@ -409,25 +486,18 @@ impl ToolLookup for CountingLookup {
     }
 }
 
-#[tokio::test]
-async fn bad_rows_never_reach_the_lookup() {
-    let dir = TempDir::new("lookup");
+both!(tokio::test, bad_rows_never_reach_the_lookup);
+async fn bad_rows_never_reach_the_lookup(db: Db) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let lookup = CountingLookup { inner: RegistryLookup::new(&registry()), seen: seen.clone() };
-    let c = Catalog::builder_with_lookup(lookup).allow_module("examples::status").open(dir.db()).unwrap();
-    insert_raw(&dir.db(), "out_of_bounds", "local", "std::process::Command::new", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "out_of_bounds_2", "local", "std::process::exit", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "malformed", "local", "examples.status:get_service_status", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "code", "exec", "examples::status::get_service_status", EMPTY_OBJECT, "{}");
-    insert_raw(&dir.db(), "broken", "local", "examples::status::get_service_status", "{", "{}");
-    insert_raw(
-        &dir.db(),
-        "remote_elsewhere",
-        "remote",
-        "http://127.0.0.1:9/mcp",
-        EMPTY_OBJECT,
-        r#"{"origin_name": "x"}"#,
-    );
+    let c = db.open(Catalog::builder_with_lookup(lookup).allow_module("examples::status")).await;
+    db.insert_raw("out_of_bounds", "local", "std::process::Command::new", EMPTY_OBJECT, "{}").await;
+    db.insert_raw("out_of_bounds_2", "local", "std::process::exit", EMPTY_OBJECT, "{}").await;
+    db.insert_raw("malformed", "local", "examples.status:get_service_status", EMPTY_OBJECT, "{}").await;
+    db.insert_raw("code", "exec", "examples::status::get_service_status", EMPTY_OBJECT, "{}").await;
+    db.insert_raw("broken", "local", "examples::status::get_service_status", "{", "{}").await;
+    db.insert_raw("remote_elsewhere", "remote", "http://127.0.0.1:9/mcp", EMPTY_OBJECT, r#"{"origin_name": "x"}"#)
+        .await;
 
     let view = c.shared_view().await.unwrap();
     let codes: Vec<&str> = view.problems().iter().map(RowError::code).collect();
@@ -439,14 +509,14 @@ async fn bad_rows_never_reach_the_lookup() {
     assert!(view.view().is_empty());
 
     // The instrument works: a good row is looked up, exactly once per resolution.
-    insert_raw(
-        &dir.db(),
+    db.insert_raw(
         "fine",
         "local",
         "examples::status::get_service_status",
         &compiled_schema("get_service_status").to_string(),
         "{}",
-    );
+    )
+    .await;
     let view = c.shared_view().await.unwrap();
     assert_eq!(view.view().names().collect::<Vec<_>>(), ["fine"]);
     assert_eq!(
@@ -457,12 +527,11 @@ async fn bad_rows_never_reach_the_lookup() {
 
 // ---- Local rows are the registry's own definitions ----
 
-#[tokio::test]
-async fn a_local_row_resolves_to_the_registrys_definition() {
-    let dir = TempDir::new("identity");
+both!(tokio::test, a_local_row_resolves_to_the_registrys_definition);
+async fn a_local_row_resolves_to_the_registrys_definition(db: Db) {
     let registry = registry();
-    let c = Catalog::builder(&registry).allow_module("examples::status").open(dir.db()).unwrap();
-    c.put(&status_row()).unwrap();
+    let c = db.open(Catalog::builder(&registry).allow_module("examples::status")).await;
+    c.put_async(&status_row()).await.unwrap();
     let by_name = ToolRow { locator: "get_service_status".into(), ..status_row() };
     let compiled = registry.get("get_service_status").unwrap();
     for row in [status_row(), by_name] {
@@ -476,20 +545,16 @@ async fn a_local_row_resolves_to_the_registrys_definition() {
 
 // ---- Edits, disabled rows, tenants ----
 
-#[tokio::test]
-async fn editing_the_file_changes_the_next_view() {
-    let dir = TempDir::new("edit");
-    let c = catalog(&dir.db());
-    c.put(&status_row()).unwrap();
+both!(tokio::test, editing_the_file_changes_the_next_view);
+async fn editing_the_file_changes_the_next_view(db: Db) {
+    let c = db.catalog().await;
+    c.put_async(&status_row()).await.unwrap();
     let before = c.shared_view().await.unwrap();
     assert_eq!(before.view().names().collect::<Vec<_>>(), ["get_service_status"]);
 
-    let other = rusqlite::Connection::open(dir.db()).unwrap();
-    let token = c.change_token().unwrap();
-    other
-        .execute("UPDATE tools SET description = 'Edited in the file.' WHERE name = 'get_service_status'", [])
-        .unwrap();
-    assert_ne!(c.change_token().unwrap(), token, "another connection's commit changes the token");
+    let token = c.change_token_async().await.unwrap();
+    db.exec("UPDATE tools SET description = 'Edited in the file.' WHERE name = 'get_service_status'").await;
+    assert_ne!(c.change_token_async().await.unwrap(), token, "another connection's commit changes the token");
     let after = c.shared_view().await.unwrap();
     let d = after.view().get("get_service_status").unwrap();
     assert_eq!(d.description(), "Edited in the file.");
@@ -501,54 +566,51 @@ async fn editing_the_file_changes_the_next_view() {
     assert_ne!(before.view().get("get_service_status").unwrap().description(), "Edited in the file.");
 
     let schema = compiled_schema("search_incidents").to_string();
-    other
-        .execute(
-            "INSERT INTO tools (name, description, input_schema, kind, locator, effect) \
-             VALUES ('incidents', 'Search incidents.', ?1, 'local', 'examples::status::search_incidents', 'read')",
-            [schema],
-        )
-        .unwrap();
+    db.exec(&format!(
+        "INSERT INTO tools (name, description, input_schema, kind, locator, effect) \
+         VALUES ('incidents', 'Search incidents.', {}, 'local', 'examples::status::search_incidents', 'read')",
+        lit(&schema)
+    ))
+    .await;
     let added = c.shared_view().await.unwrap();
     assert_eq!(added.view().names().collect::<Vec<_>>(), ["get_service_status", "incidents"]);
     let r = added.executor().unwrap().call(ToolCall::new("c1", "incidents", json!({"service": "auth-api"}))).await;
     assert_eq!(r.data().unwrap()["incidents"][0]["incident_id"], "INC-001");
 }
 
-#[tokio::test]
-async fn a_disabled_row_is_neither_listed_nor_callable() {
-    let dir = TempDir::new("disabled");
-    let c = catalog(&dir.db());
-    c.put(&status_row()).unwrap();
+both!(tokio::test, a_disabled_row_is_neither_listed_nor_callable);
+async fn a_disabled_row_is_neither_listed_nor_callable(db: Db) {
+    let c = db.catalog().await;
+    c.put_async(&status_row()).await.unwrap();
     let call = || ToolCall::new("c1", "get_service_status", json!({"service_name": "auth-api"}));
     let ex = c.shared_view().await.unwrap().executor().unwrap();
     assert!(ex.call(call()).await.is_ok());
 
-    let other = rusqlite::Connection::open(dir.db()).unwrap();
-    other.execute("UPDATE tools SET enabled = 0 WHERE name = 'get_service_status'", []).unwrap();
+    db.exec("UPDATE tools SET enabled = 0 WHERE name = 'get_service_status'").await;
     let view = c.shared_view().await.unwrap();
     assert!(view.view().is_empty() && view.problems().is_empty(), "{view:?}");
     assert!(view.view().ollama_schemas().is_empty());
     let r = view.executor().unwrap().call(call()).await;
     assert_eq!((r.code(), r.executed), (Some("unknown_tool"), false));
 
-    assert!(c.set_enabled("get_service_status", None, true).unwrap());
+    assert!(c.set_enabled_async("get_service_status", None, true).await.unwrap().value);
     assert!(c.shared_view().await.unwrap().executor().unwrap().call(call()).await.is_ok());
-    assert!(c.set_enabled("get_service_status", None, false).unwrap());
+    assert!(c.set_enabled_async("get_service_status", None, false).await.unwrap().value);
     let r = c.shared_view().await.unwrap().executor().unwrap().call(call()).await;
     assert_eq!(r.code(), Some("unknown_tool"));
-    assert!(!c.set_enabled("no_such_row", None, true).unwrap());
+    assert!(!c.set_enabled_async("no_such_row", None, true).await.unwrap().value);
 }
 
-#[tokio::test]
-async fn tenants_see_their_rows_and_the_shared_ones() {
-    let dir = TempDir::new("tenants");
-    let c = catalog(&dir.db());
+both!(tokio::test, tenants_see_their_rows_and_the_shared_ones);
+async fn tenants_see_their_rows_and_the_shared_ones(db: Db) {
+    let c = db.catalog().await;
     let search = compiled_schema("search_incidents");
-    c.put(&status_row()).unwrap();
-    c.put(&ToolRow::local("incidents", "Search incidents.", search.clone(), "search_incidents").tenant("acme"))
+    c.put_async(&status_row()).await.unwrap();
+    c.put_async(&ToolRow::local("incidents", "Search incidents.", search.clone(), "search_incidents").tenant("acme"))
+        .await
         .unwrap();
-    c.put(&status_row().tenant("globex").enabled(false)).unwrap();
-    c.put(&ToolRow { description: "Acme's status tool.".into(), ..status_row().tenant("acme") }).unwrap();
+    c.put_async(&status_row().tenant("globex").enabled(false)).await.unwrap();
+    c.put_async(&ToolRow { description: "Acme's status tool.".into(), ..status_row().tenant("acme") }).await.unwrap();
 
     let names = |v: &tool_catalog::CatalogView| v.view().names().map(str::to_owned).collect::<Vec<_>>();
     let acme = c.view_for("acme").await.unwrap();
@@ -564,13 +626,11 @@ async fn tenants_see_their_rows_and_the_shared_ones() {
     assert_eq!(c.view_for("").await.unwrap_err().code(), "config_error");
 
     // A tenant's override that cannot be read hides the shared row too, rather than falling back to it.
-    let conn = rusqlite::Connection::open(dir.db()).unwrap();
-    conn.execute(
+    db.exec(
         "INSERT INTO tools (name, description, input_schema, kind, locator, tenant) \
          VALUES ('get_service_status', 'Broken.', '{', 'local', 'get_service_status', 'umbrella')",
-        [],
     )
-    .unwrap();
+    .await;
     let umbrella = c.view_for("umbrella").await.unwrap();
     assert!(names(&umbrella).is_empty(), "{umbrella:?}");
     assert_eq!(umbrella.problems().iter().map(RowError::code).collect::<Vec<_>>(), ["bad_row"]);
@@ -610,13 +670,12 @@ async fn a_seed_shaped_table_is_migrated_on_open() {
 
 // ---- Remote rows over a real MCP connection ----
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_remote_row_forwards_over_mcp_with_one_forwarder_instance() {
+both!(tokio::test(flavor = "multi_thread"), a_remote_row_forwards_over_mcp_with_one_forwarder_instance);
+async fn a_remote_row_forwards_over_mcp_with_one_forwarder_instance(db: Db) {
     bounded(async {
         let (origin, url, shutdown) = start_remote().await;
-        let dir = TempDir::new("remote");
-        let c = Catalog::builder(&registry()).allow_http_origin(&origin).open(dir.db()).unwrap();
-        c.put(&search_row(&url)).unwrap();
+        let c = db.open(Catalog::builder(&registry()).allow_http_origin(&origin)).await;
+        c.put_async(&search_row(&url)).await.unwrap();
 
         let first = c.shared_view().await.unwrap();
         let second = c.shared_view().await.unwrap();
@@ -644,13 +703,12 @@ async fn a_remote_row_forwards_over_mcp_with_one_forwarder_instance() {
         assert_eq!(f1.calls(), 1, "an invalid call never reaches the server");
 
         // An edited recipe gets a new forwarder; an unrelated edit keeps it.
-        let conn = rusqlite::Connection::open(dir.db()).unwrap();
-        conn.execute("UPDATE tools SET description = 'Search incidents (edited).'", []).unwrap();
+        db.exec("UPDATE tools SET description = 'Search incidents (edited).'").await;
         let edited = c.shared_view().await.unwrap();
         let Some(Resolved::Remote { forwarder: f4, .. }) = edited.resolution("incident.search") else { panic!() };
         assert!(Arc::ptr_eq(f1, f4), "the recipe did not change");
-        conn.execute("UPDATE tools SET extra = '{\"origin_name\": \"get_service_status\"}', input_schema = ?1, output_schema = NULL",
-            [json!({"type": "object", "properties": {"service_name": {"type": "string"}}, "required": ["service_name"]}).to_string()]).unwrap();
+        db.exec(&format!("UPDATE tools SET extra = '{{\"origin_name\": \"get_service_status\"}}', input_schema = {}, output_schema = NULL",
+            lit(&json!({"type": "object", "properties": {"service_name": {"type": "string"}}, "required": ["service_name"]}).to_string()))).await;
         let rerouted = c.shared_view().await.unwrap();
         let Some(Resolved::Remote { forwarder: f5, .. }) = rerouted.resolution("incident.search") else { panic!("{rerouted:?}") };
         assert!(!Arc::ptr_eq(f1, f5), "a new origin name is a new forwarder");
@@ -688,12 +746,11 @@ async fn next_change(rx: &mut mpsc::UnboundedReceiver<()>) {
     tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("list_changed within 10 s").expect("open");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_served_view_sends_list_changed_on_refresh() {
+both!(tokio::test(flavor = "multi_thread"), a_served_view_sends_list_changed_on_refresh);
+async fn a_served_view_sends_list_changed_on_refresh(db: Db) {
     bounded(async {
-        let dir = TempDir::new("list-changed");
-        let c = catalog(&dir.db());
-        c.put(&status_row()).unwrap();
+        let c = db.catalog().await;
+        c.put_async(&status_row()).await.unwrap();
         let served = CatalogServer::new(&c, None, McpServer::new).await.unwrap();
 
         let (server_io, client_io) = tokio::io::duplex(1 << 16);
@@ -716,15 +773,13 @@ async fn a_served_view_sends_list_changed_on_refresh() {
         assert!(rx.try_recv().is_err());
 
         // Another connection adds a row and disables the first.
-        let other = rusqlite::Connection::open(dir.db()).unwrap();
-        other
-            .execute(
-                "INSERT INTO tools (name, description, input_schema, kind, locator, effect) \
-                 VALUES ('incidents', 'Search incidents.', ?1, 'local', 'search_incidents', 'read')",
-                [compiled_schema("search_incidents").to_string()],
-            )
-            .unwrap();
-        other.execute("UPDATE tools SET enabled = 0 WHERE name = 'get_service_status'", []).unwrap();
+        db.exec(&format!(
+            "INSERT INTO tools (name, description, input_schema, kind, locator, effect) \
+             VALUES ('incidents', 'Search incidents.', {}, 'local', 'search_incidents', 'read')",
+            lit(&compiled_schema("search_incidents").to_string())
+        ))
+        .await;
+        db.exec("UPDATE tools SET enabled = 0 WHERE name = 'get_service_status'").await;
         assert!(served.refresh().await.unwrap().changed);
         next_change(&mut rx).await;
         assert_eq!(names(client.peer().list_all_tools().await.unwrap()), ["incidents"]);
@@ -741,15 +796,15 @@ async fn a_served_view_sends_list_changed_on_refresh() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn watch_notifies_http_and_subscribed_clients_of_file_edits() {
+both!(tokio::test(flavor = "multi_thread"), follow_notifies_http_and_subscribed_clients_of_edits);
+async fn follow_notifies_http_and_subscribed_clients_of_edits(db: Db) {
     bounded(async {
-        let dir = TempDir::new("watch");
-        let c = catalog(&dir.db());
-        c.put(&status_row()).unwrap();
+        let c = db.catalog().await;
+        c.put_async(&status_row()).await.unwrap();
         let served = CatalogServer::new(&c, Some("acme"), McpServer::new).await.unwrap();
         let stop = CancellationToken::new();
-        let watching = served.watch(Duration::from_millis(20), stop.clone());
+        // SQLite: the file polled every 100 ms; PostgreSQL: NOTIFY.
+        let watching = served.follow(stop.clone());
 
         // A Streamable HTTP client (protocol 2025-11-25, initialize handshake).
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -782,8 +837,7 @@ async fn watch_notifies_http_and_subscribed_clients_of_file_edits() {
         assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
 
         // An edit by another connection, picked up by the watcher.
-        let other = rusqlite::Connection::open(dir.db()).unwrap();
-        other.execute("UPDATE tools SET description = 'Status, as edited.'", []).unwrap();
+        db.exec("UPDATE tools SET description = 'Status, as edited.'").await;
         next_change(&mut rx).await;
         let note = tokio::time::timeout(Duration::from_secs(10), subscription.next()).await.expect("in time");
         assert!(matches!(note, Ok(Some(ServerNotification::ToolListChangedNotification(_)))), "{note:?}");
@@ -888,7 +942,7 @@ async fn a_stdio_row_starts_only_the_allowed_command() {
         .output_schema(json!({"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]}));
         c.put(&row).unwrap();
         // The same program with another argument is another command line: refused before anything starts.
-        insert_raw(&dir.db(), "math.other", "remote", &format!("stdio:{command} --http 127.0.0.1:0"), EMPTY_OBJECT, r#"{"origin_name": "add_numbers"}"#);
+        insert_raw_file(&dir.db(), "math.other", "remote", &format!("stdio:{command} --http 127.0.0.1:0"), EMPTY_OBJECT, r#"{"origin_name": "add_numbers"}"#);
 
         let view = c.shared_view().await.unwrap();
         assert_eq!(view.problems().iter().map(RowError::code).collect::<Vec<_>>(), ["endpoint_not_allowed"]);

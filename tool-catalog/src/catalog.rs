@@ -4,22 +4,26 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 use tool_core::{Executor, ExecutorError, Registry, ToolView};
-use tool_mcp::McpServer;
 use tool_mcp::server::McpServerError;
+use tool_mcp::{HealthReport, HttpConfig, McpServer};
 
 use crate::error::{CatalogError, RowError};
 use crate::locator::{self, Endpoint, RustPath};
 use crate::lookup::{RegistryLookup, ToolLookup};
 use crate::resolve::{Policy, Resolved, Resolver, RowKey};
 use crate::row::{StoredRow, ToolRow};
+use crate::storage::{self, ChangeFeed, SqliteStorage, Storage, StoreHealth, removing, writing};
 use crate::store::{self, DEFAULT_BUSY_TIMEOUT, Store};
 
 /// How long connecting to a remote endpoint may take by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often [`Catalog::changes`] reads the change token of a store that cannot push changes (SQLite), by default.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 type ExecutorFactory = dyn Fn(ToolView) -> Result<Executor, ExecutorError> + Send + Sync;
 
@@ -32,6 +36,7 @@ pub struct CatalogBuilder {
     stdio_commands: Vec<String>,
     connect_timeout: Duration,
     busy_timeout: Duration,
+    poll_interval: Duration,
     executor: Option<Arc<ExecutorFactory>>,
 }
 
@@ -43,6 +48,7 @@ impl fmt::Debug for CatalogBuilder {
             .field("stdio_commands", &self.stdio_commands)
             .field("connect_timeout", &self.connect_timeout)
             .field("busy_timeout", &self.busy_timeout)
+            .field("poll_interval", &self.poll_interval)
             .finish_non_exhaustive()
     }
 }
@@ -99,8 +105,40 @@ impl CatalogBuilder {
         self
     }
 
+    /// How often [`Catalog::changes`] reads the change token when the store cannot push changes (a SQLite file;
+    /// default [`DEFAULT_POLL_INTERVAL`], 100 ms). PostgreSQL pushes them and ignores this.
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every.max(Duration::from_millis(1));
+        self
+    }
+
     /// Checks the configuration and opens (creating or migrating) the SQLite file at `path`.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Catalog, CatalogError> {
+        let policy = self.policy()?;
+        let store = Store::open(path.as_ref(), self.busy_timeout)?;
+        Ok(self.finish(policy, Arc::new(SqliteStorage { store: store.clone() }), Some(store)))
+    }
+
+    /// Checks the configuration and opens a catalogue over `storage` (e.g. a
+    /// [`PgStorage`](crate::postgres::PgStorage)). The sync methods ([`Catalog::put`], …) are for SQLite files; over
+    /// any other storage they return `config_error`, and the `_async` methods do the work.
+    pub fn storage(self, storage: impl Storage) -> Result<Catalog, CatalogError> {
+        let policy = self.policy()?;
+        Ok(self.finish(policy, Arc::new(storage), None))
+    }
+
+    /// Connects to the PostgreSQL database of `conninfo` (a `postgresql://` URL or `host=… port=… user=… dbname=…`)
+    /// with [`PgStorage`](crate::postgres::PgStorage)'s defaults, creates or migrates the table, and opens a
+    /// catalogue over it. For other settings, build the storage with
+    /// [`PgStorage::builder`](crate::postgres::PgStorage::builder) and pass it to [`CatalogBuilder::storage`].
+    #[cfg(feature = "postgres")]
+    pub async fn connect_postgres(self, conninfo: &str) -> Result<Catalog, CatalogError> {
+        let policy = self.policy()?;
+        let storage = crate::postgres::PgStorage::builder(conninfo).busy_timeout(self.busy_timeout).connect().await?;
+        Ok(self.finish(policy, Arc::new(storage), None))
+    }
+
+    fn policy(&self) -> Result<Policy, CatalogError> {
         let mut policy = Policy::default();
         for m in &self.modules {
             let p = RustPath::parse(m)
@@ -124,24 +162,34 @@ impl CatalogBuilder {
             }
             policy.stdio_commands.push(argv);
         }
-        let store = Store::open(path.as_ref(), self.busy_timeout)?;
-        Ok(Catalog {
+        Ok(policy)
+    }
+
+    fn finish(self, policy: Policy, storage: Arc<dyn Storage>, sqlite: Option<Store>) -> Catalog {
+        Catalog {
             inner: Arc::new(Inner {
-                store,
+                storage,
+                sqlite,
                 resolver: Resolver::new(policy, self.lookup, self.connect_timeout),
                 executor: self.executor,
+                poll_interval: self.poll_interval,
+                feed: std::sync::OnceLock::new(),
             }),
-        })
+        }
     }
 }
 
 struct Inner {
-    store: Store,
+    storage: Arc<dyn Storage>,
+    /// The SQLite file, for the sync methods.
+    sqlite: Option<Store>,
     resolver: Resolver,
     executor: Option<Arc<ExecutorFactory>>,
+    poll_interval: Duration,
+    feed: std::sync::OnceLock<ChangeFeed>,
 }
 
-/// A tool catalogue over one SQLite file. Cheap to clone.
+/// A tool catalogue over one SQLite file or a PostgreSQL database ([`Storage`]). Cheap to clone.
 ///
 /// See the [crate documentation](crate) for the table, the resolution order and the error codes.
 #[derive(Clone)]
@@ -151,7 +199,7 @@ pub struct Catalog {
 
 impl fmt::Debug for Catalog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Catalog").field("path", &self.inner.store.path()).finish_non_exhaustive()
+        f.debug_struct("Catalog").field("storage", &self.inner.storage.describe()).finish_non_exhaustive()
     }
 }
 
@@ -168,6 +216,11 @@ pub struct ChangeToken {
 }
 
 impl ChangeToken {
+    /// The token of a store that has counted `generation` row changes (for [`Storage`] implementations).
+    pub const fn new(generation: u64) -> ChangeToken {
+        ChangeToken { generation }
+    }
+
     /// How many row changes the file has counted (`0` for a new file).
     pub fn generation(self) -> u64 {
         self.generation
@@ -192,8 +245,9 @@ pub struct Versioned<T> {
 }
 
 impl<T> Versioned<T> {
-    fn new(value: T, generation: u64) -> Versioned<T> {
-        Versioned { value, token: ChangeToken { generation } }
+    /// `value`, of the state `token` (for [`Storage`] implementations).
+    pub fn new(value: T, token: ChangeToken) -> Versioned<T> {
+        Versioned { value, token }
     }
 }
 
@@ -212,30 +266,45 @@ impl Catalog {
             stdio_commands: Vec::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            poll_interval: DEFAULT_POLL_INTERVAL,
             executor: None,
         }
     }
 
-    /// The SQLite file.
-    pub fn path(&self) -> &Path {
-        self.inner.store.path()
+    /// The SQLite file (`None` for another [`Storage`]).
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.sqlite.as_ref().map(Store::path)
+    }
+
+    /// Where the rows are (`sqlite:tools.db`, `postgresql://127.0.0.1:5432/keel`), for messages and logs.
+    pub fn describe(&self) -> String {
+        self.inner.storage.describe()
+    }
+
+    /// The SQLite file, for the sync methods; `config_error` over another storage.
+    fn sqlite(&self, method: &str) -> Result<&Store, CatalogError> {
+        self.inner.sqlite.as_ref().ok_or_else(|| {
+            CatalogError::Config(format!(
+                "Catalog::{method} blocks the calling thread and is for SQLite files; this catalogue is over {}: use \
+                 Catalog::{method}_async",
+                self.inner.storage.describe()
+            ))
+        })
     }
 
     /// Every row as stored, enabled or not, each with its `rowid` (or the `bad_row` error of a row whose columns
     /// could not be read).
     ///
     /// Blocks the calling thread (up to the [busy timeout](CatalogBuilder::busy_timeout) while another connection
-    /// holds a lock); in async code use [`Catalog::rows_async`].
+    /// holds a lock); in async code, and over PostgreSQL, use [`Catalog::rows_async`].
     pub fn rows(&self) -> Result<Vec<StoredRow>, CatalogError> {
-        self.inner.store.run("reading the tools table", |c| store::rows(c, None)).map(|(_, rows)| rows)
+        self.sqlite("rows")?.run("reading the tools table", |c| store::rows(c, None)).map(|(_, rows)| rows)
     }
 
     /// [`Catalog::rows`] without blocking a runtime worker, with the token of the state the rows were read from
     /// (one read transaction: the rows are that state exactly).
     pub async fn rows_async(&self) -> Result<Versioned<Vec<StoredRow>>, CatalogError> {
-        let (generation, rows) =
-            self.inner.store.run_async("reading the tools table".into(), |c| store::rows(c, None)).await?;
-        Ok(Versioned::new(rows, generation))
+        self.inner.storage.rows(None).await
     }
 
     /// Runs every check of resolution that needs no connection (row data, kind, locator, allowlists, the compiled
@@ -249,28 +318,28 @@ impl Catalog {
     ///
     /// One transaction: when another connection holds the write lock past the
     /// [busy timeout](CatalogBuilder::busy_timeout), `busy`, and nothing was written. Blocks the calling thread
-    /// meanwhile; in async code use [`Catalog::put_async`].
+    /// meanwhile; in async code, and over PostgreSQL, use [`Catalog::put_async`].
     pub fn put(&self, row: &ToolRow) -> Result<i64, CatalogError> {
+        let store = self.sqlite("put")?;
         self.check(row)?;
-        let (id, _) = self.inner.store.run(writing(&row.name), |c| store::put(c, row))?;
+        let (id, _) = store.run(writing(&row.name), |c| store::put(c, row))?;
         Ok(id)
     }
 
-    /// [`Catalog::put`] without blocking a runtime worker: the check runs here, the write on the runtime's blocking
-    /// pool, and the pauses while the file is busy are timers. Returns the row's `rowid` and the token of the state
-    /// the write committed. A write that has started commits even if the future is dropped.
+    /// [`Catalog::put`] without blocking a runtime worker: the check runs here, the write in the storage (SQLite:
+    /// on the runtime's blocking pool, the pauses while the file is busy being timers). Returns the row's id and
+    /// the token of the state the write committed. A write that has started commits even if the future is dropped.
     pub async fn put_async(&self, row: &ToolRow) -> Result<Versioned<i64>, CatalogError> {
         self.check(row)?;
-        let owned = row.clone();
-        let (id, generation) = self.inner.store.run_async(writing(&row.name), move |c| store::put(c, &owned)).await?;
-        Ok(Versioned::new(id, generation))
+        self.inner.storage.put(row).await
     }
 
     /// Enables or disables the row `name` of `tenant` (`None`: the row every tenant sees). Takes effect in the next
     /// view. Returns whether the row exists. Blocks like [`Catalog::put`]; in async code use
     /// [`Catalog::set_enabled_async`].
     pub fn set_enabled(&self, name: &str, tenant: Option<&str>, enabled: bool) -> Result<bool, CatalogError> {
-        let (found, _) = self.inner.store.run(writing(name), |c| store::set_enabled(c, name, tenant, enabled))?;
+        let (found, _) =
+            self.sqlite("set_enabled")?.run(writing(name), |c| store::set_enabled(c, name, tenant, enabled))?;
         Ok(found)
     }
 
@@ -281,28 +350,19 @@ impl Catalog {
         tenant: Option<&str>,
         enabled: bool,
     ) -> Result<Versioned<bool>, CatalogError> {
-        let (n, t) = (name.to_owned(), tenant.map(str::to_owned));
-        let (found, generation) = self
-            .inner
-            .store
-            .run_async(writing(name), move |c| store::set_enabled(c, &n, t.as_deref(), enabled))
-            .await?;
-        Ok(Versioned::new(found, generation))
+        self.inner.storage.set_enabled(name, tenant, enabled).await
     }
 
     /// Deletes the row `name` of `tenant` (`None`: the row every tenant sees). Returns whether it existed. Blocks
     /// like [`Catalog::put`]; in async code use [`Catalog::remove_async`].
     pub fn remove(&self, name: &str, tenant: Option<&str>) -> Result<bool, CatalogError> {
-        let (found, _) = self.inner.store.run(removing(name), |c| store::remove(c, name, tenant))?;
+        let (found, _) = self.sqlite("remove")?.run(removing(name), |c| store::remove(c, name, tenant))?;
         Ok(found)
     }
 
     /// [`Catalog::remove`] without blocking a runtime worker; with the token of the state it committed.
     pub async fn remove_async(&self, name: &str, tenant: Option<&str>) -> Result<Versioned<bool>, CatalogError> {
-        let (n, t) = (name.to_owned(), tenant.map(str::to_owned));
-        let (found, generation) =
-            self.inner.store.run_async(removing(name), move |c| store::remove(c, &n, t.as_deref())).await?;
-        Ok(Versioned::new(found, generation))
+        self.inner.storage.remove(name, tenant).await
     }
 
     /// Resolves one row (stored or not): the compiled tool of a local row, the forwarder of a remote one
@@ -311,19 +371,33 @@ impl Catalog {
         self.inner.resolver.resolve(&row.reference(None), row).await
     }
 
-    /// A token that grows whenever the file changes, through this catalogue or another connection (another
-    /// process, `sqlite3`): cheap to poll before building a view. Blocks like [`Catalog::rows`]; in async code use
-    /// [`Catalog::change_token_async`].
+    /// A token that grows whenever the rows change, through this catalogue or another connection (another
+    /// process, `sqlite3`, `psql`): cheap to poll before building a view. Blocks like [`Catalog::rows`]; in async
+    /// code use [`Catalog::change_token_async`].
     pub fn change_token(&self) -> Result<ChangeToken, CatalogError> {
-        let generation = self.inner.store.run("reading the change counter", store::read_generation)?;
+        let generation = self.sqlite("change_token")?.run("reading the change counter", store::read_generation)?;
         Ok(ChangeToken { generation })
     }
 
     /// [`Catalog::change_token`] without blocking a runtime worker.
     pub async fn change_token_async(&self) -> Result<ChangeToken, CatalogError> {
-        let generation =
-            self.inner.store.run_async("reading the change counter".into(), store::read_generation).await?;
-        Ok(ChangeToken { generation })
+        self.inner.storage.change_token().await
+    }
+
+    /// The catalogue's changes as they happen: the newest [`ChangeToken`] and whether the store answers. PostgreSQL
+    /// pushes them (`LISTEN`/`NOTIFY`, reconnecting with backoff and catching up by token after an outage); a
+    /// SQLite file is polled every [`poll_interval`](CatalogBuilder::poll_interval). One feed per catalogue,
+    /// started by the first call (inside a Tokio runtime) and shared by every clone.
+    pub fn changes(&self) -> ChangeFeed {
+        self.inner
+            .feed
+            .get_or_init(|| {
+                self.inner
+                    .storage
+                    .changes()
+                    .unwrap_or_else(|| storage::polling_feed(self.inner.storage.clone(), self.inner.poll_interval))
+            })
+            .clone()
     }
 
     /// The tools `tenant` sees: its own rows and the rows of every tenant (a tenant's row overrides a row of the
@@ -345,12 +419,7 @@ impl Catalog {
     }
 
     async fn build_view(&self, tenant: Option<String>) -> Result<CatalogView, CatalogError> {
-        let scope = tenant.clone();
-        let (generation, mut stored) = self
-            .inner
-            .store
-            .run_async("reading the tools table".into(), move |c| store::rows(c, scope.as_deref()))
-            .await?;
+        let Versioned { value: mut stored, token } = self.inner.storage.rows(tenant.as_deref()).await?;
         if tenant.is_none() {
             stored.retain(|r| r.row.as_ref().map_or_else(|e| e.row().tenant.is_none(), |r| r.tenant.is_none()));
         }
@@ -410,22 +479,13 @@ impl Catalog {
         problems.sort_by_key(|e| e.row().rowid);
         Ok(CatalogView {
             tenant,
-            token: ChangeToken { generation },
+            token,
             view: ToolView::new(tools),
             resolved,
             problems,
             executor: self.inner.executor.clone(),
         })
     }
-}
-
-/// What a busy write was doing.
-fn writing(name: &str) -> String {
-    format!("writing the row {name:?}")
-}
-
-fn removing(name: &str) -> String {
-    format!("deleting the row {name:?}")
 }
 
 /// The row that decides a name in a view: its scope, and the row (`None` when it could not be read).
@@ -522,6 +582,65 @@ struct ServerInner {
     server: McpServer,
     refreshing: tokio::sync::Mutex<Option<ChangeToken>>,
     problems: Mutex<Vec<RowError>>,
+    status: Mutex<ServedStatus>,
+}
+
+/// What the server serves, for [`CatalogServer::health`].
+#[derive(Default)]
+struct ServedStatus {
+    served: Option<ChangeToken>,
+    refresh_error: Option<(SystemTime, String)>,
+    feed: Option<ChangeFeed>,
+}
+
+/// A catalogue server's report on itself ([`CatalogServer::health`]): which state of the catalogue it serves,
+/// the newest it knows of, and whether its store answers. A degraded server keeps serving its last good view.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Health {
+    /// Where the rows are ([`Catalog::describe`]).
+    pub storage: String,
+    /// The tenant served (`None`: the shared view).
+    pub tenant: Option<String>,
+    /// The token of the view being served.
+    pub served: Option<ChangeToken>,
+    /// The newest token the change feed has seen (`None` when the server does not [follow](CatalogServer::follow)).
+    pub latest: Option<ChangeToken>,
+    /// Whether the store answers, as the change feed last saw it.
+    pub store: StoreHealth,
+    /// The last refresh that failed, while no later one has succeeded: when, and why.
+    pub refresh_error: Option<(SystemTime, String)>,
+}
+
+impl Health {
+    /// Whether the server serves an older view than it should: its store does not answer, or a refresh failed.
+    pub fn is_degraded(&self) -> bool {
+        self.store.is_degraded() || self.refresh_error.is_some()
+    }
+
+    /// The report as JSON: `status` (`ok` or `degraded`), `storage`, `tenant`, `served` and `latest` (generations),
+    /// `store` (`connected` or `degraded`, with `since` in Unix milliseconds, `error` and `attempts`), and
+    /// `refresh_error`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let millis = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let store = match &self.store {
+            StoreHealth::Degraded { since, error, attempts } => serde_json::json!({
+                "status": "degraded", "since_unix_ms": millis(*since), "error": error, "attempts": attempts,
+            }),
+            other => serde_json::json!({ "status": other.status() }),
+        };
+        serde_json::json!({
+            "status": if self.is_degraded() { "degraded" } else { "ok" },
+            "storage": self.storage,
+            "tenant": self.tenant,
+            "served": self.served.map(ChangeToken::generation),
+            "latest": self.latest.map(ChangeToken::generation),
+            "store": store,
+            "refresh_error": self.refresh_error.as_ref().map(|(at, e)| serde_json::json!({
+                "at_unix_ms": millis(*at), "error": e,
+            })),
+        })
+    }
 }
 
 impl fmt::Debug for CatalogServer {
@@ -557,6 +676,7 @@ impl CatalogServer {
                 server,
                 refreshing: tokio::sync::Mutex::new(Some(token)),
                 problems: Mutex::new(view.problems().to_vec()),
+                status: Mutex::new(ServedStatus { served: Some(token), ..ServedStatus::default() }),
             }),
         })
     }
@@ -574,6 +694,19 @@ impl CatalogServer {
     /// Rebuilds the view from the file and serves it; connected clients are sent
     /// `notifications/tools/list_changed` when the list changed.
     pub async fn refresh(&self) -> Result<Refresh, CatalogError> {
+        let result = self.refresh_inner().await;
+        let mut status = self.status();
+        match &result {
+            Ok(_) => status.refresh_error = None,
+            Err(e) => {
+                let since = status.refresh_error.as_ref().map_or_else(SystemTime::now, |(at, _)| *at);
+                status.refresh_error = Some((since, e.to_string()));
+            }
+        }
+        result
+    }
+
+    async fn refresh_inner(&self) -> Result<Refresh, CatalogError> {
         let mut last = self.inner.refreshing.lock().await;
         let view = match &self.inner.tenant {
             Some(t) => self.inner.catalog.view_for(t).await?,
@@ -583,9 +716,95 @@ impl CatalogServer {
         let executor = view.executor().map_err(build_error)?;
         let changed = self.inner.server.update(executor).await.map_err(build_error)?;
         *last = Some(token);
+        self.status().served = Some(token);
         let problems = view.problems().to_vec();
         *self.inner.problems.lock().unwrap_or_else(PoisonError::into_inner) = problems.clone();
         Ok(Refresh { changed, problems })
+    }
+
+    fn status(&self) -> std::sync::MutexGuard<'_, ServedStatus> {
+        self.inner.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The server's report on itself: the state it serves, the newest it knows of, whether its store answers.
+    pub fn health(&self) -> Health {
+        let status = self.status();
+        let (latest, store) = match &status.feed {
+            Some(feed) => {
+                let state = feed.state();
+                (state.token, state.health)
+            }
+            None => (None, StoreHealth::Connected),
+        };
+        Health {
+            storage: self.inner.catalog.describe(),
+            tenant: self.inner.tenant.clone(),
+            served: status.served,
+            latest,
+            store,
+            refresh_error: status.refresh_error.clone(),
+        }
+    }
+
+    /// An [`HttpConfig`] whose `GET /health` answers [`CatalogServer::health`] as JSON (`200` ok, `503`
+    /// degraded), for [`McpServer::http_service`]: `server.server().http_service(server.http_config(HttpConfig::default()))`.
+    pub fn http_config(&self, config: HttpConfig) -> HttpConfig {
+        let this = Arc::downgrade(&self.inner);
+        config.health("/health", move || match this.upgrade() {
+            Some(inner) => {
+                let health = CatalogServer { inner }.health();
+                HealthReport { healthy: !health.is_degraded(), body: health.to_json() }
+            }
+            None => HealthReport { healthy: false, body: serde_json::json!({ "status": "stopped" }) },
+        })
+    }
+
+    /// Serves MCP over Streamable HTTP at `path` and the [health report](CatalogServer::health) at `GET /health`
+    /// on `listener`, until `shutdown` is cancelled; see [`tool_mcp::McpHttpService::serve`].
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        path: &str,
+        config: HttpConfig,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<()> {
+        self.inner.server.http_service(self.http_config(config)).serve(listener, path, shutdown).await
+    }
+
+    /// Follows the catalogue's [change feed](Catalog::changes) until `stop` is cancelled: whenever the newest
+    /// token passes the one being served, the view is rebuilt and swapped in, and clients are sent
+    /// `notifications/tools/list_changed` when the list changed. With PostgreSQL the changes are pushed
+    /// (`NOTIFY`); with SQLite the file is polled. While the store does not answer, the last good view keeps being
+    /// served, [`CatalogServer::health`] says degraded, and the refresh is retried (50 ms doubling to 2 s) until it
+    /// succeeds: no change is skipped, since each refresh reads the newest state.
+    pub fn follow(&self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        let mut feed = self.inner.catalog.changes();
+        self.status().feed = Some(feed.clone());
+        tokio::spawn(async move {
+            let mut retry: Option<Duration> = None;
+            loop {
+                let state = feed.state();
+                let served = this.status().served;
+                let behind = state.token.is_some_and(|t| served < Some(t));
+                if behind || retry.is_some() {
+                    match this.refresh().await {
+                        Ok(_) => retry = None,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "refreshing the catalogue view failed; serving the last good one");
+                            retry =
+                                Some(retry.map_or(Duration::from_millis(50), |r| (r * 2).min(Duration::from_secs(2))));
+                        }
+                    }
+                }
+                let pause = retry.unwrap_or(Duration::from_secs(3600));
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    changed = feed.changed() => if changed.is_none() { return },
+                    () = tokio::time::sleep(pause) => {}
+                }
+            }
+        })
     }
 
     /// Refreshes only when the file changed since the last refresh (see [`Catalog::change_token`]); `None` when it

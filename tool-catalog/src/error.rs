@@ -273,7 +273,16 @@ pub enum CatalogError {
         /// How many attempts found the lock held.
         attempts: u32,
     },
-    /// Opening, migrating, reading or writing the SQLite file failed.
+    /// The store could not be reached (a PostgreSQL server down or the connection lost). Reads changed nothing; a
+    /// write whose connection was lost while it committed may or may not have committed: read the row back (or
+    /// compare change tokens) before repeating it.
+    Unavailable {
+        /// What was being done.
+        context: String,
+        /// The connection error.
+        message: String,
+    },
+    /// Opening, migrating, reading or writing the store failed.
     Store {
         /// What was being done.
         context: String,
@@ -298,11 +307,12 @@ impl CatalogError {
         matches!(self, CatalogError::Busy { .. })
     }
 
-    /// `busy`, `store_error`, `config_error`, `serve_error`, or the refused row's code.
+    /// `busy`, `store_error`, `store_unavailable`, `config_error`, `serve_error`, or the refused row's code.
     pub fn code(&self) -> &'static str {
         match self {
             CatalogError::Busy { .. } => "busy",
             CatalogError::Store { .. } => "store_error",
+            CatalogError::Unavailable { .. } => "store_unavailable",
             CatalogError::Config(_) => "config_error",
             CatalogError::Row(e) => e.code(),
             CatalogError::Serve(_) => "serve_error",
@@ -320,6 +330,9 @@ impl fmt::Display for CatalogError {
                 waited.as_millis()
             ),
             CatalogError::Store { context, message } => write!(f, "store_error: {context}: {message}"),
+            CatalogError::Unavailable { context, message } => {
+                write!(f, "store_unavailable: {context}: the store cannot be reached: {message}")
+            }
             CatalogError::Config(m) => write!(f, "config_error: {m}"),
             CatalogError::Row(e) => write!(f, "row refused, nothing written: {e}"),
             CatalogError::Serve(m) => write!(f, "serve_error: {m}"),

@@ -173,16 +173,21 @@ pub mod error;
 pub mod locator;
 pub mod lookup;
 pub mod narrow;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod resolve;
 pub mod row;
+mod storage;
 mod store;
 
 pub use catalog::{
-    Catalog, CatalogBuilder, CatalogServer, CatalogView, ChangeToken, DEFAULT_CONNECT_TIMEOUT, Refresh, Versioned,
+    Catalog, CatalogBuilder, CatalogServer, CatalogView, ChangeToken, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL,
+    Health, Refresh, Versioned,
 };
 pub use error::{CatalogError, RowError, RowRef};
 pub use locator::{Endpoint, LocalTarget, RustPath};
 pub use lookup::{Lookup, RegistryLookup, ToolLookup};
 pub use resolve::Resolved;
 pub use row::{Kind, StoredRow, ToolRow};
+pub use storage::{ChangeFeed, FeedState, Storage, StoreFuture, StoreHealth};
 pub use store::{DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION};

@@ -109,7 +109,7 @@ type Attempt<T> = Result<T, Failure>;
 
 /// The pauses between the attempts of one busy operation: doubling from [`FIRST_PAUSE`] to [`MAX_PAUSE`], each
 /// shortened by up to half at random (so that two processes do not retry in step), all within the bound.
-struct Backoff {
+pub(crate) struct Backoff {
     start: Instant,
     limit: Duration,
     attempts: u32,
@@ -118,14 +118,14 @@ struct Backoff {
 }
 
 impl Backoff {
-    fn new(limit: Duration) -> Backoff {
+    pub(crate) fn new(limit: Duration) -> Backoff {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let seed = (nanos as u64) ^ (u64::from(std::process::id()) << 32) | 1;
         Backoff { start: Instant::now(), limit, attempts: 0, pause: FIRST_PAUSE, seed }
     }
 
     /// After a busy attempt: how long to pause before the next one, or `None` when the bound is spent.
-    fn next(&mut self) -> Option<Duration> {
+    pub(crate) fn next(&mut self) -> Option<Duration> {
         self.attempts += 1;
         let elapsed = self.start.elapsed();
         if elapsed >= self.limit {
@@ -141,7 +141,7 @@ impl Backoff {
         Some(jittered.min(self.limit - elapsed))
     }
 
-    fn error(&self, context: String) -> CatalogError {
+    pub(crate) fn error(&self, context: String) -> CatalogError {
         CatalogError::Busy { context, waited: self.start.elapsed(), attempts: self.attempts }
     }
 }
@@ -446,7 +446,7 @@ pub(crate) fn remove(conn: &mut Connection, name: &str, tenant: Option<&str>) ->
 }
 
 /// Turns the eleven columns of one row into a [`ToolRow`], or the `bad_row` error of the first unreadable column.
-fn decode(rowid: i64, cols: Vec<Sql>) -> Result<ToolRow, RowError> {
+pub(crate) fn decode(rowid: i64, cols: Vec<Sql>) -> Result<ToolRow, RowError> {
     let mut it = cols.into_iter();
     let mut next = || it.next().unwrap_or(Sql::Null);
     let (name, description, input, output, kind, locator, version, effect, enabled, tenant, extra) =

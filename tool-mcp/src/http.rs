@@ -90,6 +90,31 @@ pub struct HttpConfig {
     max_sessions: usize,
     idle_timeout: Option<Duration>,
     retry_after: Duration,
+    health: Option<HealthRoute>,
+}
+
+/// What a health route answers: `200 OK` when healthy, else `503 Service Unavailable`; the body as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthReport {
+    /// Whether the server is healthy.
+    pub healthy: bool,
+    /// The JSON body.
+    pub body: serde_json::Value,
+}
+
+type HealthFn = dyn Fn() -> HealthReport + Send + Sync;
+
+/// A `GET` route that reports the server's health; see [`HttpConfig::health`].
+#[derive(Clone)]
+struct HealthRoute {
+    path: Arc<str>,
+    report: Arc<HealthFn>,
+}
+
+impl fmt::Debug for HealthRoute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HealthRoute").field("path", &self.path).finish_non_exhaustive()
+    }
 }
 
 impl Default for HttpConfig {
@@ -99,6 +124,7 @@ impl Default for HttpConfig {
             max_sessions: DEFAULT_MAX_SESSIONS,
             idle_timeout: Some(DEFAULT_SESSION_IDLE_TIMEOUT),
             retry_after: DEFAULT_RETRY_AFTER,
+            health: None,
         }
     }
 }
@@ -123,6 +149,18 @@ impl HttpConfig {
     /// [`DEFAULT_RETRY_AFTER`]).
     pub fn retry_after(mut self, after: Duration) -> Self {
         self.retry_after = after;
+        self
+    }
+
+    /// Answers `GET path` (e.g. `/health`) with `report()`, as JSON: `200 OK` when it says healthy, else
+    /// `503 Service Unavailable`, so that a load balancer or an orchestrator can read it. Served by
+    /// [`McpHttpService::serve`] beside the MCP path; `report` runs on each request and should be cheap.
+    pub fn health(
+        mut self,
+        path: impl Into<String>,
+        report: impl Fn() -> HealthReport + Send + Sync + 'static,
+    ) -> Self {
+        self.health = Some(HealthRoute { path: Arc::from(path.into()), report: Arc::new(report) });
         self
     }
 
@@ -296,6 +334,7 @@ pub struct McpHttpService {
     inner: StreamableHttpService<McpSession, Sessions>,
     sessions: Arc<Sessions>,
     retry_after: HeaderValue,
+    health: Option<HealthRoute>,
 }
 
 impl fmt::Debug for McpHttpService {
@@ -321,6 +360,14 @@ fn text_response(status: StatusCode, text: String) -> Response<ResponseBody> {
     response
 }
 
+fn health_response(report: &HealthReport) -> Response<ResponseBody> {
+    let status = if report.healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let mut response = Response::new(Full::new(Bytes::from(report.body.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
 fn not_found() -> Response<ResponseBody> {
     text_response(StatusCode::NOT_FOUND, "not found\n".to_owned())
 }
@@ -336,6 +383,7 @@ impl McpServer {
             inner: StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), config.sdk),
             sessions,
             retry_after: HeaderValue::from(retry_after),
+            health: config.health,
         }
     }
 
@@ -454,7 +502,18 @@ impl McpHttpService {
                 let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let service = service.clone();
                     let on_path = req.uri().path() == &*path;
-                    async move { if on_path { Ok::<_, Infallible>(service.handle(req).await) } else { Ok(not_found()) } }
+                    let health = match &service.health {
+                        Some(h) if req.uri().path() == &*h.path && req.method() == Method::GET => {
+                            Some(h.report.clone())
+                        }
+                        _ => None,
+                    };
+                    async move {
+                        if let Some(report) = health {
+                            return Ok::<_, Infallible>(health_response(&report()));
+                        }
+                        if on_path { Ok(service.handle(req).await) } else { Ok(not_found()) }
+                    }
                 });
                 let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), handler);
                 tokio::pin!(conn);

@@ -41,6 +41,6 @@ mod task;
 #[cfg(feature = "client")]
 pub use client::{Era, Forwarder, RemoteServer, RemoteTools};
 #[cfg(all(feature = "http", feature = "server"))]
-pub use http::{HttpConfig, McpHttpService};
+pub use http::{HealthReport, HttpConfig, McpHttpService};
 #[cfg(feature = "server")]
 pub use server::{McpRequest, McpServer, McpSession, current_request};

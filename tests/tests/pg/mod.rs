@@ -1,0 +1,79 @@
+//! A fresh PostgreSQL database per test, in the cluster that `scripts/postgres.sh` starts (`KEEL_TEST_POSTGRES`,
+//! a libpq connection string). Without the variable a test is skipped, or fails when peers are required (CI).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The variable that names the test cluster.
+pub const VAR: &str = "KEEL_TEST_POSTGRES";
+
+/// A database created for one test and dropped (with its connections) when this is dropped.
+pub struct PgDatabase {
+    /// The connection string of the database.
+    pub conninfo: String,
+    admin: String,
+    name: String,
+}
+
+impl PgDatabase {
+    /// Creates a database named after `label`; `None` (and a line on stderr) when `KEEL_TEST_POSTGRES` is unset and
+    /// `required` is false. Panics when it is set but the cluster does not answer, or when it is required and unset.
+    pub async fn create(label: &str, required: bool) -> Option<PgDatabase> {
+        let Some(admin) = std::env::var(VAR).ok().filter(|v| !v.is_empty()) else {
+            assert!(
+                !required,
+                "{VAR} is not set, and prerequisites are required (CI or KEEL_REQUIRE_PEERS): run the tests through \
+                 scripts/test-all.sh, which starts a PostgreSQL cluster under target/postgres"
+            );
+            eprintln!("skipping the PostgreSQL half: {VAR} is not set (scripts/postgres.sh start sets it)");
+            return None;
+        };
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let mut short: String =
+            label.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(32).collect::<String>();
+        short.make_ascii_lowercase();
+        let name = format!("keel_{short}_{}_{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let client = connect(&admin).await;
+        client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.expect("drop old");
+        client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create database");
+        Some(PgDatabase { conninfo: format!("{admin} dbname={name}"), admin, name })
+    }
+
+    /// Runs `sql` over a connection of its own.
+    pub async fn exec(&self, sql: &str) {
+        connect(&self.conninfo).await.batch_execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+
+    /// A client of the database.
+    #[allow(dead_code)] // not every test binary that includes this module uses it
+    pub async fn client(&self) -> tokio_postgres::Client {
+        connect(&self.conninfo).await
+    }
+}
+
+/// A client of `conninfo`, its connection driven on the current runtime.
+pub async fn connect(conninfo: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(conninfo, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to the test cluster ({conninfo}): {e}"));
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        // A runtime of its own on a thread of its own: the test's runtime may be shutting down.
+        let (admin, name) = (self.admin.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            rt.block_on(async {
+                if let Ok((client, connection)) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await {
+                    tokio::spawn(connection);
+                    let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+                }
+            });
+        })
+        .join();
+    }
+}

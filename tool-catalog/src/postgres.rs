@@ -1,0 +1,737 @@
+//! The catalogue in PostgreSQL (feature `postgres`): one database shared by every replica of a service, changes
+//! pushed to each of them with `LISTEN`/`NOTIFY`.
+//!
+//! ```no_run
+//! # async fn demo(registry: &tool_core::Registry) -> Result<(), tool_catalog::CatalogError> {
+//! use tool_catalog::Catalog;
+//!
+//! let catalog = Catalog::builder(registry)
+//!     .allow_module("my_app::status")
+//!     .connect_postgres("postgresql://keel@127.0.0.1:5432/tools")   // created or migrated on connect
+//!     .await?;
+//! let mut changes = catalog.changes();                           // pushed by NOTIFY, caught up by token
+//! while let Some(state) = changes.changed().await {
+//!     println!("catalogue at {:?}, store {}", state.token, state.health.status());
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Why tokio-postgres
+//!
+//! The catalogue needs three things of a driver: async queries that never hold a runtime worker, the server's
+//! asynchronous messages (`NOTIFY`) on a connection of its own, and control over reconnection. `tokio-postgres`
+//! gives all three directly: its `Connection` yields [`AsyncMessage::Notification`]s to whoever polls it, and a
+//! lost connection is an error the catalogue sees and handles. `sqlx` would bring a pool, a query macro layer and
+//! a second runtime abstraction the catalogue does not use (six fixed statements, one table), and its listener
+//! reconnects on its own, hiding the outage the health report must show. Connections are plain TCP without TLS:
+//! a catalogue database belongs on a private network or loopback.
+//!
+//! # The table
+//!
+//! The same `tools` table as the SQLite file (the [crate documentation](crate#the-table) lists the columns), with
+//! the same unique `(name, tenant)` scope, plus an identity column `id`, the row's `rowid`. `catalog_state` holds
+//! the change counter and the schema version ([`SCHEMA_VERSION`](crate::SCHEMA_VERSION)); a trigger on `tools`
+//! counts every row inserted, updated or deleted, by any client (`psql` too), in the same transaction, and sends
+//! `NOTIFY keel_catalog, '<generation>'`, which PostgreSQL delivers when the transaction commits. Creating and
+//! migrating happen on connect, under an advisory lock, so replicas starting together migrate once; a database
+//! that is already current is not written.
+//!
+//! # Consistency
+//!
+//! A view's rows and token come from one `REPEATABLE READ` read-only transaction: a state that existed. A write is
+//! one transaction (`INSERT … ON CONFLICT DO UPDATE` for `put`), so concurrent writers never lose an update; a
+//! writer waiting for another's row lock longer than the busy timeout gets `busy` (PostgreSQL's `lock_timeout`),
+//! having changed nothing.
+//!
+//! # Changes, outages, catching up
+//!
+//! [`Catalog::changes`](crate::Catalog::changes) starts one listener per storage: a dedicated connection that
+//! `LISTEN`s, reads the current token at once (catching up on anything committed while it was away), then
+//! follows the notifications, and reads the token again every [resync](PgStorageBuilder::resync) interval in case
+//! a notification was lost. When the connection fails, the feed reports [`StoreHealth::Degraded`] and the
+//! listener reconnects with jittered backoff (100 ms doubling to 5 s by default); views already built keep being
+//! served. Operations meanwhile fail with `store_unavailable` and reconnect on their next call.
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, SystemTime};
+
+use rusqlite::types::Value as Sql;
+use serde_json::Value;
+use tokio::sync::{Mutex, MutexGuard, watch};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{AsyncMessage, Client, Config, IsolationLevel, NoTls};
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::{ChangeToken, Versioned};
+use crate::error::CatalogError;
+use crate::row::{StoredRow, ToolRow};
+use crate::storage::{ChangeFeed, FeedState, Storage, StoreFuture, StoreHealth, removing, writing};
+use crate::store::{Backoff, DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, decode};
+
+/// The channel every write notifies, with the new generation as payload.
+pub const CHANNEL: &str = "keel_catalog";
+
+/// Connections an operation may use at once, by default.
+pub const DEFAULT_POOL_SIZE: usize = 4;
+
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_RESYNC: Duration = Duration::from_secs(5);
+const FIRST_RECONNECT: Duration = Duration::from_millis(100);
+const MAX_RECONNECT: Duration = Duration::from_secs(5);
+
+/// An arbitrary key for the advisory lock that serialises migrations.
+const MIGRATION_LOCK: i64 = 0x6b65_656c_0002;
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS tools (
+    id            bigint GENERATED ALWAYS AS IDENTITY,
+    name          text NOT NULL,
+    description   text NOT NULL,
+    input_schema  text NOT NULL,
+    output_schema text,
+    kind          text NOT NULL,
+    locator       text NOT NULL,
+    version       text NOT NULL DEFAULT '1.0',
+    effect        text NOT NULL DEFAULT 'destructive',
+    enabled       integer NOT NULL DEFAULT 1,
+    tenant        text,
+    extra         text NOT NULL DEFAULT '{}'
+)";
+
+/// Columns added to an adopted table that lacks them (the minimal table has name, description, input_schema,
+/// kind and locator).
+const ADDED_COLUMNS: [(&str, &str); 7] = [
+    ("id", "bigint GENERATED ALWAYS AS IDENTITY"),
+    ("output_schema", "text"),
+    ("version", "text NOT NULL DEFAULT '1.0'"),
+    ("effect", "text NOT NULL DEFAULT 'destructive'"),
+    ("enabled", "integer NOT NULL DEFAULT 1"),
+    ("tenant", "text"),
+    ("extra", "text NOT NULL DEFAULT '{}'"),
+];
+
+const REQUIRED_COLUMNS: [&str; 5] = ["name", "description", "input_schema", "kind", "locator"];
+
+const CREATE_REST: &str = "
+CREATE UNIQUE INDEX IF NOT EXISTS tools_id ON tools (id);
+CREATE UNIQUE INDEX IF NOT EXISTS tools_name_tenant ON tools (name, (coalesce(tenant, '')));
+CREATE TABLE IF NOT EXISTS catalog_state (
+    id             integer PRIMARY KEY CHECK (id = 1),
+    generation     bigint NOT NULL,
+    schema_version integer NOT NULL
+);
+INSERT INTO catalog_state (id, generation, schema_version) VALUES (1, 0, 0) ON CONFLICT (id) DO NOTHING;
+CREATE OR REPLACE FUNCTION keel_tools_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE g bigint;
+BEGIN
+    UPDATE catalog_state SET generation = generation + 1 WHERE id = 1 RETURNING generation INTO g;
+    PERFORM pg_notify('keel_catalog', g::text);
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS tools_changed ON tools;
+CREATE TRIGGER tools_changed AFTER INSERT OR UPDATE OR DELETE ON tools
+    FOR EACH ROW EXECUTE FUNCTION keel_tools_changed();
+";
+
+const SELECT: &str = "SELECT id, name, description, input_schema, output_schema, kind, locator, version, effect, \
+                      enabled, tenant, extra FROM tools";
+
+/// Configures a [`PgStorage`]; see [`PgStorage::builder`].
+#[must_use]
+#[derive(Debug, Clone)]
+pub struct PgStorageBuilder {
+    conninfo: String,
+    pool_size: usize,
+    connect_timeout: Duration,
+    busy_timeout: Duration,
+    resync: Duration,
+    reconnect: (Duration, Duration),
+}
+
+impl PgStorageBuilder {
+    /// Connections operations may use at once (default [`DEFAULT_POOL_SIZE`]); each is opened on first use and
+    /// again after it is lost. The change listener has one more of its own.
+    pub fn pool_size(mut self, n: usize) -> Self {
+        self.pool_size = n.max(1);
+        self
+    }
+
+    /// How long opening one connection may take (default 5 s) before `store_unavailable`.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a write may wait for another writer's row lock (PostgreSQL's `lock_timeout`, default 2 s) before
+    /// `busy`, having changed nothing.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// How often the change listener reads the token even without a notification (default 5 s): the bound on how
+    /// late a change can be seen if its notification was lost.
+    pub fn resync(mut self, every: Duration) -> Self {
+        self.resync = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The listener's pauses between reconnection attempts: `first`, doubling up to `max`, each jittered.
+    pub fn reconnect_backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.reconnect = (first.max(Duration::from_millis(1)), max.max(first));
+        self
+    }
+
+    /// Connects, creates or migrates the table (see the [module documentation](self)), and returns the storage.
+    pub async fn connect(self) -> Result<PgStorage, CatalogError> {
+        let mut config: Config = self
+            .conninfo
+            .parse()
+            .map_err(|e| CatalogError::Config(format!("the PostgreSQL connection string does not parse: {e}")))?;
+        config.connect_timeout(self.connect_timeout);
+        config.keepalives(true);
+        config.application_name("keel-catalog");
+        let shown = describe(&config);
+        let inner = Arc::new(PgInner {
+            config,
+            shown,
+            slots: (0..self.pool_size).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+            connect_timeout: self.connect_timeout,
+            busy_timeout: self.busy_timeout,
+            resync: self.resync,
+            reconnect: self.reconnect,
+            feed: OnceLock::new(),
+            stop: CancellationToken::new(),
+        });
+        let storage = PgStorage { inner };
+        let mut slot = storage.inner.slot("connecting").await?;
+        match migrate(slot.client()).await {
+            Ok(()) => {}
+            Err(MigrateError::Pg(e)) => {
+                slot.settle::<()>(&storage.inner.shown, "creating or migrating the catalogue", Err(e))?;
+            }
+            Err(MigrateError::Refused(message)) => {
+                return Err(CatalogError::Store { context: format!("opening {}", storage.inner.shown), message });
+            }
+        }
+        drop(slot);
+        Ok(storage)
+    }
+}
+
+/// The catalogue's rows in a PostgreSQL database: a [`Storage`] for
+/// [`CatalogBuilder::storage`](crate::CatalogBuilder::storage), or made by
+/// [`CatalogBuilder::connect_postgres`](crate::CatalogBuilder::connect_postgres). Cheap to clone.
+#[derive(Clone)]
+pub struct PgStorage {
+    inner: Arc<PgInner>,
+}
+
+struct PgInner {
+    config: Config,
+    shown: String,
+    slots: Vec<Mutex<Option<Client>>>,
+    next: AtomicUsize,
+    connect_timeout: Duration,
+    busy_timeout: Duration,
+    resync: Duration,
+    reconnect: (Duration, Duration),
+    feed: OnceLock<ChangeFeed>,
+    stop: CancellationToken,
+}
+
+impl Drop for PgInner {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl fmt::Debug for PgStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStorage").field("database", &self.inner.shown).finish_non_exhaustive()
+    }
+}
+
+/// `postgresql://host:port/dbname`, without user or password.
+fn describe(config: &Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("postgresql://{host}:{port}/{}", config.get_dbname().unwrap_or(""))
+}
+
+/// A pool slot, locked, holding an open client.
+struct Slot<'a> {
+    guard: MutexGuard<'a, Option<Client>>,
+}
+
+impl Slot<'_> {
+    fn client(&mut self) -> &mut Client {
+        self.guard.as_mut().expect("a slot is handed out holding a client")
+    }
+
+    /// Maps the outcome of an operation; a lost connection empties the slot, to be reopened by the next operation.
+    fn settle<T>(
+        &mut self,
+        shown: &str,
+        context: &str,
+        result: Result<T, tokio_postgres::Error>,
+    ) -> Result<T, CatalogError> {
+        result.map_err(|e| {
+            let closed = self.guard.as_ref().is_none_or(Client::is_closed) || e.is_closed();
+            if closed {
+                *self.guard = None;
+            }
+            classify(shown, context, &e, closed)
+        })
+    }
+}
+
+/// A driver error as a [`CatalogError`].
+fn classify(shown: &str, context: &str, e: &tokio_postgres::Error, closed: bool) -> CatalogError {
+    let message = match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    };
+    if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
+        return CatalogError::Busy { context: context.to_owned(), waited: Duration::ZERO, attempts: 1 };
+    }
+    if closed || e.code().is_none() {
+        return CatalogError::Unavailable { context: format!("{context} ({shown})"), message };
+    }
+    CatalogError::Store { context: format!("{context} ({shown})"), message }
+}
+
+/// Errors after which the same transaction may succeed when repeated.
+fn retryable(e: &CatalogError) -> bool {
+    matches!(e, CatalogError::Store { message, .. } if message.ends_with("(40001)") || message.ends_with("(40P01)"))
+}
+
+/// Aborts a task when dropped (the listener's connection driver, when the listener stops).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+type Connection = tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>;
+
+async fn open_client(config: &Config, timeout: Duration) -> Result<(Client, Connection), String> {
+    match tokio::time::timeout(timeout, config.connect(NoTls)).await {
+        Ok(Ok(pair)) => Ok(pair),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+    }
+}
+
+impl PgInner {
+    /// A slot, round robin, with an open client (connecting it when it is empty or its connection was lost).
+    async fn slot(&self, context: &str) -> Result<Slot<'_>, CatalogError> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let mut guard = self.slots[i].lock().await;
+        if guard.as_ref().is_none_or(Client::is_closed) {
+            *guard = None;
+            let (client, connection) = open_client(&self.config, self.connect_timeout).await.map_err(|message| {
+                CatalogError::Unavailable { context: format!("{context} ({})", self.shown), message }
+            })?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "a catalogue database connection ended");
+                }
+            });
+            let lock_timeout = format!("SET lock_timeout = {}", self.busy_timeout.as_millis().max(1));
+            client.batch_execute(&lock_timeout).await.map_err(|e| classify(&self.shown, context, &e, true))?;
+            *guard = Some(client);
+        }
+        Ok(Slot { guard })
+    }
+
+    /// Runs one transaction `op` on a pooled client; repeats it after serialization failures and deadlocks until
+    /// the busy timeout, then `busy`.
+    async fn run<T, F>(&self, context: String, op: F) -> Result<T, CatalogError>
+    where
+        F: for<'c> Fn(&'c mut Client) -> futures_like::BoxFuture<'c, Result<T, tokio_postgres::Error>>,
+    {
+        let mut backoff = Backoff::new(self.busy_timeout);
+        loop {
+            let mut slot = self.slot(&context).await?;
+            let result = op(slot.client()).await;
+            match slot.settle(&self.shown, &context, result) {
+                Err(e) if retryable(&e) => {
+                    drop(slot);
+                    match backoff.next() {
+                        Some(pause) => tokio::time::sleep(pause).await,
+                        None => return Err(backoff.error(context)),
+                    }
+                }
+                Err(CatalogError::Busy { context, .. }) => {
+                    return Err(CatalogError::Busy { context, waited: self.busy_timeout, attempts: 1 });
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+mod futures_like {
+    pub(crate) type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+}
+
+/// Why a migration failed: the driver, or a database that this build cannot adopt.
+enum MigrateError {
+    Pg(tokio_postgres::Error),
+    Refused(String),
+}
+
+impl From<tokio_postgres::Error> for MigrateError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        MigrateError::Pg(e)
+    }
+}
+
+/// Brings the database's schema to [`SCHEMA_VERSION`], under an advisory lock; writes nothing when it is current.
+async fn migrate(client: &mut Client) -> Result<(), MigrateError> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+    let has_state = tx.query_one("SELECT to_regclass('catalog_state') IS NOT NULL", &[]).await?.get::<_, bool>(0);
+    if has_state {
+        let version: Option<i32> =
+            tx.query_opt("SELECT schema_version FROM catalog_state WHERE id = 1", &[]).await?.map(|r| r.get(0));
+        match version.map(i64::from) {
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(MigrateError::Refused(format!(
+                    "the database has catalogue schema version {v}, newer than this build's {SCHEMA_VERSION}; \
+                     connect with a newer build"
+                )));
+            }
+            Some(SCHEMA_VERSION) => return Ok(tx.commit().await?),
+            _ => {}
+        }
+    }
+    let columns: Vec<String> = tx
+        .query(
+            "SELECT column_name::text FROM information_schema.columns WHERE table_schema = current_schema() AND \
+             table_name = 'tools'",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if columns.is_empty() {
+        tx.batch_execute(CREATE).await?;
+    } else {
+        let missing: Vec<&str> =
+            REQUIRED_COLUMNS.iter().copied().filter(|c| !columns.iter().any(|have| have == c)).collect();
+        if !missing.is_empty() {
+            return Err(MigrateError::Refused(format!(
+                "the existing `tools` table lacks the column(s) {}; it is not a tool catalogue",
+                missing.join(", ")
+            )));
+        }
+        for (column, definition) in ADDED_COLUMNS {
+            if !columns.iter().any(|have| have == column) {
+                tx.batch_execute(&format!("ALTER TABLE tools ADD COLUMN {column} {definition}")).await?;
+            }
+        }
+    }
+    tx.batch_execute(CREATE_REST).await?;
+    let version = i32::try_from(SCHEMA_VERSION).unwrap_or(i32::MAX);
+    tx.execute("UPDATE catalog_state SET schema_version = $1 WHERE id = 1", &[&version]).await?;
+    Ok(tx.commit().await?)
+}
+
+/// One row's columns as the values [`decode`] reads (the same decoding as the SQLite file's).
+fn columns(row: &tokio_postgres::Row) -> (i64, Vec<Sql>) {
+    let id: i64 = row.try_get(0).unwrap_or(0);
+    let mut cols = Vec::with_capacity(11);
+    for i in 1..=11 {
+        let value = if i == 9 {
+            match row.try_get::<_, Option<i32>>(i) {
+                Ok(Some(n)) => Sql::Integer(i64::from(n)),
+                Ok(None) => Sql::Null,
+                Err(_) => Sql::Blob(Vec::new()),
+            }
+        } else {
+            match row.try_get::<_, Option<String>>(i) {
+                Ok(Some(t)) => Sql::Text(t),
+                Ok(None) => Sql::Null,
+                Err(_) => Sql::Blob(Vec::new()),
+            }
+        };
+        cols.push(value);
+    }
+    (id, cols)
+}
+
+fn generation(row: &tokio_postgres::Row) -> ChangeToken {
+    ChangeToken::new(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+}
+
+const GENERATION: &str = "SELECT generation FROM catalog_state WHERE id = 1";
+
+impl PgStorage {
+    /// A builder for the database of `conninfo`: a `postgresql://user@host:port/dbname` URL or a libpq
+    /// `host=… port=… user=… dbname=…` string.
+    pub fn builder(conninfo: impl Into<String>) -> PgStorageBuilder {
+        PgStorageBuilder {
+            conninfo: conninfo.into(),
+            pool_size: DEFAULT_POOL_SIZE,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            resync: DEFAULT_RESYNC,
+            reconnect: (FIRST_RECONNECT, MAX_RECONNECT),
+        }
+    }
+
+    /// Connects with the defaults; see [`PgStorageBuilder::connect`].
+    pub async fn connect(conninfo: impl Into<String>) -> Result<PgStorage, CatalogError> {
+        PgStorage::builder(conninfo).connect().await
+    }
+}
+
+impl Storage for PgStorage {
+    fn describe(&self) -> String {
+        self.inner.shown.clone()
+    }
+
+    fn rows<'a>(&'a self, tenant: Option<&'a str>) -> StoreFuture<'a, Versioned<Vec<StoredRow>>> {
+        let tenant = tenant.map(str::to_owned);
+        Box::pin(self.inner.run("reading the tools table".into(), move |client| {
+            let tenant = tenant.clone();
+            Box::pin(async move {
+                let tx = client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()
+                    .await?;
+                let token = generation(&tx.query_one(GENERATION, &[]).await?);
+                let rows = match &tenant {
+                    Some(t) => {
+                        tx.query(&format!("{SELECT} WHERE tenant IS NULL OR tenant = $1 ORDER BY id"), &[t]).await?
+                    }
+                    None => tx.query(&format!("{SELECT} ORDER BY id"), &[]).await?,
+                };
+                tx.commit().await?;
+                let rows = rows
+                    .iter()
+                    .map(|r| {
+                        let (rowid, cols) = columns(r);
+                        StoredRow { rowid, row: decode(rowid, cols) }
+                    })
+                    .collect();
+                Ok(Versioned::new(rows, token))
+            })
+        }))
+    }
+
+    fn put<'a>(&'a self, row: &'a ToolRow) -> StoreFuture<'a, Versioned<i64>> {
+        let row = Arc::new(row.clone());
+        Box::pin(self.inner.run(writing(&row.name), move |client| {
+            let row = row.clone();
+            Box::pin(async move {
+                let input = row.input_schema.to_string();
+                let output = row.output_schema.as_ref().map(Value::to_string);
+                let extra = row.extra.to_string();
+                let enabled = i32::from(row.enabled);
+                let tx = client.transaction().await?;
+                let id: i64 = tx
+                    .query_one(
+                        "INSERT INTO tools (name, tenant, description, input_schema, output_schema, kind, locator, \
+                         version, effect, enabled, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                         ON CONFLICT (name, (coalesce(tenant, ''))) DO UPDATE SET description = EXCLUDED.description, \
+                         input_schema = EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema, \
+                         kind = EXCLUDED.kind, locator = EXCLUDED.locator, version = EXCLUDED.version, \
+                         effect = EXCLUDED.effect, enabled = EXCLUDED.enabled, extra = EXCLUDED.extra RETURNING id",
+                        &[
+                            &row.name,
+                            &row.tenant,
+                            &row.description,
+                            &input,
+                            &output,
+                            &row.kind,
+                            &row.locator,
+                            &row.version,
+                            &row.effect,
+                            &enabled,
+                            &extra,
+                        ],
+                    )
+                    .await?
+                    .get(0);
+                let token = generation(&tx.query_one(GENERATION, &[]).await?);
+                tx.commit().await?;
+                Ok(Versioned::new(id, token))
+            })
+        }))
+    }
+
+    fn set_enabled<'a>(
+        &'a self,
+        name: &'a str,
+        tenant: Option<&'a str>,
+        enabled: bool,
+    ) -> StoreFuture<'a, Versioned<bool>> {
+        let (n, t) = (name.to_owned(), tenant.map(str::to_owned));
+        Box::pin(self.inner.run(writing(name), move |client| {
+            let (n, t) = (n.clone(), t.clone());
+            Box::pin(async move {
+                let tx = client.transaction().await?;
+                let found = tx
+                    .execute(
+                        "UPDATE tools SET enabled = $3 WHERE name = $1 AND tenant IS NOT DISTINCT FROM $2",
+                        &[&n, &t, &i32::from(enabled)],
+                    )
+                    .await?;
+                let token = generation(&tx.query_one(GENERATION, &[]).await?);
+                tx.commit().await?;
+                Ok(Versioned::new(found > 0, token))
+            })
+        }))
+    }
+
+    fn remove<'a>(&'a self, name: &'a str, tenant: Option<&'a str>) -> StoreFuture<'a, Versioned<bool>> {
+        let (n, t) = (name.to_owned(), tenant.map(str::to_owned));
+        Box::pin(self.inner.run(removing(name), move |client| {
+            let (n, t) = (n.clone(), t.clone());
+            Box::pin(async move {
+                let tx = client.transaction().await?;
+                let found = tx
+                    .execute("DELETE FROM tools WHERE name = $1 AND tenant IS NOT DISTINCT FROM $2", &[&n, &t])
+                    .await?;
+                let token = generation(&tx.query_one(GENERATION, &[]).await?);
+                tx.commit().await?;
+                Ok(Versioned::new(found > 0, token))
+            })
+        }))
+    }
+
+    fn change_token(&self) -> StoreFuture<'_, ChangeToken> {
+        Box::pin(self.inner.run("reading the change counter".into(), |client| {
+            Box::pin(async move { Ok(generation(&client.query_one(GENERATION, &[]).await?)) })
+        }))
+    }
+
+    fn changes(&self) -> Option<ChangeFeed> {
+        let feed = self.inner.feed.get_or_init(|| {
+            let (tx, rx) = watch::channel(FeedState::new());
+            tokio::spawn(listen(Arc::downgrade(&self.inner), self.inner.stop.clone(), tx));
+            ChangeFeed::new(rx)
+        });
+        Some(feed.clone())
+    }
+}
+
+/// The change listener: one connection of its own that `LISTEN`s, catches up by reading the token on every
+/// (re)connection and every resync interval, and reconnects with backoff; until `stop` (the storage dropped).
+async fn listen(inner: Weak<PgInner>, stop: CancellationToken, tx: watch::Sender<FeedState>) {
+    let mut attempts = 0u32;
+    let mut pause = None;
+    loop {
+        if let Some(p) = pause.take() {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(p) => {}
+            }
+        }
+        let Some(storage) = inner.upgrade() else { return };
+        let (config, timeout, resync, (first, max)) =
+            (storage.config.clone(), storage.connect_timeout, storage.resync, storage.reconnect);
+        drop(storage);
+        let outcome = tokio::select! {
+            () = stop.cancelled() => return,
+            outcome = follow(&config, timeout, resync, &tx) => outcome,
+        };
+        let error = match outcome {
+            Ok(never) => match never {},
+            Err(e) => e,
+        };
+        attempts += 1;
+        tracing::warn!(error = %error, attempts, "the catalogue's change listener lost the database; reconnecting");
+        tx.send_modify(|s| {
+            let since = match &s.health {
+                StoreHealth::Degraded { since, .. } => *since,
+                StoreHealth::Connected => SystemTime::now(),
+            };
+            s.health = StoreHealth::Degraded { since, error: error.clone(), attempts };
+        });
+        // Doubling from `first` to `max`, each pause shortened by up to half at random.
+        let full = first.saturating_mul(1 << attempts.min(16).saturating_sub(1)).min(max);
+        pause = Some(jitter(full));
+    }
+}
+
+fn jitter(full: Duration) -> Duration {
+    let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let micros = full.as_micros() as u64;
+    Duration::from_micros(micros / 2 + u64::from(nanos) % (micros / 2 + 1))
+}
+
+/// One connection's life: connect, `LISTEN`, read the token, then follow notifications and resync; returns the
+/// error that ended it. A connection that worked resets the backoff by sending `Connected`.
+async fn follow(
+    config: &Config,
+    timeout: Duration,
+    resync: Duration,
+    tx: &watch::Sender<FeedState>,
+) -> Result<std::convert::Infallible, String> {
+    let (client, mut connection) = open_client(config, timeout).await?;
+    let (notes, mut received) = tokio::sync::mpsc::unbounded_channel::<Option<u64>>();
+    // The connection is polled here, so that its notifications come out; it ends when the connection does.
+    let mut driver = tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    if notes.send(n.payload().parse().ok()).is_err() {
+                        return Ok(());
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.to_string()),
+                None => return Err("the connection was closed".to_owned()),
+            }
+        }
+    });
+    let _abort = AbortOnDrop(driver.abort_handle());
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|e| e.to_string())?;
+    let publish = |token: ChangeToken| {
+        tx.send_if_modified(|s| {
+            let changed = s.token < Some(token) || s.health.is_degraded();
+            s.token = s.token.max(Some(token));
+            s.health = StoreHealth::Connected;
+            changed
+        });
+    };
+    let read = || async { client.query_one(GENERATION, &[]).await.map(|r| generation(&r)).map_err(|e| e.to_string()) };
+    // Catch up on whatever was committed before the LISTEN took effect (or while disconnected).
+    publish(read().await?);
+    let mut tick = tokio::time::interval(resync);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            note = received.recv() => match note {
+                Some(Some(g)) => publish(ChangeToken::new(g)),
+                // A payload that is not a generation: read the token instead.
+                Some(None) => publish(read().await?),
+                None => {
+                    return Err(match (&mut driver).await {
+                        Ok(Err(e)) => e,
+                        _ => "the listening connection was closed".to_owned(),
+                    });
+                }
+            },
+            _ = tick.tick() => publish(read().await?),
+        }
+    }
+}
