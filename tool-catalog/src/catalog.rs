@@ -586,9 +586,9 @@ struct ServerInner {
 }
 
 /// What the server serves, for [`CatalogServer::health`].
-#[derive(Default)]
 struct ServedStatus {
     served: Option<ChangeToken>,
+    served_tx: tokio::sync::watch::Sender<Option<ChangeToken>>,
     refresh_error: Option<(SystemTime, String)>,
     feed: Option<ChangeFeed>,
 }
@@ -676,7 +676,12 @@ impl CatalogServer {
                 server,
                 refreshing: tokio::sync::Mutex::new(Some(token)),
                 problems: Mutex::new(view.problems().to_vec()),
-                status: Mutex::new(ServedStatus { served: Some(token), ..ServedStatus::default() }),
+                status: Mutex::new(ServedStatus {
+                    served: Some(token),
+                    served_tx: tokio::sync::watch::Sender::new(Some(token)),
+                    refresh_error: None,
+                    feed: None,
+                }),
             }),
         })
     }
@@ -716,7 +721,15 @@ impl CatalogServer {
         let executor = view.executor().map_err(build_error)?;
         let changed = self.inner.server.update(executor).await.map_err(build_error)?;
         *last = Some(token);
-        self.status().served = Some(token);
+        {
+            let mut status = self.status();
+            status.served = Some(token);
+            status.served_tx.send_if_modified(|t| {
+                let newer = *t != Some(token);
+                *t = Some(token);
+                newer
+            });
+        }
         let problems = view.problems().to_vec();
         *self.inner.problems.lock().unwrap_or_else(PoisonError::into_inner) = problems.clone();
         Ok(Refresh { changed, problems })
@@ -724,6 +737,11 @@ impl CatalogServer {
 
     fn status(&self) -> std::sync::MutexGuard<'_, ServedStatus> {
         self.inner.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The token of the view being served, as it changes (each refresh that swaps a view in).
+    pub fn served(&self) -> tokio::sync::watch::Receiver<Option<ChangeToken>> {
+        self.status().served_tx.subscribe()
     }
 
     /// The server's report on itself: the state it serves, the newest it knows of, whether its store answers.
