@@ -116,7 +116,6 @@ async fn replica(name: &str, conninfo: &str) -> Result<(), Box<dyn Error>> {
     emit(json!({"event": "listening", "url": format!("http://{addr}/mcp"), "health": format!("http://{addr}/health")}));
 
     // Writes asked for on stdin, one JSON object per line, until stdin closes.
-    let status = registry.get("get_service_status").ok_or("get_service_status is not linked")?.clone();
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
         let Ok(command) = serde_json::from_str::<Value>(&line) else {
@@ -127,13 +126,14 @@ async fn replica(name: &str, conninfo: &str) -> Result<(), Box<dyn Error>> {
         let op = command["op"].as_str().unwrap_or_default().to_owned();
         let result = match op.as_str() {
             "put" => {
-                let description = command["description"].as_str().unwrap_or("Report a service's status.");
-                let row = ToolRow::local(
-                    &name,
-                    description,
-                    status.input_schema().clone(),
-                    "examples::status::get_service_status",
-                );
+                let tool = command["tool"].as_str().unwrap_or("get_service_status");
+                let Some(compiled) = registry.get(tool) else {
+                    emit(json!({"event": "error", "message": format!("no compiled tool {tool:?}")}));
+                    continue;
+                };
+                let description = command["description"].as_str().unwrap_or(compiled.description());
+                let row =
+                    ToolRow::local(&name, description, compiled.input_schema().clone(), tool).effect(compiled.effect());
                 catalog.put_async(&row).await.map(|v| v.token)
             }
             "set_enabled" => {

@@ -8,7 +8,8 @@
 //! - out: `{"event": "listening", "url": …, "health": …}` once; `{"event": "served", "generation": N, "at_us": T}`
 //!   each time it swaps in a view (T: Unix time in microseconds); `{"event": "committed", "op": …, "name": …,
 //!   "generation": N, "at_us": T}` after each write it was asked for; `{"event": "error", "message": …}`.
-//! - in: `{"op": "put", "name": …, "description": …}` (a row serving `get_service_status` under that name),
+//! - in: `{"op": "put", "name": …, "description": …, "tool": …}` (a row serving the compiled tool `tool`, by
+//!   default `get_service_status`, under that name; the description defaults to the tool's),
 //!   `{"op": "set_enabled", "name": …, "enabled": bool}`, `{"op": "remove", "name": …}`.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,7 @@
 //! Integration and compile-fail tests of keel live in `tests/`; this library holds what several of them share.
 
+pub mod pg;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -26,8 +26,7 @@ use tool_mcp::rmcp::model::{
 use tool_mcp::rmcp::service::{ClientServiceExt, NotificationContext};
 use tool_mcp::rmcp::{ClientHandler, ClientLifecycleMode, RoleClient, ServiceExt};
 
-mod pg;
-use pg::PgDatabase;
+use keel_tests::pg::PgDatabase;
 
 // The incident desk's tools (`examples::desk`), outside the catalogues' allowed modules.
 tool_core::link_tools!(examples);

@@ -44,7 +44,6 @@ impl PgDatabase {
     }
 
     /// A client of the database.
-    #[allow(dead_code)] // not every test binary that includes this module uses it
     pub async fn client(&self) -> tokio_postgres::Client {
         connect(&self.conninfo).await
     }
