@@ -477,6 +477,12 @@ async fn a_server_that_loses_the_database_serves_its_last_view_and_catches_up() 
         let r =
             served.server().executor().call(ToolCall::new("c2", "during", json!({"service_name": "payments"}))).await;
         assert!(r.is_ok(), "{r:?}");
+
+        // A forged notification is a reason to read the counter, never the counter itself.
+        db.exec("NOTIFY keel_catalog, '999999'").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let health = served.health();
+        assert_eq!((health.latest, health.served), (Some(missed.token), Some(missed.token)), "{health:?}");
         stop.cancel();
         let _ = following.await;
     })

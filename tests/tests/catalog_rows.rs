@@ -958,3 +958,52 @@ async fn a_stdio_row_starts_only_the_allowed_command() {
     })
     .await;
 }
+
+// ---- PostgreSQL: adoption, versions, the sync methods ----
+
+#[tokio::test]
+async fn postgres_adopts_a_seed_shaped_table_and_refuses_a_newer_schema() {
+    let Some(pg) = PgDatabase::create("pg_adopt", prerequisites_required()).await else { return };
+    pg.exec("CREATE TABLE tools (name text, description text, input_schema text, kind text, locator text)").await;
+    pg.exec(&format!(
+        "INSERT INTO tools VALUES ('get_service_status', 'Status.', {}, 'local', 'examples::status::get_service_status')",
+        lit(&compiled_schema("get_service_status").to_string())
+    ))
+    .await;
+    let builder = || Catalog::builder(&registry()).allow_module("examples::status");
+    let c = builder().connect_postgres(&pg.conninfo).await.expect("adopted");
+    let rows = c.rows_async().await.unwrap();
+    let row = rows.value[0].row.as_ref().unwrap();
+    assert_eq!(
+        (row.version.as_str(), row.effect.as_str(), row.enabled, &row.tenant),
+        ("1.0", "destructive", true, &None)
+    );
+    assert_eq!(rows.value[0].rowid, 1, "adopted rows get ids in order");
+    let view = c.shared_view().await.unwrap();
+    assert_eq!(view.view().get("get_service_status").unwrap().effect(), Effect::Destructive);
+    assert!(c.describe().starts_with("postgresql://") && !c.describe().contains("password"), "{}", c.describe());
+    assert_eq!(c.path(), None);
+
+    // The sync methods are the SQLite file's: over PostgreSQL they say which method to use instead.
+    let e = c.put(&status_row()).unwrap_err();
+    assert_eq!(e.code(), "config_error");
+    assert!(e.to_string().contains("put_async"), "{e}");
+    assert_eq!(c.change_token().unwrap_err().code(), "config_error");
+
+    // Connecting again writes nothing; a database of a newer build is refused.
+    let token = c.change_token_async().await.unwrap();
+    builder().connect_postgres(&pg.conninfo).await.expect("again");
+    assert_eq!(c.change_token_async().await.unwrap(), token);
+    pg.exec("UPDATE catalog_state SET schema_version = 99").await;
+    let e = builder().connect_postgres(&pg.conninfo).await.unwrap_err();
+    assert_eq!(e.code(), "store_error");
+    assert!(e.to_string().contains("newer than this build"), "{e}");
+
+    // Nothing answers: `store_unavailable`, within the connect timeout.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let e = builder().connect_postgres(&format!("host=127.0.0.1 port={port} user=keel dbname=x")).await.unwrap_err();
+    assert_eq!(e.code(), "store_unavailable", "{e}");
+    // A connection string that does not parse is the configuration's fault.
+    let e = builder().connect_postgres("postgresql://[").await.unwrap_err();
+    assert_eq!(e.code(), "config_error", "{e}");
+}

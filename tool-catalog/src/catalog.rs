@@ -790,7 +790,7 @@ impl CatalogServer {
     }
 
     /// Follows the catalogue's [change feed](Catalog::changes) until `stop` is cancelled: whenever the newest
-    /// token passes the one being served, the view is rebuilt and swapped in, and clients are sent
+    /// token differs from the one being served, the view is rebuilt and swapped in, and clients are sent
     /// `notifications/tools/list_changed` when the list changed. With PostgreSQL the changes are pushed
     /// (`NOTIFY`); with SQLite the file is polled. While the store does not answer, the last good view keeps being
     /// served, [`CatalogServer::health`] says degraded, and the refresh is retried (50 ms doubling to 2 s) until it
@@ -801,13 +801,20 @@ impl CatalogServer {
         self.status().feed = Some(feed.clone());
         tokio::spawn(async move {
             let mut retry: Option<Duration> = None;
+            // The feed's token that the last successful refresh answered: a view read after it is at least as new,
+            // so the same token never causes a second refresh (a counter moved back, by a restore from backup, is
+            // followed once, not in a loop).
+            let mut answered: Option<ChangeToken> = None;
             loop {
-                let state = feed.state();
+                let target = feed.state().token;
                 let served = this.status().served;
-                let behind = state.token.is_some_and(|t| served < Some(t));
+                let behind = target.is_some() && target != served && target != answered;
                 if behind || retry.is_some() {
                     match this.refresh().await {
-                        Ok(_) => retry = None,
+                        Ok(_) => {
+                            retry = None;
+                            answered = target;
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "refreshing the catalogue view failed; serving the last good one");
                             retry =

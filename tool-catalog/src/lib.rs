@@ -1,5 +1,5 @@
-//! A tool catalogue: tools stored as rows of a SQLite table, resolved at run time into tools keel can list and
-//! run, per tenant.
+//! A tool catalogue: tools stored as rows of a table, in a SQLite file or a PostgreSQL database shared by replicas,
+//! resolved at run time into tools keel can list and run, per tenant.
 //!
 //! A database cannot hold a function: a function means something only inside the process that compiled it (its
 //! code version, its captured state). A row holds a **recipe** for getting a callable back, and the catalogue
@@ -41,6 +41,16 @@
 //!     serde_json::json!({"service_name": "auth-api"}))).await;
 //! # Ok(()) }
 //! ```
+//!
+//! # Stores
+//!
+//! The rows live in a [`Storage`]: a SQLite file ([`CatalogBuilder::open`], bundled, nothing to install), or a
+//! PostgreSQL database shared by any number of replicas ([`CatalogBuilder::connect_postgres`], feature `postgres`;
+//! [`postgres`] has the details), or any other implementation ([`CatalogBuilder::storage`]). Both built-in stores
+//! hold the same table with the same codes and the same resolution order. PostgreSQL pushes every change to every
+//! replica (`LISTEN`/`NOTIFY`); a SQLite file is polled. [`CatalogServer::follow`] keeps a served view current
+//! either way and reports degraded health while the store does not answer; `docs/DEPLOYMENT.md` compares the two
+//! deployments.
 //!
 //! # The table
 //!
@@ -105,7 +115,8 @@
 //! | `endpoint_unreachable` | connecting failed | check the server; the row comes back once it answers |
 //!
 //! Every message names the row (`catalogue row #3 "incident.search" (tenant "acme")`). The catalogue's own
-//! failures are [`CatalogError`]s: `busy`, `store_error`, `config_error`, `serve_error`, or a refused row's code.
+//! failures are [`CatalogError`]s: `busy`, `store_error`, `store_unavailable`, `config_error`, `serve_error`, or a
+//! refused row's code.
 //!
 //! # One file, many processes
 //!
@@ -162,9 +173,11 @@
 //! output schema yields a new forwarder. Views are snapshots: one taken before an edit keeps what it had.
 //!
 //! [`CatalogServer`] serves a tenant's view over MCP ([`tool_mcp::McpServer`]) and keeps it current: a
-//! [`refresh`](CatalogServer::refresh) (or [`watch`](CatalogServer::watch), which refreshes when
-//! [`Catalog::change_token`] moves) swaps the new view in and sends `notifications/tools/list_changed` to the
-//! connected clients.
+//! [`refresh`](CatalogServer::refresh) swaps the new view in and sends `notifications/tools/list_changed` to the
+//! connected clients; [`follow`](CatalogServer::follow) refreshes whenever the [change feed](Catalog::changes)
+//! passes the served token (pushed by PostgreSQL, polled from a SQLite file), and [`watch`](CatalogServer::watch)
+//! polls [`Catalog::change_token`] at an interval of its own. [`CatalogServer::serve_http`] serves MCP and
+//! `GET /health` ([`Health`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

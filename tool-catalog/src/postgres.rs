@@ -30,9 +30,11 @@
 //!
 //! The same `tools` table as the SQLite file (the [crate documentation](crate#the-table) lists the columns), with
 //! the same unique `(name, tenant)` scope, plus an identity column `id`, the row's `rowid`. `catalog_state` holds
-//! the change counter and the schema version ([`SCHEMA_VERSION`](crate::SCHEMA_VERSION)); a trigger on `tools`
+//! the change counter and the schema version ([`SCHEMA_VERSION`]); a trigger on `tools`
 //! counts every row inserted, updated or deleted, by any client (`psql` too), in the same transaction, and sends
-//! `NOTIFY keel_catalog, '<generation>'`, which PostgreSQL delivers when the transaction commits. Creating and
+//! `NOTIFY keel_catalog, '<generation>'`, which PostgreSQL delivers when the transaction commits. A listener takes
+//! a notification as a reason to read the counter, never its payload as the counter: anyone allowed to `NOTIFY`
+//! could forge one. Creating and
 //! migrating happen on connect, under an advisory lock, so replicas starting together migrate once; a database
 //! that is already current is not written.
 //!
@@ -686,13 +688,16 @@ async fn follow(
     tx: &watch::Sender<FeedState>,
 ) -> Result<std::convert::Infallible, String> {
     let (client, mut connection) = open_client(config, timeout).await?;
-    let (notes, mut received) = tokio::sync::mpsc::unbounded_channel::<Option<u64>>();
+    let (notes, mut received) = tokio::sync::mpsc::unbounded_channel::<()>();
     // The connection is polled here, so that its notifications come out; it ends when the connection does.
     let mut driver = tokio::spawn(async move {
         loop {
             match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 Some(Ok(AsyncMessage::Notification(n))) => {
-                    if notes.send(n.payload().parse().ok()).is_err() {
+                    // The payload (the generation) is not trusted: anyone who may NOTIFY could forge it. It only
+                    // says that the counter is worth reading.
+                    let _ = n;
+                    if notes.send(()).is_err() {
                         return Ok(());
                     }
                 }
@@ -706,8 +711,8 @@ async fn follow(
     client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|e| e.to_string())?;
     let publish = |token: ChangeToken| {
         tx.send_if_modified(|s| {
-            let changed = s.token < Some(token) || s.health.is_degraded();
-            s.token = s.token.max(Some(token));
+            let changed = s.token != Some(token) || s.health.is_degraded();
+            s.token = Some(token);
             s.health = StoreHealth::Connected;
             changed
         });
@@ -721,9 +726,11 @@ async fn follow(
     loop {
         tokio::select! {
             note = received.recv() => match note {
-                Some(Some(g)) => publish(ChangeToken::new(g)),
-                // A payload that is not a generation: read the token instead.
-                Some(None) => publish(read().await?),
+                Some(()) => {
+                    // A burst of notifications is one read of the counter.
+                    while received.try_recv().is_ok() {}
+                    publish(read().await?);
+                }
                 None => {
                     return Err(match (&mut driver).await {
                         Ok(Err(e)) => e,

@@ -99,11 +99,11 @@ impl StoreHealth {
     }
 }
 
-/// What a [`ChangeFeed`] holds: the newest change token seen (`None` before the first read) and the health of the
+/// What a [`ChangeFeed`] holds: the change token last read from the store (`None` before the first read) and the health of the
 /// store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedState {
-    /// The newest change token seen.
+    /// The change token last read from the store.
     pub token: Option<ChangeToken>,
     /// Whether the store answers.
     pub health: StoreHealth,
@@ -146,7 +146,7 @@ impl ChangeFeed {
         self.rx.borrow().clone()
     }
 
-    /// The newest token seen (`None` before the first read).
+    /// The token last read from the store (`None` before the first read).
     pub fn token(&self) -> Option<ChangeToken> {
         self.rx.borrow().token
     }
@@ -183,8 +183,8 @@ pub(crate) fn polling_feed(storage: std::sync::Arc<dyn Storage>, every: Duration
                 Ok(token) => {
                     attempts = 0;
                     tx.send_if_modified(|s| {
-                        let changed = s.token < Some(token) || s.health.is_degraded();
-                        s.token = s.token.max(Some(token));
+                        let changed = s.token != Some(token) || s.health.is_degraded();
+                        s.token = Some(token);
                         s.health = StoreHealth::Connected;
                         changed
                     });
