@@ -3,7 +3,8 @@
 //!
 //! - The 1,000/10,000-tool registries are built with `Registry::builder().without_inventory().tools(defs)` from
 //!   run-time `ToolDefinition::builder` definitions ([`keel_bench::dynamic`]); the definitions are made in the
-//!   untimed setup.
+//!   untimed setup. Built once compiling every schema (the default) and once with `defer_schema_checks()`, which
+//!   leaves that to the executors of the views.
 //! - The 200 compiled tools are this binary's `#[tool]`s ([`keel_bench::generated`]), collected by
 //!   `Registry::from_inventory()` (which also holds the 4 fixture tools: 204 in all).
 //! - "first call" times `ollama_schemas()` on a registry that has never rendered (schemas generated,
@@ -45,6 +46,18 @@ fn build(c: &mut Criterion) {
             b.iter_batched(
                 || dynamic::definitions(n, &input, &output),
                 |defs| Registry::builder().without_inventory().tools(defs).build().expect("unique names"),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    for n in SIZES {
+        let id = BenchmarkId::new("builder().without_inventory().defer_schema_checks().tools(run-time defs)", n);
+        g.bench_with_input(id, &n, |b, &n| {
+            b.iter_batched(
+                || dynamic::definitions(n, &input, &output),
+                |defs| {
+                    Registry::builder().without_inventory().defer_schema_checks().tools(defs).build().expect("unique")
+                },
                 BatchSize::PerIteration,
             )
         });

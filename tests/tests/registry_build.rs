@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tool_core::RegistryProblem;
-use tool_core::{Args, Registry, tool};
+use tool_core::{Args, Executor, ExecutorProblem, Registry, tool};
 
 /// What to search for.
 #[derive(Deserialize, JsonSchema)]
@@ -54,4 +54,23 @@ fn every_broken_tool_is_named_when_the_registry_is_built() {
     }
     let text = err.to_string();
     assert!(text.contains("whole_and_named") && text.contains("whole_list") && !text.contains("`fine`"), "{text}");
+}
+
+#[test]
+fn deferred_schema_checks_fail_the_executor_of_a_view_that_holds_the_tool() {
+    // The parameters are still checked by the registry; the schemas are not.
+    let err = Registry::builder().defer_schema_checks().build().unwrap_err();
+    assert_eq!(err.problems().len(), 1, "{err}");
+    assert!(matches!(&err.problems()[0], RegistryProblem::Parameters { name, .. } if name == "whole_and_named"));
+
+    let registry = Registry::builder().defer_schema_checks().remove("whole_and_named").build().expect("deferred");
+    assert_eq!(registry.names().collect::<Vec<_>>(), ["fine", "whole_list"]);
+    // A view without the broken tool builds and runs; one with it fails its executor's build, naming it.
+    let fine = registry.view().names(["fine"]).build().unwrap();
+    Executor::new(fine).expect("a view of sound tools");
+    let broken = registry.view().names(["fine", "whole_list"]).build().unwrap();
+    let err = Executor::new(broken).unwrap_err();
+    let [ExecutorProblem::Schema { tool, problem }] = err.problems() else { panic!("{err}") };
+    assert_eq!(tool, "whole_list");
+    assert!(problem.contains("object"), "{problem}");
 }

@@ -76,6 +76,7 @@ impl std::ops::Deref for Registry {
 #[must_use]
 pub struct RegistryBuilder {
     inventory: bool,
+    defer_schemas: bool,
     added: Vec<ToolDefinition>,
     replacements: Vec<ToolDefinition>,
     removed: Vec<String>,
@@ -90,12 +91,33 @@ impl Default for RegistryBuilder {
 impl RegistryBuilder {
     /// Starts from the inventory tools.
     pub fn new() -> RegistryBuilder {
-        RegistryBuilder { inventory: true, added: Vec::new(), replacements: Vec::new(), removed: Vec::new() }
+        RegistryBuilder {
+            inventory: true,
+            defer_schemas: false,
+            added: Vec::new(),
+            replacements: Vec::new(),
+            removed: Vec::new(),
+        }
     }
 
     /// Leaves the inventory out: the registry holds only what the builder adds.
     pub fn without_inventory(mut self) -> Self {
         self.inventory = false;
+        self
+    }
+
+    /// Leaves compiling the schemas to the executors. [`build`](Self::build) still checks names, uniqueness and
+    /// every tool's parameters; each schema is compiled (once per definition, shared by every view) when an
+    /// executor over a view that holds the tool is built ([`ExecutorBuilder::build`](crate::ExecutorBuilder::build)),
+    /// and a schema that does not compile fails that build, with the tool named. So nothing reaches a call
+    /// unchecked either way; what moves is *when* a broken schema is reported.
+    ///
+    /// For registries far larger than any one view, e.g. thousands of run-time tools of which each turn sees a
+    /// few hundred: compiling a tool's two schemas costs about 240 µs, so a 10,000-tool registry takes seconds to
+    /// build with the default and milliseconds with this (BENCHMARKS.md). By default every schema is compiled here,
+    /// so that a broken tool fails the registry.
+    pub fn defer_schema_checks(mut self) -> Self {
+        self.defer_schemas = true;
         self
     }
 
@@ -125,8 +147,9 @@ impl RegistryBuilder {
         self
     }
 
-    /// Checks names, uniqueness, every tool's parameters and every schema, and builds the registry. Every problem
-    /// is reported at once, each with the tool and where it is defined.
+    /// Checks names, uniqueness, every tool's parameters and every schema (unless
+    /// [deferred](Self::defer_schema_checks)), and builds the registry. Every problem is reported at once, each with
+    /// the tool and where it is defined.
     pub fn build(self) -> Result<Registry, RegistryError> {
         let mut problems = Vec::new();
         // Each definition goes into its `Arc` once; from here on only pointers move.
@@ -189,6 +212,8 @@ impl RegistryBuilder {
                     site: d.origin().to_string(),
                     problem: problem.clone(),
                 });
+            } else if self.defer_schemas {
+                // Compiled by the first executor over a view that holds it.
             } else if let Err(problem) = compiled(d) {
                 problems.push(RegistryProblem::Schema {
                     name: d.name().to_owned(),
