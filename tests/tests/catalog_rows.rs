@@ -1007,3 +1007,31 @@ async fn postgres_adopts_a_seed_shaped_table_and_refuses_a_newer_schema() {
     let e = builder().connect_postgres("postgresql://[").await.unwrap_err();
     assert_eq!(e.code(), "config_error", "{e}");
 }
+
+#[tokio::test]
+async fn postgres_a_writer_held_up_past_the_busy_timeout_gets_busy_and_changes_nothing() {
+    let Some(pg) = PgDatabase::create("pg_busy", prerequisites_required()).await else { return };
+    let c = Catalog::builder(&registry())
+        .allow_module("examples::status")
+        .busy_timeout(Duration::from_millis(300))
+        .connect_postgres(&pg.conninfo)
+        .await
+        .expect("connect");
+    let first = c.put_async(&status_row()).await.unwrap();
+    // Another client holds the row's lock in an open transaction.
+    let other = pg.client().await;
+    other
+        .batch_execute("BEGIN; UPDATE tools SET description = 'Held.' WHERE name = 'get_service_status'")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let e = c.put_async(&ToolRow { description: "Mine.".into(), ..status_row() }).await.unwrap_err();
+    assert_eq!(e.code(), "busy", "{e}");
+    assert!(started.elapsed() < Duration::from_secs(5), "bounded by the busy timeout: {:?}", started.elapsed());
+    other.batch_execute("ROLLBACK").await.unwrap();
+    let rows = c.rows_async().await.unwrap();
+    assert_eq!(rows.token, first.token, "the refused write changed nothing");
+    assert_eq!(rows.value[0].row.as_ref().unwrap().description, status_row().description);
+    // The lock is gone: the same write goes through.
+    c.put_async(&ToolRow { description: "Mine.".into(), ..status_row() }).await.expect("after the other commit");
+}

@@ -311,10 +311,14 @@ fn classify(shown: &str, context: &str, e: &tokio_postgres::Error, closed: bool)
     CatalogError::Store { context: format!("{context} ({shown})"), message }
 }
 
-/// Errors after which the same transaction may succeed when repeated.
-fn retryable(e: &CatalogError) -> bool {
-    matches!(e, CatalogError::Store { message, .. } if message.ends_with("(40001)") || message.ends_with("(40P01)"))
+/// Errors after which the same transaction may succeed when repeated: it was rolled back, having changed nothing.
+fn retryable(e: &tokio_postgres::Error) -> bool {
+    matches!(e.code(), Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
 }
+
+/// One transaction on a client, as the storage methods write it.
+type PgFuture<'c, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send + 'c>>;
 
 /// Aborts a task when dropped (the listener's connection driver, when the listener stops).
 struct AbortOnDrop(tokio::task::AbortHandle);
@@ -361,20 +365,21 @@ impl PgInner {
     /// the busy timeout, then `busy`.
     async fn run<T, F>(&self, context: String, op: F) -> Result<T, CatalogError>
     where
-        F: for<'c> Fn(&'c mut Client) -> futures_like::BoxFuture<'c, Result<T, tokio_postgres::Error>>,
+        F: for<'c> Fn(&'c mut Client) -> PgFuture<'c, T>,
     {
         let mut backoff = Backoff::new(self.busy_timeout);
         loop {
             let mut slot = self.slot(&context).await?;
             let result = op(slot.client()).await;
-            match slot.settle(&self.shown, &context, result) {
-                Err(e) if retryable(&e) => {
-                    drop(slot);
-                    match backoff.next() {
-                        Some(pause) => tokio::time::sleep(pause).await,
-                        None => return Err(backoff.error(context)),
-                    }
+            if result.as_ref().is_err_and(retryable) {
+                drop(slot);
+                match backoff.next() {
+                    Some(pause) => tokio::time::sleep(pause).await,
+                    None => return Err(backoff.error(context)),
                 }
+                continue;
+            }
+            match slot.settle(&self.shown, &context, result) {
                 Err(CatalogError::Busy { context, .. }) => {
                     return Err(CatalogError::Busy { context, waited: self.busy_timeout, attempts: 1 });
                 }
@@ -382,10 +387,6 @@ impl PgInner {
             }
         }
     }
-}
-
-mod futures_like {
-    pub(crate) type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 }
 
 /// Why a migration failed: the driver, or a database that this build cannot adopt.
