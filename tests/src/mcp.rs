@@ -1,8 +1,13 @@
 //! MCP helpers shared by the `mcp_*` tests.
 
+use std::time::Duration;
+
+use tokio::sync::mpsc;
 use tool_mcp::McpServer;
-use tool_mcp::rmcp::model::{CallToolResult, ProtocolVersion};
-use tool_mcp::rmcp::service::{ClientServiceExt, RunningService};
+use tool_mcp::rmcp::model::{
+    CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
+};
+use tool_mcp::rmcp::service::{ClientServiceExt, NotificationContext, RunningService};
 use tool_mcp::rmcp::{ClientHandler, ClientLifecycleMode, RoleClient};
 
 /// Serves `server` on an in-process pipe and connects `client` on `version`: through `initialize` when the
@@ -30,4 +35,29 @@ pub async fn connect<C: ClientHandler>(
 /// The text of a result's first content block.
 pub fn text_of(r: &CallToolResult) -> String {
     r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default()
+}
+
+/// A client that reports each `notifications/tools/list_changed` on `tx`.
+#[derive(Clone)]
+pub struct ListWatcher {
+    /// Where each notification is reported.
+    pub tx: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for ListWatcher {
+    fn get_info(&self) -> InitializeRequestParams {
+        InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("keel-test", "0.1"))
+    }
+
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        let _ = self.tx.send(());
+    }
+}
+
+/// Waits up to 10 s for the next `list_changed` reported by a [`ListWatcher`] (`who` names it in the failure).
+pub async fn next_change(rx: &mut mpsc::UnboundedReceiver<()>, who: &str) {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .unwrap_or_else(|_| panic!("{who}: no list_changed within 10 s"))
+        .expect("open");
 }

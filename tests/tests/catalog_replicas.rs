@@ -25,11 +25,10 @@ use tokio_util::sync::CancellationToken;
 use tool_catalog::postgres::PgStorage;
 use tool_catalog::{Catalog, CatalogServer, ToolRow};
 use tool_core::{Registry, ToolCall};
-use tool_mcp::rmcp::model::{ClientCapabilities, Implementation, InitializeRequestParams};
-use tool_mcp::rmcp::service::NotificationContext;
-use tool_mcp::rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tool_mcp::rmcp::ServiceExt;
 use tool_mcp::{HttpConfig, McpServer};
 
+use keel_tests::mcp::{ListWatcher, next_change};
 use keel_tests::pg::PgDatabase;
 
 tool_core::link_tools!(examples);
@@ -165,29 +164,6 @@ async fn a_stateless_client_alternating_between_replicas_sees_the_same_lists_and
         }
     })
     .await;
-}
-
-/// A session client that reports each `notifications/tools/list_changed`.
-#[derive(Clone)]
-struct ListWatcher {
-    tx: mpsc::UnboundedSender<()>,
-}
-
-impl ClientHandler for ListWatcher {
-    fn get_info(&self) -> InitializeRequestParams {
-        InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("keel-test", "0.1"))
-    }
-
-    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
-        let _ = self.tx.send(());
-    }
-}
-
-async fn next_change(rx: &mut mpsc::UnboundedReceiver<()>, who: &str) {
-    tokio::time::timeout(Duration::from_secs(10), rx.recv())
-        .await
-        .unwrap_or_else(|_| panic!("{who}: no list_changed within 10 s"))
-        .expect("open");
 }
 
 #[tokio::test(flavor = "multi_thread")]

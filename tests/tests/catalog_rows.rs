@@ -19,13 +19,11 @@ use tool_catalog::{
 };
 use tool_core::{Effect, Executor, Registry, ToolCall};
 use tool_mcp::McpServer;
-use tool_mcp::rmcp::model::{
-    ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion, ServerNotification,
-    SubscriptionFilter,
-};
-use tool_mcp::rmcp::service::{ClientServiceExt, NotificationContext};
-use tool_mcp::rmcp::{ClientHandler, ClientLifecycleMode, RoleClient, ServiceExt};
+use tool_mcp::rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+use tool_mcp::rmcp::service::ClientServiceExt;
+use tool_mcp::rmcp::{ClientLifecycleMode, ServiceExt};
 
+use keel_tests::mcp::{ListWatcher, next_change};
 use keel_tests::pg::PgDatabase;
 
 // The incident desk's tools (`examples::desk`), outside the catalogues' allowed modules.
@@ -725,26 +723,6 @@ async fn a_remote_row_forwards_over_mcp_with_one_forwarder_instance(db: Db) {
 
 // ---- notifications/tools/list_changed ----
 
-/// A client that reports each `notifications/tools/list_changed`.
-#[derive(Clone)]
-struct ListWatcher {
-    tx: mpsc::UnboundedSender<()>,
-}
-
-impl ClientHandler for ListWatcher {
-    fn get_info(&self) -> InitializeRequestParams {
-        InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("keel-test", "0.1"))
-    }
-
-    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
-        let _ = self.tx.send(());
-    }
-}
-
-async fn next_change(rx: &mut mpsc::UnboundedReceiver<()>) {
-    tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("list_changed within 10 s").expect("open");
-}
-
 both!(tokio::test(flavor = "multi_thread"), a_served_view_sends_list_changed_on_refresh);
 async fn a_served_view_sends_list_changed_on_refresh(db: Db) {
     bounded(async {
@@ -780,7 +758,7 @@ async fn a_served_view_sends_list_changed_on_refresh(db: Db) {
         .await;
         db.exec("UPDATE tools SET enabled = 0 WHERE name = 'get_service_status'").await;
         assert!(served.refresh().await.unwrap().changed);
-        next_change(&mut rx).await;
+        next_change(&mut rx, "the client").await;
         assert_eq!(names(client.peer().list_all_tools().await.unwrap()), ["incidents"]);
         let gone = client
             .peer()
@@ -837,7 +815,7 @@ async fn follow_notifies_http_and_subscribed_clients_of_edits(db: Db) {
 
         // An edit by another connection, picked up by the watcher.
         db.exec("UPDATE tools SET description = 'Status, as edited.'").await;
-        next_change(&mut rx).await;
+        next_change(&mut rx, "the client").await;
         let note = tokio::time::timeout(Duration::from_secs(10), subscription.next()).await.expect("in time");
         assert!(matches!(note, Ok(Some(ServerNotification::ToolListChangedNotification(_)))), "{note:?}");
         let tools = http_client.peer().list_all_tools().await.unwrap();
