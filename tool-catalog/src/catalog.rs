@@ -387,8 +387,15 @@ impl Catalog {
     /// The catalogue's changes as they happen: the newest [`ChangeToken`] and whether the store answers. PostgreSQL
     /// pushes them (`LISTEN`/`NOTIFY`, reconnecting with backoff and catching up by token after an outage); a
     /// SQLite file is polled every [`poll_interval`](CatalogBuilder::poll_interval). One feed per catalogue,
-    /// started by the first call (inside a Tokio runtime) and shared by every clone.
+    /// started by the first call inside a Tokio runtime and shared by every clone; outside a runtime, a feed that
+    /// reports [`StoreHealth::Degraded`] with why, and never changes.
     pub fn changes(&self) -> ChangeFeed {
+        if tokio::runtime::Handle::try_current().is_err() && self.inner.feed.get().is_none() {
+            // Nothing can follow the store without a runtime: a feed that says so, and is not kept.
+            return storage::stopped_feed(
+                "Catalog::changes runs its listener on a Tokio runtime; call it inside one".to_owned(),
+            );
+        }
         self.inner
             .feed
             .get_or_init(|| {

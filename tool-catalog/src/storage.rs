@@ -166,6 +166,15 @@ impl ChangeFeed {
     }
 }
 
+/// A feed that never changes and reports `error` as its store's health (nothing is following the store).
+pub(crate) fn stopped_feed(error: String) -> ChangeFeed {
+    let (_tx, rx) = watch::channel(FeedState {
+        token: None,
+        health: StoreHealth::Degraded { since: SystemTime::now(), error, attempts: 0 },
+    });
+    ChangeFeed::new(rx)
+}
+
 /// A feed for a store that cannot push: reads [`Storage::change_token`] every `every` until every receiver has
 /// gone. A failed read marks the feed degraded until one answers again.
 pub(crate) fn polling_feed(storage: std::sync::Arc<dyn Storage>, every: Duration) -> ChangeFeed {

@@ -260,3 +260,25 @@ fn an_async_method_outside_a_runtime_is_an_error_not_a_panic() {
     assert!(e.to_string().contains("Tokio runtime"), "{e}");
     assert!(c.rows().unwrap().is_empty());
 }
+
+#[test]
+fn a_change_feed_asked_for_outside_a_runtime_says_why_and_does_not_panic() {
+    let dir = std::env::temp_dir().join(format!("keel-feed-no-runtime-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let registry = tool_core::Registry::builder().without_inventory().build().unwrap();
+    let catalog = tool_catalog::Catalog::builder(&registry).open(dir.join("tools.db")).unwrap();
+    let feed = catalog.changes();
+    assert!(feed.health().is_degraded(), "{feed:?}");
+    assert_eq!(feed.token(), None);
+    // Inside a runtime the same catalogue starts its feed.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut feed = catalog.changes();
+        let state = tokio::time::timeout(std::time::Duration::from_secs(10), feed.changed()).await.unwrap().unwrap();
+        assert_eq!(state.token.map(|t| t.generation()), Some(0));
+        assert!(!state.health.is_degraded());
+    });
+    drop(catalog);
+    let _ = std::fs::remove_dir_all(&dir);
+}
