@@ -587,15 +587,16 @@ struct ServerInner {
     catalog: Catalog,
     tenant: Option<String>,
     server: McpServer,
-    refreshing: tokio::sync::Mutex<Option<ChangeToken>>,
+    /// Held by a refresh, so that two never interleave their swaps.
+    refreshing: tokio::sync::Mutex<()>,
     problems: Mutex<Vec<RowError>>,
+    /// The token of the view being served.
+    served: tokio::sync::watch::Sender<Option<ChangeToken>>,
     status: Mutex<ServedStatus>,
 }
 
-/// What the server serves, for [`CatalogServer::health`].
+/// How the server follows its store, for [`CatalogServer::health`].
 struct ServedStatus {
-    served: Option<ChangeToken>,
-    served_tx: tokio::sync::watch::Sender<Option<ChangeToken>>,
     refresh_error: Option<(SystemTime, String)>,
     feed: Option<ChangeFeed>,
 }
@@ -681,14 +682,10 @@ impl CatalogServer {
                 catalog: catalog.clone(),
                 tenant: tenant.map(str::to_owned),
                 server,
-                refreshing: tokio::sync::Mutex::new(Some(token)),
+                refreshing: tokio::sync::Mutex::new(()),
                 problems: Mutex::new(view.problems().to_vec()),
-                status: Mutex::new(ServedStatus {
-                    served: Some(token),
-                    served_tx: tokio::sync::watch::Sender::new(Some(token)),
-                    refresh_error: None,
-                    feed: None,
-                }),
+                served: tokio::sync::watch::Sender::new(Some(token)),
+                status: Mutex::new(ServedStatus { refresh_error: None, feed: None }),
             }),
         })
     }
@@ -719,7 +716,7 @@ impl CatalogServer {
     }
 
     async fn refresh_inner(&self) -> Result<Refresh, CatalogError> {
-        let mut last = self.inner.refreshing.lock().await;
+        let _refreshing = self.inner.refreshing.lock().await;
         let view = match &self.inner.tenant {
             Some(t) => self.inner.catalog.view_for(t).await?,
             None => self.inner.catalog.shared_view().await?,
@@ -727,16 +724,7 @@ impl CatalogServer {
         let token = view.change_token();
         let executor = view.executor().map_err(build_error)?;
         let changed = self.inner.server.update(executor).await.map_err(build_error)?;
-        *last = Some(token);
-        {
-            let mut status = self.status();
-            status.served = Some(token);
-            status.served_tx.send_if_modified(|t| {
-                let newer = *t != Some(token);
-                *t = Some(token);
-                newer
-            });
-        }
+        self.inner.served.send_if_modified(|t| t.replace(token) != Some(token));
         let problems = view.problems().to_vec();
         *self.inner.problems.lock().unwrap_or_else(PoisonError::into_inner) = problems.clone();
         Ok(Refresh { changed, problems })
@@ -748,7 +736,7 @@ impl CatalogServer {
 
     /// The token of the view being served, as it changes (each refresh that swaps a view in).
     pub fn served(&self) -> tokio::sync::watch::Receiver<Option<ChangeToken>> {
-        self.status().served_tx.subscribe()
+        self.inner.served.subscribe()
     }
 
     /// The server's report on itself: the state it serves, the newest it knows of, whether its store answers.
@@ -764,7 +752,7 @@ impl CatalogServer {
         Health {
             storage: self.inner.catalog.describe(),
             tenant: self.inner.tenant.clone(),
-            served: status.served,
+            served: *self.inner.served.borrow(),
             latest,
             store,
             refresh_error: status.refresh_error.clone(),
@@ -814,7 +802,7 @@ impl CatalogServer {
             let mut answered: Option<ChangeToken> = None;
             loop {
                 let target = feed.state().token;
-                let served = this.status().served;
+                let served = *this.inner.served.borrow();
                 let behind = target.is_some() && target != served && target != answered;
                 if behind || retry.is_some() {
                     match this.refresh().await {
@@ -843,8 +831,9 @@ impl CatalogServer {
     /// did not.
     pub async fn refresh_if_changed(&self) -> Result<Option<Refresh>, CatalogError> {
         let unchanged = {
-            let last = self.inner.refreshing.lock().await;
-            *last == Some(self.inner.catalog.change_token_async().await?)
+            let _refreshing = self.inner.refreshing.lock().await;
+            let token = self.inner.catalog.change_token_async().await?;
+            *self.inner.served.borrow() == Some(token)
         };
         if unchanged { Ok(None) } else { self.refresh().await.map(Some) }
     }

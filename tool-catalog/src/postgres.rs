@@ -57,7 +57,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use rusqlite::types::Value as Sql;
 use serde_json::Value;
@@ -69,7 +69,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::{ChangeToken, Versioned};
 use crate::error::CatalogError;
 use crate::row::{StoredRow, ToolRow};
-use crate::storage::{ChangeFeed, FeedState, Storage, StoreFuture, StoreHealth, removing, writing};
+use crate::storage::{ChangeFeed, FeedState, Storage, StoreFuture, removing, writing};
 use crate::store::{Backoff, DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, decode};
 
 /// The channel every write notifies, with the new generation as payload.
@@ -638,15 +638,8 @@ impl Storage for PgStorage {
 /// The change listener: one connection of its own that `LISTEN`s, catches up by reading the token on every
 /// (re)connection and every resync interval, and reconnects with backoff; until `stop` (the storage dropped).
 async fn listen(inner: Weak<PgInner>, stop: CancellationToken, tx: watch::Sender<FeedState>) {
-    let mut attempts = 0u32;
-    let mut pause = None;
+    let mut backoff: Option<Backoff> = None;
     loop {
-        if let Some(p) = pause.take() {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(p) => {}
-            }
-        }
         let Some(storage) = inner.upgrade() else { return };
         let (config, timeout, resync, (first, max)) =
             (storage.config.clone(), storage.connect_timeout, storage.resync, storage.reconnect);
@@ -659,25 +652,20 @@ async fn listen(inner: Weak<PgInner>, stop: CancellationToken, tx: watch::Sender
             Ok(never) => match never {},
             Err(e) => e,
         };
-        attempts += 1;
+        // A connection that reached the store (the feed says connected) ends an outage: the backoff starts over.
+        if !tx.borrow().health.is_degraded() {
+            backoff = None;
+        }
+        let backoff = backoff.get_or_insert_with(|| Backoff::with_pauses(Duration::MAX, first, max));
+        let pause = backoff.next().unwrap_or(max);
+        let attempts = backoff.attempts();
         tracing::warn!(error = %error, attempts, "the catalogue's change listener lost the database; reconnecting");
-        tx.send_modify(|s| {
-            let since = match &s.health {
-                StoreHealth::Degraded { since, .. } => *since,
-                StoreHealth::Connected => SystemTime::now(),
-            };
-            s.health = StoreHealth::Degraded { since, error: error.clone(), attempts };
-        });
-        // Doubling from `first` to `max`, each pause shortened by up to half at random.
-        let full = first.saturating_mul(1 << attempts.min(16).saturating_sub(1)).min(max);
-        pause = Some(jitter(full));
+        tx.send_modify(|s| s.failed(error, attempts));
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(pause) => {}
+        }
     }
-}
-
-fn jitter(full: Duration) -> Duration {
-    let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let micros = full.as_micros() as u64;
-    Duration::from_micros(micros / 2 + u64::from(nanos) % (micros / 2 + 1))
 }
 
 /// One connection's life: connect, `LISTEN`, read the token, then follow notifications and resync; returns the
@@ -711,12 +699,7 @@ async fn follow(
     let _abort = AbortOnDrop(driver.abort_handle());
     client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|e| e.to_string())?;
     let publish = |token: ChangeToken| {
-        tx.send_if_modified(|s| {
-            let changed = s.token != Some(token) || s.health.is_degraded();
-            s.token = Some(token);
-            s.health = StoreHealth::Connected;
-            changed
-        });
+        tx.send_if_modified(|s| s.read(token));
     };
     let read = || async { client.query_one(GENERATION, &[]).await.map(|r| generation(&r)).map_err(|e| e.to_string()) };
     // Catch up on whatever was committed before the LISTEN took effect (or while disconnected).

@@ -116,6 +116,25 @@ impl FeedState {
     }
 }
 
+impl FeedState {
+    /// Records a token read from a store that answered; whether anything changed.
+    pub(crate) fn read(&mut self, token: ChangeToken) -> bool {
+        let changed = self.token != Some(token) || self.health.is_degraded();
+        self.token = Some(token);
+        self.health = StoreHealth::Connected;
+        changed
+    }
+
+    /// Records a failed read or connection: degraded since the first failure of this outage.
+    pub(crate) fn failed(&mut self, error: String, attempts: u32) {
+        let since = match &self.health {
+            StoreHealth::Degraded { since, .. } => *since,
+            StoreHealth::Connected => SystemTime::now(),
+        };
+        self.health = StoreHealth::Degraded { since, error, attempts };
+    }
+}
+
 impl Default for FeedState {
     fn default() -> Self {
         FeedState::new()
@@ -191,22 +210,11 @@ pub(crate) fn polling_feed(storage: std::sync::Arc<dyn Storage>, every: Duration
             match storage.change_token().await {
                 Ok(token) => {
                     attempts = 0;
-                    tx.send_if_modified(|s| {
-                        let changed = s.token != Some(token) || s.health.is_degraded();
-                        s.token = Some(token);
-                        s.health = StoreHealth::Connected;
-                        changed
-                    });
+                    tx.send_if_modified(|s| s.read(token));
                 }
                 Err(e) => {
                     attempts += 1;
-                    tx.send_modify(|s| {
-                        let since = match &s.health {
-                            StoreHealth::Degraded { since, .. } => *since,
-                            StoreHealth::Connected => SystemTime::now(),
-                        };
-                        s.health = StoreHealth::Degraded { since, error: e.to_string(), attempts };
-                    });
+                    tx.send_modify(|s| s.failed(e.to_string(), attempts));
                 }
             }
         }
