@@ -354,18 +354,19 @@ struct MethodOnly<'a> {
 }
 
 fn text_response(status: StatusCode, text: String) -> Response<ResponseBody> {
-    let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
+    response(status, "text/plain; charset=utf-8", text)
+}
+
+fn response(status: StatusCode, content_type: &'static str, body: String) -> Response<ResponseBody> {
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
     *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 
 fn health_response(report: &HealthReport) -> Response<ResponseBody> {
     let status = if report.healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let mut response = Response::new(Full::new(Bytes::from(report.body.to_string())).boxed());
-    *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
+    response(status, "application/json", report.body.to_string())
 }
 
 fn not_found() -> Response<ResponseBody> {
