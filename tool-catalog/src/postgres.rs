@@ -50,7 +50,7 @@
 //! [`Catalog::changes`](crate::Catalog::changes) starts one listener per storage: a dedicated connection that
 //! `LISTEN`s, reads the current token at once (catching up on anything committed while it was away), then
 //! follows the notifications, and reads the token again every [resync](PgStorageBuilder::resync) interval in case
-//! a notification was lost. When the connection fails, the feed reports [`StoreHealth::Degraded`] and the
+//! a notification was lost. When the connection fails, the feed reports [`StoreHealth::Degraded`](crate::StoreHealth::Degraded) and the
 //! listener reconnects with jittered backoff (100 ms doubling to 5 s by default); views already built keep being
 //! served. Operations meanwhile fail with `store_unavailable` and reconnect on their next call.
 
