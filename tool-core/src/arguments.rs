@@ -39,6 +39,15 @@ impl ToolDefinition {
         }
         canonicalize(self.input_schema(), arguments)
     }
+
+    /// [`canonical_arguments`](Self::canonical_arguments) when the caller already knows whether `arguments` may
+    /// hold a `null` (the executor learns it while checking the limits).
+    pub(crate) fn canonical_arguments_known(&self, arguments: &mut Value, may_hold_null: bool) -> usize {
+        if !may_hold_null && !self.schemas().states_defaults() {
+            return 0;
+        }
+        canonicalize(self.input_schema(), arguments)
+    }
 }
 
 /// See [`ToolDefinition::canonical_arguments`]; `schema` is the tool's canonical input schema.

@@ -25,7 +25,7 @@ use crate::failure::{FailureHook, FailureKind, InternalFailure, trace_failure};
 use crate::input::ClientInput;
 use crate::policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 use crate::result::{ErrorBody, HandlerState, ToolResult};
-use crate::validate::{Limits, Violation, check_limits, summary};
+use crate::validate::{Limits, Violation, check_limits, check_limits_scan, summary};
 use crate::view::ToolView;
 
 /// The longest requested name echoed back in an `unknown_tool` result.
@@ -640,12 +640,13 @@ impl Executor {
             Ok(v) => v,
             Err(e) => fail!(false, ErrorBody::new(ErrorCode::InvalidArguments, e.to_string())),
         };
-        if let Err(v) = check_limits(&arguments, &self.inner.limits) {
-            fail!(false, invalid_arguments_body(vec![v]));
-        }
+        let may_hold_null = match check_limits_scan(&arguments, &self.inner.limits) {
+            Ok(may_hold_null) => may_hold_null,
+            Err(v) => fail!(false, invalid_arguments_body(vec![v])),
+        };
         // One canonical form from here on (validation, policy, approvals, events, handler): the spellings of
         // "absent" (a strict-mode `null`, an `Option`'s `null`, a spelled-out default) are removed.
-        def.canonical_arguments(&mut arguments);
+        def.canonical_arguments_known(&mut arguments, may_hold_null);
         if !compiled.input.is_valid(&arguments) {
             fail!(false, invalid_arguments_body(compiled.input.explain(&arguments)));
         }

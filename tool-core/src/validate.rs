@@ -113,49 +113,89 @@ pub use crate::limits::Limits;
 /// The first limit exceeded, as a [`Violation`]: for depth, the pointer is the container that is one level too
 /// deep; for size, the pointer is the root (`""`).
 pub fn check_limits(v: &Value, limits: &Limits) -> Result<(), Violation> {
+    check_limits_scan(v, limits).map(|_| ())
+}
+
+/// [`check_limits`], also answering whether `v` may hold a `null` anywhere (learnt on the same walk; `true` when
+/// the exact walk had to decide, which does not look).
+pub(crate) fn check_limits_scan(v: &Value, limits: &Limits) -> Result<bool, Violation> {
     if limits.max_depth <= MAX_RECURSIVE_DEPTH {
-        let mut upper = 0usize;
-        if size_bound(v, 0, limits.max_depth, &mut upper) && upper <= limits.max_bytes {
-            return Ok(());
+        let mut scan = Scan::default();
+        if size_bound(v, 0, limits.max_depth, &mut scan) && scan.upper <= limits.max_bytes {
+            return Ok(scan.null);
         }
     }
     // Too deep, or possibly too big: the exact walk says which, with its violation.
-    check_limits_exact(v, limits)
+    check_limits_exact(v, limits).map(|()| true)
 }
 
 /// Above this `max_depth`, `check_limits` goes straight to its explicit-stack walk.
 pub const MAX_RECURSIVE_DEPTH: usize = 128;
 
-/// Adds an upper bound of `v`'s compact JSON size to `upper`; false when `v` nests deeper than `max_depth`.
-/// Recursion depth is at most `max_depth + 1`.
-fn size_bound(v: &Value, depth: usize, max_depth: usize, upper: &mut usize) -> bool {
-    fn digits(n: u64) -> usize {
-        n.checked_ilog10().map_or(1, |d| d as usize + 1)
+/// What the first pass of `check_limits` learns: an upper bound of the compact JSON size, and whether a `null`
+/// was seen.
+#[derive(Default)]
+struct Scan {
+    upper: usize,
+    null: bool,
+}
+
+impl Scan {
+    #[inline(always)]
+    fn add(&mut self, n: usize) {
+        self.upper = self.upper.saturating_add(n);
     }
-    let add = |upper: &mut usize, n: usize| *upper = upper.saturating_add(n);
-    match v {
-        Value::Null | Value::Bool(true) => add(upper, 4),
-        Value::Bool(false) => add(upper, 5),
-        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => add(upper, digits(u)),
-            (None, Some(i)) => add(upper, digits(i.unsigned_abs()) + 1),
-            // Floats (rare in arguments) are measured exactly.
-            _ => {
-                let mut counter = CountingWriter(0);
-                let _ = write!(counter, "{n}");
-                add(upper, counter.0);
+
+    /// Adds a scalar's bound (members and items that are scalars are measured here, without a call).
+    #[inline(always)]
+    fn scalar(&mut self, v: &Value) {
+        fn digits(n: u64) -> usize {
+            n.checked_ilog10().map_or(1, |d| d as usize + 1)
+        }
+        match v {
+            Value::Null => {
+                self.null = true;
+                self.add(4);
             }
-        },
-        // At most 6 bytes (`\u00XX`) per byte, plus the quotes.
-        Value::String(s) => add(upper, s.len().saturating_mul(6).saturating_add(2)),
+            Value::Bool(true) => self.add(4),
+            Value::Bool(false) => self.add(5),
+            Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => self.add(digits(u)),
+                (None, Some(i)) => self.add(digits(i.unsigned_abs()) + 1),
+                // Floats (rare in arguments) are measured exactly.
+                _ => self.add(float_len(n)),
+            },
+            // At most 6 bytes (`\u00XX`) per byte, plus the quotes.
+            Value::String(s) => self.add(s.len().saturating_mul(6).saturating_add(2)),
+            // Containers are walked by `size_bound`.
+            Value::Array(_) | Value::Object(_) => {}
+        }
+    }
+}
+
+#[inline(never)]
+fn float_len(n: &serde_json::Number) -> usize {
+    let mut counter = CountingWriter(0);
+    let _ = write!(counter, "{n}");
+    counter.0
+}
+
+/// Adds an upper bound of `v`'s compact JSON size to `scan`; false when `v` nests deeper than `max_depth`.
+/// Recursion depth is at most `max_depth + 1`.
+fn size_bound(v: &Value, depth: usize, max_depth: usize, scan: &mut Scan) -> bool {
+    match v {
         Value::Array(a) => {
             if depth >= max_depth {
                 return false;
             }
-            add(upper, 2 + a.len().saturating_sub(1));
+            scan.add(2 + a.len().saturating_sub(1));
             for x in a {
-                if !size_bound(x, depth + 1, max_depth, upper) {
-                    return false;
+                if matches!(x, Value::Array(_) | Value::Object(_)) {
+                    if !size_bound(x, depth + 1, max_depth, scan) {
+                        return false;
+                    }
+                } else {
+                    scan.scalar(x);
                 }
             }
         }
@@ -163,15 +203,20 @@ fn size_bound(v: &Value, depth: usize, max_depth: usize, upper: &mut usize) -> b
             if depth >= max_depth {
                 return false;
             }
-            add(upper, 2 + o.len().saturating_sub(1));
+            scan.add(2 + o.len().saturating_sub(1));
             for (k, x) in o {
                 // The key, quoted, and the colon.
-                add(upper, k.len().saturating_mul(6).saturating_add(3));
-                if !size_bound(x, depth + 1, max_depth, upper) {
-                    return false;
+                scan.add(k.len().saturating_mul(6).saturating_add(3));
+                if matches!(x, Value::Array(_) | Value::Object(_)) {
+                    if !size_bound(x, depth + 1, max_depth, scan) {
+                        return false;
+                    }
+                } else {
+                    scan.scalar(x);
                 }
             }
         }
+        scalar => scan.scalar(scalar),
     }
     true
 }
@@ -1498,6 +1543,20 @@ mod tests {
         let v = json!({"a": [1, 2.5, "x", null, true, {"b": {}}], "c": "é\"\n"});
         assert_eq!(check_limits(&v, &Limits::default()), Ok(()));
         assert_eq!(check_limits(&json!(1), &Limits { max_depth: 0, max_bytes: 10 }), Ok(()));
+    }
+
+    #[test]
+    fn the_limits_walk_notes_nulls() {
+        let scan = |v: Value| super::check_limits_scan(&v, &Limits::default());
+        assert_eq!(scan(json!({"a": 1, "b": [true, "x"], "c": {"d": 2.5}})), Ok(false));
+        assert_eq!(scan(json!(null)), Ok(true));
+        assert_eq!(scan(json!({"a": 1, "b": null})), Ok(true));
+        assert_eq!(scan(json!({"a": [1, [{"b": null}]]})), Ok(true));
+        // Decided by the exact walk (the bound is over the limit, the size is not): it does not look, so it says
+        // "maybe".
+        let tight = Limits { max_depth: 8, max_bytes: 9 };
+        assert_eq!(super::check_limits_scan(&json!({"a": "b"}), &tight), Ok(true));
+        assert!(super::check_limits_scan(&json!({"a": "bcdefgh"}), &tight).is_err());
     }
 
     #[test]
