@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::io::Write;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -111,8 +111,8 @@ pub struct Event {
     pub seq: u64,
     /// Milliseconds since the Unix epoch.
     pub at_ms: u64,
-    /// The run this event belongs to.
-    pub run_id: String,
+    /// The run this event belongs to (one string shared by the run's events).
+    pub run_id: Arc<str>,
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
@@ -213,9 +213,9 @@ impl EventLog {
         }
         s
     }
-    pub(crate) fn push(&mut self, run_id: &str, kind: EventKind) -> &Event {
+    pub(crate) fn push(&mut self, run_id: &Arc<str>, kind: EventKind) -> &Event {
         let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-        self.events.push(Event { seq: self.events.len() as u64, at_ms, run_id: run_id.to_owned(), kind });
+        self.events.push(Event { seq: self.events.len() as u64, at_ms, run_id: Arc::clone(run_id), kind });
         self.events.last().unwrap_or_else(|| unreachable!("just pushed"))
     }
 }

@@ -244,7 +244,8 @@ static RUN_COUNTER: AtomicU64 = AtomicU64::new(1);
 ///
 /// One agent run: batches of calls, decisions, and the event log.
 pub struct Run {
-    id: String,
+    /// Shared by every event of the run (each holds the same `Arc`).
+    id: Arc<str>,
     executor: Executor,
     options: CallOptions,
     decider: Arc<dyn Decider>,
@@ -276,7 +277,7 @@ pub struct RunBuilder {
 impl RunBuilder {
     /// The run id (default `run-N`).
     pub fn id(mut self, id: impl Into<String>) -> Self {
-        self.run.id = id.into();
+        self.run.id = Arc::from(id.into());
         self
     }
     /// The decider (default [`DefaultDecider`]).
@@ -314,7 +315,7 @@ impl Run {
     /// A run over `executor` with the default id, decider, stop policy and options.
     pub fn new(executor: Executor) -> Run {
         Run {
-            id: format!("run-{}", RUN_COUNTER.fetch_add(1, Ordering::Relaxed)),
+            id: Arc::from(format!("run-{}", RUN_COUNTER.fetch_add(1, Ordering::Relaxed))),
             executor,
             options: CallOptions::default(),
             decider: Arc::new(DefaultDecider),
@@ -634,16 +635,17 @@ mod tests {
     fn call_ids_find_repeats_among_event_positions_and_in_the_set() {
         let mut log = EventLog::default();
         let mut ids = CallIds::default();
+        let run: std::sync::Arc<str> = std::sync::Arc::from("run");
         let n = CallIds::FEW * 3;
         for i in 0..n {
             let id = format!("call-{i}");
             assert!(!ids.contains(&log, &id));
-            log.push("run", EventKind::ToolRequested { call_id: id.clone(), tool_name: "t".into() });
+            log.push(&run, EventKind::ToolRequested { call_id: id.clone(), tool_name: "t".into() });
             assert!(ids.record(&log, log.events().len() - 1), "{id} is new");
             assert!(ids.contains(&log, &id));
             // Every id so far, kept by position or (past `FEW`) in the set, is a repeat.
             for j in 0..=i {
-                log.push("run", EventKind::ToolRequested { call_id: format!("call-{j}"), tool_name: "t".into() });
+                log.push(&run, EventKind::ToolRequested { call_id: format!("call-{j}"), tool_name: "t".into() });
                 assert!(!ids.record(&log, log.events().len() - 1), "call-{j} is a repeat after {i}");
             }
         }
