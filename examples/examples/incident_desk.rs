@@ -30,7 +30,7 @@ async fn main() {
             [
                 r.call_id.clone(),
                 r.tool_name.clone(),
-                r.tool_version.clone().unwrap_or_else(|| "null".into()),
+                r.tool_version.as_deref().unwrap_or("null").to_owned(),
                 r.is_ok().to_string(),
                 r.error().map_or_else(|| "—".to_owned(), |e| e.code.to_string()),
             ]

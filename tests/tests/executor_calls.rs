@@ -177,7 +177,7 @@ async fn seed_000_table() {
         rows.push((
             r.call_id.clone(),
             r.tool_name.clone(),
-            r.tool_version.clone(),
+            r.tool_version.as_deref().map(str::to_owned),
             r.is_ok(),
             code(&r).map(str::to_owned),
         ));

@@ -42,7 +42,7 @@ fn tools_of(registry: &Registry, module: &str) -> Vec<Arc<ToolDefinition>> {
 /// A valid result of `def`: the smallest instance of its result schema ([`example`]), or `null` without one.
 fn success(def: &ToolDefinition, call_id: &str) -> ToolResult {
     let data = def.output_schema().map_or(Value::Null, |schema| example(schema, schema));
-    ToolResult::success(call_id, def.name(), Some(def.version().to_owned()), data)
+    ToolResult::success(call_id, def.name(), Some(def.version().to_owned().into()), data)
 }
 
 /// A small valid instance of `schema` (within `root`): the first of an `enum`, `const`, the first branch of a union,

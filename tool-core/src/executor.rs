@@ -614,7 +614,7 @@ impl Executor {
         span.record("tool_name", def.name());
         span.record("tool_version", def.version());
         span.record("effect", def.effect().as_str());
-        let version = Some(def.version().to_owned());
+        let version = Some(def.version.clone());
         // Every early return moves the call's strings into its result (the body is built first: it may borrow them).
         macro_rules! fail {
             ($executed:expr, $body:expr $(,)?) => {{

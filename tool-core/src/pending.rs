@@ -157,7 +157,13 @@ impl Executor {
     /// `options` are the call's (tenant, cancellation); the approval is added to them.
     pub async fn resume(&self, pending: &PendingCall, resolution: &Resolution, options: &CallOptions) -> ToolResult {
         let refuse = |version: Option<String>, body: ErrorBody| {
-            ToolResult::failure(pending.call_id.clone(), pending.tool_name.clone(), version, false, body)
+            ToolResult::failure(
+                pending.call_id.clone(),
+                pending.tool_name.clone(),
+                version.map(Into::into),
+                false,
+                body,
+            )
         };
         let approved_version = Some(pending.tool_version.clone());
         if let Resolution::Deny { reason } = resolution {

@@ -1,5 +1,7 @@
 //! [`ToolResult`]: what the executor answers for one call.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -28,8 +30,9 @@ pub struct ToolResult {
     pub call_id: String,
     /// The tool's name (as registered; as the model wrote it, shortened, when the tool is unknown).
     pub tool_name: String,
-    /// The tool's version; `null` when the tool is unknown.
-    pub tool_version: Option<String>,
+    /// The tool's version; `null` when the tool is unknown. Borrowed from the tool's definition when it was
+    /// compiled in (no copy per call).
+    pub tool_version: Option<Cow<'static, str>>,
     /// Whether the handler ran: `false` for rejections before it (unknown tool, invalid arguments, approval, an
     /// extractor's refusal).
     pub executed: bool,
@@ -119,7 +122,7 @@ impl ToolResult {
     pub fn success(
         call_id: impl Into<String>,
         tool_name: impl Into<String>,
-        tool_version: Option<String>,
+        tool_version: Option<Cow<'static, str>>,
         data: Value,
     ) -> ToolResult {
         ToolResult {
@@ -135,7 +138,7 @@ impl ToolResult {
     pub fn failure(
         call_id: impl Into<String>,
         tool_name: impl Into<String>,
-        tool_version: Option<String>,
+        tool_version: Option<Cow<'static, str>>,
         executed: bool,
         error: ErrorBody,
     ) -> ToolResult {
@@ -197,7 +200,10 @@ impl ToolResult {
         let mut m = Map::new();
         m.insert("call_id".into(), Value::String(self.call_id.clone()));
         m.insert("tool_name".into(), Value::String(self.tool_name.clone()));
-        m.insert("tool_version".into(), self.tool_version.clone().map_or(Value::Null, Value::String));
+        m.insert(
+            "tool_version".into(),
+            self.tool_version.as_deref().map_or(Value::Null, |v| Value::String(v.to_owned())),
+        );
         m.insert("ok".into(), Value::Bool(self.is_ok()));
         m.insert("executed".into(), Value::Bool(self.executed));
         m.insert("data".into(), self.data().cloned().unwrap_or(Value::Null));
@@ -272,7 +278,7 @@ impl<'de> Deserialize<'de> for ToolResult {
         Ok(ToolResult {
             call_id: w.call_id,
             tool_name: w.tool_name,
-            tool_version: w.tool_version,
+            tool_version: w.tool_version.map(Cow::Owned),
             executed: w.executed,
             outcome,
         })
