@@ -219,6 +219,29 @@ async fn writes_without_a_declared_timeout_get_the_longer_default() {
     assert_eq!(details(&write)["timeout_ms"], 50, "{write:?}");
 }
 
+/// Waits a little, then answers (not finished on its first poll).
+#[tool(effect = "read", version = "1.0")]
+async fn unbounded_wait() -> String {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    "waited".into()
+}
+
+/// Finishes on its first poll.
+#[tool(effect = "read", version = "1.0")]
+async fn at_once() -> String {
+    "now".into()
+}
+
+#[tokio::test]
+async fn timeouts_too_large_for_the_clock_mean_no_timeout() {
+    let ex =
+        executor(&["unbounded_wait", "at_once"], |b| b.default_timeout(Duration::MAX).timeout_grace(Duration::MAX));
+    let r = ex.call(ToolCall::new("ub-1", "unbounded_wait", json!({}))).await;
+    assert_eq!(r.data(), Some(&json!("waited")), "{r:?}");
+    let r = ex.call(ToolCall::new("ub-2", "at_once", json!({}))).await;
+    assert_eq!(r.data(), Some(&json!("now")), "{r:?}");
+}
+
 /// Returns its call's idempotency key, after `wait_ms`.
 #[tool(effect = "read", version = "1.0", timeout_ms = 100)]
 async fn key_of(wait_ms: u64, ctx: CallContext) -> String {

@@ -928,10 +928,17 @@ async fn run_handler(
         }
     };
     let started = Instant::now();
+    // A handler that finishes on its first poll (most async fns that do no I/O) needs no timer: it is polled once
+    // before the timer is made. A blocking handler's first poll only finds it queued, so it goes straight on.
+    if progress.is_none()
+        && let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
+    {
+        return finished(r, started.elapsed(), deadline);
+    }
     let timed_out = tokio::select! {
         biased;
         r = &mut fut => return finished(r, started.elapsed(), deadline),
-        () = tokio::time::sleep(deadline.timeout) => true,
+        () = deadline_timer(started, deadline.timeout) => true,
         () = cancelled(caller) => false,
     };
     let stopped = |state| if timed_out { HandlerOutcome::TimedOut(state) } else { HandlerOutcome::Cancelled(state) };
@@ -965,13 +972,21 @@ async fn run_handler(
 /// The outcome of a handler that ended `elapsed` after it started: as it is, unless it ended past the deadline and
 /// the grace period (a handler that blocked its thread finishes before any timer can fire), when it is too late.
 fn finished(r: Caught, elapsed: Duration, deadline: Deadline) -> HandlerOutcome {
-    if elapsed > deadline.timeout + deadline.grace {
+    if elapsed > deadline.timeout.saturating_add(deadline.grace) {
         return HandlerOutcome::TimedOut(HandlerState::Finished);
     }
     match r {
         Ok(Ok(v)) => HandlerOutcome::Value(v),
         Ok(Err(e)) => HandlerOutcome::Error(e),
         Err(panic) => HandlerOutcome::Panicked(panic),
+    }
+}
+
+/// Fires `timeout` after `started` (or, when that instant cannot be represented, `timeout` from now: far away).
+fn deadline_timer(started: Instant, timeout: Duration) -> tokio::time::Sleep {
+    match started.checked_add(timeout) {
+        Some(at) => tokio::time::sleep_until(at.into()),
+        None => tokio::time::sleep(timeout),
     }
 }
 
