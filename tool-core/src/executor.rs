@@ -16,6 +16,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::call::ToolCall;
+use crate::clock::Stopwatch;
 use crate::codec::Codec;
 use crate::context::{CallContext, Notifier, StateMap};
 use crate::definition::{Handler, ToolDefinition, compiled};
@@ -434,6 +435,13 @@ enum HandlerOutcome {
 struct Deadline {
     timeout: Duration,
     grace: Duration,
+}
+
+impl Deadline {
+    /// The timeout and the grace period: a handler that ends later is too late.
+    fn total(&self) -> Duration {
+        self.timeout.saturating_add(self.grace)
+    }
 }
 
 /// A blocking handler's progress, shared with its thread: whoever moves it out of `QUEUED` first decides whether
@@ -927,18 +935,19 @@ async fn run_handler(
             })
         }
     };
-    let started = Instant::now();
+    let watch = Stopwatch::start(deadline.total());
     // A handler that finishes on its first poll (most async fns that do no I/O) needs no timer: it is polled once
     // before the timer is made. A blocking handler's first poll only finds it queued, so it goes straight on.
     if progress.is_none()
         && let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
     {
-        return finished(r, started.elapsed(), deadline);
+        return finished(r, watch.elapsed(), deadline);
     }
     let timed_out = tokio::select! {
         biased;
-        r = &mut fut => return finished(r, started.elapsed(), deadline),
-        () = deadline_timer(started, deadline.timeout) => true,
+        r = &mut fut => return finished(r, watch.elapsed(), deadline),
+        // (A duration beyond any representable instant sleeps "far away".)
+        () = tokio::time::sleep(deadline.timeout.saturating_sub(watch.elapsed())) => true,
         () = cancelled(caller) => false,
     };
     let stopped = |state| if timed_out { HandlerOutcome::TimedOut(state) } else { HandlerOutcome::Cancelled(state) };
@@ -952,7 +961,7 @@ async fn run_handler(
         stop.cancel();
     }
     match tokio::time::timeout(deadline.grace, &mut fut).await {
-        Ok(r) => finished(r, started.elapsed(), deadline),
+        Ok(r) => finished(r, watch.elapsed(), deadline),
         Err(_) => {
             // Dropping the future could cut its effects between two steps: it runs on to its end instead.
             let (call_id, tool) = (call_id.to_owned(), tool.to_owned());
@@ -972,21 +981,13 @@ async fn run_handler(
 /// The outcome of a handler that ended `elapsed` after it started: as it is, unless it ended past the deadline and
 /// the grace period (a handler that blocked its thread finishes before any timer can fire), when it is too late.
 fn finished(r: Caught, elapsed: Duration, deadline: Deadline) -> HandlerOutcome {
-    if elapsed > deadline.timeout.saturating_add(deadline.grace) {
+    if elapsed > deadline.total() {
         return HandlerOutcome::TimedOut(HandlerState::Finished);
     }
     match r {
         Ok(Ok(v)) => HandlerOutcome::Value(v),
         Ok(Err(e)) => HandlerOutcome::Error(e),
         Err(panic) => HandlerOutcome::Panicked(panic),
-    }
-}
-
-/// Fires `timeout` after `started` (or, when that instant cannot be represented, `timeout` from now: far away).
-fn deadline_timer(started: Instant, timeout: Duration) -> tokio::time::Sleep {
-    match started.checked_add(timeout) {
-        Some(at) => tokio::time::sleep_until(at.into()),
-        None => tokio::time::sleep(timeout),
     }
 }
 
@@ -1008,7 +1009,7 @@ fn run_inline(
     ctx: CallContext,
     deadline: Deadline,
 ) -> HandlerOutcome {
-    let started = Instant::now();
+    let watch = Stopwatch::start(deadline.total());
     let r = std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx)));
-    finished(r, started.elapsed(), deadline)
+    finished(r, watch.elapsed(), deadline)
 }

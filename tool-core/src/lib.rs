@@ -77,6 +77,7 @@ mod arguments;
 mod bounded;
 mod call;
 pub mod canonical;
+mod clock;
 mod codec;
 mod content;
 mod context;
