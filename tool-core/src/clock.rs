@@ -57,21 +57,24 @@ mod coarse {
     use std::sync::OnceLock;
     use std::time::Duration;
 
-    use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
+    use nix::sys::time::TimeSpec;
+    use nix::time::{ClockId, clock_getres, clock_gettime};
 
-    fn duration(t: Timespec) -> Option<Duration> {
-        Some(Duration::new(u64::try_from(t.tv_sec).ok()?, u32::try_from(t.tv_nsec).ok()?))
+    fn duration(t: TimeSpec) -> Option<Duration> {
+        Some(Duration::new(u64::try_from(t.tv_sec()).ok()?, u32::try_from(t.tv_nsec()).ok()?))
     }
 
     /// The coarse clock's resolution; `None` when the system does not report a usable one.
     pub(super) fn resolution() -> Option<Duration> {
         static RESOLUTION: OnceLock<Option<Duration>> = OnceLock::new();
-        *RESOLUTION.get_or_init(|| duration(clock_getres(ClockId::MonotonicCoarse)).filter(|r| !r.is_zero()))
+        *RESOLUTION.get_or_init(|| {
+            clock_getres(ClockId::CLOCK_MONOTONIC_COARSE).ok().and_then(duration).filter(|r| !r.is_zero())
+        })
     }
 
     #[inline]
     pub(super) fn now() -> Duration {
-        duration(clock_gettime(ClockId::MonotonicCoarse)).unwrap_or_default()
+        clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE).ok().and_then(duration).unwrap_or_default()
     }
 }
 
