@@ -3,7 +3,6 @@
 use std::fmt;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -109,7 +108,8 @@ pub enum EventKind {
 pub struct Event {
     /// 0-based position in the run's log.
     pub seq: u64,
-    /// Milliseconds since the Unix epoch.
+    /// Milliseconds since the Unix epoch (on Linux read from the coarse wall clock: within one tick, 4 ms on most
+    /// kernels, of when the event was logged).
     pub at_ms: u64,
     /// The run this event belongs to (one string shared by the run's events).
     pub run_id: Arc<str>,
@@ -214,7 +214,7 @@ impl EventLog {
         s
     }
     pub(crate) fn push(&mut self, run_id: &Arc<str>, kind: EventKind) -> &Event {
-        let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let at_ms = crate::clock::unix_ms();
         self.events.push(Event { seq: self.events.len() as u64, at_ms, run_id: Arc::clone(run_id), kind });
         self.events.last().unwrap_or_else(|| unreachable!("just pushed"))
     }
