@@ -33,16 +33,14 @@ impl ToolDefinition {
     /// schema was generated. A default that changes at run time (the current time, say) should not be stated in
     /// the schema.
     pub fn canonical_arguments(&self, arguments: &mut Value) -> usize {
-        // Most calls hold no `null`, and most schemas state no default: then there is nothing to remove.
-        if !self.schemas().states_defaults() && !may_hold_null(arguments, 0) {
-            return 0;
-        }
-        canonicalize(self.input_schema(), arguments)
+        let nulls = self.schemas().states_defaults() || may_hold_null(arguments, 0);
+        self.canonical_arguments_known(arguments, nulls)
     }
 
     /// [`canonical_arguments`](Self::canonical_arguments) when the caller already knows whether `arguments` may
     /// hold a `null` (the executor learns it while checking the limits).
     pub(crate) fn canonical_arguments_known(&self, arguments: &mut Value, may_hold_null: bool) -> usize {
+        // Most calls hold no `null`, and most schemas state no default: then there is nothing to remove.
         if !may_hold_null && !self.schemas().states_defaults() {
             return 0;
         }

@@ -61,6 +61,11 @@ pub(crate) fn unix_ms() -> u64 {
     if let Some(now) = coarse::wall() {
         return u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
     }
+    precise_unix_ms()
+}
+
+/// Milliseconds since the Unix epoch, from the precise wall clock (0 before the epoch).
+pub(crate) fn precise_unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
