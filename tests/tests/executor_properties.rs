@@ -447,6 +447,10 @@ fn escaped_input_next_to_colons_is_not_taken_for_a_leak() {
     let args = json!({"id": "a", "count": 2, "colour": "red", "k\n::v": 1, "t\t::u": "\u{3}::x", "a~::b/::c": 0});
     let input = Input { args: Args::Value(args), ..text("fx.echo", "") };
     assert_eq!(h.check(&input).expect, Expect::Refused("invalid_arguments"));
+    // A key whose control character JSON escapes as `\u0000` (Rust's `Debug` writes `\0`), next to `::`.
+    let args = json!({"id": "a", "count": 2, "colour": "red", "\u{0}::a": null});
+    let input = Input { args: Args::Value(args), ..text("fx.echo", "") };
+    assert_eq!(h.check(&input).expect, Expect::Refused("invalid_arguments"));
     // Keys that end like a needle before the summary's `: expected`, or nest into one (`/src/x`).
     let keys =
         json!({"id": "a", "count": 2, "colour": "red", "std:": 1, "x.rs": 2, "invalid type": 3, "src": {"a": 1}});

@@ -68,7 +68,7 @@ fn strings(v: &Value, out: &mut Vec<String>) {
 /// a copy of one of the caller's strings: the copy starts at or before the needle, holds the needle whole, and is
 /// either complete or cut short by `…` (previews and long names are truncated that way). Holding the needle
 /// elsewhere in the input excuses nothing: a key `x.rs` does not make `src/lib.rs:3` the caller's. The caller's
-/// strings count in every form the result may echo them in: as sent, as JSON, escaped as Rust's `Debug` writes it
+/// strings count in every form the result may echo them in: as sent, as JSON (with and without quotes), escaped as Rust's `Debug` writes it
 /// (`\n`, `\u{3}`, with and without quotes), as a JSON pointer segment (`~0`, `~1`), and the arguments' JSON
 /// pointers followed by `:` (how a violation names a key).
 pub fn assert_clean(result: &ToolResult, call: &ToolCall, input: &Input) {
@@ -139,7 +139,10 @@ fn forms_of(call: &ToolCall, input: &Input) -> Vec<String> {
         let debug = format!("{s:?}");
         forms.push(debug[1..debug.len() - 1].to_owned());
         forms.push(debug);
-        forms.push(serde_json::to_string(&s).unwrap_or_default());
+        let json = serde_json::to_string(&s).unwrap_or_default();
+        // Keys are named in JSON's escapes without the quotes (`no property \`\u0000::a\``).
+        forms.push(json[1..json.len() - 1].to_owned());
+        forms.push(json);
         forms.push(s.replace('~', "~0").replace('/', "~1"));
         forms.push(s);
     }
