@@ -65,23 +65,33 @@ fn root() -> PathBuf {
 
 /// The server's process, killed when dropped (a failing test too).
 struct Server {
-    child: Child,
+    child: Mutex<Child>,
     url: String,
     log: PathBuf,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.child.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
 impl Server {
+    /// The last lines of the server's log, and how it ended if it is no longer running (a crash of the server
+    /// shows up on the client's side only as a closed connection).
     fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with("llama_graph_n_input_tensors")).collect();
+        let mut tail = lines[lines.len().saturating_sub(30)..].join("\n");
+        let mut child = self.child.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match child.try_wait() {
+            Ok(Some(status)) => tail.push_str(&format!("\nthe model server has exited: {status}")),
+            Ok(None) => tail.push_str("\nthe model server is still running"),
+            Err(e) => tail.push_str(&format!("\nthe model server's state is unknown: {e}")),
+        }
+        tail
     }
 }
 
@@ -111,7 +121,7 @@ fn start(python: &Path) -> Server {
         .stderr(out)
         .spawn()
         .expect("the model server starts");
-    let server = Server { child, url: format!("http://127.0.0.1:{port}/v1"), log };
+    let server = Server { child: Mutex::new(child), url: format!("http://127.0.0.1:{port}/v1"), log };
     let began = Instant::now();
     loop {
         if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {
