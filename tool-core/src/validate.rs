@@ -954,13 +954,14 @@ fn truncate_chars(s: &str, n: usize) -> String {
 
 /// Appends `/` and `segment` escaped per RFC 6901 (`~` as `~0`, `/` as `~1`).
 fn push_escaped_segment(out: &mut String, segment: &str) {
-    for c in segment.chars() {
-        match c {
-            '~' => out.push_str("~0"),
-            '/' => out.push_str("~1"),
-            c => out.push(c),
-        }
+    let mut rest = segment;
+    // Both are ASCII: a byte search finds them, and `at` is a char boundary.
+    while let Some(at) = rest.bytes().position(|b| b == b'~' || b == b'/') {
+        out.push_str(&rest[..at]);
+        out.push_str(if rest.as_bytes()[at] == b'~' { "~0" } else { "~1" });
+        rest = &rest[at + 1..];
     }
+    out.push_str(rest);
 }
 
 /// `base` (an escaped pointer) joined with an unescaped property name.

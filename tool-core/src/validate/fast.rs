@@ -2,8 +2,10 @@
 //! objects with `properties`, `required` and `additionalProperties`, primitive `type`s, `enum` and `const`, numeric
 //! bounds, string and array lengths, `items`, `anyOf`/`oneOf`, and `$ref`s into the document's `$defs`. It explains
 //! why an instance is invalid without jsonschema's error collection, which builds an error object per failed
-//! keyword and per alternative; jsonschema still gives every verdict (its `is_valid` is the cheaper walk), and
-//! lists violations when there are several (in its own order, which the golden files pin).
+//! keyword and per alternative; jsonschema lists violations when there are several (in its own order, which the
+//! golden files pin). Verdicts come from [`Verdict`], this form lowered to a plan, where every node lowers, and
+//! from jsonschema elsewhere; this form's own verdict walk, slower than either, decides unions inside
+//! explanations.
 //!
 //! [`Fast::compile`] answers `None` for any schema outside the subset (a `pattern`, a known `format`, `allOf`,
 //! `if`/`then`/`else`, an `$id`, a `$ref` elsewhere, any keyword it does not know), and [`CompiledSchema`] then
@@ -153,6 +155,8 @@ struct Node {
     sizes: Vec<(Size, u64, Box<str>)>,
     /// `required` as written (the order violations are reported in).
     required: Vec<String>,
+    /// The position in `properties` of each name of `required`.
+    required_at: Vec<Option<usize>>,
     /// How many of `properties` are required; each is flagged in `properties`.
     required_properties: usize,
     /// Required names that `properties` does not list (checked by lookup).
@@ -181,6 +185,7 @@ impl Node {
             bounds: Vec::new(),
             sizes: Vec::new(),
             required: Vec::new(),
+            required_at: Vec::new(),
             required_properties: 0,
             required_elsewhere: Vec::new(),
             properties: Vec::new(),
@@ -245,7 +250,8 @@ impl Fast {
     /// The violations of `instance`, in the order jsonschema reports them for one schema object; empty when it
     /// is valid.
     pub(super) fn explain(&self, instance: &Value, sink: &mut Sink) -> Result<(), Fallback> {
-        let mut path = String::new();
+        // Room for the pointers of most instances at once (the path grows and shrinks along the walk).
+        let mut path = String::with_capacity(128);
         self.explain_node(0, instance, &mut path, sink, 0)
     }
 
@@ -382,16 +388,28 @@ impl Fast {
         }
         match v {
             Value::Object(object) => {
-                // Which properties are present, by one walk of the members (no lookup by hash).
-                let mut present = vec![false; node.properties.len()];
-                for name in object.keys() {
-                    if let Some(i) = node.property(name) {
-                        present[i] = true;
+                // Each property's member, by one walk of the members (no lookup by hash; no allocation for up to
+                // 16 properties).
+                let mut inline: [Option<&Value>; 16] = [None; 16];
+                let mut spilled: Vec<Option<&Value>>;
+                let present: &mut [Option<&Value>] = match inline.get_mut(..node.properties.len()) {
+                    Some(present) => present,
+                    None => {
+                        spilled = vec![None; node.properties.len()];
+                        &mut spilled
+                    }
+                };
+                let (mut hint, mut matched) = (0, 0);
+                for (name, value) in object {
+                    if let Some(i) = node.property_after(name, hint) {
+                        present[i] = Some(value);
+                        hint = i + 1;
+                        matched += 1;
                     }
                 }
-                for name in &node.required {
-                    let here = match node.property(name) {
-                        Some(i) => present[i],
+                for (name, at) in node.required.iter().zip(&node.required_at) {
+                    let here = match at {
+                        Some(i) => present[*i].is_some(),
                         None => object.contains_key(name),
                     };
                     if !here {
@@ -402,8 +420,8 @@ impl Fast {
                         ));
                     }
                 }
-                for (i, (name, schema, _)) in node.properties.iter().enumerate() {
-                    if let Some(value) = present[i].then(|| object.get(name)).flatten() {
+                for ((name, schema, _), value) in node.properties.iter().zip(present.iter()) {
+                    if let Some(value) = value {
                         let len = path.len();
                         path.push('/');
                         push_escaped_segment(path, name);
@@ -412,8 +430,11 @@ impl Fast {
                         r?;
                     }
                 }
+                // Members beyond the properties, if any.
+                let extra = matched < object.len();
                 match node.additional {
                     Additional::Any => {}
+                    Additional::Closed if !extra => {}
                     Additional::Closed => {
                         for (name, value) in object {
                             if node.property(name).is_none() {
@@ -428,6 +449,7 @@ impl Fast {
                             }
                         }
                     }
+                    Additional::Schema(_) if !extra => {}
                     Additional::Schema(schema) => {
                         for (name, value) in object {
                             if node.property(name).is_none() {
@@ -602,6 +624,7 @@ impl Compiler<'_> {
                 _ => return None,
             }
         }
+        node.required_at = node.required.iter().map(|name| node.property(name)).collect();
         for name in &node.required {
             match node.property(name) {
                 Some(i) if !node.properties[i].2 => {
