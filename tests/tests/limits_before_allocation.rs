@@ -75,6 +75,12 @@ fn kibibytes(count: usize) -> Vec<String> {
     vec!["x".repeat(1024); count]
 }
 
+/// Returns `count` control characters, each six bytes of JSON once escaped (`\u0001`).
+#[tool(effect = "read", version = "1.0")]
+fn controls(count: usize) -> String {
+    "\u{1}".repeat(count)
+}
+
 fn executor(limits: Limits) -> Executor {
     let view = Registry::from_inventory().unwrap().view().names(["echo_items", "kibibytes"]).build().unwrap();
     Executor::builder(view).limits(limits).build().unwrap()
@@ -94,6 +100,23 @@ fn a_result_past_the_output_limits_stops_being_serialised_there() {
     assert!(r.error().unwrap().message.contains("at most 1048576 bytes"), "{r:?}");
     let handlers_own = 64 * MIB + 64 * 1024 * std::mem::size_of::<String>();
     assert!(peak < handlers_own + 4 * MIB, "the call held {peak} bytes at once; the handler's own are {handlers_own}");
+}
+
+/// The serializer counts a string's bytes, not its escapes: a result within that count but beyond the limit once
+/// escaped is still refused (the executor leaves compiled tools' results to the serializer's own checks).
+#[test]
+fn a_result_beyond_the_output_limits_only_once_escaped_is_refused() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let view = Registry::from_inventory().unwrap().view().names(["controls"]).build().unwrap();
+    let ex = Executor::builder(view).output_limits(Limits { max_depth: 8, max_bytes: 1000 }).build().unwrap();
+    let call = |count: usize| ex.call(ToolCall::new("c", "controls", json!({"count": count})));
+    // 300 bytes unescaped, 1,802 escaped.
+    let r = rt.block_on(call(300));
+    assert_eq!((r.code(), r.executed), (Some("invalid_tool_output"), true), "{r:?}");
+    assert!(r.error().unwrap().message.contains("at most 1000 bytes"), "{r:?}");
+    // 165 escaped: 992 bytes, within.
+    let r = rt.block_on(call(165));
+    assert_eq!(r.data().and_then(Value::as_str).map(str::len), Some(165), "{r:?}");
 }
 
 fn arguments_error(call: &ToolCall) -> String {

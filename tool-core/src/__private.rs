@@ -110,10 +110,16 @@ pub fn output_limits(ctx: &CallContext) -> Limits {
 }
 
 /// Serializes a return value within `limits`, stopping as soon as it is certainly beyond them
-/// (`invalid_tool_output`, and the result is never built whole).
+/// (`invalid_tool_output`, and the result is never built whole). What it returns is within `limits`: a value the
+/// serializer's counts cannot vouch for is checked exactly here, so the executor does not check it again
+/// (`ToolDefinition::output_within_limits`).
 pub fn output<T: Serialize>(value: T, limits: Limits) -> Result<Value, ToolError> {
     match crate::bounded::to_value_within(&value, &limits) {
-        Ok(v) => Ok(v),
+        Ok((v, crate::bounded::Within::Certainly)) => Ok(v),
+        Ok((v, crate::bounded::Within::Unsure)) => match crate::validate::check_limits(&v, &limits) {
+            Ok(()) => Ok(v),
+            Err(violation) => Err(ToolError::output_limit(violation.expected)),
+        },
         Err(crate::bounded::OutputError::Exceeded(what)) => Err(ToolError::output_limit(what)),
         Err(crate::bounded::OutputError::Serde(e)) => Err(ToolError::internal(e)),
     }

@@ -1,9 +1,11 @@
 //! A handler's result turned into a `Value` within the output [`Limits`], stopping as soon as it is certainly too
 //! large or too deep: a tool that returns a gigabyte costs the process about the limit, not the gigabyte twice.
 //!
-//! The result is serialised by `serde_json`'s own value serializer, through a proxy that counts on the way. The
-//! count is a lower bound of the compact JSON size (a string counts its bytes and quotes but not its escapes, a
-//! float one byte), so stopping is never wrong; the executor's exact check of the finished value stays the verdict.
+//! The result is serialised by `serde_json`'s own value serializer, through a proxy that counts on the way. It
+//! keeps two counts of the compact JSON size: a lower bound (a string counts its bytes and quotes but not its
+//! escapes, a float one byte), past which it stops, so stopping is never wrong; and an upper bound (every byte of a
+//! string escaped as `\u00XX`, a float 24 bytes). Depth is counted exactly. When the upper bound is within the
+//! limits the value certainly is; otherwise the caller checks the finished value exactly (`Within::Unsure`).
 
 use std::cell::Cell;
 use std::fmt::Display;
@@ -25,11 +27,36 @@ pub(crate) enum OutputError {
     Serde(serde_json::Error),
 }
 
-/// `value` as a `Value`, unless it is certainly beyond `limits`.
-pub(crate) fn to_value_within<T: Serialize + ?Sized>(value: &T, limits: &Limits) -> Result<Value, OutputError> {
-    let budget = Budget { bytes: Cell::new(0), depth: Cell::new(0), limits: *limits, exceeded: Cell::new(None) };
+/// Whether a serialised value is known to be within the limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Within {
+    /// Certainly: its size's upper bound and its depth are within them.
+    Certainly,
+    /// Perhaps not: check the value exactly (its escapes may make it too large, or `serde_json` built part of it
+    /// from text it was handed: a `RawValue`, an arbitrary-precision number).
+    Unsure,
+}
+
+/// `value` as a `Value`, unless it is certainly beyond `limits`; and whether it is certainly within them.
+pub(crate) fn to_value_within<T: Serialize + ?Sized>(
+    value: &T,
+    limits: &Limits,
+) -> Result<(Value, Within), OutputError> {
+    let budget = Budget {
+        bytes: Cell::new(0),
+        slack: Cell::new(0),
+        opaque: Cell::new(false),
+        depth: Cell::new(0),
+        limits: *limits,
+        exceeded: Cell::new(None),
+    };
     match (Bounded { value, budget: &budget }).serialize(serde_json::value::Serializer) {
-        Ok(v) => Ok(v),
+        Ok(v) => {
+            let upper = budget.bytes.get().saturating_add(budget.slack.get());
+            let within =
+                if budget.opaque.get() || upper > limits.max_bytes { Within::Unsure } else { Within::Certainly };
+            Ok((v, within))
+        }
         Err(e) => match budget.exceeded.take() {
             Some(what) => Err(OutputError::Exceeded(what)),
             None => Err(OutputError::Serde(e)),
@@ -38,7 +65,12 @@ pub(crate) fn to_value_within<T: Serialize + ?Sized>(value: &T, limits: &Limits)
 }
 
 struct Budget {
+    /// The lower bound of the compact JSON size so far.
     bytes: Cell<usize>,
+    /// What the upper bound adds to `bytes` (escapes, float digits, the quotes of a non-string map key).
+    slack: Cell<usize>,
+    /// Set when `serde_json` is handed a value as text (its private struct names): neither count holds for it.
+    opaque: Cell<bool>,
     depth: Cell<usize>,
     limits: Limits,
     /// Set when a limit is passed, so that the error it causes is told apart from `serde_json`'s own.
@@ -53,6 +85,17 @@ impl Budget {
             return Err(self.fail(format!("at most {} bytes", self.limits.max_bytes)));
         }
         Ok(())
+    }
+
+    /// Adds `n` to the upper bound only.
+    fn slack(&self, n: usize) {
+        self.slack.set(self.slack.get().saturating_add(n));
+    }
+
+    /// Counts a string of `len` bytes: its quotes and bytes, each byte perhaps escaped as `\u00XX` (6 bytes).
+    fn text<E: ser::Error>(&self, len: usize, around: usize) -> Result<(), E> {
+        self.slack(len.saturating_mul(5));
+        self.add(len.saturating_add(around))
     }
 
     fn enter<E: ser::Error>(&self) -> Result<(), E> {
@@ -119,6 +162,9 @@ impl<C> Compound<'_, C> {
 fn capped(len: usize) -> usize {
     len.min(1024)
 }
+
+/// What a float may add to its one counted byte: 24 bytes at most.
+const FLOAT_SLACK: usize = 23;
 
 fn digits(mut n: u128) -> usize {
     let mut d = 1;
@@ -189,24 +235,29 @@ impl<'b, S: Serializer> Serializer for Proxy<'b, S> {
         serialize_u128(u128) digits,
     }
     fn serialize_f32(self, v: f32) -> Result<S::Ok, S::Error> {
+        // At least one digit; at most 24 bytes (`-2.2250738585072014e-308`), `null` for a non-finite one.
+        self.budget.slack(FLOAT_SLACK);
         self.budget.add(1)?;
         self.inner.serialize_f32(v)
     }
     fn serialize_f64(self, v: f64) -> Result<S::Ok, S::Error> {
+        self.budget.slack(FLOAT_SLACK);
         self.budget.add(1)?;
         self.inner.serialize_f64(v)
     }
     fn serialize_char(self, v: char) -> Result<S::Ok, S::Error> {
-        self.budget.add(v.len_utf8() + 2)?;
+        self.budget.text(v.len_utf8(), 2)?;
         self.inner.serialize_char(v)
     }
     fn serialize_str(self, v: &str) -> Result<S::Ok, S::Error> {
-        self.budget.add(v.len().saturating_add(2))?;
+        self.budget.text(v.len(), 2)?;
         self.inner.serialize_str(v)
     }
     fn serialize_bytes(self, v: &[u8]) -> Result<S::Ok, S::Error> {
         // An array of numbers: at least a digit and a comma each.
         self.budget.enter()?;
+        // At most three digits each.
+        self.budget.slack(v.len().saturating_mul(2));
         self.budget.add(2 + (2 * v.len()).saturating_sub(1))?;
         self.budget.leave();
         self.inner.serialize_bytes(v)
@@ -227,7 +278,7 @@ impl<'b, S: Serializer> Serializer for Proxy<'b, S> {
         self.inner.serialize_unit_struct(name)
     }
     fn serialize_unit_variant(self, name: &'static str, index: u32, variant: &'static str) -> Result<S::Ok, S::Error> {
-        self.budget.add(variant.len() + 2)?;
+        self.budget.text(variant.len(), 2)?;
         self.inner.serialize_unit_variant(name, index, variant)
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(self, name: &'static str, value: &T) -> Result<S::Ok, S::Error> {
@@ -242,7 +293,7 @@ impl<'b, S: Serializer> Serializer for Proxy<'b, S> {
     ) -> Result<S::Ok, S::Error> {
         // `{"variant": value}`.
         self.open()?;
-        self.budget.add(variant.len() + 3)?;
+        self.budget.text(variant.len(), 3)?;
         let out = self.inner.serialize_newtype_variant(name, index, variant, &Bounded { value, budget: self.budget });
         self.budget.leave();
         out
@@ -268,7 +319,7 @@ impl<'b, S: Serializer> Serializer for Proxy<'b, S> {
     ) -> Result<Self::SerializeTupleVariant, S::Error> {
         // `{"variant": [...]}`: two levels, both closed by `end`.
         self.open()?;
-        self.budget.add(variant.len() + 3)?;
+        self.budget.text(variant.len(), 3)?;
         self.open()?;
         Ok(Self::variant_compound(self.budget, self.inner.serialize_tuple_variant(name, index, variant, len)?))
     }
@@ -277,6 +328,9 @@ impl<'b, S: Serializer> Serializer for Proxy<'b, S> {
         Ok(Self::compound(self.budget, self.inner.serialize_map(len.map(capped))?))
     }
     fn serialize_struct(self, name: &'static str, len: usize) -> Result<Self::SerializeStruct, S::Error> {
+        if name.starts_with("$serde_json::private::") {
+            self.budget.opaque.set(true);
+        }
         self.open()?;
         Ok(Self::compound(self.budget, self.inner.serialize_struct(name, len)?))
     }
@@ -289,7 +343,7 @@ impl<'b, S: Serializer> Serializer for Proxy<'b, S> {
     ) -> Result<Self::SerializeStructVariant, S::Error> {
         // `{"variant": {...}}`: two levels, both closed by `end`.
         self.open()?;
-        self.budget.add(variant.len() + 3)?;
+        self.budget.text(variant.len(), 3)?;
         self.open()?;
         Ok(Self::variant_compound(self.budget, self.inner.serialize_struct_variant(name, index, variant, len)?))
     }
@@ -358,6 +412,8 @@ impl<C: SerializeMap> SerializeMap for Compound<'_, C> {
     type Error = C::Error;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), C::Error> {
         self.separator()?;
+        // The colon; and the quotes `serde_json` puts around a key that is not a string (an integer, say).
+        self.budget.slack(2);
         self.budget.add(1)?;
         self.inner.serialize_key(&Bounded { value: key, budget: self.budget })
     }
@@ -375,7 +431,7 @@ impl<C: SerializeStruct> SerializeStruct for Compound<'_, C> {
     type Error = C::Error;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), C::Error> {
         self.separator()?;
-        self.budget.add(key.len() + 3)?;
+        self.budget.text(key.len(), 3)?;
         self.inner.serialize_field(key, &Bounded { value, budget: self.budget })
     }
     fn skip_field(&mut self, key: &'static str) -> Result<(), C::Error> {
@@ -392,7 +448,7 @@ impl<C: SerializeStructVariant> SerializeStructVariant for Compound<'_, C> {
     type Error = C::Error;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), C::Error> {
         self.separator()?;
-        self.budget.add(key.len() + 3)?;
+        self.budget.text(key.len(), 3)?;
         self.inner.serialize_field(key, &Bounded { value, budget: self.budget })
     }
     fn skip_field(&mut self, key: &'static str) -> Result<(), C::Error> {
@@ -464,7 +520,8 @@ mod tests {
     #[test]
     fn within_the_limits_the_value_is_serde_jsons() {
         let expected = serde_json::to_value(everything()).unwrap();
-        let v = to_value_within(&everything(), &Limits::DEFAULT).unwrap();
+        let (v, within) = to_value_within(&everything(), &Limits::DEFAULT).unwrap();
+        assert_eq!(within, Within::Certainly);
         assert_eq!(v, expected);
         assert_eq!(serde_json::to_string(&v).unwrap(), serde_json::to_string(&expected).unwrap());
     }
@@ -478,7 +535,12 @@ mod tests {
             for max_depth in [0, 1, 2, 3, 4, 5, 64] {
                 let limits = Limits { max_depth, max_bytes };
                 match to_value_within(&everything(), &limits) {
-                    Ok(v) => assert_eq!(v, exact),
+                    Ok((v, within)) => {
+                        assert_eq!(v, exact);
+                        if within == Within::Certainly {
+                            assert_eq!(check_limits(&exact, &limits), Ok(()), "certainly within {limits:?}");
+                        }
+                    }
                     Err(OutputError::Exceeded(what)) => {
                         let verdict = check_limits(&exact, &limits);
                         assert!(verdict.is_err(), "stopped ({what}) a value within {limits:?}");
@@ -504,6 +566,67 @@ mod tests {
             Err(OutputError::Exceeded(what)) => assert_eq!(what, "at most 5 levels of nested arrays and objects"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// "Certainly within" is never said of a value the exact check refuses: around the exact size of values whose
+    /// escapes, floats and integer keys make the upper bound loose.
+    #[test]
+    fn certainly_within_means_the_exact_check_accepts() {
+        #[derive(Serialize)]
+        struct Escapes {
+            controls: String,
+            quotes: Vec<String>,
+            floats: Vec<f64>,
+            keys: BTreeMap<i64, char>,
+        }
+        let values = [
+            Escapes { controls: "\u{1}".repeat(40), quotes: vec![], floats: vec![], keys: BTreeMap::new() },
+            Escapes {
+                controls: String::new(),
+                quotes: vec!["\"\\".into(); 5],
+                floats: vec![f64::MIN_POSITIVE, -1.5, 1e300, f64::NAN],
+                keys: BTreeMap::from([(-7, '\n'), (123_456, 'x')]),
+            },
+        ];
+        let (mut certain, mut unsure) = (0, 0);
+        for value in &values {
+            let exact = serde_json::to_value(value).unwrap();
+            let size = serde_json::to_string(&exact).unwrap().len();
+            for max_bytes in (size.saturating_sub(8)..size + 400).step_by(3) {
+                let limits = Limits { max_depth: 3, max_bytes };
+                if let Ok((v, within)) = to_value_within(value, &limits) {
+                    assert_eq!(v, exact);
+                    match within {
+                        Within::Certainly => {
+                            certain += 1;
+                            assert_eq!(check_limits(&exact, &limits), Ok(()), "{limits:?}");
+                        }
+                        Within::Unsure => unsure += 1,
+                    }
+                }
+            }
+        }
+        assert!(certain > 0 && unsure > 0, "{certain} certain, {unsure} unsure");
+        // Within its lower bound but beyond the limit once escaped: the caller is told to check.
+        let (v, within) = to_value_within(&"\u{1}".repeat(100), &Limits { max_depth: 1, max_bytes: 300 }).unwrap();
+        assert_eq!(within, Within::Unsure);
+        assert!(check_limits(&v, &Limits { max_depth: 1, max_bytes: 300 }).is_err());
+    }
+
+    /// A value `serde_json` is handed as text (its private struct names) is never certainly within the limits.
+    #[test]
+    fn text_handed_to_serde_json_is_checked() {
+        struct Opaque;
+        impl Serialize for Opaque {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeStruct as _;
+                let mut s = serializer.serialize_struct("$serde_json::private::RawValue", 1)?;
+                s.serialize_field("$serde_json::private::RawValue", "[[[[1]]]]")?;
+                s.end()
+            }
+        }
+        let (_, within) = to_value_within(&Opaque, &Limits::DEFAULT).unwrap();
+        assert_eq!(within, Within::Unsure);
     }
 
     #[test]

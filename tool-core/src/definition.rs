@@ -236,6 +236,10 @@ pub struct ToolDefinition {
     pub(crate) handler: Handler,
     /// False only for compiled handlers that inject nothing: the executor then skips building a per-call context.
     pub(crate) reads_context: bool,
+    /// True only for compiled handlers: they serialise their result through `__private::output`, which returns
+    /// only values within the output limits the context carries (the executor's), so the executor does not check
+    /// them again.
+    pub(crate) output_within_limits: bool,
     /// What the handler's extractors need from the executor.
     pub(crate) requirements: Requirements,
     /// Why the parameters cannot be mapped to arguments; reported by the registry's build.
@@ -307,6 +311,7 @@ impl ToolDefinition {
             output_schema: Some(SchemaSource::Generated(t.output_schema)),
             handler: t.handler.clone(),
             reads_context: params.iter().any(|p| p.kind == Kind::Injected),
+            output_within_limits: true,
             requirements,
             problem,
             schemas: OnceLock::new(),
@@ -421,6 +426,7 @@ impl ToolDefinition {
             output_schema: self.output_schema.clone(),
             handler: self.handler.clone(),
             reads_context: self.reads_context,
+            output_within_limits: self.output_within_limits,
             requirements: self.requirements.clone(),
             problem: self.problem.clone(),
             // Rendered schemas carry the name, so the copy renders its own.
@@ -469,6 +475,7 @@ impl ToolDefinition {
             output_schema: self.output_schema.clone(),
             handler: self.handler.clone(),
             reads_context: self.reads_context,
+            output_within_limits: self.output_within_limits,
             requirements: self.requirements.clone(),
             problem: self.problem.clone(),
             schemas: OnceLock::new(),
@@ -635,6 +642,7 @@ impl ToolDefinitionBuilder {
             output_schema: self.output_schema.map(SchemaSource::Value),
             handler,
             reads_context: true,
+            output_within_limits: false,
             requirements: self.requirements,
             problem: None,
             schemas: OnceLock::new(),
