@@ -226,10 +226,7 @@ impl Lowering<'_> {
             });
         }
         let no_values = node.constant.is_none() && node.one_of_values.is_none();
-        let no_object = node.required.is_empty()
-            && node.properties.is_empty()
-            && matches!(node.additional, Additional::Any)
-            && node.required_elsewhere.is_empty();
+        let no_object = no_object(node);
         let no_unions = node.any_of.is_empty() && node.one_of.is_empty();
         let sizes = || -> Box<[(Size, u64)]> { node.sizes.iter().map(|(size, limit, _)| (*size, *limit)).collect() };
 
@@ -301,9 +298,7 @@ impl Lowering<'_> {
         let only_values = node.types & !STRING == 0
             && node.bounds.is_empty()
             && node.sizes.is_empty()
-            && node.required.is_empty()
-            && node.properties.is_empty()
-            && matches!(node.additional, Additional::Any)
+            && no_object(node)
             && node.items.is_none()
             && node.any_of.is_empty()
             && node.reference.is_none();
@@ -317,14 +312,14 @@ impl Lowering<'_> {
             (None, None, false) => {
                 let mut values: Vec<Box<str>> = Vec::with_capacity(node.one_of.len());
                 for &branch in &node.one_of {
+                    // Each branch is one string constant, and asserts nothing else.
                     let b = &self.fast.nodes[branch];
-                    let constant = match &b.constant {
-                        Some((c, _)) if !b.nothing && b.one_of_values.is_none() && b.one_of.is_empty() => c,
+                    let value = match (&b.constant, self.strings(b)) {
+                        (Some(_), Some(one)) => one.into_vec().pop()?,
                         _ => return None,
                     };
-                    let value = as_str(constant)?;
                     // `oneOf` asks for exactly one match: only distinct constants make it "any of".
-                    if values.contains(&value) || self.strings(b).is_none() {
+                    if values.contains(&value) {
                         return None;
                     }
                     values.push(value);
@@ -344,10 +339,14 @@ fn only_reference(node: &Node) -> bool {
         && node.one_of_values.is_none()
         && node.bounds.is_empty()
         && node.sizes.is_empty()
-        && node.required.is_empty()
-        && node.properties.is_empty()
-        && matches!(node.additional, Additional::Any)
+        && no_object(node)
         && node.items.is_none()
         && node.any_of.is_empty()
         && node.one_of.is_empty()
+}
+
+/// Whether a node asserts nothing about an object's members (no `required`, `properties` or
+/// `additionalProperties`).
+fn no_object(node: &Node) -> bool {
+    node.required.is_empty() && node.properties.is_empty() && matches!(node.additional, Additional::Any)
 }
