@@ -1,20 +1,22 @@
 //! A handler's result turned into a `Value` within the output [`Limits`], stopping as soon as it is certainly too
 //! large or too deep: a tool that returns a gigabyte costs the process about the limit, not the gigabyte twice.
 //!
-//! The result is serialised by `serde_json`'s own value serializer, through a proxy that counts on the way. It
-//! keeps two counts of the compact JSON size: a lower bound (a string counts its bytes and quotes but not its
-//! escapes, a float one byte), past which it stops, so stopping is never wrong; and an upper bound (every byte of a
-//! string escaped as `\u00XX`, a float 24 bytes). Depth is counted exactly. When the upper bound is within the
-//! limits the value certainly is; otherwise the caller checks the finished value exactly (`Within::Unsure`).
+//! The result is serialised straight into a `Value` by [`ValueSerializer`], which builds what `serde_json`'s own
+//! value serializer builds (map keys go through `serde_json`'s rules, text it is handed as a value through
+//! `serde_json` itself) and counts on the way. It keeps two counts of the compact JSON size: a lower bound (a
+//! string counts its bytes and quotes but not its escapes, a float one byte), past which it stops, so stopping is
+//! never wrong; and an upper bound (every byte of a string escaped as `\u00XX`, a float 24 bytes). Depth is counted
+//! exactly. When the upper bound is within the limits the value certainly is; otherwise the caller checks the
+//! finished value exactly (`Within::Unsure`).
 
 use std::cell::Cell;
 use std::fmt::Display;
 
 use serde::ser::{
-    self, Serialize, SerializeMap, SerializeSeq, SerializeStruct, SerializeStructVariant, SerializeTuple,
+    self, Impossible, Serialize, SerializeMap, SerializeSeq, SerializeStruct, SerializeStructVariant, SerializeTuple,
     SerializeTupleStruct, SerializeTupleVariant, Serializer,
 };
-use serde_json::Value;
+use serde_json::{Error, Map, Value};
 
 use crate::limits::Limits;
 
@@ -50,7 +52,7 @@ pub(crate) fn to_value_within<T: Serialize + ?Sized>(
         limits: *limits,
         exceeded: Cell::new(None),
     };
-    match (Bounded { value, budget: &budget }).serialize(serde_json::value::Serializer) {
+    match value.serialize(ValueSerializer { budget: &budget }) {
         Ok(v) => {
             let upper = budget.bytes.get().saturating_add(budget.slack.get());
             let within =
@@ -67,7 +69,7 @@ pub(crate) fn to_value_within<T: Serialize + ?Sized>(
 struct Budget {
     /// The lower bound of the compact JSON size so far.
     bytes: Cell<usize>,
-    /// What the upper bound adds to `bytes` (escapes, float digits, the quotes of a non-string map key).
+    /// What the upper bound adds to `bytes` (escapes, float digits).
     slack: Cell<usize>,
     /// Set when `serde_json` is handed a value as text (its private struct names): neither count holds for it.
     opaque: Cell<bool>,
@@ -78,7 +80,8 @@ struct Budget {
 }
 
 impl Budget {
-    fn add<E: ser::Error>(&self, n: usize) -> Result<(), E> {
+    #[inline]
+    fn add(&self, n: usize) -> Result<(), Error> {
         let used = self.bytes.get().saturating_add(n);
         self.bytes.set(used);
         if used > self.limits.max_bytes {
@@ -88,77 +91,51 @@ impl Budget {
     }
 
     /// Adds `n` to the upper bound only.
+    #[inline]
     fn slack(&self, n: usize) {
         self.slack.set(self.slack.get().saturating_add(n));
     }
 
-    /// Counts a string of `len` bytes: its quotes and bytes, each byte perhaps escaped as `\u00XX` (6 bytes).
-    fn text<E: ser::Error>(&self, len: usize, around: usize) -> Result<(), E> {
+    /// Counts a string of `len` bytes and `around` more (its quotes, a colon, a comma): each of its bytes perhaps
+    /// escaped as `\u00XX` (6 bytes).
+    #[inline]
+    fn text(&self, len: usize, around: usize) -> Result<(), Error> {
         self.slack(len.saturating_mul(5));
         self.add(len.saturating_add(around))
     }
 
-    fn enter<E: ser::Error>(&self) -> Result<(), E> {
-        let depth = self.depth.get() + 1;
+    /// Opens `levels` arrays or objects: deeper by as many, and their brackets.
+    #[inline]
+    fn open(&self, levels: usize) -> Result<(), Error> {
+        let depth = self.depth.get() + levels;
         self.depth.set(depth);
         if depth > self.limits.max_depth {
             return Err(self.fail(format!("at most {} levels of nested arrays and objects", self.limits.max_depth)));
         }
-        Ok(())
+        self.add(2 * levels)
     }
 
-    fn leave(&self) {
-        self.depth.set(self.depth.get().saturating_sub(1));
+    #[inline]
+    fn close(&self, levels: usize) {
+        self.depth.set(self.depth.get().saturating_sub(levels));
     }
 
-    fn fail<E: ser::Error>(&self, what: String) -> E {
-        let error = E::custom(&what);
+    #[cold]
+    fn fail(&self, what: String) -> Error {
+        let error = ser::Error::custom(&what);
         self.exceeded.set(Some(what));
         error
     }
 }
 
-/// A value serialised through the [`Proxy`].
-struct Bounded<'a, 'b, T: ?Sized> {
-    value: &'a T,
+/// Builds a `Value` as `serde_json::value::Serializer` does, counting what it builds against the budget.
+#[derive(Clone, Copy)]
+struct ValueSerializer<'b> {
     budget: &'b Budget,
 }
 
-impl<T: Serialize + ?Sized> Serialize for Bounded<'_, '_, T> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.value.serialize(Proxy { inner: serializer, budget: self.budget })
-    }
-}
-
-/// Counts what passes through to `inner`, and stops it past the budget.
-struct Proxy<'b, S> {
-    inner: S,
-    budget: &'b Budget,
-}
-
-/// A container being serialised: each element goes through the proxy, one comma (or colon) counted per element.
-struct Compound<'b, C> {
-    inner: C,
-    budget: &'b Budget,
-    first: bool,
-    /// How many levels `end` closes: two for a variant's `{"variant": [...]}`.
-    levels: usize,
-}
-
-impl<C> Compound<'_, C> {
-    fn separator<E: ser::Error>(&mut self) -> Result<(), E> {
-        if std::mem::replace(&mut self.first, false) { Ok(()) } else { self.budget.add(1) }
-    }
-
-    fn close(&self) {
-        for _ in 0..self.levels {
-            self.budget.leave();
-        }
-    }
-}
-
-/// A length hint as passed on: the serializer reserves room for that many elements at once, so a long sequence
-/// is reserved for only in part; the rest grows as elements arrive, within the budget.
+/// A length hint as used: room is reserved for that many elements at once, so a long sequence is reserved for only
+/// in part; the rest grows as elements arrive, within the budget.
 fn capped(len: usize) -> usize {
     len.min(1024)
 }
@@ -166,61 +143,40 @@ fn capped(len: usize) -> usize {
 /// What a float may add to its one counted byte: 24 bytes at most.
 const FLOAT_SLACK: usize = 23;
 
-fn digits(mut n: u128) -> usize {
-    let mut d = 1;
-    while n >= 10 {
-        n /= 10;
-        d += 1;
-    }
-    d
+fn digits(n: u128) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 fn signed_digits(n: i128) -> usize {
     digits(n.unsigned_abs()) + usize::from(n < 0)
 }
 
-impl<'b, S: Serializer> Proxy<'b, S> {
-    fn compound<C>(budget: &'b Budget, inner: C) -> Compound<'b, C> {
-        Compound { inner, budget, first: true, levels: 1 }
-    }
-
-    fn variant_compound<C>(budget: &'b Budget, inner: C) -> Compound<'b, C> {
-        Compound { inner, budget, first: true, levels: 2 }
-    }
-
-    /// Opens a container: one level deeper, and its two brackets.
-    fn open(&self) -> Result<(), S::Error> {
-        self.budget.enter()?;
-        self.budget.add(2)
-    }
-}
-
-/// The integer methods of [`Proxy`]: count the digits (and sign), then pass the value on.
+/// The integer methods of [`ValueSerializer`]: count the digits (and sign), then build as `serde_json` does.
 macro_rules! integers {
     ($($method:ident($ty:ty) $count:ident),* $(,)?) => {
         $(
-            fn $method(self, v: $ty) -> Result<S::Ok, S::Error> {
+            fn $method(self, v: $ty) -> Result<Value, Error> {
                 self.budget.add($count(v.into()))?;
-                self.inner.$method(v)
+                serde_json::value::Serializer.$method(v)
             }
         )*
     };
 }
 
-impl<'b, S: Serializer> Serializer for Proxy<'b, S> {
-    type Ok = S::Ok;
-    type Error = S::Error;
-    type SerializeSeq = Compound<'b, S::SerializeSeq>;
-    type SerializeTuple = Compound<'b, S::SerializeTuple>;
-    type SerializeTupleStruct = Compound<'b, S::SerializeTupleStruct>;
-    type SerializeTupleVariant = Compound<'b, S::SerializeTupleVariant>;
-    type SerializeMap = Compound<'b, S::SerializeMap>;
-    type SerializeStruct = Compound<'b, S::SerializeStruct>;
-    type SerializeStructVariant = Compound<'b, S::SerializeStructVariant>;
+impl<'b> Serializer for ValueSerializer<'b> {
+    type Ok = Value;
+    type Error = Error;
+    type SerializeSeq = Array<'b>;
+    type SerializeTuple = Array<'b>;
+    type SerializeTupleStruct = Array<'b>;
+    type SerializeTupleVariant = Array<'b>;
+    type SerializeMap = Object<'b>;
+    type SerializeStruct = Struct<'b>;
+    type SerializeStructVariant = Object<'b>;
 
-    fn serialize_bool(self, v: bool) -> Result<S::Ok, S::Error> {
+    fn serialize_bool(self, v: bool) -> Result<Value, Error> {
         self.budget.add(if v { 4 } else { 5 })?;
-        self.inner.serialize_bool(v)
+        Ok(Value::Bool(v))
     }
     integers! {
         serialize_i8(i8) signed_digits,
@@ -234,229 +190,435 @@ impl<'b, S: Serializer> Serializer for Proxy<'b, S> {
         serialize_u64(u64) digits,
         serialize_u128(u128) digits,
     }
-    fn serialize_f32(self, v: f32) -> Result<S::Ok, S::Error> {
+    fn serialize_f32(self, v: f32) -> Result<Value, Error> {
         // At least one digit; at most 24 bytes (`-2.2250738585072014e-308`), `null` for a non-finite one.
         self.budget.slack(FLOAT_SLACK);
         self.budget.add(1)?;
-        self.inner.serialize_f32(v)
+        serde_json::value::Serializer.serialize_f32(v)
     }
-    fn serialize_f64(self, v: f64) -> Result<S::Ok, S::Error> {
+    fn serialize_f64(self, v: f64) -> Result<Value, Error> {
         self.budget.slack(FLOAT_SLACK);
         self.budget.add(1)?;
-        self.inner.serialize_f64(v)
+        serde_json::value::Serializer.serialize_f64(v)
     }
-    fn serialize_char(self, v: char) -> Result<S::Ok, S::Error> {
+    fn serialize_char(self, v: char) -> Result<Value, Error> {
         self.budget.text(v.len_utf8(), 2)?;
-        self.inner.serialize_char(v)
+        Ok(Value::String(v.into()))
     }
-    fn serialize_str(self, v: &str) -> Result<S::Ok, S::Error> {
+    #[inline]
+    fn serialize_str(self, v: &str) -> Result<Value, Error> {
         self.budget.text(v.len(), 2)?;
-        self.inner.serialize_str(v)
+        Ok(Value::String(v.to_owned()))
     }
-    fn serialize_bytes(self, v: &[u8]) -> Result<S::Ok, S::Error> {
-        // An array of numbers: at least a digit and a comma each.
-        self.budget.enter()?;
-        // At most three digits each.
+    fn serialize_bytes(self, v: &[u8]) -> Result<Value, Error> {
+        // An array of numbers: at least a digit and a comma each, at most three digits each.
+        self.budget.open(1)?;
         self.budget.slack(v.len().saturating_mul(2));
-        self.budget.add(2 + (2 * v.len()).saturating_sub(1))?;
-        self.budget.leave();
-        self.inner.serialize_bytes(v)
+        self.budget.add(v.len().saturating_mul(2).saturating_sub(1))?;
+        self.budget.close(1);
+        serde_json::value::Serializer.serialize_bytes(v)
     }
-    fn serialize_none(self) -> Result<S::Ok, S::Error> {
+    fn serialize_none(self) -> Result<Value, Error> {
+        self.serialize_unit()
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<Value, Error> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<Value, Error> {
         self.budget.add(4)?;
-        self.inner.serialize_none()
+        Ok(Value::Null)
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<S::Ok, S::Error> {
-        self.inner.serialize_some(&Bounded { value, budget: self.budget })
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<Value, Error> {
+        self.serialize_unit()
     }
-    fn serialize_unit(self) -> Result<S::Ok, S::Error> {
-        self.budget.add(4)?;
-        self.inner.serialize_unit()
+    fn serialize_unit_variant(self, _name: &'static str, _index: u32, variant: &'static str) -> Result<Value, Error> {
+        self.serialize_str(variant)
     }
-    fn serialize_unit_struct(self, name: &'static str) -> Result<S::Ok, S::Error> {
-        self.budget.add(4)?;
-        self.inner.serialize_unit_struct(name)
-    }
-    fn serialize_unit_variant(self, name: &'static str, index: u32, variant: &'static str) -> Result<S::Ok, S::Error> {
-        self.budget.text(variant.len(), 2)?;
-        self.inner.serialize_unit_variant(name, index, variant)
-    }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, name: &'static str, value: &T) -> Result<S::Ok, S::Error> {
-        self.inner.serialize_newtype_struct(name, &Bounded { value, budget: self.budget })
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _name: &'static str, value: &T) -> Result<Value, Error> {
+        value.serialize(self)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
-        name: &'static str,
-        index: u32,
+        _name: &'static str,
+        _index: u32,
         variant: &'static str,
         value: &T,
-    ) -> Result<S::Ok, S::Error> {
+    ) -> Result<Value, Error> {
         // `{"variant": value}`.
-        self.open()?;
+        self.budget.open(1)?;
         self.budget.text(variant.len(), 3)?;
-        let out = self.inner.serialize_newtype_variant(name, index, variant, &Bounded { value, budget: self.budget });
-        self.budget.leave();
-        out
+        let inner = value.serialize(self)?;
+        self.budget.close(1);
+        let mut object = Map::with_capacity(1);
+        object.insert(variant.to_owned(), inner);
+        Ok(Value::Object(object))
     }
-    fn serialize_seq(self, len: Option<usize>) -> Result<Self::SerializeSeq, S::Error> {
-        self.open()?;
-        Ok(Self::compound(self.budget, self.inner.serialize_seq(len.map(capped))?))
+    fn serialize_seq(self, len: Option<usize>) -> Result<Array<'b>, Error> {
+        self.budget.open(1)?;
+        Ok(Array::new(self.budget, len.unwrap_or(0), None))
     }
-    fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple, S::Error> {
-        self.open()?;
-        Ok(Self::compound(self.budget, self.inner.serialize_tuple(len)?))
+    fn serialize_tuple(self, len: usize) -> Result<Array<'b>, Error> {
+        self.serialize_seq(Some(len))
     }
-    fn serialize_tuple_struct(self, name: &'static str, len: usize) -> Result<Self::SerializeTupleStruct, S::Error> {
-        self.open()?;
-        Ok(Self::compound(self.budget, self.inner.serialize_tuple_struct(name, len)?))
+    fn serialize_tuple_struct(self, _name: &'static str, len: usize) -> Result<Array<'b>, Error> {
+        self.serialize_seq(Some(len))
     }
     fn serialize_tuple_variant(
         self,
-        name: &'static str,
-        index: u32,
+        _name: &'static str,
+        _index: u32,
         variant: &'static str,
         len: usize,
-    ) -> Result<Self::SerializeTupleVariant, S::Error> {
+    ) -> Result<Array<'b>, Error> {
         // `{"variant": [...]}`: two levels, both closed by `end`.
-        self.open()?;
+        self.budget.open(2)?;
         self.budget.text(variant.len(), 3)?;
-        self.open()?;
-        Ok(Self::variant_compound(self.budget, self.inner.serialize_tuple_variant(name, index, variant, len)?))
+        Ok(Array::new(self.budget, len, Some(variant)))
     }
-    fn serialize_map(self, len: Option<usize>) -> Result<Self::SerializeMap, S::Error> {
-        self.open()?;
-        Ok(Self::compound(self.budget, self.inner.serialize_map(len.map(capped))?))
+    fn serialize_map(self, len: Option<usize>) -> Result<Object<'b>, Error> {
+        self.budget.open(1)?;
+        Ok(Object::new(self.budget, len.unwrap_or(0), None))
     }
-    fn serialize_struct(self, name: &'static str, len: usize) -> Result<Self::SerializeStruct, S::Error> {
+    fn serialize_struct(self, name: &'static str, len: usize) -> Result<Struct<'b>, Error> {
         if name.starts_with("$serde_json::private::") {
+            // A value handed over as text (a `RawValue`, an arbitrary-precision number): `serde_json` builds it,
+            // and the finished value is checked exactly.
             self.budget.opaque.set(true);
+            return Ok(Struct::Text(serde_json::value::Serializer.serialize_struct(name, len)?));
         }
-        self.open()?;
-        Ok(Self::compound(self.budget, self.inner.serialize_struct(name, len)?))
+        self.budget.open(1)?;
+        Ok(Struct::Object(Object::new(self.budget, len, None)))
     }
     fn serialize_struct_variant(
         self,
-        name: &'static str,
-        index: u32,
+        _name: &'static str,
+        _index: u32,
         variant: &'static str,
         len: usize,
-    ) -> Result<Self::SerializeStructVariant, S::Error> {
+    ) -> Result<Object<'b>, Error> {
         // `{"variant": {...}}`: two levels, both closed by `end`.
-        self.open()?;
+        self.budget.open(2)?;
         self.budget.text(variant.len(), 3)?;
-        self.open()?;
-        Ok(Self::variant_compound(self.budget, self.inner.serialize_struct_variant(name, index, variant, len)?))
+        Ok(Object::new(self.budget, len, Some(variant)))
     }
-    fn collect_str<T: Display + ?Sized>(self, value: &T) -> Result<S::Ok, S::Error> {
-        self.serialize_str(&value.to_string())
-    }
-    fn is_human_readable(&self) -> bool {
-        self.inner.is_human_readable()
+    fn collect_str<T: Display + ?Sized>(self, value: &T) -> Result<Value, Error> {
+        let s = value.to_string();
+        self.budget.text(s.len(), 2)?;
+        Ok(Value::String(s))
     }
 }
 
-impl<C: SerializeSeq> SerializeSeq for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        self.separator()?;
-        self.inner.serialize_element(&Bounded { value, budget: self.budget })
+/// An array being built (or, with `variant`, the array of `{"variant": [...]}`).
+struct Array<'b> {
+    values: Vec<Value>,
+    budget: &'b Budget,
+    variant: Option<&'static str>,
+}
+
+impl<'b> Array<'b> {
+    fn new(budget: &'b Budget, len: usize, variant: Option<&'static str>) -> Array<'b> {
+        Array { values: Vec::with_capacity(capped(len)), budget, variant }
     }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.close();
-        self.inner.end()
+
+    #[inline]
+    fn push<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        if !self.values.is_empty() {
+            self.budget.add(1)?;
+        }
+        let value = value.serialize(ValueSerializer { budget: self.budget })?;
+        self.values.push(value);
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Value, Error> {
+        let array = Value::Array(self.values);
+        Ok(match self.variant {
+            None => {
+                self.budget.close(1);
+                array
+            }
+            Some(variant) => {
+                self.budget.close(2);
+                let mut object = Map::with_capacity(1);
+                object.insert(variant.to_owned(), array);
+                Value::Object(object)
+            }
+        })
     }
 }
 
-impl<C: SerializeTuple> SerializeTuple for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        self.separator()?;
-        self.inner.serialize_element(&Bounded { value, budget: self.budget })
+impl SerializeSeq for Array<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.push(value)
     }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.close();
-        self.inner.end()
+    fn end(self) -> Result<Value, Error> {
+        self.finish()
     }
 }
 
-impl<C: SerializeTupleStruct> SerializeTupleStruct for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        self.separator()?;
-        self.inner.serialize_field(&Bounded { value, budget: self.budget })
+impl SerializeTuple for Array<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.push(value)
     }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.close();
-        self.inner.end()
+    fn end(self) -> Result<Value, Error> {
+        self.finish()
     }
 }
 
-impl<C: SerializeTupleVariant> SerializeTupleVariant for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        self.separator()?;
-        self.inner.serialize_field(&Bounded { value, budget: self.budget })
+impl SerializeTupleStruct for Array<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.push(value)
     }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.close();
-        self.inner.end()
+    fn end(self) -> Result<Value, Error> {
+        self.finish()
     }
 }
 
-impl<C: SerializeMap> SerializeMap for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), C::Error> {
-        self.separator()?;
-        // The colon; and the quotes `serde_json` puts around a key that is not a string (an integer, say).
-        self.budget.slack(2);
-        self.budget.add(1)?;
-        self.inner.serialize_key(&Bounded { value: key, budget: self.budget })
+impl SerializeTupleVariant for Array<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.push(value)
     }
-    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        self.inner.serialize_value(&Bounded { value, budget: self.budget })
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.close();
-        self.inner.end()
+    fn end(self) -> Result<Value, Error> {
+        self.finish()
     }
 }
 
-impl<C: SerializeStruct> SerializeStruct for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), C::Error> {
-        self.separator()?;
-        self.budget.text(key.len(), 3)?;
-        self.inner.serialize_field(key, &Bounded { value, budget: self.budget })
+/// An object being built (or, with `variant`, the object of `{"variant": {...}}`).
+struct Object<'b> {
+    members: Map<String, Value>,
+    budget: &'b Budget,
+    variant: Option<&'static str>,
+    /// A map's key, between `serialize_key` and `serialize_value`.
+    key: Option<String>,
+}
+
+impl<'b> Object<'b> {
+    fn new(budget: &'b Budget, len: usize, variant: Option<&'static str>) -> Object<'b> {
+        Object { members: Map::with_capacity(capped(len)), budget, variant, key: None }
     }
-    fn skip_field(&mut self, key: &'static str) -> Result<(), C::Error> {
-        self.inner.skip_field(key)
+
+    /// Counts a member's key: its quotes and colon, and the comma before it.
+    #[inline]
+    fn count_key(&self, len: usize) -> Result<(), Error> {
+        self.budget.text(len, 3 + usize::from(!self.members.is_empty()))
     }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.close();
-        self.inner.end()
+
+    #[inline]
+    fn member<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
+        self.count_key(key.len())?;
+        let value = value.serialize(ValueSerializer { budget: self.budget })?;
+        self.members.insert(key.to_owned(), value);
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Value, Error> {
+        let object = Value::Object(self.members);
+        Ok(match self.variant {
+            None => {
+                self.budget.close(1);
+                object
+            }
+            Some(variant) => {
+                self.budget.close(2);
+                let mut outer = Map::with_capacity(1);
+                outer.insert(variant.to_owned(), object);
+                Value::Object(outer)
+            }
+        })
     }
 }
 
-impl<C: SerializeStructVariant> SerializeStructVariant for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), C::Error> {
-        self.separator()?;
-        self.budget.text(key.len(), 3)?;
-        self.inner.serialize_field(key, &Bounded { value, budget: self.budget })
+impl SerializeMap for Object<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
+        let key = key.serialize(KeySerializer)?;
+        // A key named twice is counted twice, as the text `serde_json` writes of the type holds it twice; the
+        // `Value` keeps the last member of that name, as `serde_json`'s does.
+        self.count_key(key.len())?;
+        self.key = Some(key);
+        Ok(())
     }
-    fn skip_field(&mut self, key: &'static str) -> Result<(), C::Error> {
-        self.inner.skip_field(key)
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        let Some(key) = self.key.take() else {
+            return Err(ser::Error::custom("serialize_value called before serialize_key"));
+        };
+        let value = value.serialize(ValueSerializer { budget: self.budget })?;
+        self.members.insert(key, value);
+        Ok(())
     }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.close();
-        self.inner.end()
+    fn end(self) -> Result<Value, Error> {
+        self.finish()
+    }
+}
+
+impl SerializeStructVariant for Object<'_> {
+    type Ok = Value;
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
+        self.member(key, value)
+    }
+    fn end(self) -> Result<Value, Error> {
+        self.finish()
+    }
+}
+
+/// A struct being built: an object, or a value `serde_json` is handed as text, built by `serde_json` itself.
+enum Struct<'b> {
+    Object(Object<'b>),
+    Text(<serde_json::value::Serializer as Serializer>::SerializeStruct),
+}
+
+impl SerializeStruct for Struct<'_> {
+    type Ok = Value;
+    type Error = Error;
+    #[inline]
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
+        match self {
+            Struct::Object(object) => object.member(key, value),
+            Struct::Text(text) => text.serialize_field(key, value),
+        }
+    }
+    fn end(self) -> Result<Value, Error> {
+        match self {
+            Struct::Object(object) => object.finish(),
+            Struct::Text(text) => SerializeStruct::end(text),
+        }
+    }
+}
+
+/// A map key, by `serde_json`'s rules: a string as it is; anything else as `serde_json` makes it a key (integers,
+/// booleans and finite floats written out) or refuses it, with its own error.
+struct KeySerializer;
+
+/// The key `serde_json` makes of `key`, or its error: the key of a one-member map it builds.
+fn serde_json_key<T: Serialize + ?Sized>(key: &T) -> Result<String, Error> {
+    let mut map = serde_json::value::Serializer.serialize_map(Some(1))?;
+    map.serialize_key(key)?;
+    map.serialize_value(&())?;
+    match SerializeMap::end(map)? {
+        Value::Object(members) => members.into_iter().next().map(|(k, _)| k),
+        _ => None,
+    }
+    .ok_or_else(|| ser::Error::custom("a map key was lost"))
+}
+
+/// What `serde_json` answers a key that is no string, number or boolean.
+fn key_must_be_a_string() -> Error {
+    match serde_json_key(&()) {
+        Err(e) => e,
+        Ok(_) => ser::Error::custom("key must be a string"),
+    }
+}
+
+/// The key methods that `serde_json` decides: they hand the value to [`serde_json_key`].
+macro_rules! keys_by_serde_json {
+    ($($method:ident($ty:ty)),* $(,)?) => {
+        $(
+            fn $method(self, v: $ty) -> Result<String, Error> {
+                serde_json_key(&v)
+            }
+        )*
+    };
+}
+
+impl Serializer for KeySerializer {
+    type Ok = String;
+    type Error = Error;
+    type SerializeSeq = Impossible<String, Error>;
+    type SerializeTuple = Impossible<String, Error>;
+    type SerializeTupleStruct = Impossible<String, Error>;
+    type SerializeTupleVariant = Impossible<String, Error>;
+    type SerializeMap = Impossible<String, Error>;
+    type SerializeStruct = Impossible<String, Error>;
+    type SerializeStructVariant = Impossible<String, Error>;
+
+    #[inline]
+    fn serialize_str(self, v: &str) -> Result<String, Error> {
+        Ok(v.to_owned())
+    }
+    fn serialize_char(self, v: char) -> Result<String, Error> {
+        Ok(v.into())
+    }
+    keys_by_serde_json! {
+        serialize_bool(bool),
+        serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64), serialize_i128(i128),
+        serialize_u8(u8), serialize_u16(u16), serialize_u32(u32), serialize_u64(u64), serialize_u128(u128),
+        serialize_f32(f32), serialize_f64(f64),
+    }
+    fn serialize_bytes(self, _v: &[u8]) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_none(self) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit(self) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_variant(self, _name: &'static str, _index: u32, variant: &'static str) -> Result<String, Error> {
+        Ok(variant.to_owned())
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _name: &'static str, value: &T) -> Result<String, Error> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _value: &T,
+    ) -> Result<String, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_struct(self, _name: &'static str, _len: usize) -> Result<Self::SerializeTupleStruct, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Self::SerializeStruct, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn collect_str<T: Display + ?Sized>(self, value: &T) -> Result<String, Error> {
+        Ok(value.to_string())
     }
 }
 
@@ -627,6 +789,67 @@ mod tests {
         }
         let (_, within) = to_value_within(&Opaque, &Limits::DEFAULT).unwrap();
         assert_eq!(within, Within::Unsure);
+    }
+
+    /// What `serde_json::to_value` makes of `value`, or its error's words; the same from `to_value_within`.
+    fn both<T: Serialize>(value: &T) -> (Result<Value, String>, Result<Value, String>) {
+        let theirs = serde_json::to_value(value).map_err(|e| e.to_string());
+        let ours = match to_value_within(value, &Limits::DEFAULT) {
+            Ok((v, _)) => Ok(v),
+            Err(OutputError::Serde(e)) => Err(e.to_string()),
+            Err(OutputError::Exceeded(what)) => panic!("{what}"),
+        };
+        (ours, theirs)
+    }
+
+    /// Map keys follow `serde_json`'s rules: strings, chars, unit variants and newtypes of them as they are;
+    /// integers, booleans and finite floats written out; anything else refused with `serde_json`'s own words.
+    #[test]
+    fn map_keys_and_refusals_are_serde_jsons() {
+        #[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
+        enum Key {
+            North,
+        }
+        #[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
+        struct Id(u16);
+        macro_rules! same {
+            ($($value:expr),* $(,)?) => {$(
+                let (ours, theirs) = both(&$value);
+                assert_eq!(ours, theirs, "{}", stringify!($value));
+            )*};
+        }
+        same![
+            BTreeMap::from([(true, 1), (false, 2)]),
+            BTreeMap::from([(-3i8, 'a'), (i8::MAX, 'b')]),
+            BTreeMap::from([(u128::MAX, ()), (0, ())]),
+            BTreeMap::from([(i128::MIN, 1)]),
+            BTreeMap::from([('k', 1)]),
+            BTreeMap::from([(Key::North, 1)]),
+            BTreeMap::from([(Id(7), "seven")]),
+            BTreeMap::from([(vec![1u8], 1)]),
+            BTreeMap::from([((), 1)]),
+            BTreeMap::from([(Some("x"), 1)]),
+            // Numbers beyond what a `Value` holds.
+            u128::MAX,
+            i128::MIN,
+            vec![f64::NAN, f64::INFINITY, -0.0, 1e300],
+            vec![f32::NAN, 0.1],
+        ];
+        // Float keys, finite and not, through a `Serialize` that writes them as keys.
+        struct FloatKeys(Vec<f64>);
+        impl Serialize for FloatKeys {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap as _;
+                let mut map = serializer.serialize_map(Some(self.0.len()))?;
+                for (i, k) in self.0.iter().enumerate() {
+                    map.serialize_entry(k, &i)?;
+                }
+                map.end()
+            }
+        }
+        same![FloatKeys(vec![1.5, -2.0, 1e21]), FloatKeys(vec![f64::NAN])];
+        let (ours, _) = both(&FloatKeys(vec![f64::NAN]));
+        assert!(ours.is_err(), "a non-finite float key is refused");
     }
 
     #[test]
