@@ -1,6 +1,7 @@
 //! The [`Executor`]: every model-produced call goes through one fixed order.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -124,6 +125,8 @@ struct Inner {
     state: Arc<StateMap>,
     /// Handed to handlers that never read their context (see `ToolDefinition::reads_context`).
     unread_context: CallContext,
+    /// The options of [`Executor::call`]: none.
+    no_options: CallOptions,
     policy: Arc<dyn Policy>,
     default_timeout: Duration,
     default_write_timeout: Duration,
@@ -318,6 +321,7 @@ impl ExecutorBuilder {
                 view: self.view,
                 state: Arc::new(self.state),
                 unread_context: CallContext::builder("", "").output_limits(self.output_limits).build(),
+                no_options: CallOptions::default(),
                 policy: self.policy,
                 default_timeout: self.default_timeout,
                 default_write_timeout: self.default_write_timeout,
@@ -551,7 +555,7 @@ impl Executor {
 
     /// Runs one call with no tenant and no approvals.
     pub async fn call(&self, call: ToolCall) -> ToolResult {
-        self.call_with(call, &CallOptions::default()).await
+        self.call_with(call, &self.inner.no_options).await
     }
 
     /// Runs one call in the fixed order. Never panics on any input; always returns exactly one result.
@@ -603,20 +607,7 @@ impl Executor {
 
         // 1. Registered in this view? Exact match only.
         let Some(def) = self.inner.view.get(&name) else {
-            let name = if name.len() <= MAX_ECHOED_NAME { name } else { truncate_name(&name) };
-            span.record("tool_name", name.as_str());
-            return ToolResult::failure(
-                call_id,
-                name.clone(),
-                None,
-                false,
-                ErrorBody::new(
-                    ErrorCode::UnknownTool,
-                    format!(
-                        "no tool named {name:?} is available; call one of the tools you were given, by its exact name"
-                    ),
-                ),
-            );
+            return unknown_tool(call_id, name, span);
         };
         let def: &ToolDefinition = def;
         span.record("tool_name", def.name());
@@ -624,10 +615,12 @@ impl Executor {
         span.record("effect", def.effect().as_str());
         let version = Some(def.version.clone());
         // Every early return moves the call's strings into its result (the body is built first: it may borrow them).
+        // Failures are built out of line (`failed`, and the body builders are cold), so that the path of a call that
+        // succeeds stays short.
         macro_rules! fail {
             ($executed:expr, $body:expr $(,)?) => {{
                 let body = $body;
-                return ToolResult::failure(call_id, name, version, $executed, body);
+                return failed(call_id, name, version, $executed, body);
             }};
         }
         let compiled = match compiled(def) {
@@ -646,7 +639,7 @@ impl Executor {
         // 2. Arguments valid against the schema the model saw.
         let mut arguments = match arguments {
             Ok(v) => v,
-            Err(e) => fail!(false, ErrorBody::new(ErrorCode::InvalidArguments, e.to_string())),
+            Err(e) => fail!(false, unreadable_arguments(e)),
         };
         let may_hold_null = match check_limits_scan(&arguments, &self.inner.limits) {
             Ok(may_hold_null) => may_hold_null,
@@ -668,17 +661,8 @@ impl Executor {
         };
         match self.inner.policy.decide(&request) {
             PolicyDecision::Allow => {}
-            PolicyDecision::RequireApproval { reason } => {
-                // The arguments move into the details (what to approve), not a serialized copy.
-                let mut approve = Map::with_capacity(2);
-                approve.insert("tool".to_owned(), Value::String(def.name().to_owned()));
-                approve.insert("arguments".to_owned(), arguments);
-                let mut details = Map::with_capacity(2);
-                details.insert("effect".to_owned(), Value::String(def.effect().as_str().to_owned()));
-                details.insert("approve".to_owned(), Value::Object(approve));
-                fail!(false, ErrorBody::new(ErrorCode::ApprovalRequired, reason).with_details(Value::Object(details)));
-            }
-            PolicyDecision::Deny { reason } => fail!(false, ErrorBody::new(ErrorCode::PolicyDenied, reason)),
+            PolicyDecision::RequireApproval { reason } => fail!(false, approval_body(def, reason, arguments)),
+            PolicyDecision::Deny { reason } => fail!(false, denied_body(reason)),
         }
 
         // 4. The handler, under a timeout, with panics caught.
@@ -693,7 +677,10 @@ impl Executor {
         let limits = Deadline { timeout, grace };
         let handler = def.handler();
         let caller = options.cancellation.as_ref();
-        let outcome = if !def.reads_context && matches!(handler, Handler::Inline(_) | Handler::Async(_)) {
+        let outcome = if let (Handler::Inline(f), false) = (handler, def.reads_context) {
+            // A synchronous handler that injects nothing runs here and now, on a context no one reads.
+            run_inline(*f, arguments, self.inner.unread_context.clone(), limits)
+        } else if !def.reads_context && matches!(handler, Handler::Async(_)) {
             // A compiled handler that injects nothing never reads its context, and nothing of it outlives the call:
             // it gets a shared one, and only the caller's cancellation (if any) is watched.
             let ctx = self.inner.unread_context.clone();
@@ -727,46 +714,11 @@ impl Executor {
                 let executed = !err.before_handler;
                 fail!(executed, self.error_body(def, &call_id, err));
             }
-            HandlerOutcome::Panicked(panic) => {
-                let failure = InternalFailure {
-                    call_id: &call_id,
-                    tool: def.name(),
-                    kind: FailureKind::Panic(panic_text(&*panic)),
-                };
-                (self.inner.on_failure)(&failure);
-                fail!(true, internal_body(&call_id));
-            }
+            HandlerOutcome::Panicked(panic) => fail!(true, self.panic_body(def, &call_id, panic)),
             HandlerOutcome::TimedOut(state) => {
-                let ms = timeout.as_millis() as u64;
-                tracing::warn!(call_id = %call_id, tool_name = def.name(), timeout_ms = ms, handler = state.as_str(), "tool handler timed out");
-                let message = match state {
-                    HandlerState::NotStarted => format!(
-                        "the tool did not start within {ms} ms and will not run; nothing was done, so it can be \
-                         called again"
-                    ),
-                    HandlerState::Running => format!(
-                        "the tool did not finish within {ms} ms and may still be running: its effects may still \
-                         happen, so check for them before calling it again"
-                    ),
-                    HandlerState::Finished => format!(
-                        "the tool ran to its end but took longer than its {ms} ms timeout, so its result was \
-                         withheld; its effects did happen"
-                    ),
-                };
-                let details = stopped_details(options, def.name(), &call_id, state, Some(ms));
-                fail!(state.executed(), ErrorBody::new(ErrorCode::Timeout, message).with_details(details));
+                fail!(state.executed(), timed_out_body(options, def, &call_id, state, timeout))
             }
-            HandlerOutcome::Cancelled(state) => {
-                let message = match state {
-                    HandlerState::NotStarted => "the call was cancelled before the tool started; nothing was done",
-                    HandlerState::Running | HandlerState::Finished => {
-                        "the call was cancelled before the tool finished; it may still be running and its effects \
-                         may still happen"
-                    }
-                };
-                let details = stopped_details(options, def.name(), &call_id, state, None);
-                fail!(state.executed(), ErrorBody::new(ErrorCode::Cancelled, message).with_details(details));
-            }
+            HandlerOutcome::Cancelled(state) => fail!(state.executed(), cancelled_body(options, def, &call_id, state)),
         };
 
         // 6. The result within the output limits and valid against the result schema. A compiled handler's
@@ -779,26 +731,49 @@ impl Executor {
         if let Some(output) = &compiled.output
             && !output.is_valid(&value)
         {
-            let violations = output.validate(&value).err().unwrap_or_default();
-            let detail = format!("the result does not match its result schema: {}", summary(&violations));
-            let failure =
-                InternalFailure { call_id: &call_id, tool: def.name(), kind: FailureKind::InvalidOutput(&detail) };
-            (self.inner.on_failure)(&failure);
-            fail!(
-                true,
-                ErrorBody::new(
-                    ErrorCode::InvalidToolOutput,
-                    "the tool produced a result that does not match its declared result schema; it was withheld",
-                ),
-            );
+            fail!(true, self.invalid_output_body(def, &call_id, output, &value));
         }
 
         // 7. Ok.
         ToolResult::success(call_id, name, version, value)
     }
 
+    /// A panic's body: the operator hears the panic, the model only that the tool failed.
+    #[cold]
+    fn panic_body(&self, def: &ToolDefinition, call_id: &str, panic: Box<dyn Any + Send>) -> ErrorBody {
+        (self.inner.on_failure)(&InternalFailure {
+            call_id,
+            tool: def.name(),
+            kind: FailureKind::Panic(panic_text(&*panic)),
+        });
+        internal_body(call_id)
+    }
+
+    /// A result that does not match its result schema, withheld: the operator hears how, the model only that.
+    #[cold]
+    fn invalid_output_body(
+        &self,
+        def: &ToolDefinition,
+        call_id: &str,
+        output: &crate::validate::CompiledSchema,
+        value: &Value,
+    ) -> ErrorBody {
+        let violations = output.validate(value).err().unwrap_or_default();
+        let detail = format!("the result does not match its result schema: {}", summary(&violations));
+        (self.inner.on_failure)(&InternalFailure {
+            call_id,
+            tool: def.name(),
+            kind: FailureKind::InvalidOutput(&detail),
+        });
+        ErrorBody::new(
+            ErrorCode::InvalidToolOutput,
+            "the tool produced a result that does not match its declared result schema; it was withheld",
+        )
+    }
+
     /// A result beyond the output limits (found by the exact check, or while it was serialised), withheld: the
     /// operator hears what it exceeds, the model only that it was too large (`expected`: "at most 8388608 bytes").
+    #[cold]
     fn too_large(&self, def: &ToolDefinition, call_id: &str, exceeded: &dyn fmt::Display, expected: &str) -> ErrorBody {
         let detail = format!("the result exceeds the output limits: {exceeded}");
         (self.inner.on_failure)(&InternalFailure {
@@ -812,6 +787,7 @@ impl Executor {
         )
     }
 
+    #[cold]
     fn error_body(&self, def: &ToolDefinition, call_id: &str, err: ToolError) -> ErrorBody {
         match err.repr {
             // A `ToolCode` is valid by construction: the tool's code and message reach the model as they are.
@@ -850,6 +826,94 @@ impl Executor {
     }
 }
 
+/// A failed call's result, built out of line.
+#[cold]
+fn failed(
+    call_id: String,
+    name: String,
+    version: Option<Cow<'static, str>>,
+    executed: bool,
+    body: ErrorBody,
+) -> ToolResult {
+    ToolResult::failure(call_id, name, version, executed, body)
+}
+
+/// A call of a tool this view does not have: its name echoed (cut to [`MAX_ECHOED_NAME`] bytes), no version.
+#[cold]
+fn unknown_tool(call_id: String, name: String, span: &tracing::Span) -> ToolResult {
+    let name = if name.len() <= MAX_ECHOED_NAME { name } else { truncate_name(&name) };
+    span.record("tool_name", name.as_str());
+    let message =
+        format!("no tool named {name:?} is available; call one of the tools you were given, by its exact name");
+    ToolResult::failure(call_id, name, None, false, ErrorBody::new(ErrorCode::UnknownTool, message))
+}
+
+/// Arguments that are not JSON at all (a provider's string that does not parse).
+#[cold]
+fn unreadable_arguments(e: impl fmt::Display) -> ErrorBody {
+    ErrorBody::new(ErrorCode::InvalidArguments, e.to_string())
+}
+
+/// `approval_required`: the arguments move into the details (what to approve), not a serialized copy.
+#[cold]
+fn approval_body(def: &ToolDefinition, reason: String, arguments: Value) -> ErrorBody {
+    let mut approve = Map::with_capacity(2);
+    approve.insert("tool".to_owned(), Value::String(def.name().to_owned()));
+    approve.insert("arguments".to_owned(), arguments);
+    let mut details = Map::with_capacity(2);
+    details.insert("effect".to_owned(), Value::String(def.effect().as_str().to_owned()));
+    details.insert("approve".to_owned(), Value::Object(approve));
+    ErrorBody::new(ErrorCode::ApprovalRequired, reason).with_details(Value::Object(details))
+}
+
+#[cold]
+fn denied_body(reason: String) -> ErrorBody {
+    ErrorBody::new(ErrorCode::PolicyDenied, reason)
+}
+
+/// `timeout`: where the handler stood, and what that means for calling it again.
+#[cold]
+fn timed_out_body(
+    options: &CallOptions,
+    def: &ToolDefinition,
+    call_id: &str,
+    state: HandlerState,
+    timeout: Duration,
+) -> ErrorBody {
+    let ms = timeout.as_millis() as u64;
+    tracing::warn!(call_id = %call_id, tool_name = def.name(), timeout_ms = ms, handler = state.as_str(), "tool handler timed out");
+    let message = match state {
+        HandlerState::NotStarted => format!(
+            "the tool did not start within {ms} ms and will not run; nothing was done, so it can be called again"
+        ),
+        HandlerState::Running => format!(
+            "the tool did not finish within {ms} ms and may still be running: its effects may still happen, so \
+             check for them before calling it again"
+        ),
+        HandlerState::Finished => format!(
+            "the tool ran to its end but took longer than its {ms} ms timeout, so its result was withheld; its \
+             effects did happen"
+        ),
+    };
+    let details = stopped_details(options, def.name(), call_id, state, Some(ms));
+    ErrorBody::new(ErrorCode::Timeout, message).with_details(details)
+}
+
+/// `cancelled`: where the handler stood.
+#[cold]
+fn cancelled_body(options: &CallOptions, def: &ToolDefinition, call_id: &str, state: HandlerState) -> ErrorBody {
+    let message = match state {
+        HandlerState::NotStarted => "the call was cancelled before the tool started; nothing was done",
+        HandlerState::Running | HandlerState::Finished => {
+            "the call was cancelled before the tool finished; it may still be running and its effects may still \
+             happen"
+        }
+    };
+    let details = stopped_details(options, def.name(), call_id, state, None);
+    ErrorBody::new(ErrorCode::Cancelled, message).with_details(details)
+}
+
+#[cold]
 fn internal_body(call_id: &str) -> ErrorBody {
     ErrorBody::new(
         ErrorCode::ToolInternalError,
@@ -857,6 +921,7 @@ fn internal_body(call_id: &str) -> ErrorBody {
     )
 }
 
+#[cold]
 fn invalid_arguments_body(violations: Vec<Violation>) -> ErrorBody {
     // One line per violation (`Violation`'s `Display` escapes control characters), joined with "; ".
     let mut message = String::with_capacity(64 + 96 * violations.len());
