@@ -326,13 +326,13 @@ fn assert_event_log(run: &Run, results: &[ToolResult]) {
     for r in results {
         let requested = events
             .iter()
-            .filter(|e| matches!(&e.kind, EventKind::ToolRequested { call_id, .. } if *call_id == r.call_id))
+            .filter(|e| matches!(&e.kind, EventKind::ToolRequested { call_id, .. } if **call_id == *r.call_id))
             .count();
         assert_eq!(requested, 1, "tool_requested events of {}", r.call_id);
         let observations: Vec<_> = events
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::ToolObservation { call_id, executed, ok, code, .. } if *call_id == r.call_id => {
+                EventKind::ToolObservation { call_id, executed, ok, code, .. } if **call_id == *r.call_id => {
                     Some((*executed, *ok, code.clone()))
                 }
                 _ => None,

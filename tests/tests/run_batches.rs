@@ -92,6 +92,43 @@ async fn a_repeated_call_id_is_a_terminal_error_and_nothing_after_it_runs() {
     assert_eq!(after.not_executed.len(), 1);
 }
 
+/// A call's events name it with the strings of its request, shared; an unknown name too long to echo whole is
+/// logged whole when requested and as the result gives it (cut) when observed.
+#[tokio::test]
+async fn a_calls_events_share_its_strings_and_a_long_unknown_name_is_observed_cut() {
+    let long = "x".repeat(4096);
+    let mut run = Run::new(cards::executor(cards::store(true)));
+    let b = run
+        .process_batch(vec![
+            ToolCall::new("call-1", "read_task_cards", json!({})),
+            ToolCall::new("call-2", long.as_str(), json!({})),
+        ])
+        .await;
+    assert_eq!(b.results.len(), 2);
+    let events = run.log().events();
+    let (
+        EventKind::ToolRequested { call_id: id_a, tool_name: name_a },
+        EventKind::ToolObservation { call_id: id_b, tool_name: name_b, .. },
+    ) = (&events[0].kind, &events[1].kind)
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!((&**id_a, &**name_a), ("call-1", "read_task_cards"));
+    assert!(Arc::ptr_eq(id_a, id_b) && Arc::ptr_eq(name_a, name_b), "one copy of each string per call");
+
+    let (
+        EventKind::ToolRequested { tool_name: requested, .. },
+        EventKind::ToolObservation { tool_name: observed, code, .. },
+    ) = (&events[2].kind, &events[3].kind)
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(**requested, *long);
+    assert_eq!(code.as_deref(), Some("unknown_tool"));
+    assert_eq!(**observed, *b.results[1].tool_name);
+    assert!(observed.len() < long.len(), "the observed name is cut: {} bytes", observed.len());
+}
+
 #[tokio::test]
 async fn steps_count_executed_calls_only_and_max_steps_stops_the_run() {
     let mut run = Run::builder(cards::executor(cards::store(true)))

@@ -57,17 +57,17 @@ pub struct NotExecuted {
 pub enum EventKind {
     /// The model asked for a call.
     ToolRequested {
-        /// The call id.
-        call_id: String,
-        /// The requested tool name.
-        tool_name: String,
+        /// The call id (one string shared by the call's events).
+        call_id: Arc<str>,
+        /// The requested tool name (shared likewise).
+        tool_name: Arc<str>,
     },
     /// A call was answered (executed or rejected by the executor) and the run decided what to do next.
     ToolObservation {
-        /// The call id.
-        call_id: String,
-        /// The tool name.
-        tool_name: String,
+        /// The call id (one string shared by the call's events).
+        call_id: Arc<str>,
+        /// The tool name, as the result gives it (shared with the request's event when the two are the same).
+        tool_name: Arc<str>,
         /// Whether the handler ran.
         executed: bool,
         /// Whether the call succeeded.
@@ -83,10 +83,10 @@ pub enum EventKind {
     },
     /// A call was refused by the run itself (e.g. a repeated call id); it was not executed.
     ToolRejected {
-        /// The call id.
-        call_id: String,
-        /// The requested tool name.
-        tool_name: String,
+        /// The call id (one string shared by the call's events).
+        call_id: Arc<str>,
+        /// The requested tool name (shared likewise).
+        tool_name: Arc<str>,
         /// Why, e.g. `duplicate_call_id`.
         code: String,
     },

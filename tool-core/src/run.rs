@@ -366,7 +366,7 @@ impl Run {
     }
 
     /// Logs that the model asked for a call; false if its id is not new to the run.
-    fn requested(&mut self, call_id: String, tool_name: String) -> bool {
+    fn requested(&mut self, call_id: Arc<str>, tool_name: Arc<str>) -> bool {
         self.emit(EventKind::ToolRequested { call_id, tool_name });
         self.call_ids.record(&self.log, self.log.events().len() - 1)
     }
@@ -454,9 +454,11 @@ impl Run {
             }
         }
         // The id may be known already: the `approval_required` answer of this very call.
-        self.requested(pending.call_id.clone(), pending.tool_name.clone());
+        let (call_id, tool_name): (Arc<str>, Arc<str>) =
+            (pending.call_id.as_str().into(), pending.tool_name.as_str().into());
+        self.requested(Arc::clone(&call_id), Arc::clone(&tool_name));
         let result = self.executor.resume(pending, resolution, &self.options).await;
-        let decision = self.observe(&result, None);
+        let decision = self.observe(&result, None, (call_id, tool_name));
         batch.results.push(result);
         batch.decision = decision;
         if decision.is_terminal() {
@@ -490,20 +492,21 @@ impl Run {
 
     /// Runs one call in its place: requested, refused as a repeated id or executed, observed, decided.
     async fn run_one(&mut self, call: ToolCall, batch: &mut BatchOutcome) -> Option<(Decision, &'static str)> {
-        if !self.requested(call.id().to_owned(), call.name().to_owned()) {
-            let (call_id, tool_name) = (call.id().to_owned(), call.name().to_owned());
+        // The call's strings are copied once, and shared by its events.
+        let (call_id, tool_name): (Arc<str>, Arc<str>) = (call.id().into(), call.name().into());
+        if !self.requested(Arc::clone(&call_id), Arc::clone(&tool_name)) {
             self.emit(EventKind::ToolRejected { call_id, tool_name, code: "duplicate_call_id".into() });
             return Some((Decision::Error, "duplicate_call_id"));
         }
         let result = self.executor.call_with(call, &self.options).await;
-        let decision = self.observe(&result, None);
+        let decision = self.observe(&result, None, (call_id, tool_name));
         batch.results.push(result);
         decision.is_terminal().then_some((decision, "after_observation"))
     }
 
     /// Counts one result, asks the decider (unless the batch has already stopped with `stopped`) and logs the
-    /// observation; returns the decision.
-    fn observe(&mut self, result: &ToolResult, stopped: Option<Decision>) -> Decision {
+    /// observation under the strings of the call's request (`requested`); returns the decision.
+    fn observe(&mut self, result: &ToolResult, stopped: Option<Decision>, requested: (Arc<str>, Arc<str>)) -> Decision {
         if result.executed {
             self.state.steps += 1;
         }
@@ -514,9 +517,13 @@ impl Run {
             }
         }
         let decision = stopped.unwrap_or_else(|| self.decider.decide(result, &self.state, &self.stop));
+        // The result names the call as it was requested, but for an unknown name too long to echo whole.
+        let (call_id, requested_name) = requested;
+        let tool_name =
+            if *requested_name == *result.tool_name { requested_name } else { result.tool_name.as_str().into() };
         self.emit(EventKind::ToolObservation {
-            call_id: result.call_id.clone(),
-            tool_name: result.tool_name.clone(),
+            call_id,
+            tool_name,
             executed: result.executed,
             ok: result.is_ok(),
             code: result.error().map(|e| e.code.to_string()),
@@ -538,8 +545,8 @@ impl Run {
         let tokens: Vec<CancellationToken> = (0..n)
             .map(|_| parent.as_ref().map_or_else(CancellationToken::new, CancellationToken::child_token))
             .collect();
-        let names: Vec<String> = group.iter().map(|c| c.name().to_owned()).collect();
-        let ids: Vec<String> = group.iter().map(|c| c.id().to_owned()).collect();
+        let names: Vec<Arc<str>> = group.iter().map(|c| c.name().into()).collect();
+        let ids: Vec<Arc<str>> = group.iter().map(|c| c.id().into()).collect();
         let mut waiting: Vec<Option<ToolCall>> = group.into_iter().map(Some).collect();
         let mut done: Vec<Option<ToolResult>> = (0..n).map(|_| None).collect();
         let mut running: JoinSet<(usize, ToolResult)> = JoinSet::new();
@@ -555,8 +562,8 @@ impl Run {
                     continue;
                 }
                 let Some(result) = done[next].take() else { break };
-                self.requested(ids[next].clone(), names[next].clone());
-                let decision = self.observe(&result, stopped);
+                self.requested(Arc::clone(&ids[next]), Arc::clone(&names[next]));
+                let decision = self.observe(&result, stopped, (Arc::clone(&ids[next]), Arc::clone(&names[next])));
                 batch.results.push(result);
                 next += 1;
                 if stopped.is_none() && decision.is_terminal() {
@@ -565,7 +572,7 @@ impl Run {
                     batch.not_executed.extend(
                         (0..n)
                             .filter(|&k| waiting[k].is_some())
-                            .map(|k| NotExecuted { call_id: ids[k].clone(), tool_name: names[k].clone() }),
+                            .map(|k| NotExecuted { call_id: ids[k].to_string(), tool_name: names[k].to_string() }),
                     );
                 }
             }
@@ -577,12 +584,12 @@ impl Run {
                     if running.len() >= self.concurrency.max_calls {
                         break;
                     }
-                    let busy = per_tool.get(names[k].as_str()).copied().unwrap_or(0);
+                    let busy = per_tool.get(&*names[k]).copied().unwrap_or(0);
                     if waiting[k].is_none() || busy >= self.concurrency.max_per_tool {
                         continue;
                     }
                     let call = waiting[k].take().expect("waiting");
-                    *per_tool.entry(names[k].as_str()).or_insert(0) += 1;
+                    *per_tool.entry(&*names[k]).or_insert(0) += 1;
                     let executor = self.executor.clone();
                     let options = self.options.clone().cancellation(tokens[k].clone());
                     let task = async move { (k, executor.call_with(call, &options).await) };
@@ -604,11 +611,11 @@ impl Run {
                 Some(Err(e)) => {
                     let k = tasks[&e.id()];
                     let error = ErrorBody::new(ErrorCode::ToolInternalError, "the call ended abnormally");
-                    (k, ToolResult::failure(ids[k].clone(), names[k].clone(), None, true, error))
+                    (k, ToolResult::failure(&*ids[k], &*names[k], None, true, error))
                 }
                 None => break,
             };
-            *per_tool.get_mut(names[k].as_str()).expect("counted") -= 1;
+            *per_tool.get_mut(&*names[k]).expect("counted") -= 1;
             done[k] = Some(result);
         }
         stopped.map(|decision| (decision, "after_observation"))
@@ -640,12 +647,12 @@ mod tests {
         for i in 0..n {
             let id = format!("call-{i}");
             assert!(!ids.contains(&log, &id));
-            log.push(&run, EventKind::ToolRequested { call_id: id.clone(), tool_name: "t".into() });
+            log.push(&run, EventKind::ToolRequested { call_id: id.as_str().into(), tool_name: "t".into() });
             assert!(ids.record(&log, log.events().len() - 1), "{id} is new");
             assert!(ids.contains(&log, &id));
             // Every id so far, kept by position or (past `FEW`) in the set, is a repeat.
             for j in 0..=i {
-                log.push(&run, EventKind::ToolRequested { call_id: format!("call-{j}"), tool_name: "t".into() });
+                log.push(&run, EventKind::ToolRequested { call_id: format!("call-{j}").into(), tool_name: "t".into() });
                 assert!(!ids.record(&log, log.events().len() - 1), "call-{j} is a repeat after {i}");
             }
         }
