@@ -281,7 +281,7 @@ impl<T> Named<T> {
             Some(whole) => parse_args(whole),
             // A property the model left out reads as `null`: `None` for an `Option`, a mismatch otherwise (the
             // schema requires every other property, so validation has already refused such a call).
-            None => parse_args(input.fields.shift_remove(name).unwrap_or(Value::Null)),
+            None => parse_args(input.fields.as_mut().and_then(|f| f.shift_remove(name)).unwrap_or(Value::Null)),
         }
     }
 }
@@ -319,18 +319,19 @@ pub fn gathered_schema(generator: &mut schemars::SchemaGenerator, params: &[Para
 /// A call's arguments on their way to the parameters.
 pub struct Input {
     whole: Option<Value>,
-    fields: serde_json::Map<String, Value>,
+    /// The named arguments not yet taken (none is made for a plan without named arguments: an empty map costs a
+    /// hasher's keys).
+    fields: Option<serde_json::Map<String, Value>>,
 }
 
 impl Input {
     /// Splits the validated arguments as the plan says.
     pub fn new(value: Value, plan: &Plan) -> Result<Input, ToolError> {
-        let fields = serde_json::Map::new();
         match plan {
-            Plan::Whole(_) => Ok(Input { whole: Some(value), fields }),
-            Plan::Empty => Ok(Input { whole: None, fields }),
+            Plan::Whole(_) => Ok(Input { whole: Some(value), fields: None }),
+            Plan::Empty => Ok(Input { whole: None, fields: None }),
             Plan::Gathered => match value {
-                Value::Object(fields) => Ok(Input { whole: None, fields }),
+                Value::Object(fields) => Ok(Input { whole: None, fields: Some(fields) }),
                 _ => Err(ToolError::arguments_mismatch("the arguments are not an object")),
             },
             Plan::Invalid(problem) => Err(ToolError::before_handler(ToolError::internal(problem.clone()))),
@@ -339,7 +340,7 @@ impl Input {
 
     /// Refuses properties that no parameter took (the schema refuses them first).
     pub fn finish(self) -> Result<(), ToolError> {
-        match self.fields.keys().next() {
+        match self.fields.as_ref().and_then(|f| f.keys().next()) {
             Some(key) => Err(ToolError::arguments_mismatch(format_args!("unknown argument `{key}`"))),
             None => Ok(()),
         }
