@@ -308,6 +308,22 @@ impl<'b> Serializer for ValueSerializer<'b> {
     }
 }
 
+/// A finished array or object, closed: as it is, or inside `{"variant": ...}` (two levels closed).
+fn closed(budget: &Budget, variant: Option<&'static str>, value: Value) -> Value {
+    match variant {
+        None => {
+            budget.close(1);
+            value
+        }
+        Some(variant) => {
+            budget.close(2);
+            let mut outer = Map::with_capacity(1);
+            outer.insert(variant.to_owned(), value);
+            Value::Object(outer)
+        }
+    }
+}
+
 /// An array being built (or, with `variant`, the array of `{"variant": [...]}`).
 struct Array<'b> {
     values: Vec<Value>,
@@ -331,64 +347,31 @@ impl<'b> Array<'b> {
     }
 
     fn finish(self) -> Result<Value, Error> {
-        let array = Value::Array(self.values);
-        Ok(match self.variant {
-            None => {
-                self.budget.close(1);
-                array
+        Ok(closed(self.budget, self.variant, Value::Array(self.values)))
+    }
+}
+
+/// The sequence traits of [`Array`]: each element goes to `push`, `end` to `finish`.
+macro_rules! array_traits {
+    ($($trait:ident::$method:ident),* $(,)?) => {$(
+        impl $trait for Array<'_> {
+            type Ok = Value;
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+                self.push(value)
             }
-            Some(variant) => {
-                self.budget.close(2);
-                let mut object = Map::with_capacity(1);
-                object.insert(variant.to_owned(), array);
-                Value::Object(object)
+            fn end(self) -> Result<Value, Error> {
+                self.finish()
             }
-        })
-    }
+        }
+    )*};
 }
 
-impl SerializeSeq for Array<'_> {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        self.finish()
-    }
-}
-
-impl SerializeTuple for Array<'_> {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        self.finish()
-    }
-}
-
-impl SerializeTupleStruct for Array<'_> {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        self.finish()
-    }
-}
-
-impl SerializeTupleVariant for Array<'_> {
-    type Ok = Value;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Value, Error> {
-        self.finish()
-    }
+array_traits! {
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field,
 }
 
 /// An object being built (or, with `variant`, the object of `{"variant": {...}}`).
@@ -420,19 +403,7 @@ impl<'b> Object<'b> {
     }
 
     fn finish(self) -> Result<Value, Error> {
-        let object = Value::Object(self.members);
-        Ok(match self.variant {
-            None => {
-                self.budget.close(1);
-                object
-            }
-            Some(variant) => {
-                self.budget.close(2);
-                let mut outer = Map::with_capacity(1);
-                outer.insert(variant.to_owned(), object);
-                Value::Object(outer)
-            }
-        })
+        Ok(closed(self.budget, self.variant, Value::Object(self.members)))
     }
 }
 

@@ -760,15 +760,22 @@ impl Executor {
     ) -> ErrorBody {
         let violations = output.validate(value).err().unwrap_or_default();
         let detail = format!("the result does not match its result schema: {}", summary(&violations));
+        self.withheld(
+            def,
+            call_id,
+            &detail,
+            "the tool produced a result that does not match its declared result schema; it was withheld".into(),
+        )
+    }
+
+    /// A result withheld as `invalid_tool_output`: the operator hears `detail`, the model `message`.
+    fn withheld(&self, def: &ToolDefinition, call_id: &str, detail: &str, message: String) -> ErrorBody {
         (self.inner.on_failure)(&InternalFailure {
             call_id,
             tool: def.name(),
-            kind: FailureKind::InvalidOutput(&detail),
+            kind: FailureKind::InvalidOutput(detail),
         });
-        ErrorBody::new(
-            ErrorCode::InvalidToolOutput,
-            "the tool produced a result that does not match its declared result schema; it was withheld",
-        )
+        ErrorBody::new(ErrorCode::InvalidToolOutput, message)
     }
 
     /// A result beyond the output limits (found by the exact check, or while it was serialised), withheld: the
@@ -776,15 +783,8 @@ impl Executor {
     #[cold]
     fn too_large(&self, def: &ToolDefinition, call_id: &str, exceeded: &dyn fmt::Display, expected: &str) -> ErrorBody {
         let detail = format!("the result exceeds the output limits: {exceeded}");
-        (self.inner.on_failure)(&InternalFailure {
-            call_id,
-            tool: def.name(),
-            kind: FailureKind::InvalidOutput(&detail),
-        });
-        ErrorBody::new(
-            ErrorCode::InvalidToolOutput,
-            format!("the tool produced a result larger than allowed ({expected}); it was withheld"),
-        )
+        let message = format!("the tool produced a result larger than allowed ({expected}); it was withheld");
+        self.withheld(def, call_id, &detail, message)
     }
 
     #[cold]
