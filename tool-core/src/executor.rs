@@ -20,7 +20,7 @@ use crate::call::ToolCall;
 use crate::clock::Stopwatch;
 use crate::codec::Codec;
 use crate::context::{CallContext, Notifier, StateMap};
-use crate::definition::{Handler, ToolDefinition, compiled};
+use crate::definition::{BoxFuture, Handler, ToolDefinition, compiled};
 use crate::effect::Effect;
 use crate::error::{ErrorCode, Repr, ToolError};
 use crate::failure::{FailureHook, FailureKind, InternalFailure, trace_failure};
@@ -473,17 +473,26 @@ fn stopped_details(
     Value::Object(details)
 }
 
-/// Polls a future and turns a panic into an error value.
-struct CatchUnwind<F: ?Sized>(Pin<Box<F>>);
+/// A running handler's future, ending with its result or its panic.
+///
+/// An async handler's future is boxed already: it is held as it is, not boxed again.
+enum Running {
+    /// An async or run-time handler's future, polled with panics caught.
+    Polled(BoxFuture<Result<Value, ToolError>>),
+    /// A blocking handler's join with its thread, which reports a panic itself.
+    Joined(Pin<Box<dyn Future<Output = Caught> + Send>>),
+}
 
-impl<F: Future + ?Sized> Future for CatchUnwind<F> {
-    type Output = Result<F::Output, Box<dyn Any + Send>>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let fut = self.0.as_mut();
-        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
-            Err(panic) => Poll::Ready(Err(panic)),
+impl Future for Running {
+    type Output = Caught;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Caught> {
+        match self.get_mut() {
+            Running::Polled(fut) => match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                Ok(Poll::Pending) => Poll::Pending,
+                Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+                Err(panic) => Poll::Ready(Err(panic)),
+            },
+            Running::Joined(fut) => fut.as_mut().poll(cx),
         }
     }
 }
@@ -965,7 +974,7 @@ async fn run_handler(
 ) -> HandlerOutcome {
     // A blocking handler's progress (async handlers start when first polled).
     let mut progress: Option<Arc<AtomicU8>> = None;
-    let mut fut: Pin<Box<dyn Future<Output = Caught> + Send>> = match handler {
+    let mut fut = match handler {
         Handler::Inline(f) => return run_inline(*f, arguments, ctx, deadline),
         _ if tokio::runtime::Handle::try_current().is_err() => {
             tracing::error!(call_id, "the executor needs a Tokio runtime (with time enabled)");
@@ -973,14 +982,14 @@ async fn run_handler(
                 "the executor needs a Tokio runtime (with time enabled)",
             ));
         }
-        // The handler's future is already boxed: wrapped as it is, not boxed again. Making it runs the handler's
-        // synchronous part (none in `#[tool]`'s thunks), so a panic there is caught too.
+        // Making the future runs the handler's synchronous part (none in `#[tool]`'s thunks), so a panic there is
+        // caught too.
         Handler::Async(f) => match std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx))) {
-            Ok(fut) => Box::pin(CatchUnwind(fut)),
+            Ok(fut) => Running::Polled(fut),
             Err(panic) => return HandlerOutcome::Panicked(panic),
         },
         Handler::Dynamic(h) => match std::panic::catch_unwind(AssertUnwindSafe(move || h.call(arguments, ctx))) {
-            Ok(fut) => Box::pin(CatchUnwind(fut)),
+            Ok(fut) => Running::Polled(fut),
             Err(panic) => return HandlerOutcome::Panicked(panic),
         },
         Handler::Blocking(f) => {
@@ -994,20 +1003,20 @@ async fn run_handler(
                 }
                 f(arguments, ctx)
             });
-            Box::pin(async move {
+            Running::Joined(Box::pin(async move {
                 match join.await {
                     Ok(r) => Ok(r),
                     Err(e) if e.is_panic() => Err(e.into_panic()),
                     Err(_) => Ok(Err(ToolError::internal("blocking task was cancelled"))),
                 }
-            })
+            }))
         }
     };
     let watch = Stopwatch::start(deadline.total());
     // A handler that finishes on its first poll (most async fns that do no I/O) needs no timer: it is polled once
     // before the timer is made. A blocking handler's first poll only finds it queued, so it goes straight on.
     if progress.is_none()
-        && let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
+        && let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await
     {
         return finished(r, watch.elapsed(), deadline);
     }
