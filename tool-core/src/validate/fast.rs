@@ -1126,6 +1126,17 @@ mod tests {
             (json!({"enum": [1, "a"]}), json!(1.0)),
             (json!({"const": {"a": [1, 2.0]}}), json!({"a": [1.0, 2]})),
             (json!({"minimum": -1.5}), json!(i64::MIN)),
+            // Integer bounds are checked as one range: both ends, exclusive ends, the extremes, an empty range.
+            (json!({"exclusiveMinimum": 1, "maximum": 3}), json!(1)),
+            (json!({"exclusiveMinimum": 1, "maximum": 3}), json!(2)),
+            (json!({"exclusiveMinimum": 1, "maximum": 3}), json!(3)),
+            (json!({"exclusiveMinimum": 1, "maximum": 3}), json!(4)),
+            (json!({"exclusiveMinimum": 1, "maximum": 3}), json!(1.5)),
+            (json!({"exclusiveMaximum": i64::MIN}), json!(i64::MIN)),
+            (json!({"exclusiveMaximum": 18446744073709551615u64}), json!(u64::MAX)),
+            (json!({"minimum": -1, "exclusiveMaximum": 18446744073709551615u64}), json!(-1)),
+            (json!({"minimum": 5, "maximum": 3}), json!(4)),
+            (json!({"minimum": 1, "maximum": 2.5}), json!(2)),
         ];
         for (schema, instance) in cases {
             let compiled = CompiledSchema::compile(&schema).expect("compiles");

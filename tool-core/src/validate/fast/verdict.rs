@@ -17,7 +17,9 @@ use std::collections::HashMap;
 
 use serde_json::{Number, Value};
 
-use super::{ARRAY, Additional, Bound, Fast, Node, NodeId, OBJECT, STRING, Size, has_type, number_cmp, size_holds};
+use super::{
+    ARRAY, Additional, Bound, Fast, Node, NodeId, OBJECT, STRING, Size, has_type, integer_of, number_cmp, size_holds,
+};
 
 /// Most properties of one object plan; larger objects keep jsonschema's verdict (its lookup is indexed).
 pub(in crate::validate) const MAX_PROPERTIES: usize = 16;
@@ -39,8 +41,9 @@ enum Plan {
     Any,
     /// No value (the `false` schema).
     Never,
-    /// A `type` (0: any) with numeric bounds and sizes, and nothing else.
-    Leaf { types: u8, bounds: Box<[(Bound, Number)]>, sizes: Box<[(Size, u64)]> },
+    /// A `type` (0: any) with numeric bounds and sizes, and nothing else. When every bound is an integer,
+    /// `integers` is the range they leave an integer (both ends included), which is checked instead.
+    Leaf { types: u8, bounds: Box<[(Bound, Number)]>, integers: Option<(i128, i128)>, sizes: Box<[(Size, u64)]> },
     /// A string equal to one of these.
     Strings(Box<[Box<str>]>),
     /// An object: each member against its property's plan (or `additional`), every required property present.
@@ -102,14 +105,18 @@ impl Verdict {
         match &self.plans[id as usize] {
             Plan::Any => true,
             Plan::Never => false,
-            Plan::Leaf { types, bounds, sizes } => {
+            Plan::Leaf { types, bounds, integers, sizes } => {
                 if *types != 0 && !has_type(*types, v) {
                     return false;
                 }
-                if let Value::Number(n) = v
-                    && !bounds.iter().all(|(bound, limit)| bound.holds(number_cmp(n, limit)))
-                {
-                    return false;
+                if let Value::Number(n) = v {
+                    let within = match (integers, integer_of(n)) {
+                        (Some((low, high)), Some(i)) => *low <= i && i <= *high,
+                        _ => bounds.iter().all(|(bound, limit)| bound.holds(number_cmp(n, limit))),
+                    };
+                    if !within {
+                        return false;
+                    }
                 }
                 sizes.iter().all(|&(size, limit)| size_holds(size, limit, v))
             }
@@ -207,7 +214,7 @@ impl Lowering<'_> {
         let plan = self.lower(child, depth + 1)?;
         Some(match &self.plans[plan as usize] {
             Plan::Any => Check::Type(0),
-            Plan::Leaf { types, bounds, sizes } if *types != 0 && bounds.is_empty() && sizes.is_empty() => {
+            Plan::Leaf { types, bounds, sizes, .. } if *types != 0 && bounds.is_empty() && sizes.is_empty() => {
                 Check::Type(*types)
             }
             _ => Check::Plan(plan),
@@ -222,7 +229,7 @@ impl Lowering<'_> {
             return Some(if node.types == 0 {
                 Plan::Any
             } else {
-                Plan::Leaf { types: node.types, bounds: [].into(), sizes: [].into() }
+                Plan::Leaf { types: node.types, bounds: [].into(), integers: None, sizes: [].into() }
             });
         }
         let no_values = node.constant.is_none() && node.one_of_values.is_none();
@@ -273,8 +280,10 @@ impl Lowering<'_> {
             return Some(Plan::Array { items, sizes: sizes() });
         }
         if no_object && no_unions && node.items.is_none() && node.types & (OBJECT | ARRAY) == 0 {
-            let bounds = node.bounds.iter().map(|(bound, limit, _)| (*bound, limit.clone())).collect();
-            return Some(Plan::Leaf { types: node.types, bounds, sizes: sizes() });
+            let bounds: Box<[(Bound, Number)]> =
+                node.bounds.iter().map(|(bound, limit, _)| (*bound, limit.clone())).collect();
+            let integers = integer_range(&bounds);
+            return Some(Plan::Leaf { types: node.types, bounds, integers, sizes: sizes() });
         }
         if node.types == 0
             && node.one_of.is_empty()
@@ -329,6 +338,25 @@ impl Lowering<'_> {
             _ => None,
         }
     }
+}
+
+/// The integers within `bounds` (both ends included), when every bound is an integer: an exclusive bound `n` is the
+/// inclusive `n ± 1`. Integers of JSON numbers are within `i64`/`u64`, so the `i128` ends never overflow.
+fn integer_range(bounds: &[(Bound, Number)]) -> Option<(i128, i128)> {
+    if bounds.is_empty() {
+        return None;
+    }
+    let (mut low, mut high) = (i128::MIN, i128::MAX);
+    for (bound, limit) in bounds {
+        let n = integer_of(limit)?;
+        match bound {
+            Bound::Minimum => low = low.max(n),
+            Bound::ExclusiveMinimum => low = low.max(n + 1),
+            Bound::Maximum => high = high.min(n),
+            Bound::ExclusiveMaximum => high = high.min(n - 1),
+        }
+    }
+    Some((low, high))
 }
 
 /// Whether a node with a `$ref` asserts nothing else.
