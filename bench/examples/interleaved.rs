@@ -189,17 +189,15 @@ fn measure(s: &Setup, c: Contender, m: usize, count: bool) -> (Duration, Allocs)
                 span.end()
             }
             Contender::Run => {
-                let inputs: Vec<(Run, ToolCall)> = (0..m)
-                    .map(|_| {
-                        let run = Run::builder(s.executor.clone()).stop_policy(stop).build();
-                        (run, ToolCall::new("call-1", "search_incidents", s.valid.clone()))
-                    })
-                    .collect();
+                // The runs stay where they are built: a `Run` is moved neither into nor out of the timed loop.
+                let mut runs: Vec<Run> =
+                    (0..m).map(|_| Run::builder(s.executor.clone()).stop_policy(stop).build()).collect();
+                let inputs: Vec<ToolCall> =
+                    (0..m).map(|_| ToolCall::new("call-1", "search_incidents", s.valid.clone())).collect();
                 let mut out = Vec::with_capacity(m);
                 let span = Span::begin(count);
-                for (mut run, call) in inputs {
-                    let outcome = run.process_batch(vec![call]).await;
-                    out.push((run, outcome));
+                for (run, call) in runs.iter_mut().zip(inputs) {
+                    out.push(run.process_batch(vec![call]).await);
                 }
                 span.end()
             }
