@@ -13,15 +13,22 @@ use std::time::{Duration, Instant};
 /// A deadline at least this many times the coarse clock's resolution is timed with the coarse clock.
 pub(crate) const COARSE_FACTOR: u32 = 1000;
 
-/// Started when a handler starts; says how long it has run.
+/// Started when a handler starts; says how long it has run, and whether past its deadline.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stopwatch(Start);
 
 #[derive(Debug, Clone, Copy)]
 enum Start {
-    Precise(Instant),
+    Precise {
+        at: Instant,
+        deadline: Duration,
+    },
+    /// The coarse clock's reading and the deadline, in nanoseconds (the deadline saturated).
     #[cfg(target_os = "linux")]
-    Coarse(Duration),
+    Coarse {
+        at: u64,
+        deadline: u64,
+    },
 }
 
 impl Stopwatch {
@@ -32,26 +39,36 @@ impl Stopwatch {
         if let Some(resolution) = coarse::resolution()
             && deadline >= resolution.saturating_mul(COARSE_FACTOR)
         {
-            return Stopwatch(Start::Coarse(coarse::now()));
+            let nanos = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
+            return Stopwatch(Start::Coarse { at: coarse::now(), deadline: nanos });
         }
-        let _ = deadline;
-        Stopwatch(Start::Precise(Instant::now()))
+        Stopwatch(Start::Precise { at: Instant::now(), deadline })
     }
 
     /// How long since [`start`](Self::start).
     #[inline]
     pub(crate) fn elapsed(&self) -> Duration {
         match self.0 {
-            Start::Precise(at) => at.elapsed(),
+            Start::Precise { at, .. } => at.elapsed(),
             #[cfg(target_os = "linux")]
-            Start::Coarse(at) => coarse::now().saturating_sub(at),
+            Start::Coarse { at, .. } => Duration::from_nanos(coarse::now().saturating_sub(at)),
+        }
+    }
+
+    /// Whether more than the deadline has passed since [`start`](Self::start).
+    #[inline]
+    pub(crate) fn past_deadline(&self) -> bool {
+        match self.0 {
+            Start::Precise { at, deadline } => at.elapsed() > deadline,
+            #[cfg(target_os = "linux")]
+            Start::Coarse { at, deadline } => coarse::now().saturating_sub(at) > deadline,
         }
     }
 
     /// Whether the coarse clock times this handler.
     #[cfg(test)]
     fn is_coarse(&self) -> bool {
-        !matches!(self.0, Start::Precise(_))
+        !matches!(self.0, Start::Precise { .. })
     }
 }
 
@@ -96,9 +113,12 @@ mod coarse {
         clock_gettime(ClockId::CLOCK_REALTIME_COARSE).ok().and_then(duration)
     }
 
+    /// The coarse monotonic clock, in nanoseconds (0 when it cannot be read).
     #[inline]
-    pub(super) fn now() -> Duration {
-        clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE).ok().and_then(duration).unwrap_or_default()
+    pub(super) fn now() -> u64 {
+        let Ok(t) = clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE) else { return 0 };
+        let (secs, nanos) = (u64::try_from(t.tv_sec()).unwrap_or(0), u64::try_from(t.tv_nsec()).unwrap_or(0));
+        secs.saturating_mul(1_000_000_000).saturating_add(nanos)
     }
 }
 

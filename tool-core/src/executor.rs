@@ -1018,11 +1018,11 @@ async fn run_handler(
     if progress.is_none()
         && let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await
     {
-        return finished(r, watch.elapsed(), deadline);
+        return finished(r, &watch);
     }
     let timed_out = tokio::select! {
         biased;
-        r = &mut fut => return finished(r, watch.elapsed(), deadline),
+        r = &mut fut => return finished(r, &watch),
         // (A duration beyond any representable instant sleeps "far away".)
         () = tokio::time::sleep(deadline.timeout.saturating_sub(watch.elapsed())) => true,
         () = cancelled(caller) => false,
@@ -1038,7 +1038,7 @@ async fn run_handler(
         stop.cancel();
     }
     match tokio::time::timeout(deadline.grace, &mut fut).await {
-        Ok(r) => finished(r, watch.elapsed(), deadline),
+        Ok(r) => finished(r, &watch),
         Err(_) => {
             // Dropping the future could cut its effects between two steps: it runs on to its end instead.
             let (call_id, tool) = (call_id.to_owned(), tool.to_owned());
@@ -1055,10 +1055,10 @@ async fn run_handler(
     }
 }
 
-/// The outcome of a handler that ended `elapsed` after it started: as it is, unless it ended past the deadline and
+/// The outcome of a handler timed by `watch`: as it is, unless it ended past the deadline and
 /// the grace period (a handler that blocked its thread finishes before any timer can fire), when it is too late.
-fn finished(r: Caught, elapsed: Duration, deadline: Deadline) -> HandlerOutcome {
-    if elapsed > deadline.total() {
+fn finished(r: Caught, watch: &Stopwatch) -> HandlerOutcome {
+    if watch.past_deadline() {
         return HandlerOutcome::TimedOut(HandlerState::Finished);
     }
     match r {
@@ -1088,5 +1088,5 @@ fn run_inline(
 ) -> HandlerOutcome {
     let watch = Stopwatch::start(deadline.total());
     let r = std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx)));
-    finished(r, watch.elapsed(), deadline)
+    finished(r, &watch)
 }
