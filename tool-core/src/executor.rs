@@ -689,28 +689,51 @@ impl Executor {
         let outcome = if let (Handler::Inline(f), false) = (handler, def.reads_context) {
             // A synchronous handler that injects nothing runs here and now, on a context no one reads.
             run_inline(*f, arguments, self.inner.unread_context.clone(), limits)
-        } else if !def.reads_context && matches!(handler, Handler::Async(_)) {
-            // A compiled handler that injects nothing never reads its context, and nothing of it outlives the call:
-            // it gets a shared one, and only the caller's cancellation (if any) is watched.
-            let ctx = self.inner.unread_context.clone();
-            run_handler(handler, (&call_id, def.name()), arguments, ctx, limits, None, caller).await
         } else {
-            let token = match caller {
-                Some(parent) => parent.child_token(),
-                None => CancellationToken::new(),
+            // A compiled `async fn` that injects nothing never reads its context, and nothing of it outlives the
+            // call: it gets a shared one, and only the caller's cancellation (if any) is watched. Any other handler
+            // gets a context of its own, with a token that is cancelled when the call is over.
+            let (ctx, token) = if !def.reads_context && matches!(handler, Handler::Async(_)) {
+                (self.inner.unread_context.clone(), None)
+            } else {
+                let token = match caller {
+                    Some(parent) => parent.child_token(),
+                    None => CancellationToken::new(),
+                };
+                let ctx = CallContext::builder(call_id.as_str(), def.name())
+                    .output_limits(self.inner.output_limits)
+                    .tenant(options.tenant.clone())
+                    .cancellation(token.clone())
+                    .state(self.inner.state.clone())
+                    .notifier(options.notifier.clone())
+                    .client_input(options.input.clone())
+                    .build();
+                (ctx, Some(token))
             };
-            let ctx = CallContext::builder(call_id.as_str(), def.name())
-                .output_limits(self.inner.output_limits)
-                .tenant(options.tenant.clone())
-                .cancellation(token.clone())
-                .state(self.inner.state.clone())
-                .notifier(options.notifier.clone())
-                .client_input(options.input.clone())
-                .build();
-            let outcome =
-                run_handler(handler, (&call_id, def.name()), arguments, ctx, limits, Some(&token), caller).await;
+            // A handler that finishes on its first poll (most async fns that do no I/O) is polled here, and needs
+            // no timer; only one still pending is waited for. A blocking handler's first poll would only find it
+            // queued, so it is waited for straight away.
+            let outcome = match start(handler, &call_id, arguments, ctx, limits) {
+                Started::Ended(outcome) => outcome,
+                Started::Running(mut fut, progress) => {
+                    let watch = Stopwatch::start(limits.total());
+                    let first = match progress {
+                        None => std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await,
+                        Some(_) => Poll::Pending,
+                    };
+                    match first {
+                        Poll::Ready(r) => finished(r, &watch),
+                        Poll::Pending => {
+                            let ids = (call_id.as_str(), def.name());
+                            wait(fut, progress, watch, ids, limits, token.as_ref(), caller).await
+                        }
+                    }
+                }
+            };
             // The call is over either way: a handler still running in the background sees cancellation.
-            token.cancel();
+            if let Some(token) = token {
+                token.cancel();
+            }
             outcome
         };
 
@@ -960,66 +983,75 @@ fn invalid_arguments_body(violations: Vec<Violation>) -> ErrorBody {
 /// A handler's result, or the payload of its panic.
 type Caught = Result<Result<Value, ToolError>, Box<dyn Any + Send>>;
 
-/// Runs a handler until it ends, or until its deadline (or the caller's cancellation) and the grace period after
-/// it. At the deadline `stop` (the call's own token) is cancelled and a blocking handler still queued is abandoned;
-/// a handler still running after the grace period is not dropped but left to finish on its own task.
-async fn run_handler(
-    handler: &Handler,
-    (call_id, tool): (&str, &str),
-    arguments: Value,
-    ctx: CallContext,
-    deadline: Deadline,
-    stop: Option<&CancellationToken>,
-    caller: Option<&CancellationToken>,
-) -> HandlerOutcome {
-    // A blocking handler's progress (async handlers start when first polled).
-    let mut progress: Option<Arc<AtomicU8>> = None;
-    let mut fut = match handler {
-        Handler::Inline(f) => return run_inline(*f, arguments, ctx, deadline),
+/// A handler started: its future (and a blocking handler's progress), or how it ended before it had one.
+enum Started {
+    Running(Running, Option<Arc<AtomicU8>>),
+    Ended(HandlerOutcome),
+}
+
+/// Starts a handler: runs an inline one to its end (`deadline` judges it afterwards), makes an async one's future,
+/// or hands a blocking one to a blocking thread.
+fn start(handler: &Handler, call_id: &str, arguments: Value, ctx: CallContext, deadline: Deadline) -> Started {
+    let fut = match handler {
+        Handler::Inline(f) => return Started::Ended(run_inline(*f, arguments, ctx, deadline)),
         _ if tokio::runtime::Handle::try_current().is_err() => {
             tracing::error!(call_id, "the executor needs a Tokio runtime (with time enabled)");
-            return HandlerOutcome::Error(ToolError::internal(
+            return Started::Ended(HandlerOutcome::Error(ToolError::internal(
                 "the executor needs a Tokio runtime (with time enabled)",
-            ));
+            )));
         }
         // Making the future runs the handler's synchronous part (none in `#[tool]`'s thunks), so a panic there is
         // caught too.
-        Handler::Async(f) => match std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx))) {
-            Ok(fut) => Running::Polled(fut),
-            Err(panic) => return HandlerOutcome::Panicked(panic),
-        },
-        Handler::Dynamic(h) => match std::panic::catch_unwind(AssertUnwindSafe(move || h.call(arguments, ctx))) {
-            Ok(fut) => Running::Polled(fut),
-            Err(panic) => return HandlerOutcome::Panicked(panic),
-        },
+        Handler::Async(f) => catch(move || f(arguments, ctx)),
+        Handler::Dynamic(h) => catch(move || h.call(arguments, ctx)),
         Handler::Blocking(f) => {
             let f = *f;
             // A handler still queued for a blocking thread when its call stops (deadline, cancellation) never
             // starts: the thread and the executor race to move it out of `QUEUED`, and exactly one wins.
-            let flag = progress.insert(Arc::new(AtomicU8::new(QUEUED))).clone();
+            let flag = Arc::new(AtomicU8::new(QUEUED));
+            let queued = Arc::clone(&flag);
             let join = tokio::task::spawn_blocking(move || {
-                if flag.compare_exchange(QUEUED, STARTED, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+                if queued.compare_exchange(QUEUED, STARTED, Ordering::SeqCst, Ordering::SeqCst).is_err() {
                     return Err(ToolError::internal("the call ended before a blocking thread was free"));
                 }
                 f(arguments, ctx)
             });
-            Running::Joined(Box::pin(async move {
+            let joined = Running::Joined(Box::pin(async move {
                 match join.await {
                     Ok(r) => Ok(r),
                     Err(e) if e.is_panic() => Err(e.into_panic()),
                     Err(_) => Ok(Err(ToolError::internal("blocking task was cancelled"))),
                 }
-            }))
+            }));
+            return Started::Running(joined, Some(flag));
         }
     };
-    let watch = Stopwatch::start(deadline.total());
-    // A handler that finishes on its first poll (most async fns that do no I/O) needs no timer: it is polled once
-    // before the timer is made. A blocking handler's first poll only finds it queued, so it goes straight on.
-    if progress.is_none()
-        && let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await
-    {
-        return finished(r, &watch);
+    match fut {
+        Ok(fut) => Started::Running(Running::Polled(fut), None),
+        Err(panic) => Started::Ended(HandlerOutcome::Panicked(panic)),
     }
+}
+
+/// Makes a handler's future, catching a panic while it is made.
+fn catch(
+    make: impl FnOnce() -> BoxFuture<Result<Value, ToolError>>,
+) -> Result<BoxFuture<Result<Value, ToolError>>, Box<dyn Any + Send>> {
+    std::panic::catch_unwind(AssertUnwindSafe(make))
+}
+
+/// Waits for a started handler that did not finish on its first poll, until it ends, or until its deadline (or
+/// the caller's cancellation) and the grace period after it. At the deadline `stop` (the call's own token) is
+/// cancelled and a blocking handler still queued is abandoned; a handler still running after the grace period is
+/// not dropped but left to finish on its own task.
+async fn wait(
+    mut fut: Running,
+    progress: Option<Arc<AtomicU8>>,
+    watch: Stopwatch,
+    (call_id, tool): (&str, &str),
+    deadline: Deadline,
+    stop: Option<&CancellationToken>,
+    caller: Option<&CancellationToken>,
+) -> HandlerOutcome {
     let timed_out = tokio::select! {
         biased;
         r = &mut fut => return finished(r, &watch),
