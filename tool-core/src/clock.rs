@@ -36,10 +36,11 @@ impl Stopwatch {
     #[inline]
     pub(crate) fn start(deadline: Duration) -> Stopwatch {
         #[cfg(target_os = "linux")]
-        if let Some(resolution) = coarse::resolution()
-            && deadline >= resolution.saturating_mul(COARSE_FACTOR)
+        if let Some(shortest) = coarse::shortest_deadline()
+            && deadline >= shortest
         {
-            let nanos = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
+            let nanos =
+                deadline.as_secs().saturating_mul(1_000_000_000).saturating_add(u64::from(deadline.subsec_nanos()));
             return Stopwatch(Start::Coarse { at: coarse::now(), deadline: nanos });
         }
         Stopwatch(Start::Precise { at: Instant::now(), deadline })
@@ -98,6 +99,14 @@ mod coarse {
 
     fn duration(t: TimeSpec) -> Option<Duration> {
         Some(Duration::new(u64::try_from(t.tv_sec()).ok()?, u32::try_from(t.tv_nsec()).ok()?))
+    }
+
+    /// The shortest deadline timed with the coarse clock: [`COARSE_FACTOR`](super::COARSE_FACTOR) times its
+    /// resolution; `None` when the system does not report a usable one.
+    #[inline]
+    pub(super) fn shortest_deadline() -> Option<Duration> {
+        static SHORTEST: OnceLock<Option<Duration>> = OnceLock::new();
+        *SHORTEST.get_or_init(|| resolution().map(|r| r.saturating_mul(super::COARSE_FACTOR)))
     }
 
     /// The coarse clock's resolution; `None` when the system does not report a usable one.
