@@ -7,7 +7,8 @@
 //!
 //! Two tests pin edge cases of timeouts: an `async fn` that blocks its worker past its deadline is answered
 //! `timeout` (not `ok`), and a blocking handler still queued behind a saturated pool when its call times out never
-//! starts, and is reported `executed: false`.
+//! starts, and is reported `executed: false`. A last one makes calls outside any Tokio runtime: each is answered on
+//! its first poll, and a handler that needs the runtime is refused before it starts.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -508,4 +509,37 @@ fn an_inline_handler_past_its_timeout_ends_in_timeout() {
         assert_eq!(code(&r), Some("timeout"), "after {:?}: {r:?}", began.elapsed());
         assert_no_internals(&r);
     });
+}
+
+/// A quick inline handler: a plain fn that injects nothing.
+#[tool(effect = "read", version = "1.0")]
+fn quick_inline(n: u32) -> u32 {
+    n + 1
+}
+
+/// Outside a Tokio runtime, every call is answered on its first poll and nothing panics: an inline handler runs;
+/// a handler that needs the runtime (an `async fn`, the blocking pool) is refused before it starts, `executed:
+/// false`, and the model hears nothing of why.
+#[test]
+fn outside_a_tokio_runtime_calls_are_answered_and_handlers_that_need_one_never_start() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    let executor = executor();
+    let call = |name: &str| {
+        let fut = executor.call(ToolCall::new(format!("no-runtime-{name}"), name, json!({"n": 1})));
+        match std::pin::pin!(fut).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(r) => r,
+            Poll::Pending => panic!("{name}: still pending outside a runtime"),
+        }
+    };
+    let r = call("quick_inline");
+    assert_eq!(r.data(), Some(&json!(2)), "{r:?}");
+    for name in ["quick_async", "quick_blocking"] {
+        let r = call(name);
+        assert_eq!(code(&r), Some("tool_internal_error"), "{name}: {r:?}");
+        assert!(!r.executed, "{name}: {r:?}");
+        assert_no_internals(&r);
+        assert!(!serde_json::to_string(&r).unwrap().contains("Tokio"), "{name}: {r:?}");
+    }
 }

@@ -996,9 +996,9 @@ fn start(handler: &Handler, call_id: &str, arguments: Value, ctx: CallContext, d
         Handler::Inline(f) => return Started::Ended(run_inline(*f, arguments, ctx, deadline)),
         _ if tokio::runtime::Handle::try_current().is_err() => {
             tracing::error!(call_id, "the executor needs a Tokio runtime (with time enabled)");
-            return Started::Ended(HandlerOutcome::Error(ToolError::internal(
-                "the executor needs a Tokio runtime (with time enabled)",
-            )));
+            // The handler never starts: not executed.
+            let error = ToolError::internal("the executor needs a Tokio runtime (with time enabled)");
+            return Started::Ended(HandlerOutcome::Error(error.before_handler()));
         }
         // Making the future runs the handler's synchronous part (none in `#[tool]`'s thunks), so a panic there is
         // caught too.
