@@ -1087,8 +1087,8 @@ async fn wait(
     }
 }
 
-/// The outcome of a handler timed by `watch`: as it is, unless it ended past the deadline and
-/// the grace period (a handler that blocked its thread finishes before any timer can fire), when it is too late.
+/// The outcome of a handler timed by `watch`: as it is, unless it ended past the deadline and the grace period (a
+/// handler that blocked its thread finishes before any timer can fire), when it is too late.
 fn finished(r: Caught, watch: &Stopwatch) -> HandlerOutcome {
     if watch.past_deadline() {
         return HandlerOutcome::TimedOut(HandlerState::Finished);
