@@ -158,11 +158,11 @@ fn run_overhead(c: &mut Criterion) {
             || {
                 (
                     Run::builder(executor.clone()).stop_policy(stop).build(),
-                    ToolCall::new("call-1", "search_incidents", args.clone()),
+                    vec![ToolCall::new("call-1", "search_incidents", args.clone())],
                 )
             },
-            |(mut run, call)| async move {
-                let outcome = run.process_batch(vec![call]).await;
+            |(mut run, batch)| async move {
+                let outcome = run.process_batch(batch).await;
                 (run, outcome)
             },
             BatchSize::SmallInput,
@@ -173,10 +173,10 @@ fn run_overhead(c: &mut Criterion) {
             || {
                 let sink = Arc::new(JsonLinesWriter::new(std::io::sink()));
                 let run = Run::builder(executor.clone()).stop_policy(stop).sink(sink).build();
-                (run, ToolCall::new("call-1", "search_incidents", args.clone()))
+                (run, vec![ToolCall::new("call-1", "search_incidents", args.clone())])
             },
-            |(mut run, call)| async move {
-                let outcome = run.process_batch(vec![call]).await;
+            |(mut run, batch)| async move {
+                let outcome = run.process_batch(batch).await;
                 (run, outcome)
             },
             BatchSize::SmallInput,

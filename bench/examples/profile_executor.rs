@@ -78,8 +78,8 @@ async fn timed_rmcp(rmcp: &RmcpHarness, params: CallToolRequestParams) -> Result
     timed(|| rmcp.call(params)).await
 }
 
-async fn timed_run(run: &mut Run, call: ToolCall) {
-    black_box(timed(|| run.process_batch(vec![call])).await);
+async fn timed_run(run: &mut Run, batch: Vec<ToolCall>) {
+    black_box(timed(|| run.process_batch(batch)).await);
 }
 
 fn main() {
@@ -129,7 +129,7 @@ fn main() {
                 let stop = StopPolicy { max_steps: u32::MAX, max_retries: u32::MAX };
                 for _ in 0..n {
                     let mut run = Run::builder(executor.clone()).stop_policy(stop).build();
-                    timed_run(&mut run, keel_call("search_incidents", &valid)).await;
+                    timed_run(&mut run, vec![keel_call("search_incidents", &valid)]).await;
                 }
             }
             other => {
