@@ -479,8 +479,9 @@ fn stopped_details(
 enum Running {
     /// An async or run-time handler's future, polled with panics caught.
     Polled(BoxFuture<Result<Value, ToolError>>),
-    /// A blocking handler's join with its thread, which reports a panic itself.
-    Joined(Pin<Box<dyn Future<Output = Caught> + Send>>),
+    /// A blocking handler's join with its thread, which reports a panic itself, and its progress (shared with the
+    /// thread).
+    Joined { join: Pin<Box<dyn Future<Output = Caught> + Send>>, progress: Arc<AtomicU8> },
 }
 
 impl Future for Running {
@@ -492,7 +493,7 @@ impl Future for Running {
                 Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
                 Err(panic) => Poll::Ready(Err(panic)),
             },
-            Running::Joined(fut) => fut.as_mut().poll(cx),
+            Running::Joined { join, .. } => join.as_mut().poll(cx),
         }
     }
 }
@@ -715,17 +716,17 @@ impl Executor {
             // queued, so it is waited for straight away.
             let outcome = match start(handler, &call_id, arguments, ctx, limits) {
                 Started::Ended(outcome) => outcome,
-                Started::Running(mut fut, progress) => {
+                Started::Running(mut fut) => {
                     let watch = Stopwatch::start(limits.total());
-                    let first = match progress {
-                        None => std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await,
-                        Some(_) => Poll::Pending,
+                    let first = match fut {
+                        Running::Polled(_) => std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await,
+                        Running::Joined { .. } => Poll::Pending,
                     };
                     match first {
                         Poll::Ready(r) => finished(r, &watch),
                         Poll::Pending => {
                             let ids = (call_id.as_str(), def.name());
-                            wait(fut, progress, watch, ids, limits, token.as_ref(), caller).await
+                            wait(fut, watch, ids, limits, token.as_ref(), caller).await
                         }
                     }
                 }
@@ -983,9 +984,9 @@ fn invalid_arguments_body(violations: Vec<Violation>) -> ErrorBody {
 /// A handler's result, or the payload of its panic.
 type Caught = Result<Result<Value, ToolError>, Box<dyn Any + Send>>;
 
-/// A handler started: its future (and a blocking handler's progress), or how it ended before it had one.
+/// A handler started: its future, or how it ended before it had one.
 enum Started {
-    Running(Running, Option<Arc<AtomicU8>>),
+    Running(Running),
     Ended(HandlerOutcome),
 }
 
@@ -1016,18 +1017,18 @@ fn start(handler: &Handler, call_id: &str, arguments: Value, ctx: CallContext, d
                 }
                 f(arguments, ctx)
             });
-            let joined = Running::Joined(Box::pin(async move {
+            let join = Box::pin(async move {
                 match join.await {
                     Ok(r) => Ok(r),
                     Err(e) if e.is_panic() => Err(e.into_panic()),
                     Err(_) => Ok(Err(ToolError::internal("blocking task was cancelled"))),
                 }
-            }));
-            return Started::Running(joined, Some(flag));
+            });
+            return Started::Running(Running::Joined { join, progress: flag });
         }
     };
     match fut {
-        Ok(fut) => Started::Running(Running::Polled(fut), None),
+        Ok(fut) => Started::Running(Running::Polled(fut)),
         Err(panic) => Started::Ended(HandlerOutcome::Panicked(panic)),
     }
 }
@@ -1045,7 +1046,6 @@ fn catch(
 /// not dropped but left to finish on its own task.
 async fn wait(
     mut fut: Running,
-    progress: Option<Arc<AtomicU8>>,
     watch: Stopwatch,
     (call_id, tool): (&str, &str),
     deadline: Deadline,
@@ -1060,8 +1060,8 @@ async fn wait(
         () = cancelled(caller) => false,
     };
     let stopped = |state| if timed_out { HandlerOutcome::TimedOut(state) } else { HandlerOutcome::Cancelled(state) };
-    if let Some(flag) = &progress
-        && flag.compare_exchange(QUEUED, ABANDONED, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+    if let Running::Joined { progress, .. } = &fut
+        && progress.compare_exchange(QUEUED, ABANDONED, Ordering::SeqCst, Ordering::SeqCst).is_ok()
     {
         return stopped(HandlerState::NotStarted);
     }
