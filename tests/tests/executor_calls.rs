@@ -523,3 +523,114 @@ fn tenant_only(tenant: Tenant, ctx: CallContext) -> String {
     record(&ctx);
     tenant.0
 }
+
+/// A count its result schema bounds.
+#[derive(Debug, Serialize, JsonSchema)]
+struct AtLeastOne {
+    /// At least one.
+    #[schemars(range(min = 1))]
+    n: u32,
+}
+
+/// Returns `n` as it is, inline and without a context; its result schema asks for at least 1.
+#[tool(effect = "read", version = "1.0")]
+fn echo_count(n: u32) -> AtLeastOne {
+    AtLeastOne { n }
+}
+
+/// The same as an `async fn`.
+#[tool(effect = "read", version = "1.0")]
+async fn echo_count_async(n: u32) -> AtLeastOne {
+    AtLeastOne { n }
+}
+
+/// A result that names its member `n` twice, `first` then `last`: the result holds the last, as with
+/// `serde_json::to_value`.
+struct Twice {
+    first: u32,
+    last: u32,
+}
+
+impl Serialize for Twice {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut s = serializer.serialize_struct("Twice", 2)?;
+        s.serialize_field("n", &self.first)?;
+        s.serialize_field("n", &self.last)?;
+        s.end()
+    }
+}
+
+impl JsonSchema for Twice {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Twice".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        AtLeastOne::json_schema(generator)
+    }
+}
+
+/// Returns a result naming `n` twice.
+#[tool(effect = "read", version = "1.0")]
+fn twice(first: u32, last: u32) -> Twice {
+    Twice { first, last }
+}
+
+/// A code of capitals: a result schema with a `pattern`, which has no verdict plan.
+#[derive(Debug, Serialize, JsonSchema)]
+struct Capitals {
+    /// Capitals only.
+    #[schemars(regex(pattern = r"^[A-Z]+$"))]
+    code: String,
+}
+
+/// Returns `code` as it is.
+#[tool(effect = "read", version = "1.0")]
+fn echo_capitals(code: String) -> Capitals {
+    Capitals { code }
+}
+
+/// A compiled handler's result is judged against its result schema, inline or `async fn`: a result that does not
+/// match is withheld (`invalid_tool_output`, executed), the operator hears where it fails, and one that matches is
+/// the data. A result naming a member twice is judged as it ends up (the last value, as `serde_json` keeps), and a
+/// schema without a verdict plan (a `pattern`) is judged by jsonschema.
+#[tokio::test]
+async fn compiled_results_are_judged_against_their_result_schema() {
+    let heard = std::sync::Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = std::sync::Arc::clone(&heard);
+    let ex = Executor::builder(view(&["echo_count", "echo_count_async", "twice", "echo_capitals"]))
+        .on_internal_failure(move |f| log.lock().unwrap().push(f.to_string()))
+        .build()
+        .unwrap();
+    let cases = [
+        ("echo_count", json!({"n": 1}), Some(json!({"n": 1}))),
+        ("echo_count", json!({"n": 0}), None),
+        ("echo_count_async", json!({"n": 2}), Some(json!({"n": 2}))),
+        ("echo_count_async", json!({"n": 0}), None),
+        ("twice", json!({"first": 0, "last": 3}), Some(json!({"n": 3}))),
+        ("twice", json!({"first": 3, "last": 0}), None),
+        ("echo_capitals", json!({"code": "ABC"}), Some(json!({"code": "ABC"}))),
+        ("echo_capitals", json!({"code": "abc"}), None),
+    ];
+    for (i, (name, args, expected)) in cases.into_iter().enumerate() {
+        heard.lock().unwrap().clear();
+        let r = ex.call(ToolCall::new(format!("judged-{i}"), name, args.clone())).await;
+        assert!(r.executed, "{name} {args}: {r:?}");
+        match expected {
+            Some(data) => {
+                assert!(r.is_ok(), "{name} {args}: {r:?}");
+                assert_eq!(r.data(), Some(&data), "{name} {args}");
+                assert!(heard.lock().unwrap().is_empty(), "{name} {args}");
+            }
+            None => {
+                assert_eq!(code(&r), Some("invalid_tool_output"), "{name} {args}: {r:?}");
+                assert_eq!(r.data(), None, "the invalid result is withheld");
+                assert_no_internals(&r);
+                let heard = heard.lock().unwrap().join("\n");
+                assert!(heard.contains("does not match its result schema"), "{name} {args}: {heard}");
+                let pointer = if name == "echo_capitals" { "/code" } else { "/n" };
+                assert!(heard.contains(pointer), "{name} {args}: the operator hears where: {heard}");
+            }
+        }
+    }
+}
