@@ -213,6 +213,10 @@ impl EventLog {
         }
         s
     }
+    /// An empty log with room for `n` events.
+    pub(crate) fn with_capacity(n: usize) -> EventLog {
+        EventLog { events: Vec::with_capacity(n) }
+    }
     pub(crate) fn push(&mut self, run_id: &Arc<str>, kind: EventKind) -> &Event {
         let at_ms = crate::clock::unix_ms();
         self.events.push(Event { seq: self.events.len() as u64, at_ms, run_id: Arc::clone(run_id), kind });

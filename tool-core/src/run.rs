@@ -312,6 +312,9 @@ impl RunBuilder {
 }
 
 impl Run {
+    /// The events a new run's log has room for before it grows: a first turn of a few calls, and the end.
+    const FIRST_EVENTS: usize = 8;
+
     /// A run over `executor` with the default id, decider, stop policy and options.
     pub fn new(executor: Executor) -> Run {
         Run {
@@ -323,7 +326,8 @@ impl Run {
             concurrency: Concurrency::SEQUENTIAL,
             state: RunState::default(),
             call_ids: CallIds::default(),
-            log: EventLog::default(),
+            // Room for a first turn's events (two a call, and the end) is made here, not by the first call.
+            log: EventLog::with_capacity(Run::FIRST_EVENTS),
             sinks: Vec::new(),
             terminal: None,
         }
