@@ -1017,14 +1017,14 @@ fn start(handler: &Handler, call_id: &str, arguments: Value, ctx: CallContext, d
                 }
                 f(arguments, ctx)
             });
-            let join = Box::pin(async move {
+            let joined = Box::pin(async move {
                 match join.await {
                     Ok(r) => Ok(r),
                     Err(e) if e.is_panic() => Err(e.into_panic()),
                     Err(_) => Ok(Err(ToolError::internal("blocking task was cancelled"))),
                 }
             });
-            return Started::Running(Running::Joined { join, progress: flag });
+            return Started::Running(Running::Joined { join: joined, progress: flag });
         }
     };
     match fut {
