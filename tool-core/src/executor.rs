@@ -30,6 +30,9 @@ use crate::result::{ErrorBody, HandlerState, ToolResult};
 use crate::validate::{Limits, Violation, check_limits, check_limits_scan, summary};
 use crate::view::ToolView;
 
+mod index;
+use index::NameIndex;
+
 /// The longest requested name echoed back in an `unknown_tool` result.
 const MAX_ECHOED_NAME: usize = 128;
 
@@ -122,6 +125,10 @@ impl std::error::Error for ExecutorError {}
 
 struct Inner {
     view: ToolView,
+    /// The view's tools by name, for the lookup of every call.
+    index: NameIndex,
+    /// Each tool's deadline, in the view's order: its timeout (or its effect's default) and the grace period.
+    deadlines: Box<[Deadline]>,
     state: Arc<StateMap>,
     /// Handed to handlers that never read their context (see `ToolDefinition::reads_context`).
     unread_context: CallContext,
@@ -129,8 +136,6 @@ struct Inner {
     no_options: CallOptions,
     policy: Arc<dyn Policy>,
     default_timeout: Duration,
-    default_write_timeout: Duration,
-    timeout_grace: Option<Duration>,
     limits: Limits,
     output_limits: Limits,
     on_failure: FailureHook,
@@ -316,16 +321,29 @@ impl ExecutorBuilder {
         if !problems.is_empty() {
             return Err(ExecutorError { problems });
         }
+        let index = NameIndex::new(self.view.names());
+        let deadlines = self
+            .view
+            .iter()
+            .map(|d| {
+                let timeout = d.timeout().unwrap_or(match d.effect() {
+                    Effect::Read => self.default_timeout,
+                    Effect::Write | Effect::Destructive => self.default_write_timeout,
+                });
+                let grace = self.timeout_grace.unwrap_or_else(|| (timeout / 10).min(Duration::from_secs(1)));
+                Deadline { timeout, grace }
+            })
+            .collect();
         Ok(Executor {
             inner: Arc::new(Inner {
                 view: self.view,
+                index,
+                deadlines,
                 state: Arc::new(self.state),
                 unread_context: CallContext::builder("", "").output_limits(self.output_limits).build(),
                 no_options: CallOptions::default(),
                 policy: self.policy,
                 default_timeout: self.default_timeout,
-                default_write_timeout: self.default_write_timeout,
-                timeout_grace: self.timeout_grace,
                 limits: self.limits,
                 output_limits: self.output_limits,
                 on_failure: self.on_failure,
@@ -616,10 +634,11 @@ impl Executor {
         let (call_id, name, arguments) = call.into_parts();
 
         // 1. Registered in this view? Exact match only.
-        let Some(def) = self.inner.view.get(&name) else {
+        let tools = self.inner.view.tools();
+        let Some(at) = self.inner.index.get(&name, |i| tools[i].name()) else {
             return unknown_tool(call_id, name, span);
         };
-        let def: &ToolDefinition = def;
+        let def: &ToolDefinition = &tools[at];
         span.record("tool_name", def.name());
         span.record("tool_version", def.version());
         span.record("effect", def.effect().as_str());
@@ -679,12 +698,8 @@ impl Executor {
         if let Some(admitted) = &options.admitted {
             admitted();
         }
-        let timeout = def.timeout().unwrap_or(match def.effect() {
-            Effect::Read => self.inner.default_timeout,
-            Effect::Write | Effect::Destructive => self.inner.default_write_timeout,
-        });
-        let grace = self.inner.timeout_grace.unwrap_or_else(|| (timeout / 10).min(Duration::from_secs(1)));
-        let limits = Deadline { timeout, grace };
+        let limits = self.inner.deadlines[at];
+        let timeout = limits.timeout;
         let handler = def.handler();
         let caller = options.cancellation.as_ref();
         let outcome = if let (Handler::Inline(f), false) = (handler, def.reads_context) {

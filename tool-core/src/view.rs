@@ -90,6 +90,11 @@ impl ToolView {
         name::from_wire(wire).and_then(|n| self.get(&n))
     }
 
+    /// The definitions, sorted by name, as a slice.
+    pub(crate) fn tools(&self) -> &[Arc<ToolDefinition>] {
+        &self.inner.tools
+    }
+
     /// Whether the view allows `name`.
     pub fn contains(&self, name: &str) -> bool {
         self.get(name).is_some()

@@ -35,7 +35,9 @@ pub(in crate::validate) struct Verdict {
     plans: Box<[Plan]>,
 }
 
+// An explicit tag: the walk's `match` reads one byte, where a niche-packed tag is decoded from the fields.
 #[derive(Debug)]
+#[repr(u8)]
 enum Plan {
     /// Every value.
     Any,
