@@ -309,19 +309,24 @@ impl<'b> Serializer for ValueSerializer<'b> {
 }
 
 /// A finished array or object, closed: as it is, or inside `{"variant": ...}` (two levels closed).
+#[inline(always)]
 fn closed(budget: &Budget, variant: Option<&'static str>, value: Value) -> Value {
     match variant {
         None => {
             budget.close(1);
             value
         }
-        Some(variant) => {
-            budget.close(2);
-            let mut outer = Map::with_capacity(1);
-            outer.insert(variant.to_owned(), value);
-            Value::Object(outer)
-        }
+        Some(variant) => in_variant(budget, variant, value),
     }
+}
+
+/// `{"variant": value}`, two levels closed.
+#[inline(never)]
+fn in_variant(budget: &Budget, variant: &'static str, value: Value) -> Value {
+    budget.close(2);
+    let mut outer = Map::with_capacity(1);
+    outer.insert(variant.to_owned(), value);
+    Value::Object(outer)
 }
 
 /// An array being built (or, with `variant`, the array of `{"variant": [...]}`).
@@ -384,6 +389,7 @@ struct Object<'b> {
 }
 
 impl<'b> Object<'b> {
+    #[inline(always)]
     fn new(budget: &'b Budget, len: usize, variant: Option<&'static str>) -> Object<'b> {
         Object { members: Map::with_capacity(capped(len)), budget, variant, key: None }
     }
