@@ -497,7 +497,7 @@ async fn an_extractor_that_fails_ends_the_call_before_the_handler() {
     // A context built by hand without the state: the extractor's failure is internal and nothing ran.
     let def = registry().get("needs_missing_state").unwrap().clone();
     let tool_core::Handler::Inline(f) = def.handler().clone() else { panic!("a plain fn runs inline by default") };
-    let err = f(json!({}), CallContext::new("c1", "needs_missing_state")).unwrap_err();
+    let err = f(json!({}), &CallContext::new("c1", "needs_missing_state")).unwrap_err();
     assert_eq!(err.code(), "tool_internal_error");
     // Through an executor, an extractor's business error keeps its code and says executed: false.
     let r = Executor::new(view(&["tenant_only"]))

@@ -273,6 +273,7 @@ impl<T> Named<T> {
     }
 
     /// The argument: the whole of the arguments when it is the args struct, else its property.
+    #[inline]
     pub fn extract(&self, input: &mut Input, name: &str, _: &CallContext) -> Result<T, ToolError>
     where
         T: DeserializeOwned,
@@ -326,25 +327,42 @@ pub struct Input {
 
 impl Input {
     /// Splits the validated arguments as the plan says.
+    #[inline(always)]
     pub fn new(value: Value, plan: &Plan) -> Result<Input, ToolError> {
         match plan {
             Plan::Whole(_) => Ok(Input { whole: Some(value), fields: None }),
             Plan::Empty => Ok(Input { whole: None, fields: None }),
             Plan::Gathered => match value {
                 Value::Object(fields) => Ok(Input { whole: None, fields: Some(fields) }),
-                _ => Err(ToolError::arguments_mismatch("the arguments are not an object")),
+                _ => Err(not_an_object()),
             },
-            Plan::Invalid(problem) => Err(ToolError::before_handler(ToolError::internal(problem.clone()))),
+            Plan::Invalid(problem) => Err(invalid_plan(problem)),
         }
     }
 
     /// Refuses properties that no parameter took (the schema refuses them first).
+    #[inline(always)]
     pub fn finish(self) -> Result<(), ToolError> {
         match self.fields.as_ref().and_then(|f| f.keys().next()) {
-            Some(key) => Err(ToolError::arguments_mismatch(format_args!("unknown argument `{key}`"))),
+            Some(key) => Err(unknown_argument(key)),
             None => Ok(()),
         }
     }
+}
+
+#[cold]
+fn not_an_object() -> ToolError {
+    ToolError::arguments_mismatch("the arguments are not an object")
+}
+
+#[cold]
+fn invalid_plan(problem: &str) -> ToolError {
+    ToolError::before_handler(ToolError::internal(problem.to_owned()))
+}
+
+#[cold]
+fn unknown_argument(key: &str) -> ToolError {
+    ToolError::arguments_mismatch(format_args!("unknown argument `{key}`"))
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -126,8 +126,9 @@ pub enum Handler {
     /// A plain `fn` marked `blocking = true`: run on Tokio's blocking pool, so a handler that blocks never stalls
     /// a runtime worker.
     Blocking(fn(Value, CallContext) -> Result<Value, ToolError>),
-    /// A plain `fn` (the default): called directly on the caller's thread.
-    Inline(fn(Value, CallContext) -> Result<Value, ToolError>),
+    /// A plain `fn` (the default): called directly on the caller's thread, with the call's context lent for the
+    /// call.
+    Inline(fn(Value, &CallContext) -> Result<Value, ToolError>),
     /// A handler object built at run time.
     Dynamic(Arc<dyn DynHandler>),
 }

@@ -702,8 +702,9 @@ impl Executor {
         let handler = def.handler();
         let caller = options.cancellation.as_ref();
         let outcome = if let (Handler::Inline(f), false) = (handler, def.reads_context) {
-            // A synchronous handler that injects nothing runs here and now, on a context no one reads.
-            run_inline(*f, arguments, self.inner.unread_context.clone(), limits)
+            // A synchronous handler that injects nothing runs here and now, on a context no one reads (borrowed:
+            // an inline handler never keeps its context).
+            run_inline(*f, arguments, &self.inner.unread_context, limits)
         } else {
             // A compiled `async fn` that injects nothing never reads its context, and nothing of it outlives the
             // call: it gets a shared one, and only the caller's cancellation (if any) is watched. Any other handler
@@ -1008,7 +1009,7 @@ enum Started {
 /// or hands a blocking one to a blocking thread.
 fn start(handler: &Handler, call_id: &str, arguments: Value, ctx: CallContext, deadline: Deadline) -> Started {
     let fut = match handler {
-        Handler::Inline(f) => return Started::Ended(run_inline(*f, arguments, ctx, deadline)),
+        Handler::Inline(f) => return Started::Ended(run_inline(*f, arguments, &ctx, deadline)),
         _ if tokio::runtime::Handle::try_current().is_err() => {
             tracing::error!(call_id, "the executor needs a Tokio runtime (with time enabled)");
             // The handler never starts: not executed.
@@ -1127,9 +1128,9 @@ async fn cancelled(token: Option<&CancellationToken>) {
 /// afterwards, like a handler that blocked its thread. Like an async handler that finishes on its first poll, it
 /// runs even if the call's token was already cancelled.
 fn run_inline(
-    f: fn(Value, CallContext) -> Result<Value, ToolError>,
+    f: fn(Value, &CallContext) -> Result<Value, ToolError>,
     arguments: Value,
-    ctx: CallContext,
+    ctx: &CallContext,
     deadline: Deadline,
 ) -> HandlerOutcome {
     let watch = Stopwatch::start(deadline.total());

@@ -115,7 +115,7 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         }
     };
     let parse_args = quote! {
-        // Read before the arguments: an injected `CallContext` moves into the call.
+        // Read before the arguments. `&__keel_ctx` is a `&CallContext` whether the thunk owns its context or borrows it.
         let __keel_output_limits = #private::output_limits(&__keel_ctx);
         let mut __keel_input = #private::Input::new(__keel_value, __keel_plan())?;
         #(#extracts)*
@@ -137,10 +137,15 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
             quote!(#private::Handler::Async(__keel_call)),
         )
     } else {
-        let variant = if tool.blocking { quote!(Blocking) } else { quote!(Inline) };
+        // A blocking handler owns its context (it runs on another thread); an inline one borrows it.
+        let (variant, ctx_ty) = if tool.blocking {
+            (quote!(Blocking), quote!(#private::CallContext))
+        } else {
+            (quote!(Inline), quote!(&#private::CallContext))
+        };
         (
             quote! {
-                fn __keel_call(__keel_value: #value_ty, __keel_ctx: #private::CallContext) -> #result_ty {
+                fn __keel_call(__keel_value: #value_ty, __keel_ctx: #ctx_ty) -> #result_ty {
                     #parse_args
                     #convert
                 }
