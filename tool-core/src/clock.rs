@@ -31,19 +31,49 @@ enum Start {
     },
 }
 
-impl Stopwatch {
-    /// Starts timing a handler whose deadline (timeout plus grace) is `deadline`.
-    #[inline]
-    pub(crate) fn start(deadline: Duration) -> Stopwatch {
+/// How a handler with a given deadline is timed (the clock, and the deadline in its unit): worked out once, when
+/// the deadline is known, rather than each time a handler starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing(Clock);
+
+#[derive(Debug, Clone, Copy)]
+enum Clock {
+    Precise(Duration),
+    /// The deadline in nanoseconds, saturated.
+    #[cfg(target_os = "linux")]
+    Coarse(u64),
+}
+
+impl Timing {
+    /// The timing of a handler whose deadline (timeout plus grace) is `deadline`.
+    pub(crate) fn new(deadline: Duration) -> Timing {
         #[cfg(target_os = "linux")]
         if let Some(shortest) = coarse::shortest_deadline()
             && deadline >= shortest
         {
             let nanos =
                 deadline.as_secs().saturating_mul(1_000_000_000).saturating_add(u64::from(deadline.subsec_nanos()));
-            return Stopwatch(Start::Coarse { at: coarse::now(), deadline: nanos });
+            return Timing(Clock::Coarse(nanos));
         }
-        Stopwatch(Start::Precise { at: Instant::now(), deadline })
+        Timing(Clock::Precise(deadline))
+    }
+}
+
+impl Stopwatch {
+    /// Starts timing a handler whose deadline (timeout plus grace) is `deadline`.
+    #[cfg(test)]
+    pub(crate) fn start(deadline: Duration) -> Stopwatch {
+        Stopwatch::started(Timing::new(deadline))
+    }
+
+    /// Starts timing a handler timed as `timing` says.
+    #[inline]
+    pub(crate) fn started(timing: Timing) -> Stopwatch {
+        match timing.0 {
+            #[cfg(target_os = "linux")]
+            Clock::Coarse(deadline) => Stopwatch(Start::Coarse { at: coarse::now(), deadline }),
+            Clock::Precise(deadline) => Stopwatch(Start::Precise { at: Instant::now(), deadline }),
+        }
     }
 
     /// How long since [`start`](Self::start).
@@ -76,8 +106,8 @@ impl Stopwatch {
 /// Milliseconds since the Unix epoch, from the coarse wall clock where there is one (0 before the epoch).
 pub(crate) fn unix_ms() -> u64 {
     #[cfg(target_os = "linux")]
-    if let Some(now) = coarse::wall() {
-        return u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+    if let Some(now) = coarse::wall_ms() {
+        return now;
     }
     precise_unix_ms()
 }
@@ -117,9 +147,13 @@ mod coarse {
         })
     }
 
-    /// The coarse wall clock, since the Unix epoch; `None` when it cannot be read.
-    pub(super) fn wall() -> Option<Duration> {
-        clock_gettime(ClockId::CLOCK_REALTIME_COARSE).ok().and_then(duration)
+    /// The coarse wall clock, in milliseconds since the Unix epoch; `None` when it cannot be read or is before
+    /// the epoch.
+    #[inline]
+    pub(super) fn wall_ms() -> Option<u64> {
+        let t = clock_gettime(ClockId::CLOCK_REALTIME_COARSE).ok()?;
+        let (secs, nanos) = (u64::try_from(t.tv_sec()).ok()?, u64::try_from(t.tv_nsec()).ok()?);
+        Some(secs.saturating_mul(1000).saturating_add(nanos / 1_000_000))
     }
 
     /// The coarse monotonic clock, in nanoseconds (0 when it cannot be read).

@@ -17,7 +17,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::call::ToolCall;
-use crate::clock::Stopwatch;
+use crate::clock::{Stopwatch, Timing};
 use crate::codec::Codec;
 use crate::context::{CallContext, Notifier, StateMap};
 use crate::definition::{BoxFuture, Handler, ToolDefinition, compiled};
@@ -331,7 +331,7 @@ impl ExecutorBuilder {
                     Effect::Write | Effect::Destructive => self.default_write_timeout,
                 });
                 let grace = self.timeout_grace.unwrap_or_else(|| (timeout / 10).min(Duration::from_secs(1)));
-                Deadline { timeout, grace }
+                Deadline::new(timeout, grace)
             })
             .collect();
         Ok(Executor {
@@ -457,12 +457,13 @@ enum HandlerOutcome {
 struct Deadline {
     timeout: Duration,
     grace: Duration,
+    /// How the handler is timed against both: a handler that ends later is too late.
+    timing: Timing,
 }
 
 impl Deadline {
-    /// The timeout and the grace period: a handler that ends later is too late.
-    fn total(&self) -> Duration {
-        self.timeout.saturating_add(self.grace)
+    fn new(timeout: Duration, grace: Duration) -> Deadline {
+        Deadline { timeout, grace, timing: Timing::new(timeout.saturating_add(grace)) }
     }
 }
 
@@ -732,7 +733,7 @@ impl Executor {
             let outcome = match start(handler, &call_id, arguments, ctx, limits) {
                 Started::Ended(outcome) => outcome,
                 Started::Running(mut fut) => {
-                    let watch = Stopwatch::start(limits.total());
+                    let watch = Stopwatch::started(limits.timing);
                     let first = match fut {
                         Running::Polled(_) => std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await,
                         Running::Joined { .. } => Poll::Pending,
@@ -1104,6 +1105,7 @@ async fn wait(
 
 /// The outcome of a handler timed by `watch`: as it is, unless it ended past the deadline and the grace period (a
 /// handler that blocked its thread finishes before any timer can fire), when it is too late.
+#[inline]
 fn finished(r: Caught, watch: &Stopwatch) -> HandlerOutcome {
     if watch.past_deadline() {
         return HandlerOutcome::TimedOut(HandlerState::Finished);
@@ -1133,7 +1135,7 @@ fn run_inline(
     ctx: &CallContext,
     deadline: Deadline,
 ) -> HandlerOutcome {
-    let watch = Stopwatch::start(deadline.total());
+    let watch = Stopwatch::started(deadline.timing);
     let r = std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx)));
     finished(r, &watch)
 }

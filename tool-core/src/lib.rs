@@ -100,6 +100,7 @@ mod registry;
 mod result;
 mod run;
 mod schema;
+mod text;
 mod validate;
 mod view;
 pub mod vocabulary;

@@ -46,7 +46,7 @@ impl NameIndex {
             if position == EMPTY {
                 return None;
             }
-            if slot_hash == h && name_at(position) == name {
+            if slot_hash == h && crate::text::same(name_at(position), name) {
                 return Some(position);
             }
             i = (i + 1) & self.mask;

@@ -17,6 +17,8 @@ use std::collections::HashMap;
 
 use serde_json::{Number, Value};
 
+use crate::text::same;
+
 use super::{
     ARRAY, Additional, Bound, Fast, Node, NodeId, OBJECT, STRING, Size, has_type, integer_of, number_cmp, size_holds,
 };
@@ -123,7 +125,7 @@ impl Verdict {
                 sizes.iter().all(|&(size, limit)| size_holds(size, limit, v))
             }
             Plan::Strings(values) => match v {
-                Value::String(s) => values.iter().any(|value| **value == **s),
+                Value::String(s) => values.iter().any(|value| same(value, s)),
                 _ => false,
             },
             Plan::Object { properties, required, additional, sizes } => {
@@ -135,8 +137,8 @@ impl Verdict {
                 let (mut present, mut next) = (0, 0);
                 for (name, value) in members {
                     let at = match properties.get(next) {
-                        Some(p) if *p.name == **name => Some(next),
-                        _ => properties.iter().position(|p| *p.name == **name),
+                        Some(p) if same(&p.name, name) => Some(next),
+                        _ => properties.iter().position(|p| same(&p.name, name)),
                     };
                     let check = match at {
                         Some(i) => {
