@@ -44,8 +44,8 @@ pub struct ToolView {
 }
 
 struct Inner {
-    /// Sorted by name, unique: looked up by binary search (a view holds tens of tools; a hash index costs more
-    /// to build and, for short names, about as much to query).
+    /// Sorted by name, unique: looked up by binary search (a view is often built per turn, and an index costs
+    /// more to build than a few lookups save; an executor builds its own, once, for the calls it looks up).
     tools: Vec<Arc<ToolDefinition>>,
     rendered: [OnceLock<Vec<Value>>; Provider::ALL.len()],
 }

@@ -115,7 +115,8 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         }
     };
     let parse_args = quote! {
-        // Read before the arguments. `&__keel_ctx` is a `&CallContext` whether the thunk owns its context or borrows it.
+        // Read before the arguments. `&__keel_ctx` reads as a `&CallContext` (by deref coercion when the thunk
+        // borrows its context).
         let __keel_output_limits = #private::output_limits(&__keel_ctx);
         let mut __keel_input = #private::Input::new(__keel_value, __keel_plan())?;
         #(#extracts)*

@@ -54,8 +54,8 @@ impl NameIndex {
     }
 }
 
-/// A fixed 64-bit hash of a name, eight bytes a step (the multiply-rotate step of rustc's `FxHasher`), with a
-/// final mix so that both halves depend on every byte.
+/// A fixed 64-bit hash of a name, eight bytes a step (a multiply-rotate step in the manner of rustc's `FxHasher`),
+/// with a final mix so that the low bits, which pick the first slot, depend on every byte.
 #[inline]
 fn hash(name: &str) -> u64 {
     const K: u64 = 0xf135_7aea_2e62_a9c5;
