@@ -76,7 +76,7 @@ impl Stopwatch {
         }
     }
 
-    /// How long since [`start`](Self::start).
+    /// How long since [`started`](Self::started).
     #[inline]
     pub(crate) fn elapsed(&self) -> Duration {
         match self.0 {
@@ -86,7 +86,7 @@ impl Stopwatch {
         }
     }
 
-    /// Whether more than the deadline has passed since [`start`](Self::start).
+    /// Whether more than the deadline has passed since [`started`](Self::started).
     #[inline]
     pub(crate) fn past_deadline(&self) -> bool {
         match self.0 {

@@ -10,7 +10,7 @@ use quote::ToTokens;
 
 /// From the bottom up. Modules of one layer do not import each other.
 const LAYERS: &[&[&str]] = &[
-    &["vocabulary", "effect", "error", "canonical", "failure", "name", "limits", "clock"],
+    &["vocabulary", "effect", "error", "canonical", "failure", "name", "limits", "clock", "text"],
     &["input"],
     &["call", "context", "content", "validate", "bounded"],
     &["params", "result"],
