@@ -246,8 +246,10 @@ async fn events_and_results_keep_the_models_order_whatever_finishes_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_terminal_decision_nothing_starts_and_running_calls_are_cancelled_and_reported() {
     let (mut run, board) = setup(Board::default(), Concurrency::new(3));
+    // `ok` outlasts the policy's refusal of `denied` by far, even on a loaded machine: `queued` may start only once
+    // a slot frees with every earlier call decided, and by then `denied` has stopped the batch.
     let calls = vec![
-        call("ok", "par.read", "sleep:1"),
+        call("ok", "par.read", "sleep:200"),
         call("denied", "par.forbidden", "sleep:1"),
         call("running", "par.other", "hang:"),
         call("queued", "par.read", "sleep:1"),
