@@ -568,7 +568,7 @@ impl Executor {
     /// policy says it is parallel-safe ([`Policy::parallel_safe`]; by default, `read` tools). A name that is not
     /// in the view is not: its call is refused at once, alone, so that a stop it causes starts nothing after it.
     pub fn parallel_safe(&self, name: &str) -> bool {
-        self.view().get(name).is_some_and(|def| self.inner.policy.parallel_safe(def))
+        self.lookup(name).is_some_and(|(_, def)| self.inner.policy.parallel_safe(def))
     }
 
     /// The size and depth limits on arguments ([`ExecutorBuilder::limits`]).
@@ -582,6 +582,13 @@ impl Executor {
         self.inner.view.codec(provider).with_limits(self.inner.limits)
     }
 
+    /// The position in the view and the definition of the tool named `name` (exact match), through the index.
+    #[inline]
+    fn lookup(&self, name: &str) -> Option<(usize, &ToolDefinition)> {
+        let tools = self.inner.view.tools();
+        self.inner.index.get(name, |i| tools[i].name()).map(|at| (at, &*tools[at]))
+    }
+
     /// Runs one call with no tenant and no approvals.
     pub async fn call(&self, call: ToolCall) -> ToolResult {
         self.call_with(call, &self.inner.no_options).await
@@ -593,7 +600,7 @@ impl Executor {
         {
             use opentelemetry::context::FutureExt as _;
             let content = self.inner.otel_content;
-            let def = self.inner.view.get(call.name()).map(|d| &**d);
+            let def = self.lookup(call.name()).map(|(_, d)| d);
             let arguments = if content { call.arguments().ok() } else { None };
             let cx = crate::otel::start(def, call.name(), call.id(), arguments);
             let result = self.call_traced(call, options).with_context(cx.clone()).await;
@@ -634,11 +641,9 @@ impl Executor {
         let (call_id, name, arguments) = call.into_parts();
 
         // 1. Registered in this view? Exact match only.
-        let tools = self.inner.view.tools();
-        let Some(at) = self.inner.index.get(&name, |i| tools[i].name()) else {
+        let Some((at, def)) = self.lookup(&name) else {
             return unknown_tool(call_id, name, span);
         };
-        let def: &ToolDefinition = &tools[at];
         span.record("tool_name", def.name());
         span.record("tool_version", def.version());
         span.record("effect", def.effect().as_str());
