@@ -590,25 +590,36 @@ impl Executor {
     }
 
     /// Runs one call with no tenant and no approvals.
-    pub async fn call(&self, call: ToolCall) -> ToolResult {
-        self.call_with(call, &self.inner.no_options).await
+    ///
+    /// The future is [`Executor::call_with`]'s, returned as it is (no wrapper to poll and move the result through).
+    pub fn call(&self, call: ToolCall) -> impl Future<Output = ToolResult> + Send + '_ {
+        self.call_with(call, &self.inner.no_options)
     }
 
     /// Runs one call in the fixed order. Never panics on any input; always returns exactly one result.
-    pub async fn call_with(&self, call: ToolCall, options: &CallOptions) -> ToolResult {
+    ///
+    /// Like an `async fn`, it does nothing until polled. Without the `otel` feature the future is that of the
+    /// traced run, returned as it is.
+    pub fn call_with<'a>(
+        &'a self,
+        call: ToolCall,
+        options: &'a CallOptions,
+    ) -> impl Future<Output = ToolResult> + Send + 'a {
         #[cfg(feature = "otel")]
         {
             use opentelemetry::context::FutureExt as _;
-            let content = self.inner.otel_content;
-            let def = self.lookup(call.name()).map(|(_, d)| d);
-            let arguments = if content { call.arguments().ok() } else { None };
-            let cx = crate::otel::start(def, call.name(), call.id(), arguments);
-            let result = self.call_traced(call, options).with_context(cx.clone()).await;
-            crate::otel::end(&cx, &result, content);
-            result
+            async move {
+                let content = self.inner.otel_content;
+                let def = self.lookup(call.name()).map(|(_, d)| d);
+                let arguments = if content { call.arguments().ok() } else { None };
+                let cx = crate::otel::start(def, call.name(), call.id(), arguments);
+                let result = self.call_traced(call, options).with_context(cx.clone()).await;
+                crate::otel::end(&cx, &result, content);
+                result
+            }
         }
         #[cfg(not(feature = "otel"))]
-        self.call_traced(call, options).await
+        self.call_traced(call, options)
     }
 
     /// [`Executor::call_with`] under its `tracing` span.
