@@ -9,6 +9,8 @@
 //! a name the model sends only reads the table, so no choice of names can lengthen the probes of others. The hash
 //! is fixed, and fast for short names rather than keyed.
 
+use crate::text::{word4, word8};
+
 /// A slot's position when it is empty.
 const EMPTY: usize = usize::MAX;
 
@@ -55,26 +57,29 @@ impl NameIndex {
 }
 
 /// A fixed 64-bit hash of a name, eight bytes a step (a multiply-rotate step in the manner of rustc's `FxHasher`),
-/// with a final mix so that the low bits, which pick the first slot, depend on every byte.
+/// with a final mix so that the low bits, which pick the first slot, depend on every byte. A name of 4 to 16 bytes
+/// (most are) is read as its first and last word, overlapping when shorter than two words, as `text::same` reads
+/// it: two steps, no loop.
 #[inline]
 fn hash(name: &str) -> u64 {
     const K: u64 = 0xf135_7aea_2e62_a9c5;
     let bytes = name.as_bytes();
+    let n = bytes.len();
     let step = |h: u64, word: u64| (h ^ word).wrapping_mul(K).rotate_left(26);
-    let mut h = step(0, bytes.len() as u64);
-    if bytes.len() >= 8 {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            h = step(h, u64::from_le_bytes(chunk.try_into().unwrap_or_default()));
+    let mut h = step(0, n as u64);
+    match n {
+        8..=16 => h = step(step(h, word8(bytes, 0)), word8(bytes, n - 8)),
+        4..=7 => h = step(h, u64::from(word4(bytes, 0)) << 32 | u64::from(word4(bytes, n - 4))),
+        17.. => {
+            let mut chunks = bytes.chunks_exact(8);
+            for chunk in &mut chunks {
+                h = step(h, u64::from_le_bytes(chunk.try_into().unwrap_or_default()));
+            }
+            if !chunks.remainder().is_empty() {
+                h = step(h, word8(bytes, n - 8));
+            }
         }
-        if !chunks.remainder().is_empty() {
-            // The last eight bytes, overlapping the chunks before: every byte is read.
-            let last = &bytes[bytes.len() - 8..];
-            h = step(h, u64::from_le_bytes(last.try_into().unwrap_or_default()));
-        }
-    } else {
-        let word = bytes.iter().rev().fold(0u64, |w, &b| (w << 8) | u64::from(b));
-        h = step(h, word);
+        _ => h = step(h, bytes.iter().rev().fold(0u64, |w, &b| (w << 8) | u64::from(b))),
     }
     (h ^ (h >> 29)).wrapping_mul(K) ^ (h >> 32)
 }
@@ -111,6 +116,22 @@ mod tests {
             assert_eq!(idx.get(name, |p| refs[p]), Some(i), "{name:?}");
         }
         assert_eq!(idx.get(&"a".repeat(25), |p| refs[p]), None);
+    }
+
+    #[test]
+    fn every_byte_of_a_name_changes_its_hash() {
+        // Every length up to five words, so each way of reading a name (bytes, two overlapping words, a loop of
+        // words and a last overlapping one) is covered.
+        for n in 0..=40 {
+            let name: String = (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+            for at in 0..n {
+                let mut other = name.clone().into_bytes();
+                other[at] = b'Z';
+                let other = String::from_utf8(other).expect("ascii");
+                assert_ne!(hash(&name), hash(&other), "{name:?} vs {other:?}");
+            }
+            assert_ne!(hash(&name), hash(&format!("{name}a")), "{name:?} and one more byte");
+        }
     }
 
     #[test]
