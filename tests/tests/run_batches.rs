@@ -92,8 +92,9 @@ async fn a_repeated_call_id_is_a_terminal_error_and_nothing_after_it_runs() {
     assert_eq!(after.not_executed.len(), 1);
 }
 
-/// A call's events name it with the strings of its request, shared; an unknown name too long to echo whole is
-/// logged whole when requested and as the result gives it (cut) when observed.
+/// A call's events name it with the strings of its request, shared, and a registered tool's name is the
+/// executor's one string for every call of it; an unknown name too long to echo whole is logged whole when
+/// requested and as the result gives it (cut) when observed.
 #[tokio::test]
 async fn a_calls_events_share_its_strings_and_a_long_unknown_name_is_observed_cut() {
     let long = "x".repeat(4096);
@@ -101,10 +102,11 @@ async fn a_calls_events_share_its_strings_and_a_long_unknown_name_is_observed_cu
     let b = run
         .process_batch(vec![
             ToolCall::new("call-1", "read_task_cards", json!({})),
-            ToolCall::new("call-2", long.as_str(), json!({})),
+            ToolCall::new("call-2", "read_task_cards", json!({})),
+            ToolCall::new("call-3", long.as_str(), json!({})),
         ])
         .await;
-    assert_eq!(b.results.len(), 2);
+    assert_eq!(b.results.len(), 3);
     let events = run.log().events();
     let (
         EventKind::ToolRequested { call_id: id_a, tool_name: name_a },
@@ -115,17 +117,20 @@ async fn a_calls_events_share_its_strings_and_a_long_unknown_name_is_observed_cu
     };
     assert_eq!((&**id_a, &**name_a), ("call-1", "read_task_cards"));
     assert!(Arc::ptr_eq(id_a, id_b) && Arc::ptr_eq(name_a, name_b), "one copy of each string per call");
+    let EventKind::ToolRequested { call_id, tool_name: again } = &events[2].kind else { panic!("{events:?}") };
+    assert_eq!(&**call_id, "call-2");
+    assert!(Arc::ptr_eq(name_a, again), "the tool's name is not copied per call");
 
     let (
         EventKind::ToolRequested { tool_name: requested, .. },
         EventKind::ToolObservation { tool_name: observed, code, .. },
-    ) = (&events[2].kind, &events[3].kind)
+    ) = (&events[4].kind, &events[5].kind)
     else {
         panic!("{events:?}")
     };
     assert_eq!(**requested, *long);
     assert_eq!(code.as_deref(), Some("unknown_tool"));
-    assert_eq!(**observed, *b.results[1].tool_name);
+    assert_eq!(**observed, *b.results[2].tool_name);
     assert!(observed.len() < long.len(), "the observed name is cut: {} bytes", observed.len());
 }
 

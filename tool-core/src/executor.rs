@@ -129,6 +129,8 @@ struct Inner {
     index: NameIndex,
     /// Each tool's deadline, in the view's order: its timeout (or its effect's default) and the grace period.
     deadlines: Box<[Deadline]>,
+    /// Each tool's name, in the view's order, shared by the events of a run's calls (see [`Executor::shared_name`]).
+    names: Box<[Arc<str>]>,
     state: Arc<StateMap>,
     /// Handed to handlers that never read their context (see `ToolDefinition::reads_context`).
     unread_context: CallContext,
@@ -334,11 +336,13 @@ impl ExecutorBuilder {
                 Deadline::new(timeout, grace)
             })
             .collect();
+        let names = self.view.names().map(Arc::from).collect();
         Ok(Executor {
             inner: Arc::new(Inner {
                 view: self.view,
                 index,
                 deadlines,
+                names,
                 state: Arc::new(self.state),
                 unread_context: CallContext::builder("", "").output_limits(self.output_limits).build(),
                 no_options: CallOptions::default(),
@@ -587,6 +591,14 @@ impl Executor {
     fn lookup(&self, name: &str) -> Option<(usize, &ToolDefinition)> {
         let tools = self.inner.view.tools();
         self.inner.index.get(name, |i| tools[i].name()).map(|at| (at, &*tools[at]))
+    }
+
+    /// `name` as one shared string: the registered tool's own when there is one (no copy), else a new one.
+    pub(crate) fn shared_name(&self, name: &str) -> Arc<str> {
+        match self.lookup(name) {
+            Some((at, _)) => Arc::clone(&self.inner.names[at]),
+            None => Arc::from(name),
+        }
     }
 
     /// Runs one call with no tenant and no approvals.
