@@ -18,6 +18,22 @@ fn echo_word(word: String) -> String {
     word
 }
 
+/// Logs from a plain `fn`, which runs in line.
+#[tool(effect = "read", version = "1.0")]
+fn logs_in_line() -> String {
+    tracing::info!(marker = "in line");
+    "done".into()
+}
+
+/// Logs from an `async fn` before and after it yields, so that it is polled again later.
+#[tool(effect = "read", version = "1.0")]
+async fn logs_across_a_yield() -> String {
+    tracing::info!(marker = "first poll");
+    tokio::task::yield_now().await;
+    tracing::info!(marker = "later poll");
+    "done".into()
+}
+
 /// Fails with a detail that belongs in the logs only.
 #[tool(effect = "read", version = "1.0")]
 fn leaky() -> Result<String, std::io::Error> {
@@ -54,9 +70,16 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
             values.record(f);
         }
     }
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let mut f = Fields::default();
         event.record(&mut f);
+        // The span the event happened in, and its call id: `in_span` and `in_call`.
+        if let Some(span) = ctx.event_span(event) {
+            f.0.insert("in_span".into(), span.name().into());
+            if let Some(id) = span.extensions().get::<Fields>().and_then(|s| s.0.get("call_id").cloned()) {
+                f.0.insert("in_call".into(), id);
+            }
+        }
         self.events.lock().unwrap().push(f.0);
     }
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
@@ -104,4 +127,36 @@ fn each_call_is_one_span_with_its_outcome_and_details_stay_in_events() {
     assert!(detail["error"].contains("hunter2"), "the detail is logged: {detail:?}");
     let json = serde_json::to_string(&bad).unwrap();
     assert!(!json.contains("hunter2") && !json.contains("/srv/"), "{json}");
+}
+
+/// A handler runs inside its call's span: a plain `fn` run in line, and an `async fn` on its first poll and on the
+/// polls after it yields.
+#[test]
+fn a_handlers_own_events_are_inside_its_calls_span() {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let registry = Registry::from_inventory().unwrap();
+    let ex = Executor::new(registry.view().names(["logs_in_line", "logs_across_a_yield"]).build().unwrap()).unwrap();
+    let (a, b) = rt.block_on(async {
+        (
+            ex.call(ToolCall::new("c-line", "logs_in_line", json!({}))).await,
+            ex.call(ToolCall::new("c-yield", "logs_across_a_yield", json!({}))).await,
+        )
+    });
+    assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+
+    let events = capture.events.lock().unwrap().clone();
+    let by_marker = |marker: &str| {
+        events
+            .iter()
+            .find(|e| e.get("marker").map(String::as_str) == Some(marker))
+            .unwrap_or_else(|| panic!("no event {marker:?} in {events:?}"))
+    };
+    for (marker, call) in [("in line", "c-line"), ("first poll", "c-yield"), ("later poll", "c-yield")] {
+        let e = by_marker(marker);
+        assert_eq!(e.get("in_span").map(String::as_str), Some("tool_call"), "{marker}: {e:?}");
+        assert_eq!(e.get("in_call").map(String::as_str), Some(call), "{marker}: {e:?}");
+    }
 }

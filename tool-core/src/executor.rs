@@ -634,7 +634,10 @@ impl Executor {
         self.call_traced(call, options)
     }
 
-    /// [`Executor::call_with`] under its `tracing` span.
+    /// [`Executor::call_with`] under its `tracing` span. The span is entered while the call's steps run here (an
+    /// inline handler among them), and on every poll of a handler that is still pending, but never held across an
+    /// `.await`; a disabled span (no subscriber interested) makes entering it and recording on it do nothing, and no
+    /// clock is read for it.
     async fn call_traced(&self, call: ToolCall, options: &CallOptions) -> ToolResult {
         let span = tracing::info_span!(
             "tool_call",
@@ -646,26 +649,14 @@ impl Executor {
             executed = Empty,
             duration_us = Empty,
         );
-        // With no subscriber interested, the span is disabled: no clock reads and no field records, and the run's
-        // result is handed on as it is.
-        if span.is_disabled() {
-            return self.run(call, options, &span).await;
-        }
-        let started = Instant::now();
-        let result = self.run(call, options, &span).instrument(span.clone()).await;
-        span.record("outcome", result.error().map_or("ok", |e| e.code.as_str()));
-        span.record("executed", result.executed);
-        span.record("duration_us", started.elapsed().as_micros() as u64);
-        result
-    }
-
-    async fn run(&self, call: ToolCall, options: &CallOptions, span: &tracing::Span) -> ToolResult {
+        let started = if span.is_disabled() { None } else { Some(Instant::now()) };
+        let entered = span.enter();
         // The call's strings move into the result: the lookup is exact, so `name` equals the definition's name.
         let (call_id, name, arguments) = call.into_parts();
 
         // 1. Registered in this view? Exact match only.
         let Some((at, def)) = self.lookup(&name) else {
-            return unknown_tool(call_id, name, span);
+            return traced(&span, started, unknown_tool(call_id, name, &span));
         };
         span.record("tool_name", def.name());
         span.record("tool_version", def.version());
@@ -677,7 +668,7 @@ impl Executor {
         macro_rules! fail {
             ($executed:expr, $body:expr $(,)?) => {{
                 let body = $body;
-                return failed(call_id, name, version, $executed, body);
+                return traced(&span, started, failed(call_id, name, version, $executed, body));
             }};
         }
         let compiled = match compiled(def) {
@@ -730,10 +721,10 @@ impl Executor {
         let timeout = limits.timeout;
         let handler = def.handler();
         let caller = options.cancellation.as_ref();
-        let outcome = if let (Handler::Inline(f), false) = (handler, def.reads_context) {
+        let (outcome, _entered) = if let (Handler::Inline(f), false) = (handler, def.reads_context) {
             // A synchronous handler that injects nothing runs here and now, on a context no one reads (borrowed:
             // an inline handler never keeps its context).
-            run_inline(*f, arguments, &self.inner.unread_context, limits)
+            (run_inline(*f, arguments, &self.inner.unread_context, limits), entered)
         } else {
             // A compiled `async fn` that injects nothing never reads its context, and nothing of it outlives the
             // call: it gets a shared one, and only the caller's cancellation (if any) is watched. Any other handler
@@ -758,28 +749,39 @@ impl Executor {
             // A handler that finishes on its first poll (most async fns that do no I/O) is polled here, and needs
             // no timer; only one still pending is waited for. A blocking handler's first poll would only find it
             // queued, so it is waited for straight away.
-            let outcome = match start(handler, &call_id, arguments, ctx, limits) {
+            let begun = start(handler, &call_id, arguments, ctx, limits);
+            // Left before the `.await`s below (a guard held across one would stay entered while other tasks run
+            // on this thread); the handler's polls enter the span themselves.
+            drop(entered);
+            let outcome = match begun {
                 Started::Ended(outcome) => outcome,
                 Started::Running(mut fut) => {
                     let watch = Stopwatch::started(limits.timing);
                     let first = match fut {
-                        Running::Polled(_) => std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await,
+                        Running::Polled(_) => {
+                            std::future::poll_fn(|cx| {
+                                let _entered = span.enter();
+                                Poll::Ready(Pin::new(&mut fut).poll(cx))
+                            })
+                            .await
+                        }
                         Running::Joined { .. } => Poll::Pending,
                     };
                     match first {
                         Poll::Ready(r) => finished(r, &watch),
                         Poll::Pending => {
                             let ids = (call_id.as_str(), def.name());
-                            wait(fut, watch, ids, limits, token.as_ref(), caller).await
+                            wait(fut, watch, ids, limits, token.as_ref(), caller).instrument(span.clone()).await
                         }
                     }
                 }
             };
+            let entered = span.enter();
             // The call is over either way: a handler still running in the background sees cancellation.
             if let Some(token) = token {
                 token.cancel();
             }
-            outcome
+            (outcome, entered)
         };
 
         // 5. Business error, internal error, timeout.
@@ -812,7 +814,7 @@ impl Executor {
         }
 
         // 7. Ok.
-        ToolResult::success(call_id, name, version, value)
+        traced(&span, started, ToolResult::success(call_id, name, version, value))
     }
 
     /// A panic's body: the operator hears the panic, the model only that the tool failed.
@@ -913,6 +915,23 @@ fn failed(
     body: ErrorBody,
 ) -> ToolResult {
     ToolResult::failure(call_id, name, version, executed, body)
+}
+
+/// Hands a finished call's result on, after recording its outcome on the call's span when the span is enabled
+/// (`started` is when the call began; `None` for a disabled span).
+#[inline(always)]
+fn traced(span: &tracing::Span, started: Option<Instant>, result: ToolResult) -> ToolResult {
+    if let Some(started) = started {
+        record_outcome(span, started, &result);
+    }
+    result
+}
+
+#[inline(never)]
+fn record_outcome(span: &tracing::Span, started: Instant, result: &ToolResult) {
+    span.record("outcome", result.error().map_or("ok", |e| e.code.as_str()));
+    span.record("executed", result.executed);
+    span.record("duration_us", started.elapsed().as_micros() as u64);
 }
 
 /// A call of a tool this view does not have: its name echoed (cut to [`MAX_ECHOED_NAME`] bytes), no version.
