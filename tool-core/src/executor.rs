@@ -477,6 +477,14 @@ const QUEUED: u8 = 0;
 const STARTED: u8 = 1;
 const ABANDONED: u8 = 2;
 
+/// Where a call's tool is in the executor's view: to be looked up, or found by the caller already (`None`: the
+/// view has no tool of that name).
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    Unsought,
+    Found(Option<usize>),
+}
+
 /// The details of a `timeout` or `cancelled` result: where the handler stood, the call's idempotency key, and
 /// the timeout.
 fn stopped_details(
@@ -593,11 +601,13 @@ impl Executor {
         self.inner.index.get(name, |i| tools[i].name()).map(|at| (at, &*tools[at]))
     }
 
-    /// `name` as one shared string: the registered tool's own when there is one (no copy), else a new one.
-    pub(crate) fn shared_name(&self, name: &str) -> Arc<str> {
+    /// Where the tool named `name` is in the view (`None`: not registered), and the name as one shared string: the
+    /// registered tool's own (no copy), else a new one. A run names a call's events with the string, and hands the
+    /// place to [`Executor::call_at`], so that the call is not looked up twice.
+    pub(crate) fn find(&self, name: &str) -> (Option<usize>, Arc<str>) {
         match self.lookup(name) {
-            Some((at, _)) => Arc::clone(&self.inner.names[at]),
-            None => Arc::from(name),
+            Some((at, _)) => (Some(at), Arc::clone(&self.inner.names[at])),
+            None => (None, Arc::from(name)),
         }
     }
 
@@ -611,34 +621,64 @@ impl Executor {
     /// Runs one call in the fixed order. Never panics on any input; always returns exactly one result.
     ///
     /// Like an `async fn`, it does nothing until polled. Without the `otel` feature the future is that of the
-    /// traced run, returned as it is.
+    /// traced call, returned as it is.
     pub fn call_with<'a>(
         &'a self,
         call: ToolCall,
         options: &'a CallOptions,
+    ) -> impl Future<Output = ToolResult> + Send + 'a {
+        self.call_placed(call, options, Place::Unsought)
+    }
+
+    /// [`Executor::call_with`] for a call whose tool the caller has looked up already ([`Executor::find`]): `at`
+    /// is its place in this executor's view, `None` for a name it does not have.
+    pub(crate) fn call_at<'a>(
+        &'a self,
+        call: ToolCall,
+        options: &'a CallOptions,
+        at: Option<usize>,
+    ) -> impl Future<Output = ToolResult> + Send + 'a {
+        self.call_placed(call, options, Place::Found(at))
+    }
+
+    #[inline(always)]
+    fn call_placed<'a>(
+        &'a self,
+        call: ToolCall,
+        options: &'a CallOptions,
+        place: Place,
     ) -> impl Future<Output = ToolResult> + Send + 'a {
         #[cfg(feature = "otel")]
         {
             use opentelemetry::context::FutureExt as _;
             async move {
                 let content = self.inner.otel_content;
-                let def = self.lookup(call.name()).map(|(_, d)| d);
+                let def = self.place(call.name(), place).map(|(_, d)| d);
                 let arguments = if content { call.arguments().ok() } else { None };
                 let cx = crate::otel::start(def, call.name(), call.id(), arguments);
-                let result = self.call_traced(call, options).with_context(cx.clone()).await;
+                let result = self.call_traced(call, options, place).with_context(cx.clone()).await;
                 crate::otel::end(&cx, &result, content);
                 result
             }
         }
         #[cfg(not(feature = "otel"))]
-        self.call_traced(call, options)
+        self.call_traced(call, options, place)
+    }
+
+    /// The place and definition of the tool named `name`, looked up unless `place` has it already.
+    #[inline(always)]
+    fn place(&self, name: &str, place: Place) -> Option<(usize, &ToolDefinition)> {
+        match place {
+            Place::Unsought => self.lookup(name),
+            Place::Found(at) => at.map(|at| (at, &*self.inner.view.tools()[at])),
+        }
     }
 
     /// [`Executor::call_with`] under its `tracing` span. The span is entered while the call's steps run here (an
     /// inline handler among them), and on every poll of a handler that is still pending, but never held across an
     /// `.await`; a disabled span (no subscriber interested) makes entering it and recording on it do nothing, and no
     /// clock is read for it.
-    async fn call_traced(&self, call: ToolCall, options: &CallOptions) -> ToolResult {
+    async fn call_traced(&self, call: ToolCall, options: &CallOptions, place: Place) -> ToolResult {
         let span = tracing::info_span!(
             "tool_call",
             call_id = %call.id(),
@@ -655,7 +695,7 @@ impl Executor {
         let (call_id, name, arguments) = call.into_parts();
 
         // 1. Registered in this view? Exact match only.
-        let Some((at, def)) = self.lookup(&name) else {
+        let Some((at, def)) = self.place(&name, place) else {
             return traced(&span, started, unknown_tool(call_id, name, &span));
         };
         span.record("tool_name", def.name());

@@ -497,12 +497,14 @@ impl Run {
     /// Runs one call in its place: requested, refused as a repeated id or executed, observed, decided.
     async fn run_one(&mut self, call: ToolCall, batch: &mut BatchOutcome) -> Option<(Decision, &'static str)> {
         // The call's strings are shared by its events: its id copied once, a registered tool's name not at all.
-        let (call_id, tool_name): (Arc<str>, Arc<str>) = (call.id().into(), self.executor.shared_name(call.name()));
+        // The tool is looked up once, here, and the call made at the place found.
+        let (at, tool_name) = self.executor.find(call.name());
+        let call_id: Arc<str> = call.id().into();
         if !self.requested(Arc::clone(&call_id), Arc::clone(&tool_name)) {
             self.emit(EventKind::ToolRejected { call_id, tool_name, code: "duplicate_call_id".into() });
             return Some((Decision::Error, "duplicate_call_id"));
         }
-        let result = self.executor.call_with(call, &self.options).await;
+        let result = self.executor.call_at(call, &self.options, at).await;
         let decision = self.observe(&result, None, (call_id, tool_name));
         batch.results.push(result);
         decision.is_terminal().then_some((decision, "after_observation"))
@@ -552,7 +554,7 @@ impl Run {
         let tokens: Vec<CancellationToken> = (0..n)
             .map(|_| parent.as_ref().map_or_else(CancellationToken::new, CancellationToken::child_token))
             .collect();
-        let names: Vec<Arc<str>> = group.iter().map(|c| self.executor.shared_name(c.name())).collect();
+        let names: Vec<Arc<str>> = group.iter().map(|c| self.executor.find(c.name()).1).collect();
         let ids: Vec<Arc<str>> = group.iter().map(|c| c.id().into()).collect();
         let mut waiting: Vec<Option<ToolCall>> = group.into_iter().map(Some).collect();
         let mut done: Vec<Option<ToolResult>> = (0..n).map(|_| None).collect();
