@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
-use tool_core::{Executor, Registry, ToolCall, tool};
+use tool_core::{Executor, Registry, ToolCall, ToolResult, tool};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
@@ -89,21 +89,35 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
     }
 }
 
-#[test]
-fn each_call_is_one_span_with_its_outcome_and_details_stay_in_events() {
+/// Makes `calls`, one after another, on an executor of the tools `names`, with [`Capture`] as the subscriber:
+/// their results, and what was captured.
+fn captured_calls<const N: usize>(names: &[&str], calls: [ToolCall; N]) -> ([ToolResult; N], Capture) {
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
     let _guard = tracing::subscriber::set_default(subscriber);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let registry = Registry::from_inventory().unwrap();
-    let ex = Executor::new(registry.view().names(["echo_word", "leaky"]).build().unwrap()).unwrap();
-    let (ok, bad, unknown) = rt.block_on(async {
-        (
-            ex.call(ToolCall::new("c-ok", "echo_word", json!({"word": "hi"}))).await,
-            ex.call(ToolCall::new("c-bad", "leaky", json!({}))).await,
-            ex.call(ToolCall::new("c-unknown", "nope", json!({}))).await,
-        )
+    let ex = Executor::new(registry.view().names(names).build().unwrap()).unwrap();
+    let results = rt.block_on(async {
+        let mut results = Vec::with_capacity(N);
+        for call in calls {
+            results.push(ex.call(call).await);
+        }
+        results
     });
+    (results.try_into().expect("one result per call"), capture)
+}
+
+#[test]
+fn each_call_is_one_span_with_its_outcome_and_details_stay_in_events() {
+    let ([ok, bad, unknown], capture) = captured_calls(
+        &["echo_word", "leaky"],
+        [
+            ToolCall::new("c-ok", "echo_word", json!({"word": "hi"})),
+            ToolCall::new("c-bad", "leaky", json!({})),
+            ToolCall::new("c-unknown", "nope", json!({})),
+        ],
+    );
     assert!(ok.is_ok() && !bad.is_ok() && !unknown.is_ok());
 
     let spans = capture.closed_spans.lock().unwrap().clone();
@@ -133,18 +147,13 @@ fn each_call_is_one_span_with_its_outcome_and_details_stay_in_events() {
 /// polls after it yields.
 #[test]
 fn a_handlers_own_events_are_inside_its_calls_span() {
-    let capture = Capture::default();
-    let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let registry = Registry::from_inventory().unwrap();
-    let ex = Executor::new(registry.view().names(["logs_in_line", "logs_across_a_yield"]).build().unwrap()).unwrap();
-    let (a, b) = rt.block_on(async {
-        (
-            ex.call(ToolCall::new("c-line", "logs_in_line", json!({}))).await,
-            ex.call(ToolCall::new("c-yield", "logs_across_a_yield", json!({}))).await,
-        )
-    });
+    let ([a, b], capture) = captured_calls(
+        &["logs_in_line", "logs_across_a_yield"],
+        [
+            ToolCall::new("c-line", "logs_in_line", json!({})),
+            ToolCall::new("c-yield", "logs_across_a_yield", json!({})),
+        ],
+    );
     assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
 
     let events = capture.events.lock().unwrap().clone();
