@@ -129,7 +129,7 @@ struct Inner {
     index: NameIndex,
     /// Each tool's deadline, in the view's order: its timeout (or its effect's default) and the grace period.
     deadlines: Box<[Deadline]>,
-    /// Each tool's name, in the view's order, shared by the events of a run's calls (see [`Executor::shared_name`]).
+    /// Each tool's name, in the view's order, shared by the events of a run's calls (see [`Executor::find`]).
     names: Box<[Arc<str>]>,
     state: Arc<StateMap>,
     /// Handed to handlers that never read their context (see `ToolDefinition::reads_context`).
