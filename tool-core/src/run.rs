@@ -504,9 +504,10 @@ impl Run {
             self.emit(EventKind::ToolRejected { call_id, tool_name, code: "duplicate_call_id".into() });
             return Some((Decision::Error, "duplicate_call_id"));
         }
-        let result = self.executor.call_at(call, &self.options, at).await;
-        let decision = self.observe(&result, None, (call_id, tool_name));
-        batch.results.push(result);
+        // The result goes to its place in the batch first, and is observed there (not moved again after).
+        batch.results.push(self.executor.call_at(call, &self.options, at).await);
+        let result = batch.results.last().unwrap_or_else(|| unreachable!("just pushed"));
+        let decision = self.observe(result, None, (call_id, tool_name));
         decision.is_terminal().then_some((decision, "after_observation"))
     }
 
