@@ -461,9 +461,9 @@ impl Run {
         let (call_id, tool_name): (Arc<str>, Arc<str>) =
             (pending.call_id.as_str().into(), pending.tool_name.as_str().into());
         self.requested(Arc::clone(&call_id), Arc::clone(&tool_name));
-        let result = self.executor.resume(pending, resolution, &self.options).await;
-        let decision = self.observe(&result, None, (call_id, tool_name));
-        batch.results.push(result);
+        batch.results.push(self.executor.resume(pending, resolution, &self.options).await);
+        let result = batch.results.last().unwrap_or_else(|| unreachable!("just pushed"));
+        let decision = self.observe(result, None, (call_id, tool_name));
         batch.decision = decision;
         if decision.is_terminal() {
             self.end(decision, "after_observation", Vec::new());
@@ -555,7 +555,9 @@ impl Run {
         let tokens: Vec<CancellationToken> = (0..n)
             .map(|_| parent.as_ref().map_or_else(CancellationToken::new, CancellationToken::child_token))
             .collect();
-        let names: Vec<Arc<str>> = group.iter().map(|c| self.executor.find(c.name()).1).collect();
+        // Each tool is looked up once, here: its place for the call, its name for the events.
+        let (places, names): (Vec<Option<usize>>, Vec<Arc<str>>) =
+            group.iter().map(|c| self.executor.find(c.name())).unzip();
         let ids: Vec<Arc<str>> = group.iter().map(|c| c.id().into()).collect();
         let mut waiting: Vec<Option<ToolCall>> = group.into_iter().map(Some).collect();
         let mut done: Vec<Option<ToolResult>> = (0..n).map(|_| None).collect();
@@ -573,8 +575,9 @@ impl Run {
                 }
                 let Some(result) = done[next].take() else { break };
                 self.requested(Arc::clone(&ids[next]), Arc::clone(&names[next]));
-                let decision = self.observe(&result, stopped, (Arc::clone(&ids[next]), Arc::clone(&names[next])));
                 batch.results.push(result);
+                let result = batch.results.last().unwrap_or_else(|| unreachable!("just pushed"));
+                let decision = self.observe(result, stopped, (Arc::clone(&ids[next]), Arc::clone(&names[next])));
                 next += 1;
                 if stopped.is_none() && decision.is_terminal() {
                     stopped = Some(decision);
@@ -602,7 +605,8 @@ impl Run {
                     *per_tool.entry(&*names[k]).or_insert(0) += 1;
                     let executor = self.executor.clone();
                     let options = self.options.clone().cancellation(tokens[k].clone());
-                    let task = async move { (k, executor.call_with(call, &options).await) };
+                    let at = places[k];
+                    let task = async move { (k, executor.call_at(call, &options, at).await) };
                     // The task runs where the batch's spans are: the `tracing` span and the OpenTelemetry context.
                     let task = tracing::Instrument::in_current_span(task);
                     #[cfg(feature = "otel")]
