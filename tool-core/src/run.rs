@@ -462,8 +462,7 @@ impl Run {
             (pending.call_id.as_str().into(), pending.tool_name.as_str().into());
         self.requested(Arc::clone(&call_id), Arc::clone(&tool_name));
         batch.results.push(self.executor.resume(pending, resolution, &self.options).await);
-        let result = batch.results.last().unwrap_or_else(|| unreachable!("just pushed"));
-        let decision = self.observe(result, None, (call_id, tool_name));
+        let decision = self.observe_last(&batch.results, None, (call_id, tool_name));
         batch.decision = decision;
         if decision.is_terminal() {
             self.end(decision, "after_observation", Vec::new());
@@ -506,9 +505,20 @@ impl Run {
         }
         // The result goes to its place in the batch first, and is observed there (not moved again after).
         batch.results.push(self.executor.call_at(call, &self.options, at).await);
-        let result = batch.results.last().unwrap_or_else(|| unreachable!("just pushed"));
-        let decision = self.observe(result, None, (call_id, tool_name));
+        let decision = self.observe_last(&batch.results, None, (call_id, tool_name));
         decision.is_terminal().then_some((decision, "after_observation"))
+    }
+
+    /// [`Run::observe`] for the result just pushed to a batch's `results`: every path pushes a result first and
+    /// observes it in its place, so it is not moved again after.
+    fn observe_last(
+        &mut self,
+        results: &[ToolResult],
+        stopped: Option<Decision>,
+        requested: (Arc<str>, Arc<str>),
+    ) -> Decision {
+        let result = results.last().unwrap_or_else(|| unreachable!("a result was just pushed"));
+        self.observe(result, stopped, requested)
     }
 
     /// Counts one result, asks the decider (unless the batch has already stopped with `stopped`) and logs the
@@ -576,8 +586,8 @@ impl Run {
                 let Some(result) = done[next].take() else { break };
                 self.requested(Arc::clone(&ids[next]), Arc::clone(&names[next]));
                 batch.results.push(result);
-                let result = batch.results.last().unwrap_or_else(|| unreachable!("just pushed"));
-                let decision = self.observe(result, stopped, (Arc::clone(&ids[next]), Arc::clone(&names[next])));
+                let requested = (Arc::clone(&ids[next]), Arc::clone(&names[next]));
+                let decision = self.observe_last(&batch.results, stopped, requested);
                 next += 1;
                 if stopped.is_none() && decision.is_terminal() {
                     stopped = Some(decision);
