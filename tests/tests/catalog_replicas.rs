@@ -407,7 +407,10 @@ async fn a_server_that_loses_the_database_serves_its_last_view_and_catches_up() 
         let health_url = format!("http://{}/health", listener.local_addr().unwrap());
         {
             let (served, stop) = (served.clone(), stop.clone());
-            tokio::spawn(async move { served.serve_http(listener, "/mcp", HttpConfig::default(), stop).await });
+            // The report names the store: shown here, as on a route that is not public.
+            tokio::spawn(async move {
+                served.serve_http(listener, "/mcp", HttpConfig::default().health_details(true), stop).await
+            });
         }
         let (code, body) = http_get(&health_url).await.unwrap();
         assert_eq!(code, 200, "{body}");

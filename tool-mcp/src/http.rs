@@ -21,6 +21,28 @@
 //!   [`HttpConfig::session_idle_timeout`] (default [`DEFAULT_SESSION_IDLE_TIMEOUT`]) is closed; its client gets
 //!   `404` on its next request and starts a new session, as the protocol requires. Stateless (2026-07-28) requests
 //!   hold no session and are never refused by the cap.
+//!
+//! What it refuses, by default (each default is sized for a small machine; `SECURITY.md` lists them all):
+//! - **Foreign pages.** A request whose `Origin` is present and not allowed is answered `403 Forbidden` before it
+//!   is read; only loopback origins are allowed by default ([`HttpConfig::allowed_origins`]). A request without
+//!   `Origin` (any client that is not a browser) is not affected. With Origin validation on, a public `Host`
+//!   allowlist ([`HttpConfig::allowed_hosts`]) does not re-open DNS rebinding.
+//! - **Slow or idle connections.** A connection has [`HttpConfig::header_read_timeout`] to send each request's
+//!   headers (the first, and each next one on a kept-alive connection), and headers larger than
+//!   [`HttpConfig::max_header_bytes`] are answered `431`.
+//! - **Too many connections.** At most [`HttpConfig::max_connections`] in all and
+//!   [`HttpConfig::max_connections_per_client`] from one client address; past either, the connection is answered
+//!   `503` or `429` with `Retry-After` and closed, without its request being read.
+//! - **Too many calls at once.** At most [`HttpConfig::max_calls_per_session`] requests in flight on one session
+//!   (`429`), and [`HttpConfig::max_stateless_requests`] requests in flight without a session (`503`), each with
+//!   `Retry-After`. A JSON-RPC response or notification (a client answering the server) is never refused.
+//! - **Large bodies.** A body is read up to the executor's argument limit ([`tool_core::Limits::max_bytes`],
+//!   1 MiB by default; [`HttpConfig::max_body_bytes`]) and refused with `413` past it, before any of it is parsed:
+//!   at once when its `Content-Length` says so, else as soon as the bytes read pass the limit.
+//!
+//! No cap refuses what it has already admitted: a session, connection or call keeps its slot until it ends.
+//! The connection caps and the header timeout belong to [`McpHttpService::serve`]; a service mounted in another
+//! HTTP stack keeps the rest, and the stack's own server sets those two.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -38,7 +60,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body as HttpBody, Incoming};
 use hyper::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, LocalSessionManagerError};
 use rmcp::transport::streamable_http_server::session::{
@@ -51,6 +73,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::server::{McpServer, McpSession};
 
+mod admission;
+
+use admission::{Connections, InFlight, RequestSlot};
+
 /// How long open connections get to finish after shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -61,8 +87,36 @@ pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// The default idle expiry of a session. See [`HttpConfig::session_idle_timeout`].
 pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The default `Retry-After` of a refused `initialize`. See [`HttpConfig::retry_after`].
+/// The default `Retry-After` of a refused request or connection. See [`HttpConfig::retry_after`].
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// The default time a connection has to send a request's headers. See [`HttpConfig::header_read_timeout`].
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default cap on a request's headers, start line included: 32 KiB. See [`HttpConfig::max_header_bytes`].
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// The default cap on open connections. See [`HttpConfig::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// The default cap on open connections from one client address. See [`HttpConfig::max_connections_per_client`].
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 256;
+
+/// The default cap on requests in flight on one session. See [`HttpConfig::max_calls_per_session`].
+pub const DEFAULT_MAX_CALLS_PER_SESSION: usize = 64;
+
+/// The default cap on requests in flight without a session. See [`HttpConfig::max_stateless_requests`].
+pub const DEFAULT_MAX_STATELESS_REQUESTS: usize = 256;
+
+/// The origins allowed by default: pages served from this machine, on any port.
+pub const LOOPBACK_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
 
 /// The session header of the Streamable HTTP transport.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -70,17 +124,22 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// The response body type of the HTTP service.
 pub type ResponseBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
-/// How the Streamable HTTP server runs: the session limits, and the SDK's own settings (allowed hosts and origins,
-/// body limit, SSE keep-alive).
+/// How the Streamable HTTP server runs: what it accepts (hosts, origins), its limits, and the SDK's own settings
+/// (SSE keep-alive and retry, session mode).
+///
+/// The defaults suit a server on loopback on a small machine. Behind a reverse proxy, name the public host and the
+/// pages allowed to call it, and give the proxy's address the connections it needs (all of them come from it):
 ///
 /// ```
 /// use std::time::Duration;
 /// use tool_mcp::HttpConfig;
 ///
 /// let config = HttpConfig::default()
+///     .allowed_hosts(["mcp.example.com"])
+///     .allowed_origins(["https://app.example.com"])
+///     .max_connections_per_client(1024)
 ///     .max_sessions(256)
-///     .session_idle_timeout(Some(Duration::from_secs(60)))
-///     .sdk(|c| c.with_allowed_hosts(["mcp.example.com"]));
+///     .session_idle_timeout(Some(Duration::from_secs(60)));
 /// # let _ = config;
 /// ```
 #[derive(Clone, Debug)]
@@ -91,14 +150,25 @@ pub struct HttpConfig {
     idle_timeout: Option<Duration>,
     retry_after: Duration,
     health: Option<HealthRoute>,
+    health_details: bool,
+    header_read_timeout: Option<Duration>,
+    max_header_bytes: usize,
+    max_connections: usize,
+    max_connections_per_client: usize,
+    max_calls_per_session: usize,
+    max_stateless_requests: usize,
+    max_body_bytes: Option<usize>,
 }
 
-/// What a health route answers: `200 OK` when healthy, else `503 Service Unavailable`; the body as JSON.
+/// What a health route answers: `200 OK` when healthy, else `503 Service Unavailable`.
+///
+/// The body sent is `{"status": "ok"}` or `{"status": "degraded"}`; [`HealthReport::body`] is sent instead only
+/// when [`HttpConfig::health_details`] says so, since it may name storage addresses or carry error text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HealthReport {
     /// Whether the server is healthy.
     pub healthy: bool,
-    /// The JSON body.
+    /// The detailed JSON body.
     pub body: serde_json::Value,
 }
 
@@ -120,11 +190,21 @@ impl fmt::Debug for HealthRoute {
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
-            sdk: StreamableHttpServerConfig::default(),
+            sdk: StreamableHttpServerConfig::default()
+                .with_allowed_origins(LOOPBACK_ORIGINS)
+                .enforce_origin_validation(),
             max_sessions: DEFAULT_MAX_SESSIONS,
             idle_timeout: Some(DEFAULT_SESSION_IDLE_TIMEOUT),
             retry_after: DEFAULT_RETRY_AFTER,
             health: None,
+            health_details: false,
+            header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
+            max_stateless_requests: DEFAULT_MAX_STATELESS_REQUESTS,
+            max_body_bytes: None,
         }
     }
 }
@@ -145,15 +225,105 @@ impl HttpConfig {
         self
     }
 
-    /// The `Retry-After` sent with a refused `initialize`, rounded up to whole seconds (default
+    /// The `Retry-After` sent with every refusal of a cap, rounded up to whole seconds (default
     /// [`DEFAULT_RETRY_AFTER`]).
     pub fn retry_after(mut self, after: Duration) -> Self {
         self.retry_after = after;
         self
     }
 
-    /// Answers `GET path` (e.g. `/health`) with `report()`, as JSON: `200 OK` when it says healthy, else
-    /// `503 Service Unavailable`, so that a load balancer or an orchestrator can read it. Served by
+    /// The `Host` values accepted (default: `localhost`, `127.0.0.1` and `::1`), as host names or `host:port`
+    /// authorities. A request naming another host is answered `403`. This guards a server on loopback against DNS
+    /// rebinding; a public server names its public host here. Origin validation stays on whatever is allowed here.
+    pub fn allowed_hosts(mut self, hosts: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.sdk = self.sdk.with_allowed_hosts(hosts);
+        self
+    }
+
+    /// Accepts any `Host`. Safe only behind a proxy that checks it, and never on loopback: DNS rebinding is then
+    /// stopped by Origin validation alone.
+    pub fn allow_any_host(mut self) -> Self {
+        self.sdk = self.sdk.disable_allowed_hosts();
+        self
+    }
+
+    /// The browser origins allowed to call the server (default [`LOOPBACK_ORIGINS`]), each with its scheme:
+    /// `"https://app.example.com"` (its default port), `"https://app.example.com:8443"`, or
+    /// `"http://localhost:*"` (any port). A request whose `Origin` header is present and matches none is answered
+    /// `403`, before it is read; an empty list refuses every request that carries an `Origin`. Requests without
+    /// `Origin` (clients that are not browsers) are not affected.
+    pub fn allowed_origins(mut self, origins: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        let origins = origins.into_iter().map(|o| with_default_port(o.into()));
+        self.sdk = self.sdk.with_allowed_origins(origins).enforce_origin_validation();
+        self
+    }
+
+    /// Turns Origin validation off: any web page the user visits may then call the server through the user's
+    /// browser. Only for a server that no browser can reach.
+    pub fn allow_any_origin(mut self) -> Self {
+        self.sdk = self.sdk.disable_allowed_origins();
+        self
+    }
+
+    /// How long a connection has to send a request's headers, counted from the connection's start or from the
+    /// end of its previous answer (default [`DEFAULT_HEADER_READ_TIMEOUT`]); past it the connection is closed. So
+    /// it is also how long a kept-alive connection may stay idle. `None` waits for ever (not advised: a client
+    /// that sends half a header then holds a connection until the server stops).
+    pub fn header_read_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+
+    /// The largest request head, start line and headers together (default [`DEFAULT_MAX_HEADER_BYTES`]); a
+    /// larger one is answered `431 Request Header Fields Too Large` and the connection is closed.
+    pub fn max_header_bytes(mut self, max: usize) -> Self {
+        self.max_header_bytes = max;
+        self
+    }
+
+    /// The most connections open at once (default [`DEFAULT_MAX_CONNECTIONS`]); one more is answered `503` with
+    /// `Retry-After` and closed without being read.
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
+        self
+    }
+
+    /// The most connections open at once from one client address (default
+    /// [`DEFAULT_MAX_CONNECTIONS_PER_CLIENT`]); one more is answered `429` with `Retry-After` and closed without
+    /// being read. Behind a reverse proxy every connection comes from the proxy: set this to
+    /// [`HttpConfig::max_connections`] there.
+    pub fn max_connections_per_client(mut self, max: usize) -> Self {
+        self.max_connections_per_client = max;
+        self
+    }
+
+    /// The most requests in flight on one session (default [`DEFAULT_MAX_CALLS_PER_SESSION`]), counted from their
+    /// arrival to their answer's end; one more is answered `429` with `Retry-After`. The client's answers to the
+    /// server's own requests, and its notifications, are never refused.
+    pub fn max_calls_per_session(mut self, max: usize) -> Self {
+        self.max_calls_per_session = max;
+        self
+    }
+
+    /// The most requests in flight that belong to no session (default [`DEFAULT_MAX_STATELESS_REQUESTS`]): every
+    /// request of protocol 2026-07-28, and the `initialize` of the earlier ones. One more is answered `503` with
+    /// `Retry-After`.
+    pub fn max_stateless_requests(mut self, max: usize) -> Self {
+        self.max_stateless_requests = max.min(Semaphore::MAX_PERMITS);
+        self
+    }
+
+    /// The largest request body read (default: the executor's argument limit, [`tool_core::Limits::max_bytes`]);
+    /// a larger one is answered `413 Payload Too Large` before any of it is parsed. It replaces the SDK's own
+    /// `max_request_body_bytes`.
+    pub fn max_body_bytes(mut self, max: usize) -> Self {
+        self.max_body_bytes = Some(max);
+        self
+    }
+
+    /// Answers `GET path` (e.g. `/health`) with `report()`: `200 OK` and `{"status": "ok"}` when it says healthy,
+    /// else `503 Service Unavailable` and `{"status": "degraded"}`, so that a load balancer or an orchestrator can
+    /// read it. The report's own body is sent only with [`HttpConfig::health_details`]. Served by
     /// [`McpHttpService::serve`] beside the MCP path; `report` runs on each request and should be cheap.
     pub fn health(
         mut self,
@@ -164,9 +334,17 @@ impl HttpConfig {
         self
     }
 
-    /// Changes the SDK's own settings: allowed hosts and origins, request body limit, SSE keep-alive and retry.
-    /// Its `legacy_session_mode` decides whether sessions are offered at all; its cancellation token is replaced by
-    /// [`McpHttpService::serve`]'s shutdown token.
+    /// Whether the health route sends its report's whole body (default `false`: only `ok` or `degraded`). The body
+    /// may name storage addresses and carry error text, so send it only where the route is not public.
+    pub fn health_details(mut self, details: bool) -> Self {
+        self.health_details = details;
+        self
+    }
+
+    /// Changes the SDK's own settings: SSE keep-alive and retry, session mode, and its host and origin lists (the
+    /// methods above set those too). Its `legacy_session_mode` decides whether sessions are offered at all; its
+    /// cancellation token is replaced by [`McpHttpService::serve`]'s shutdown token, and its
+    /// `max_request_body_bytes` by [`HttpConfig::max_body_bytes`].
     pub fn sdk(mut self, f: impl FnOnce(StreamableHttpServerConfig) -> StreamableHttpServerConfig) -> Self {
         self.sdk = f(self.sdk);
         self
@@ -180,6 +358,23 @@ impl HttpConfig {
     /// The configured idle expiry.
     pub fn get_session_idle_timeout(&self) -> Option<Duration> {
         self.idle_timeout
+    }
+}
+
+/// An allowed origin without a port means its scheme's default port (as a browser's `Origin` does), not any port.
+fn with_default_port(origin: String) -> String {
+    let Some((scheme, authority)) = origin.split_once("://") else { return origin };
+    // The host ends at an IPv6 literal's `]`; a port, if any, follows the next `:`.
+    let after_host = authority.rfind(']').map_or(authority, |end| &authority[end..]);
+    let default = match scheme.to_ascii_lowercase().as_str() {
+        "https" => 443,
+        "http" => 80,
+        _ => return origin,
+    };
+    if after_host.contains(':') || authority.is_empty() || authority.contains('/') {
+        origin
+    } else {
+        format!("{origin}:{default}")
     }
 }
 
@@ -219,8 +414,20 @@ impl From<LocalSessionManagerError> for SessionsError {
 struct Sessions {
     inner: LocalSessionManager,
     permits: Arc<Semaphore>,
-    held: Mutex<HashMap<SessionId, OwnedSemaphorePermit>>,
+    held: Mutex<HashMap<SessionId, SessionSlot>>,
     max: usize,
+}
+
+/// What an open session holds: its place under the cap, and the count of its requests in flight.
+struct SessionSlot {
+    _permit: OwnedSemaphorePermit,
+    in_flight: Arc<InFlight>,
+}
+
+impl SessionSlot {
+    fn new(permit: OwnedSemaphorePermit) -> SessionSlot {
+        SessionSlot { _permit: permit, in_flight: Arc::default() }
+    }
 }
 
 impl Sessions {
@@ -239,8 +446,13 @@ impl Sessions {
         self.permits.available_permits() == 0
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, OwnedSemaphorePermit>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, SessionSlot>> {
         self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The in-flight count of the open session `id`, if there is one.
+    fn in_flight(&self, id: &str) -> Option<Arc<InFlight>> {
+        self.held().get(id).map(|slot| slot.in_flight.clone())
     }
 
     fn permit(&self) -> Result<OwnedSemaphorePermit, SessionsError> {
@@ -258,7 +470,7 @@ impl SessionManager for Sessions {
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let permit = self.permit()?;
         let (id, transport) = self.inner.create_session().await?;
-        self.held().insert(id.clone(), permit);
+        self.held().insert(id.clone(), SessionSlot::new(permit));
         Ok((id, transport))
     }
 
@@ -313,7 +525,7 @@ impl SessionManager for Sessions {
         let permit = self.permit()?;
         match self.inner.restore_session(id.clone()).await? {
             RestoreOutcome::Restored(transport) => {
-                self.held().insert(id, permit);
+                self.held().insert(id, SessionSlot::new(permit));
                 Ok(RestoreOutcome::Restored(transport))
             }
             other => Ok(other),
@@ -325,16 +537,31 @@ impl SessionManager for Sessions {
     }
 }
 
-/// keel's Streamable HTTP service: rmcp's transport over an [`McpServer`], with the session cap and idle expiry of
-/// its [`HttpConfig`]. Cheap to clone (clones share the sessions). Made by [`McpServer::http_service`]; serve it
-/// with [`McpHttpService::serve`], or mount it in any HTTP stack as a `tower::Service` (it answers every path it
-/// is given).
+/// keel's Streamable HTTP service: rmcp's transport over an [`McpServer`], with the origins, caps and limits of its
+/// [`HttpConfig`]. Cheap to clone (clones share the sessions and the caps). Made by [`McpServer::http_service`];
+/// serve it with [`McpHttpService::serve`], or mount it in any HTTP stack as a `tower::Service` (it answers every
+/// path it is given).
 #[derive(Clone)]
 pub struct McpHttpService {
     inner: StreamableHttpService<McpSession, Sessions>,
     sessions: Arc<Sessions>,
-    retry_after: HeaderValue,
+    limits: Arc<Limits>,
     health: Option<HealthRoute>,
+}
+
+/// The limits of one service, and the count of its stateless requests in flight.
+struct Limits {
+    retry_after: HeaderValue,
+    retry_after_s: u64,
+    max_body_bytes: usize,
+    max_calls_per_session: usize,
+    stateless: Arc<Semaphore>,
+    max_stateless_requests: usize,
+    header_read_timeout: Option<Duration>,
+    max_header_bytes: usize,
+    max_connections: usize,
+    max_connections_per_client: usize,
+    health_details: bool,
 }
 
 impl fmt::Debug for McpHttpService {
@@ -346,11 +573,26 @@ impl fmt::Debug for McpHttpService {
     }
 }
 
-/// Only the `method` of a JSON-RPC message: enough to tell an `initialize` from any other request.
+/// What the service needs to know of a JSON-RPC message before the SDK reads it: its method, and whether it has an
+/// id. A message with both is a request; one without a method is the client's answer to the server.
 #[derive(serde::Deserialize)]
-struct MethodOnly<'a> {
+struct Peek<'a> {
     #[serde(borrow)]
     method: Option<std::borrow::Cow<'a, str>>,
+    id: Option<serde::de::IgnoredAny>,
+}
+
+impl Peek<'_> {
+    /// Peeks at `body`; a body that is not one JSON-RPC object (a batch, or not JSON) counts as a request, and the
+    /// SDK answers it.
+    fn of(body: &[u8]) -> Peek<'_> {
+        serde_json::from_slice(body)
+            .unwrap_or(Peek { method: Some(std::borrow::Cow::Borrowed("")), id: Some(serde::de::IgnoredAny) })
+    }
+
+    fn is_request(&self) -> bool {
+        self.method.is_some() && self.id.is_some()
+    }
 }
 
 fn text_response(status: StatusCode, text: String) -> Response<ResponseBody> {
@@ -364,13 +606,29 @@ fn response(status: StatusCode, content_type: &'static str, body: String) -> Res
     response
 }
 
-fn health_response(report: &HealthReport) -> Response<ResponseBody> {
+fn health_response(report: &HealthReport, details: bool) -> Response<ResponseBody> {
     let status = if report.healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    response(status, "application/json", report.body.to_string())
+    let body = if details {
+        report.body.to_string()
+    } else if report.healthy {
+        r#"{"status":"ok"}"#.to_owned()
+    } else {
+        r#"{"status":"degraded"}"#.to_owned()
+    };
+    response(status, "application/json", body)
 }
 
 fn not_found() -> Response<ResponseBody> {
     text_response(StatusCode::NOT_FOUND, "not found\n".to_owned())
+}
+
+fn too_large(max_body: usize) -> Response<ResponseBody> {
+    text_response(StatusCode::PAYLOAD_TOO_LARGE, format!("Payload Too Large: request body exceeds {max_body} bytes\n"))
+}
+
+/// The body's declared length, when it has one that parses.
+fn content_length<B>(request: &Request<B>) -> Option<u64> {
+    request.headers().get(hyper::header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
 }
 
 impl McpServer {
@@ -379,11 +637,26 @@ impl McpServer {
     pub fn http_service(&self, config: HttpConfig) -> McpHttpService {
         let server = self.clone();
         let sessions = Arc::new(Sessions::new(config.max_sessions, config.idle_timeout, config.sdk.sse_retry));
-        let retry_after = config.retry_after.as_secs() + u64::from(config.retry_after.subsec_nanos() > 0);
+        let retry_after_s = config.retry_after.as_secs() + u64::from(config.retry_after.subsec_nanos() > 0);
+        let max_body_bytes = config.max_body_bytes.unwrap_or_else(|| self.executor().limits().max_bytes);
+        let limits = Limits {
+            retry_after: HeaderValue::from(retry_after_s),
+            retry_after_s,
+            max_body_bytes,
+            max_calls_per_session: config.max_calls_per_session,
+            stateless: Arc::new(Semaphore::new(config.max_stateless_requests)),
+            max_stateless_requests: config.max_stateless_requests,
+            header_read_timeout: config.header_read_timeout,
+            max_header_bytes: config.max_header_bytes,
+            max_connections: config.max_connections,
+            max_connections_per_client: config.max_connections_per_client,
+            health_details: config.health_details,
+        };
+        let sdk = config.sdk.with_max_request_body_bytes(max_body_bytes);
         McpHttpService {
-            inner: StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), config.sdk),
+            inner: StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), sdk),
             sessions,
-            retry_after: HeaderValue::from(retry_after),
+            limits: Arc::new(limits),
             health: config.health,
         }
     }
@@ -411,6 +684,11 @@ impl McpHttpService {
         self.sessions.max
     }
 
+    /// The largest request body read; see [`HttpConfig::max_body_bytes`].
+    pub fn max_body_bytes(&self) -> usize {
+        self.limits.max_body_bytes
+    }
+
     /// Answers one HTTP request (on whatever path it came).
     pub async fn handle<B>(&self, request: Request<B>) -> Response<ResponseBody>
     where
@@ -418,30 +696,51 @@ impl McpHttpService {
         B::Data: Send + 'static,
         B::Error: fmt::Display + std::error::Error + Send + Sync + 'static,
     {
-        // A request without a session may be an `initialize`. When the cap is reached, look at its method before
-        // the SDK does: an `initialize` is refused here, with no session made and nothing logged as an error.
-        let may_open = request.method() == Method::POST && !request.headers().contains_key(SESSION_HEADER);
-        if may_open && self.sessions.full() {
-            let (parts, body) = request.into_parts();
-            let max_body = self.inner.config.max_request_body_bytes;
-            let body = match Limited::new(body, max_body).collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                    return text_response(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        format!("Payload Too Large: request body exceeds {max_body} bytes"),
-                    );
-                }
-                Err(e) => return text_response(StatusCode::BAD_REQUEST, format!("Bad Request: {e}")),
-            };
-            let initialize = serde_json::from_slice::<MethodOnly<'_>>(&body)
-                .is_ok_and(|m| m.method.as_deref() == Some("initialize"));
-            if initialize {
-                return self.refused();
-            }
-            return self.handle_inner(Request::from_parts(parts, Full::new(body))).await;
+        if request.method() != Method::POST {
+            return self.handle_inner(request).await;
         }
-        self.handle_inner(request).await
+        let max_body = self.limits.max_body_bytes;
+        if content_length(&request).is_some_and(|n| n > max_body as u64) {
+            return too_large(max_body);
+        }
+        // The body is read here, within the limit, so that what it is decides which cap applies; the SDK then
+        // parses it from memory.
+        let (parts, body) = request.into_parts();
+        let body = match Limited::new(body, max_body).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(max_body),
+            Err(e) => return text_response(StatusCode::BAD_REQUEST, format!("Bad Request: {e}\n")),
+        };
+        let session = parts.headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default());
+        let slot = match session {
+            Some(id) => {
+                let peek = Peek::of(&body);
+                match self.sessions.in_flight(id) {
+                    // A client's answer or notification is part of what was already admitted.
+                    Some(in_flight) if peek.is_request() => match in_flight.enter(self.limits.max_calls_per_session) {
+                        Some(slot) => Some(RequestSlot::Session(slot)),
+                        None => return self.session_busy(),
+                    },
+                    // An unknown session is answered by the SDK (404).
+                    _ => None,
+                }
+            }
+            None => {
+                if self.sessions.full() && Peek::of(&body).method.as_deref() == Some("initialize") {
+                    // Refused here, with no session made and nothing logged as an error.
+                    return self.refused();
+                }
+                match self.limits.stateless.clone().try_acquire_owned() {
+                    Ok(permit) => Some(RequestSlot::Stateless(permit)),
+                    Err(_) => return self.stateless_busy(),
+                }
+            }
+        };
+        let response = self.handle_inner(Request::from_parts(parts, Full::new(body))).await;
+        match slot {
+            Some(slot) => admission::holding(response, slot),
+            None => response,
+        }
     }
 
     async fn handle_inner<B>(&self, request: Request<B>) -> Response<ResponseBody>
@@ -460,29 +759,60 @@ impl McpHttpService {
         if refused { self.refused() } else { response }
     }
 
+    /// A refusal of a cap: `status`, the text, and `Retry-After`.
+    fn busy(&self, status: StatusCode, text: String) -> Response<ResponseBody> {
+        let mut response = text_response(status, text);
+        response.headers_mut().insert(RETRY_AFTER, self.limits.retry_after.clone());
+        response
+    }
+
     fn refused(&self) -> Response<ResponseBody> {
-        let mut response = text_response(
+        self.busy(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "Service Unavailable: the server has reached its limit of {} open sessions; retry later\n",
                 self.sessions.max
             ),
-        );
-        response.headers_mut().insert(RETRY_AFTER, self.retry_after.clone());
-        response
+        )
+    }
+
+    fn session_busy(&self) -> Response<ResponseBody> {
+        self.busy(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "Too Many Requests: this session has {} requests in flight; retry later\n",
+                self.limits.max_calls_per_session
+            ),
+        )
+    }
+
+    fn stateless_busy(&self) -> Response<ResponseBody> {
+        self.busy(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "Service Unavailable: the server has {} requests without a session in flight; retry later\n",
+                self.limits.max_stateless_requests
+            ),
+        )
     }
 
     /// Serves this service at `path` (e.g. `/mcp`) on `listener` until `shutdown` is cancelled; other paths answer
     /// 404.
     ///
-    /// Each connection runs on its own task (HTTP/1.1, keep-alive) with `TCP_NODELAY` set. On shutdown the listener
-    /// closes, sessions and their SSE streams end, and open connections get a few seconds to finish.
+    /// Each connection runs on its own task (HTTP/1.1, keep-alive) with `TCP_NODELAY` set, under the connection
+    /// caps and the header timeout of the [`HttpConfig`]. On shutdown the listener closes, sessions and their SSE
+    /// streams end, and open connections get a few seconds to finish.
     pub async fn serve(&self, listener: TcpListener, path: &str, shutdown: CancellationToken) -> std::io::Result<()> {
         let mut service = self.clone();
         service.inner.config.cancellation_token = shutdown.child_token();
         // Shared by every connection and request: cloning the service itself would copy the SDK's configuration.
         let service = Arc::new(service);
         let path: Arc<str> = Arc::from(path);
+        let limits = &self.limits;
+        let connections = Connections::new(limits.max_connections, limits.max_connections_per_client);
+        let mut http1 = hyper::server::conn::http1::Builder::new();
+        http1.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+        http1.max_header_size(limits.max_header_bytes);
         loop {
             let (stream, peer) = tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
@@ -495,11 +825,21 @@ impl McpHttpService {
                     }
                 },
             };
+            let slot = match connections.admit(peer.ip()) {
+                Ok(slot) => slot,
+                Err(refusal) => {
+                    tracing::debug!(%peer, ?refusal, "MCP HTTP connection refused");
+                    tokio::spawn(admission::refuse_connection(stream, refusal, limits.retry_after_s));
+                    continue;
+                }
+            };
             configure(&stream);
             let service = service.clone();
             let path = path.clone();
             let shutdown = shutdown.clone();
+            let http1 = http1.clone();
             tokio::spawn(async move {
+                let _slot = slot;
                 let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let service = service.clone();
                     let on_path = req.uri().path() == &*path;
@@ -511,12 +851,12 @@ impl McpHttpService {
                     };
                     async move {
                         if let Some(report) = health {
-                            return Ok::<_, Infallible>(health_response(&report()));
+                            return Ok::<_, Infallible>(health_response(&report(), service.limits.health_details));
                         }
                         if on_path { Ok(service.handle(req).await) } else { Ok(not_found()) }
                     }
                 });
-                let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), handler);
+                let conn = http1.serve_connection(TokioIo::new(stream), handler);
                 tokio::pin!(conn);
                 let result = tokio::select! {
                     r = conn.as_mut() => r,
@@ -560,5 +900,26 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let service = self.clone();
         Box::pin(async move { Ok(service.handle(request).await) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_default_port;
+
+    #[test]
+    fn an_allowed_origin_without_a_port_means_the_default_port() {
+        for (given, meant) in [
+            ("https://app.example.com", "https://app.example.com:443"),
+            ("http://app.example.com", "http://app.example.com:80"),
+            ("https://app.example.com:8443", "https://app.example.com:8443"),
+            ("http://localhost:*", "http://localhost:*"),
+            ("http://[::1]", "http://[::1]:80"),
+            ("http://[::1]:*", "http://[::1]:*"),
+            ("null", "null"),
+            ("ftp://files.example", "ftp://files.example"),
+        ] {
+            assert_eq!(with_default_port(given.to_owned()), meant, "{given}");
+        }
     }
 }
