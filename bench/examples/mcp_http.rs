@@ -28,6 +28,9 @@
 //!   closed with `DELETE` afterwards. The table shows medians over rounds, and the median over rounds of each
 //!   round's keel/rmcp ratio. A contender that cannot serve a scenario is shown as `n/a`.
 //!
+//! With `MCP_HTTP_BASELINE=PATH` (another build of this example, e.g. of an earlier commit), that build's keel
+//! server replaces the bare rmcp server: two versions of keel under the same load, in one sitting.
+//!
 //! All traffic goes to 127.0.0.1.
 
 use std::convert::Infallible;
@@ -107,9 +110,18 @@ impl Contender {
     fn name(self) -> &'static str {
         match self {
             Contender::Keel => "keel",
+            Contender::Rmcp if baseline().is_some() => "baseline",
             Contender::Rmcp => "rmcp",
         }
     }
+}
+
+/// Another build of this example, named by `MCP_HTTP_BASELINE`: when set, its keel server takes the place of the
+/// bare rmcp server, so that two versions of keel are compared in one sitting (build the other version's example
+/// with its own `--target-dir` and give the path of its `mcp_http`).
+fn baseline() -> Option<&'static std::path::Path> {
+    static BASELINE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    BASELINE.get_or_init(|| std::env::var_os("MCP_HTTP_BASELINE").map(Into::into)).as_deref()
 }
 
 /// `serve keel|rmcp|rmcp-nagle ADDR`: binds ADDR (loopback only), prints the bound address on stdout, serves until
@@ -253,9 +265,12 @@ struct ServerProcess {
 
 impl ServerProcess {
     fn start(contender: Contender) -> Result<ServerProcess, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("locating this executable: {e}"))?;
+        let (exe, kind) = match (contender, baseline()) {
+            (Contender::Rmcp, Some(other)) => (other.to_owned(), "keel"),
+            _ => (std::env::current_exe().map_err(|e| format!("locating this executable: {e}"))?, contender.name()),
+        };
         let mut child = Command::new(exe)
-            .args(["serve", contender.name(), "127.0.0.1:0"])
+            .args(["serve", kind, "127.0.0.1:0"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -646,11 +661,15 @@ fn bench(args: &[String]) -> Result<(), String> {
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     println!(
         "MCP over Streamable HTTP, `{TOOL}`: {rounds} round(s) x {seconds} s per measurement (after {} s of \
-         warm-up), {cpus} CPU(s); medians over rounds; ratios are the median over rounds of keel/rmcp.",
-        WARM_UP.as_secs_f64()
+         warm-up), {cpus} CPU(s); medians over rounds; ratios are the median over rounds of keel/{other}.",
+        WARM_UP.as_secs_f64(),
+        other = Contender::Rmcp.name(),
     );
     println!();
-    println!("| scenario | contender | calls/s | p50 | p99 | failures | calls/s keel/rmcp | p50 keel/rmcp |");
+    println!(
+        "| scenario | contender | calls/s | p50 | p99 | failures | calls/s keel/{other} | p50 keel/{other} |",
+        other = Contender::Rmcp.name()
+    );
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
     for (s, scenario) in SCENARIOS.iter().enumerate() {
         let [keel, rmcp] = &results[s];
@@ -688,7 +707,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             println!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 scenario.label,
-                if c == 0 { "keel" } else { "rmcp" },
+                if c == 0 { Contender::Keel.name() } else { Contender::Rmcp.name() },
                 calls.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.0}")),
                 ms(p50),
                 ms(p99),

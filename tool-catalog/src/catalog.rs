@@ -759,8 +759,8 @@ impl CatalogServer {
         }
     }
 
-    /// An [`HttpConfig`] whose `GET /health` answers [`CatalogServer::health`] as JSON (`200` ok, `503`
-    /// degraded), for [`McpServer::http_service`]: `server.server().http_service(server.http_config(HttpConfig::default()))`.
+    /// An [`HttpConfig`] whose `GET /health` answers from [`CatalogServer::health`] (`200` ok, `503` degraded; the
+    /// whole report as JSON only with [`HttpConfig::health_details`]), for [`McpServer::http_service`]: `server.server().http_service(server.http_config(HttpConfig::default()))`.
     pub fn http_config(&self, config: HttpConfig) -> HttpConfig {
         let this = Arc::downgrade(&self.inner);
         config.health("/health", move || match this.upgrade() {
