@@ -100,7 +100,7 @@ pub const DEFAULT_MAX_HEADER_BYTES: usize = 32 * 1024;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 /// The default cap on open connections from one client address. See [`HttpConfig::max_connections_per_client`].
-pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 256;
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 512;
 
 /// The default cap on requests in flight on one session. See [`HttpConfig::max_calls_per_session`].
 pub const DEFAULT_MAX_CALLS_PER_SESSION: usize = 64;
