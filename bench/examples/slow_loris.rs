@@ -150,7 +150,9 @@ async fn measure(addr: SocketAddr, window: Duration) -> Measurement {
     let mut id = 0u64;
     while began.elapsed() < window {
         id += 1;
-        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"test_simple_text","arguments":{{}}}}}}"#);
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"test_simple_text","arguments":{{}}}}}}"#
+        );
         let start = Instant::now();
         let (_, answer) = post(Some(&session), body).await;
         latencies.push(start.elapsed().as_secs_f64() * 1e3);
