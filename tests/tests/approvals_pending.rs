@@ -1,23 +1,31 @@
 //! Approvals that wait: `approval_required` answers kept as pending calls in a `FileStore`, then resolved by a
 //! second process (this test binary, started again as a child) with approve and deny decisions, after the tools
 //! were "upgraded" in between. Only the approved call of an unchanged contract runs, exactly once.
+//!
+//! Pending calls are signed: a record changed in the store, to valid arguments or in any other field, never runs;
+//! a record of the previous key still runs after a rotation, one of an unknown key does not; of two processes
+//! taking one call at once, exactly one runs it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use tool_core::{
-    Decision, Effect, Executor, FileStore, PendingCall, PendingStore, Registry, Resolution, Run, ToolCall,
-    ToolDefinition, ToolError,
+    ApprovalKey, CallOptions, Decision, Effect, Executor, FileStore, PendingCall, PendingStore, Registry, Resolution,
+    Run, ToolCall, ToolDefinition, ToolError, ToolResult,
 };
 
 const ROLE: &str = "KEEL_PENDING_ROLE";
 const DIR: &str = "KEEL_PENDING_DIR";
+/// The approval key the processes share (absent: each process has its own random key).
+const KEY: &str = "KEEL_PENDING_KEY";
+/// When the takers start, in milliseconds since the Unix epoch.
+const START: &str = "KEEL_PENDING_START";
 
 /// `ticket.close` (the same in both processes) and `ticket.reopen` (at `reopen_version`): both append the call to
-/// `ran.log` in `dir` when they run.
-fn executor(dir: &Path, reopen_version: &'static str) -> Executor {
+/// `ran.log` in `dir` when they run. Pending calls are signed with `key` (default: the process's random key).
+fn executor(dir: &Path, reopen_version: &'static str, key: Option<ApprovalKey>) -> Executor {
     let tool = |name: &'static str, version: &'static str| {
         let log = dir.join("ran.log");
         ToolDefinition::builder(name)
@@ -48,7 +56,41 @@ fn executor(dir: &Path, reopen_version: &'static str) -> Executor {
         .tools([tool("ticket.close", "1.0"), tool("ticket.reopen", reopen_version)])
         .build()
         .unwrap();
-    Executor::new(registry.view().names(["ticket.close", "ticket.reopen"]).build().unwrap()).unwrap()
+    let builder = Executor::builder(registry.view().names(["ticket.close", "ticket.reopen"]).build().unwrap());
+    match key {
+        Some(key) => builder.approval_key(key),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
+/// A key for this test run, as the processes read it from their configuration.
+fn shared_key() -> String {
+    format!("a key the processes of test run {} share", std::process::id())
+}
+
+/// The key in the environment, if the parent passed one.
+fn key_from_env() -> Option<ApprovalKey> {
+    std::env::var(KEY).ok().map(|k| ApprovalKey::new(k).expect("32 bytes or more"))
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// The pending call of `tool` for `ticket`, asked by alice, answered `approval_required` by `executor`.
+async fn ask_one(executor: &Executor, id: &str, tool: &str, ticket: &str, ttl: Duration) -> PendingCall {
+    let asked = executor.call(ToolCall::new(id, tool, json!({"ticket": ticket}))).await;
+    assert_eq!(asked.code(), Some("approval_required"), "{asked:?}");
+    PendingCall::from_result(executor, &asked, Some("alice"), ttl).expect("an approval_required answer")
+}
+
+/// Whether `result` is the refusal of a record that does not verify: not run, asked for again.
+fn refused_unverified(result: &ToolResult) -> bool {
+    result.code() == Some("approval_stale")
+        && !result.executed
+        && result.error().is_some_and(|e| e.details == Some(json!({"verified": false})) && !e.message.contains("mac"))
 }
 
 fn ran(dir: &Path) -> Vec<String> {
@@ -56,9 +98,9 @@ fn ran(dir: &Path) -> Vec<String> {
 }
 
 /// The first process: four calls, each answered `approval_required` and kept.
-async fn ask(dir: &Path) -> Vec<PendingCall> {
+async fn ask(dir: &Path, key: ApprovalKey) -> Vec<PendingCall> {
     let store = FileStore::open(dir.join("pending")).unwrap();
-    let executor = executor(dir, "1.0");
+    let executor = executor(dir, "1.0", Some(key));
     let mut kept = Vec::new();
     for (id, tool, ticket, ttl) in [
         ("call-approve", "ticket.close", "T-1", 3600),
@@ -81,10 +123,11 @@ async fn ask(dir: &Path) -> Vec<PendingCall> {
     kept
 }
 
-/// The second process: tools upgraded (`ticket.reopen` is now 1.1), every pending call taken and resolved.
+/// The second process: tools upgraded (`ticket.reopen` is now 1.1), every pending call taken and resolved, with
+/// the key in the environment if there is one.
 async fn resolve(dir: &Path) -> Value {
     let store = FileStore::open(dir.join("pending")).unwrap();
-    let executor = executor(dir, "1.1");
+    let executor = executor(dir, "1.1", key_from_env());
     let mut answers = serde_json::Map::new();
     for pending in store.list().unwrap() {
         let taken = store.take(&pending.key()).unwrap().expect("not taken yet");
@@ -101,7 +144,8 @@ async fn resolve(dir: &Path) -> Value {
         answers.insert(
             pending.call_id.clone(),
             json!({"code": result.code().unwrap_or("ok"), "executed": result.executed, "version": result.tool_version,
-                   "message": result.error().map(|e| e.message.clone()), "decision": batch.decision.to_string()}),
+                   "message": result.error().map(|e| e.message.clone()), "decision": batch.decision.to_string(),
+                   "details": result.error().and_then(|e| e.details.clone())}),
         );
     }
     assert!(store.list().unwrap().is_empty(), "every pending call was taken");
@@ -115,31 +159,60 @@ fn scratch(test: &str) -> PathBuf {
     dir
 }
 
+/// Starts this binary again as the process `role`, running the test `test`, with the environment `env`.
+fn child(test: &str, role: &str, env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command
+}
+
+/// The JSON a child printed after `label`.
+fn printed(output: &std::process::Output, label: &str) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let line = stdout.lines().find_map(|l| l.split_once(label).map(|(_, a)| a)).unwrap_or_else(|| panic!("{stdout}"));
+    serde_json::from_str(line).unwrap()
+}
+
 #[tokio::test]
 async fn pending_calls_are_resolved_by_another_process() {
     if std::env::var(ROLE).is_ok() {
         return;
     }
     let dir = scratch("two-processes");
-    let kept = ask(&dir).await;
+    let key = shared_key();
+    let kept = ask(&dir, ApprovalKey::new(&key).unwrap()).await;
     assert_eq!(kept[0].tool_version, "1.0");
     assert_eq!(kept[0].requested_by.as_deref(), Some("alice"));
     assert_eq!(kept[0].arguments, json!({"ticket": "T-1"}));
     assert!(kept[0].contract.starts_with("fnv1a128:"));
     tokio::time::sleep(Duration::from_millis(5)).await; // past the zero-length expiry
+    let dir_text = dir.to_str().unwrap();
 
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "resolver", "--nocapture", "--test-threads=1"])
-        .env(ROLE, "resolve")
-        .env(DIR, &dir)
-        .output()
-        .expect("the second process runs");
-    let stdout = String::from_utf8_lossy(&child.stdout);
-    assert!(child.status.success(), "{stdout}{}", String::from_utf8_lossy(&child.stderr));
-    let line =
-        stdout.lines().find_map(|l| l.split_once("answers: ").map(|(_, a)| a)).unwrap_or_else(|| panic!("{stdout}"));
-    let answers: Value = serde_json::from_str(line).unwrap();
+    // Without the shared key, the second process holds a random key of its own: it verifies none of the calls
+    // and runs none (a denial included: it is answered as the rest).
+    let answers = printed(&child("resolver", "resolve", &[(DIR, dir_text)]).output().unwrap(), "answers: ");
+    for id in ["call-approve", "call-deny", "call-expired", "call-stale"] {
+        assert_eq!(answers[id]["code"], "approval_stale", "{id}: {answers}");
+        assert_eq!((&answers[id]["executed"], &answers[id]["details"]), (&json!(false), &json!({"verified": false})));
+        assert_eq!(answers[id]["decision"], "needs_input", "{id}: asked again");
+    }
+    assert!(ran(&dir).is_empty());
 
+    // With it, each is resolved on its merits.
+    let store = FileStore::open(dir.join("pending")).unwrap();
+    for pending in &kept {
+        store.save(pending).unwrap();
+    }
+    let answers =
+        printed(&child("resolver", "resolve", &[(DIR, dir_text), (KEY, &key)]).output().unwrap(), "answers: ");
     let get = |id: &str, key: &str| answers[id][key].clone();
     assert_eq!((get("call-approve", "code"), get("call-approve", "executed")), (json!("ok"), json!(true)));
     assert_eq!(get("call-approve", "decision"), "continue");
@@ -152,6 +225,7 @@ async fn pending_calls_are_resolved_by_another_process() {
     );
     assert_eq!((get("call-stale", "code"), get("call-stale", "executed")), (json!("approval_stale"), json!(false)));
     assert_eq!(get("call-stale", "version"), "1.1");
+    assert_eq!(get("call-stale", "details"), json!({"approved_version": "1.0", "current_version": "1.1"}));
     assert_eq!(get("call-stale", "decision"), "needs_input");
     assert_eq!(ran(&dir), ["ticket.close call-approve T-1"], "only the approved, unchanged call ran, once");
     let _ = std::fs::remove_dir_all(&dir);
@@ -174,7 +248,7 @@ async fn an_approval_in_the_same_process_resumes_a_waiting_run() {
         return;
     }
     let dir = scratch("same-process");
-    let executor = executor(&dir, "1.0");
+    let executor = executor(&dir, "1.0", None);
     let mut run = Run::new(executor.clone());
     let batch = run.process_batch(vec![ToolCall::new("c1", "ticket.close", json!({"ticket": "T-9"}))]).await;
     assert_eq!(run.terminal(), Some(Decision::NeedsInput));
@@ -184,14 +258,202 @@ async fn an_approval_in_the_same_process_resumes_a_waiting_run() {
     assert_eq!(run.terminal(), None, "the run goes on");
     assert_eq!(run.state().steps(), 1);
     assert_eq!(ran(&dir), ["ticket.close c1 T-9"]);
-    // An approval is for exactly the arguments asked about: a tampered pending call changes nothing.
+    // An approval is for exactly the record signed: a tampered pending call changes nothing.
     let mut tampered = pending.clone();
     tampered.call_id = "c2".into();
     tampered.arguments = json!({"ticket": "T-10", "extra": true});
-    let refused = executor.resume(&tampered, &Resolution::Approve, &tool_core::CallOptions::new()).await;
-    assert_eq!(refused.code(), Some("invalid_arguments"));
+    let refused = executor.resume(&tampered, &Resolution::Approve, &CallOptions::new()).await;
+    assert!(refused_unverified(&refused), "{refused:?}");
     assert_eq!(ran(&dir).len(), 1);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Changes the record kept under `key` in `store` as `change` says, as someone who can write the store would.
+fn tamper(store: &FileStore, key: &str, change: impl FnOnce(&mut serde_json::Map<String, Value>)) {
+    let path = store.dir().join(format!("{key}.json"));
+    let mut record: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    change(record.as_object_mut().unwrap());
+    std::fs::write(&path, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
+}
+
+#[tokio::test]
+async fn a_record_changed_in_the_store_never_runs() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    let dir = scratch("tampered");
+    let key = ApprovalKey::new(shared_key()).unwrap();
+    let asker = executor(&dir, "1.0", Some(key.clone()));
+    // The resolver runs `ticket.reopen` 1.1: a record of 1.0 is stale unless its version is changed too.
+    let resolver = executor(&dir, "1.1", Some(key));
+    let reopen_now = resolver.view().get("ticket.reopen").unwrap().contract_fingerprint();
+    let store = FileStore::open(dir.join("pending")).unwrap();
+    let hour = Duration::from_secs(3600);
+    type Change = Box<dyn FnOnce(&mut serde_json::Map<String, Value>)>;
+    // Each change would make the call run if the record were believed: the arguments are valid, the expiry is
+    // later, the version and contract are those of the tool as it is now.
+    let cases: Vec<(&str, &str, Duration, Change)> = vec![
+        (
+            "other valid arguments",
+            "ticket.close",
+            hour,
+            Box::new(|r| drop(r.insert("arguments".into(), json!({"ticket": "T-666"})))),
+        ),
+        ("requested_by", "ticket.close", hour, Box::new(|r| drop(r.insert("requested_by".into(), json!("root"))))),
+        (
+            "requested_by removed",
+            "ticket.close",
+            hour,
+            Box::new(|r| drop(r.insert("requested_by".into(), Value::Null))),
+        ),
+        ("call_id", "ticket.close", hour, Box::new(|r| drop(r.insert("call_id".into(), json!("another-call"))))),
+        ("reason", "ticket.close", hour, Box::new(|r| drop(r.insert("reason".into(), json!("approved already"))))),
+        (
+            "expires_at_ms",
+            "ticket.close",
+            Duration::ZERO,
+            Box::new(|r| drop(r.insert("expires_at_ms".into(), json!(u64::MAX)))),
+        ),
+        (
+            "tool_version and contract",
+            "ticket.reopen",
+            hour,
+            Box::new(move |r| {
+                r.insert("tool_version".into(), json!("1.1"));
+                r.insert("contract".into(), json!(reopen_now));
+            }),
+        ),
+        ("mac removed", "ticket.close", hour, Box::new(|r| drop(r.remove("mac")))),
+        ("key_id", "ticket.close", hour, Box::new(|r| drop(r.insert("key_id".into(), json!("00000000"))))),
+    ];
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    for (i, (what, tool, ttl, change)) in cases.into_iter().enumerate() {
+        let pending = ask_one(&asker, &format!("call-{i}"), tool, &format!("T-{i}"), ttl).await;
+        store.save(&pending).unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await; // past a zero-length expiry
+        tamper(&store, &pending.key(), change);
+        let taken = store.take(&pending.key()).unwrap().expect("kept");
+        assert_ne!(taken, pending, "{what}: the record was changed");
+        let result = resolver.resume(&taken, &Resolution::Approve, &CallOptions::new()).await;
+        assert!(refused_unverified(&result), "{what}: {result:?}");
+        assert!(ran(&dir).is_empty(), "{what}: the handler never ran");
+    }
+    // The same, unchanged, runs.
+    let pending = ask_one(&asker, "call-kept", "ticket.close", "T-1", hour).await;
+    store.save(&pending).unwrap();
+    let taken = store.take(&pending.key()).unwrap().expect("kept");
+    let result = resolver.resume(&taken, &Resolution::Approve, &CallOptions::new()).await;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(ran(&dir), ["ticket.close call-kept T-1"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_rotated_key_still_resolves_what_the_previous_one_signed() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    let dir = scratch("rotation");
+    let (old, new, other) = (
+        ApprovalKey::new([1u8; 32]).unwrap(),
+        ApprovalKey::new([2u8; 32]).unwrap(),
+        ApprovalKey::new([3u8; 32]).unwrap(),
+    );
+    let hour = Duration::from_secs(3600);
+    let before = ask_one(&executor(&dir, "1.0", Some(old.clone())), "before", "ticket.close", "T-1", hour).await;
+    let unknown = ask_one(&executor(&dir, "1.0", Some(other)), "unknown", "ticket.close", "T-2", hour).await;
+    let unkeyed = ask_one(&executor(&dir, "1.0", None), "unkeyed", "ticket.close", "T-3", hour).await;
+    let rotated = executor(&dir, "1.0", Some(new.clone().with_previous(old.clone())));
+    let after = ask_one(&rotated, "after", "ticket.close", "T-4", hour).await;
+    assert_eq!((before.key_id(), after.key_id()), (old.id(), new.id()), "signed with the current key");
+    // Read back as from a store.
+    let read = |p: &PendingCall| serde_json::from_str::<PendingCall>(&serde_json::to_string(p).unwrap()).unwrap();
+
+    let resume = |e: &Executor, p: &PendingCall| {
+        let (e, p) = (e.clone(), read(p));
+        async move { e.resume(&p, &Resolution::Approve, &CallOptions::new()).await }
+    };
+    assert!(resume(&rotated, &before).await.is_ok(), "the previous key still verifies");
+    assert!(resume(&rotated, &after).await.is_ok());
+    assert!(refused_unverified(&resume(&rotated, &unknown).await), "an unknown key");
+    assert!(refused_unverified(&resume(&rotated, &unkeyed).await), "the process's random key is not configured");
+    assert!(resume(&executor(&dir, "1.0", None), &unkeyed).await.is_ok(), "another executor of this process");
+    // Rotated again: the key before the previous one is no longer accepted.
+    let again = executor(&dir, "1.0", Some(ApprovalKey::new([4u8; 32]).unwrap().with_previous(new)));
+    assert!(refused_unverified(&resume(&again, &before).await));
+    assert!(resume(&again, &after).await.is_ok());
+    assert_eq!(
+        ran(&dir),
+        ["ticket.close before T-1", "ticket.close after T-4", "ticket.close unkeyed T-3", "ticket.close after T-4"]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// How many calls the takers race for, and how far apart (each taker starts each take at the same instant).
+const RACED: usize = 20;
+const RACE_SPACING_MS: u64 = 15;
+
+#[tokio::test]
+async fn two_processes_taking_one_call_run_it_once() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    let dir = scratch("race");
+    let key = shared_key();
+    let executor = executor(&dir, "1.0", Some(ApprovalKey::new(&key).unwrap()));
+    let store = FileStore::open(dir.join("pending")).unwrap();
+    for i in 0..RACED {
+        let pending =
+            ask_one(&executor, &format!("race-{i}"), "ticket.close", &format!("T-{i}"), Duration::from_secs(3600))
+                .await;
+        store.save(&pending).unwrap();
+    }
+    let start = (unix_ms() + 500).to_string();
+    let env = [(DIR, dir.to_str().unwrap()), (KEY, key.as_str()), (START, start.as_str())];
+    let takers: Vec<_> = (0..2).map(|_| child("taker", "take", &env).spawn().unwrap()).collect();
+    let took: Vec<Value> = takers.into_iter().map(|t| printed(&t.wait_with_output().unwrap(), "took: ")).collect();
+
+    let ran = ran(&dir);
+    for i in 0..RACED {
+        let id = json!(format!("race-{i}"));
+        let takers = took.iter().filter(|t| t.as_array().unwrap().contains(&id)).count();
+        assert_eq!(takers, 1, "race-{i} was taken by exactly one process: {took:?}");
+        let runs = ran.iter().filter(|l| **l == format!("ticket.close race-{i} T-{i}")).count();
+        assert_eq!(runs, 1, "race-{i} ran exactly once: {ran:?}");
+    }
+    assert_eq!(ran.len(), RACED);
+    assert!(store.list().unwrap().is_empty(), "every call was taken");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A taker of the test above (does nothing unless started by it): takes and runs every call it can, each at its
+/// instant, and prints the ids of those it took.
+#[tokio::test]
+async fn taker() {
+    if std::env::var(ROLE).as_deref() != Ok("take") {
+        return;
+    }
+    let dir = PathBuf::from(std::env::var(DIR).unwrap());
+    let start: u64 = std::env::var(START).unwrap().parse().unwrap();
+    let store = FileStore::open(dir.join("pending")).unwrap();
+    let executor = executor(&dir, "1.0", key_from_env());
+    let calls = store.list().unwrap();
+    let mut took = Vec::new();
+    for (i, pending) in calls.iter().enumerate() {
+        let at = start + i as u64 * RACE_SPACING_MS;
+        if let Some(wait) = at.checked_sub(unix_ms() + 2) {
+            std::thread::sleep(Duration::from_millis(wait));
+        }
+        while unix_ms() < at {
+            std::hint::spin_loop();
+        }
+        if let Some(taken) = store.take(&pending.key()).unwrap() {
+            let result = executor.resume(&taken, &Resolution::Approve, &CallOptions::new()).await;
+            assert!(result.is_ok(), "{result:?}");
+            took.push(taken.call_id);
+        }
+    }
+    println!("took: {}", json!(took));
 }
 
 #[test]
@@ -199,7 +461,7 @@ fn a_corrupt_entry_is_named_and_left_in_place() {
     if std::env::var(ROLE).is_ok() {
         return;
     }
-    let dir = scratch("corrupt");
+    let dir = scratch("corrupt").join("pending");
     let store = FileStore::open(&dir).unwrap();
     let key = format!("pc-{}", "0".repeat(32));
     std::fs::write(dir.join(format!("{key}.json")), "{not json").unwrap();
@@ -208,5 +470,5 @@ fn a_corrupt_entry_is_named_and_left_in_place() {
     assert!(store.take(&key).is_err());
     assert!(dir.join(format!("{key}.json")).exists(), "still there for an operator");
     assert!(store.take("../../etc/passwd").unwrap().is_none(), "a key is never a path");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }

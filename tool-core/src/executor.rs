@@ -576,6 +576,12 @@ impl Executor {
         &self.inner.view
     }
 
+    /// The shared state handed to handlers; [`ExecutorBuilder::approval_key`] keeps the pending calls' key there,
+    /// under a type only `pending` can name.
+    pub(crate) fn state_map(&self) -> &StateMap {
+        &self.inner.state
+    }
+
     /// Whether a call of `name` may overlap with other calls of one batch: the tool is in the view and the
     /// policy says it is parallel-safe ([`Policy::parallel_safe`]; by default, `read` tools). A name that is not
     /// in the view is not: its call is refused at once, alone, so that a stop it causes starts nothing after it.

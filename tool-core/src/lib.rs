@@ -130,7 +130,7 @@ pub use event::{Decision, Event, EventKind, EventLog, EventSink, JsonLinesWriter
 pub use executor::{CallOptions, Executor, ExecutorBuilder, ExecutorError, ExecutorProblem};
 pub use failure::{FailureKind, InternalFailure};
 pub use input::{ClientInput, Elicitation, InputError, InputFuture, InputKind, InputRequest};
-pub use pending::{FileStore, PendingCall, PendingStore, PendingStoreError, Resolution};
+pub use pending::{ApprovalKey, ApprovalKeyError, FileStore, PendingCall, PendingStore, PendingStoreError, Resolution};
 pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 pub use registry::{Registry, RegistryBuilder, RegistryError, RegistryProblem};
 pub use result::{ErrorBody, HandlerState, Outcome, ToolResult};
