@@ -69,6 +69,7 @@ pub fn missing_peer(message: &str) {
     println!("skipped: {message}");
 }
 
+pub mod alloc;
 pub mod http;
 pub mod mcp;
 pub mod schema_host;

@@ -3,8 +3,6 @@
 //! result beyond the output limits stops being serialised there. What each costs is measured by an allocator that
 //! counts what each thread holds.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -12,53 +10,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tool_core::{Executor, Limits, Provider, Registry, ToolCall, tool};
 use tool_mcp::McpServer;
 
-/// Counts, per thread, the bytes allocated and not yet freed, and the most held at once since the last reset.
-struct Counting;
-
-thread_local! {
-    static HELD: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-fn track(delta: isize) {
-    // `try_with`: a thread being torn down has no counters left; its allocations are not measured.
-    let _ = HELD.try_with(|held| {
-        let now = held.get() + delta;
-        held.set(now);
-        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
-    });
-}
-
-// SAFETY: every method forwards to `System` unchanged; the counters only read the layout's size.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        track(layout.size() as isize);
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        track(-(layout.size() as isize));
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        track(new_size as isize - layout.size() as isize);
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: keel_tests::alloc::Counting = keel_tests::alloc::Counting;
 
-/// The most bytes this thread held at once while `f` ran, beyond what it held before.
-fn peak_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let before = HELD.with(Cell::get);
-    PEAK.with(|p| p.set(before));
-    let out = f();
-    let peak = PEAK.with(Cell::get);
-    (out, (peak - before).max(0) as usize)
-}
+use keel_tests::alloc::peak_during;
 
 const MIB: usize = 1024 * 1024;
 const GIB: usize = 1024 * MIB;

@@ -6,8 +6,6 @@
 //! The binary's allocator counts what each thread holds, so that a refused body can be shown to be refused before
 //! it is parsed (as `limits_before_allocation.rs` does for the other entry points).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -25,45 +23,8 @@ use tokio_util::sync::CancellationToken;
 use tool_core::{Executor, Registry, tool};
 use tool_mcp::{HealthReport, HttpConfig, McpHttpService, McpServer};
 
-// ---------------------------------------------------------------------------------------------------------------
-// A counting allocator: per thread, the bytes held and the most held at once since the last reset.
-
-struct Counting;
-
-thread_local! {
-    static HELD: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-fn track(delta: isize) {
-    let _ = HELD.try_with(|held| {
-        let now = held.get() + delta;
-        held.set(now);
-        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
-    });
-}
-
-// SAFETY: every method forwards to `System` unchanged; the counters only read the layout's size.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        track(layout.size() as isize);
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        track(-(layout.size() as isize));
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        track(new_size as isize - layout.size() as isize);
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: keel_tests::alloc::Counting = keel_tests::alloc::Counting;
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -376,11 +337,9 @@ async fn a_public_host_keeps_origin_validation() {
 
 /// The most bytes this thread held at once while `f` ran, beyond what it held before.
 async fn peak_during<F: std::future::Future>(f: F) -> (F::Output, usize) {
-    let before = HELD.with(Cell::get);
-    PEAK.with(|p| p.set(before));
+    let before = keel_tests::alloc::start();
     let out = f.await;
-    let peak = PEAK.with(Cell::get);
-    (out, (peak - before).max(0) as usize)
+    (out, keel_tests::alloc::peak_since(before))
 }
 
 /// Sends `head` then `body` on one connection and reads the answer, while the body is still being written.
