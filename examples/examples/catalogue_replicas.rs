@@ -17,6 +17,11 @@
 //! 5. Both health reports.
 //!
 //! `catalogue_replicas replica <name> <conninfo>` is one replica; `examples::replicas` documents its protocol.
+//!
+//! The replicas seal the `requestState` of input-required results with one shared key, so that any of them
+//! resumes a call another began: `KEEL_REQUEST_STATE_KEY` (`<id>:<key>`, the key at least 32 random bytes) and,
+//! while rotating it, `KEEL_REQUEST_STATE_PREVIOUS_KEY`; without them, a public development key (never deploy
+//! it).
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -93,7 +98,16 @@ async fn replica(name: &str, conninfo: &str) -> Result<(), Box<dyn Error>> {
         .connect_postgres(conninfo)
         .await?;
     let server_name = name.to_owned();
-    let server = CatalogServer::new(&catalog, None, |e| McpServer::builder(e).name(server_name).build()).await?;
+    let (key, previous) = examples::replicas::request_state_keys()?;
+    let server = CatalogServer::new(&catalog, None, |e| {
+        let builder = McpServer::builder(e).name(server_name).request_state_key(key.0, key.1);
+        match previous {
+            Some((id, key)) => builder.previous_request_state_key(id, key),
+            None => builder,
+        }
+        .build()
+    })
+    .await?;
     let stop = CancellationToken::new();
     let mut served = server.served();
     tokio::spawn(async move {

@@ -11,6 +11,9 @@
 //! - in: `{"op": "put", "name": …, "description": …, "tool": …}` (a row serving the compiled tool `tool`, by
 //!   default `get_service_status`, under that name; the description defaults to the tool's),
 //!   `{"op": "set_enabled", "name": …, "enabled": bool}`, `{"op": "remove", "name": …}`.
+//!
+//! Every replica seals the `requestState` of input-required results with the same key ([`request_state_keys`]),
+//! so that a client's next round may reach any of them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,6 +25,47 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, watch};
+
+/// The variable holding the replicas' `requestState` key, as `<id>:<key>` (the key: at least 32 random bytes).
+pub const REQUEST_STATE_KEY_VAR: &str = "KEEL_REQUEST_STATE_KEY";
+/// The variable holding the key [`REQUEST_STATE_KEY_VAR`] replaced, during a rotation, as `<id>:<key>`.
+pub const PREVIOUS_REQUEST_STATE_KEY_VAR: &str = "KEEL_REQUEST_STATE_PREVIOUS_KEY";
+
+/// FOR DEVELOPMENT ONLY: the key the demo's replicas share when [`REQUEST_STATE_KEY_VAR`] is not set. It is
+/// public, so anyone can forge a `requestState` sealed with it: never deploy it.
+pub const DEVELOPMENT_REQUEST_STATE_KEY: (&str, &[u8]) =
+    ("development-only", b"keel replicas demo: a PUBLIC development key, never deploy it");
+
+/// A key and its id.
+pub type NamedKey = (String, Vec<u8>);
+
+/// An `<id>:<key>` pair read from `var`: `None` when unset or empty.
+fn key_from(var: &str) -> Result<Option<NamedKey>, String> {
+    let Some(value) = std::env::var(var).ok().filter(|v| !v.is_empty()) else { return Ok(None) };
+    let (id, key) = value.split_once(':').ok_or_else(|| format!("{var} must be `<id>:<key>`"))?;
+    Ok(Some((id.to_owned(), key.as_bytes().to_vec())))
+}
+
+/// The replicas' `requestState` keys, the same in every replica: the current one and, during a rotation, the
+/// previous one, from [`REQUEST_STATE_KEY_VAR`] and [`PREVIOUS_REQUEST_STATE_KEY_VAR`]; without them, the
+/// public [`DEVELOPMENT_REQUEST_STATE_KEY`], with a warning on stderr.
+pub fn request_state_keys() -> Result<(NamedKey, Option<NamedKey>), String> {
+    let previous = key_from(PREVIOUS_REQUEST_STATE_KEY_VAR)?;
+    match key_from(REQUEST_STATE_KEY_VAR)? {
+        Some(current) => Ok((current, previous)),
+        None if previous.is_some() => {
+            Err(format!("{PREVIOUS_REQUEST_STATE_KEY_VAR} is set without {REQUEST_STATE_KEY_VAR}"))
+        }
+        None => {
+            eprintln!(
+                "warning: {REQUEST_STATE_KEY_VAR} is not set; the replicas seal requestState with a PUBLIC \
+                 development key"
+            );
+            let (id, key) = DEVELOPMENT_REQUEST_STATE_KEY;
+            Ok(((id.to_owned(), key.to_vec()), None))
+        }
+    }
+}
 
 /// Microseconds since the Unix epoch: the clock replicas stamp their events with (one machine, one clock).
 pub fn now_us() -> u64 {

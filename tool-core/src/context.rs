@@ -106,6 +106,9 @@ struct Inner {
     call_id: Arc<str>,
     tool_name: Arc<str>,
     tenant: Option<Arc<str>>,
+    principal: Option<Arc<str>>,
+    /// The stream of requests the call came on, as its idempotency key sees it.
+    stream: Option<Arc<str>>,
     /// Given, or derived when first asked for.
     idempotency_key: OnceLock<Arc<str>>,
     /// What the handler's result may hold (the executor's output limits), used as it is serialised.
@@ -139,6 +142,7 @@ impl fmt::Debug for CallContext {
             .field("call_id", &self.inner.call_id)
             .field("tool_name", &self.inner.tool_name)
             .field("tenant", &self.inner.tenant)
+            .field("principal", &self.inner.principal)
             .finish_non_exhaustive()
     }
 }
@@ -155,6 +159,8 @@ impl CallContext {
             call_id: call_id.into(),
             tool_name: tool_name.into(),
             tenant: None,
+            principal: None,
+            stream: None,
             idempotency_key: None,
             output_limits: Limits::OUTPUT_DEFAULT,
             cancellation: None,
@@ -176,21 +182,50 @@ impl CallContext {
     pub fn tenant(&self) -> Option<&str> {
         self.inner.tenant.as_deref()
     }
-    /// A key naming this call's effect, for a tool that must not do it twice: the same for every call with the
-    /// same tenant, tool and call id, so a call retried under its call id (a transport's retry, a replayed
-    /// transcript, a run resumed after a restart) gets the key its first attempt had, and any other call gets
-    /// another. `ik-` and 32 hex digits, from a stable 128-bit hash (the same in every process and version).
+    /// Who the call is made for within its tenant (a user, an API client), if the caller said
+    /// ([`CallOptions::principal`](crate::CallOptions::principal)).
+    pub fn principal(&self) -> Option<&str> {
+        self.inner.principal.as_deref()
+    }
+    /// A key naming this call's effect, for a tool that must not do it twice. `ik-` and 32 hex digits, from a
+    /// stable 128-bit hash (the same in every process and version).
     ///
-    /// A call id names one call: the key does not depend on the arguments, so a retry is recognised even when the
-    /// model spelled its arguments differently. A side-effecting tool records the key with its effect (a column
-    /// with a unique index, an `Idempotency-Key` header to the API it calls) and answers a repeated key with the
-    /// first attempt's result. The key is also in the details of a `timeout` or `cancelled` result whose handler
-    /// may still be running.
+    /// Two calls share a key exactly when they have the same tool, call id, tenant, principal and stream (the
+    /// stream of requests the call came on: [`CallOptions::stream`](crate::CallOptions::stream)). A call id is
+    /// unique only within its stream (a JSON-RPC id restarts in every MCP session, an id keel generates for a
+    /// provider that sends none restarts in every conversation), so within one stream a repeated call id is a
+    /// retry of the same call (a transport's retry, a replayed transcript, a run resumed with its stream after a
+    /// restart), and calls on two streams, or for two tenants or principals, never share a key. That is what
+    /// makes it safe to answer a repeated key with the first attempt's result: the caller who gets it is the
+    /// caller who made the first attempt.
+    ///
+    /// * Every keel transport names the stream: each MCP session (stdio, HTTP, any transport) is one, and each
+    ///   stateless MCP request is one of its own (see `tool-mcp`'s server).
+    /// * A call made with no stream whose id the host chose (`Executor::call_with` from the host's own code) is
+    ///   keyed by tenant, principal, tool and call id: the host owns its ids, and a call id it reuses is the same
+    ///   call. With no principal either, the key is the one keel derived before streams existed.
+    /// * A call made with no stream whose id keel generated
+    ///   ([`ToolCall::is_generated_id`](crate::ToolCall::is_generated_id): the provider sent none, and such ids
+    ///   repeat from one conversation to the next) gets a key no call made with another
+    ///   [`CallOptions`](crate::CallOptions) value shares, a clone included. A [`Run`](crate::Run) (and so the
+    ///   agent loop) makes its calls with its own value, and a run never repeats a call id: such a key is never
+    ///   shared. A conversation resumed after a restart gets new keys for them, unless it names its stream.
+    ///
+    /// The key does not depend on the arguments, so a retry is recognised even when the model spelled its
+    /// arguments differently. A side-effecting tool records the key with its effect (a column with a unique
+    /// index, an `Idempotency-Key` header to the API it calls) and answers a repeated key with the first
+    /// attempt's result. The key is also in the details of a `timeout` or `cancelled` result whose handler may
+    /// still be running.
     pub fn idempotency_key(&self) -> &str {
         let inner = &*self.inner;
-        inner
-            .idempotency_key
-            .get_or_init(|| idempotency_key(inner.tenant.as_deref(), &inner.tool_name, &inner.call_id).into())
+        inner.idempotency_key.get_or_init(|| {
+            let scope = KeyScope {
+                tenant: inner.tenant.as_deref(),
+                principal: inner.principal.as_deref(),
+                stream: inner.stream.as_deref(),
+            };
+            idempotency_key(scope, &inner.tool_name, &inner.call_id).into()
+        })
     }
     /// Cancelled when the call times out (at the deadline, before the grace period: see
     /// [`ExecutorBuilder::timeout_grace`](crate::ExecutorBuilder::timeout_grace)), the run is cancelled or the
@@ -298,6 +333,8 @@ pub struct CallContextBuilder {
     call_id: Arc<str>,
     tool_name: Arc<str>,
     tenant: Option<Arc<str>>,
+    principal: Option<Arc<str>>,
+    stream: Option<Arc<str>>,
     idempotency_key: Option<Arc<str>>,
     output_limits: Limits,
     cancellation: Option<CancellationToken>,
@@ -312,7 +349,17 @@ impl CallContextBuilder {
         self.tenant = tenant;
         self
     }
-    /// The idempotency key (default: derived from the tenant, tool and call id, as
+    /// Who the call is made for within its tenant.
+    pub fn principal(mut self, principal: Option<Arc<str>>) -> Self {
+        self.principal = principal;
+        self
+    }
+    /// The stream of requests the call came on (see [`CallContext::idempotency_key`]).
+    pub fn stream(mut self, stream: Option<Arc<str>>) -> Self {
+        self.stream = stream;
+        self
+    }
+    /// The idempotency key (default: derived from the tenant, principal, stream, tool and call id, as
     /// [`CallContext::idempotency_key`] says).
     pub fn idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
         self.idempotency_key = Some(key.into());
@@ -356,6 +403,8 @@ impl CallContextBuilder {
                 idempotency_key,
                 output_limits: self.output_limits,
                 tenant: self.tenant,
+                principal: self.principal,
+                stream: self.stream,
                 cancellation: self.cancellation.unwrap_or_default(),
                 state: self.state.unwrap_or_default(),
                 notifier: self.notifier,
@@ -366,16 +415,37 @@ impl CallContextBuilder {
     }
 }
 
-/// The key [`CallContext::idempotency_key`] documents: a stable 128-bit hash of the tenant, the tool and the call
-/// id (each part length-prefixed, so no two triples write the same bytes).
-pub(crate) fn idempotency_key(tenant: Option<&str>, tool: &str, call_id: &str) -> String {
-    let mut h = Fnv1a128::new();
-    h.update(b"keel-idempotency-key-1");
-    h.update(&[u8::from(tenant.is_some())]);
-    for part in [tenant.unwrap_or(""), tool, call_id] {
+/// What a call's idempotency key is derived from besides its tool and call id.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct KeyScope<'a> {
+    pub(crate) tenant: Option<&'a str>,
+    pub(crate) principal: Option<&'a str>,
+    pub(crate) stream: Option<&'a str>,
+}
+
+/// The key [`CallContext::idempotency_key`] documents: a stable 128-bit hash of the tenant, principal and stream
+/// (each with whether it is there), the tool and the call id, each part length-prefixed so that no two tuples
+/// write the same bytes. With neither principal nor stream, it is version 1 of the key (tenant, tool, call id),
+/// so that keys stored before streams existed still name their calls.
+pub(crate) fn idempotency_key(scope: KeyScope<'_>, tool: &str, call_id: &str) -> String {
+    fn part(h: &mut Fnv1a128, part: &str) {
         h.update(&(part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
     }
+    let mut h = Fnv1a128::new();
+    if scope.principal.is_none() && scope.stream.is_none() {
+        h.update(b"keel-idempotency-key-1");
+        h.update(&[u8::from(scope.tenant.is_some())]);
+        part(&mut h, scope.tenant.unwrap_or(""));
+    } else {
+        h.update(b"keel-idempotency-key-2");
+        for who in [scope.tenant, scope.principal, scope.stream] {
+            h.update(&[u8::from(who.is_some())]);
+            part(&mut h, who.unwrap_or(""));
+        }
+    }
+    part(&mut h, tool);
+    part(&mut h, call_id);
     format!("ik-{:032x}", h.finish())
 }
 
@@ -515,19 +585,45 @@ impl<T> Deref for Args<T> {
 mod tests {
     use super::*;
 
+    fn key(tenant: Option<&str>, principal: Option<&str>, stream: Option<&str>, tool: &str, id: &str) -> String {
+        idempotency_key(KeyScope { tenant, principal, stream }, tool, id)
+    }
+
     #[test]
     fn the_idempotency_key_is_pinned() {
-        // The key is stored with effects by tools: it must never change for the same call.
-        let key = idempotency_key(Some("acme"), "ticket.create", "call_1");
-        assert_eq!(key, "ik-3bbf9bb6bcbf2693c9931bbcccba19b0");
+        // The key is stored with effects by tools: it must never change for the same call. Without a principal or
+        // a stream it is the first version's key.
+        let first = key(Some("acme"), None, None, "ticket.create", "call_1");
+        assert_eq!(first, "ik-3bbf9bb6bcbf2693c9931bbcccba19b0");
         assert_ne!(
-            idempotency_key(None, "ticket.create", "call_1"),
-            idempotency_key(Some(""), "ticket.create", "call_1")
+            key(None, None, None, "ticket.create", "call_1"),
+            key(Some(""), None, None, "ticket.create", "call_1")
         );
         // Length prefixes: moving a boundary between parts changes the key.
-        assert_ne!(idempotency_key(None, "ab", "c"), idempotency_key(None, "a", "bc"));
+        assert_ne!(key(None, None, None, "ab", "c"), key(None, None, None, "a", "bc"));
         let ctx = CallContext::builder("call_1", "ticket.create").tenant(Some("acme".into())).build();
-        assert_eq!(ctx.idempotency_key(), key);
+        assert_eq!(ctx.idempotency_key(), first);
         assert_eq!(CallContext::builder("c", "t").idempotency_key("mine").build().idempotency_key(), "mine");
+    }
+
+    #[test]
+    fn a_stream_or_a_principal_keeps_keys_apart() {
+        let on = |stream: &str| key(Some("acme"), None, Some(stream), "ticket.create", "7");
+        assert_eq!(on("session-a"), "ik-6029c96808645364932a183dd3ee9c77");
+        // Two streams with the same call id: two keys; the same stream again: the same key.
+        assert_ne!(on("session-a"), on("session-b"));
+        assert_eq!(on("session-a"), on("session-a"));
+        assert_ne!(on("session-a"), key(Some("acme"), None, None, "ticket.create", "7"));
+        // A principal is a part of its own: not the same as a stream, nor as a tenant, of the same text.
+        let alice = key(Some("acme"), Some("alice"), None, "t", "7");
+        assert_ne!(alice, key(Some("acme"), None, Some("alice"), "t", "7"));
+        assert_ne!(alice, key(Some("acme"), Some("bob"), None, "t", "7"));
+        assert_ne!(key(Some("alice"), None, Some("s"), "t", "7"), key(None, Some("alice"), Some("s"), "t", "7"));
+        assert_ne!(key(None, Some(""), None, "t", "7"), key(None, None, Some(""), "t", "7"));
+        let ctx = CallContext::builder("7", "ticket.create")
+            .tenant(Some("acme".into()))
+            .stream(Some("session-a".into()))
+            .build();
+        assert_eq!(ctx.idempotency_key(), on("session-a"));
     }
 }

@@ -358,7 +358,8 @@ impl ExecutorBuilder {
     }
 }
 
-/// Per-call inputs that do not come from the model: tenant, approvals, cancellation, notifications.
+/// Per-call inputs that do not come from the model: whom the call is for (tenant, principal) and the stream of
+/// requests it came on, approvals, cancellation, notifications.
 ///
 /// ```
 /// use tool_core::{tool, CallContext, CallOptions, CancellationToken, Executor, Registry, ToolCall};
@@ -377,9 +378,15 @@ impl ExecutorBuilder {
 /// assert_eq!(r.data(), Some(&serde_json::json!("acme")));
 /// # });
 /// ```
+///
+/// Cloning copies everything but one thing: a value and its clone are two streams for calls whose id keel generated
+/// and that name no stream (see [`CallOptions::stream`]).
 #[derive(Clone, Default)]
 pub struct CallOptions {
     tenant: Option<Arc<str>>,
+    principal: Option<Arc<str>>,
+    stream: Option<Arc<str>>,
+    unnamed_stream: UnnamedStream,
     approvals: Approvals,
     cancellation: Option<CancellationToken>,
     notifier: Option<Arc<dyn Notifier>>,
@@ -391,13 +398,15 @@ impl fmt::Debug for CallOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CallOptions")
             .field("tenant", &self.tenant)
+            .field("principal", &self.principal)
+            .field("stream", &self.stream)
             .field("approvals", &self.approvals)
             .finish_non_exhaustive()
     }
 }
 
 impl CallOptions {
-    /// No tenant, no approvals.
+    /// No tenant, no principal, no stream, no approvals.
     pub fn new() -> CallOptions {
         CallOptions::default()
     }
@@ -405,6 +414,41 @@ impl CallOptions {
     pub fn tenant(mut self, tenant: impl Into<Arc<str>>) -> Self {
         self.tenant = Some(tenant.into());
         self
+    }
+    /// Who the call is made for within its tenant: the authenticated user or client, as the host knows it
+    /// ([`CallContext::principal`](crate::CallContext::principal)). Part of the call's idempotency key, and of
+    /// what an MCP `requestState` is bound to.
+    pub fn principal(mut self, principal: impl Into<Arc<str>>) -> Self {
+        self.principal = Some(principal.into());
+        self
+    }
+    /// The stream of requests the call came on: the scope within which its call id names one call (an MCP
+    /// session, one conversation of an agent loop). Calls on two streams never share an idempotency key; a
+    /// retry on the same stream under the same call id keeps its key. See
+    /// [`CallContext::idempotency_key`](crate::CallContext::idempotency_key) for the whole rule.
+    ///
+    /// Every keel transport sets one. A host sets one for each conversation it drives itself, and stores it with
+    /// the conversation to keep its keys across a restart. Without one, a call whose id the host chose is keyed
+    /// by its tenant, principal, tool and call id (the host owns its ids), and a call whose id keel generated
+    /// ([`ToolCall::is_generated_id`]: the provider sent none, and such ids repeat from one conversation to the
+    /// next) is keyed to this `CallOptions` value: a key no call made with another value shares, not even with a
+    /// clone of this one. A [`Run`](crate::Run) makes its calls with its own value;
+    /// [`Executor::call`] makes every call with the same one, so give it no generated ids of two conversations.
+    pub fn stream(mut self, stream: impl Into<Arc<str>>) -> Self {
+        self.stream = Some(stream.into());
+        self
+    }
+    /// The tenant set with [`CallOptions::tenant`], if any.
+    pub fn get_tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+    /// The principal set with [`CallOptions::principal`], if any.
+    pub fn get_principal(&self) -> Option<&str> {
+        self.principal.as_deref()
+    }
+    /// The stream set with [`CallOptions::stream`], if any.
+    pub fn get_stream(&self) -> Option<&str> {
+        self.stream.as_deref()
     }
     /// Adds an approval for one tool and exact arguments.
     pub fn approve(mut self, approval: Approval) -> Self {
@@ -442,6 +486,47 @@ impl CallOptions {
     /// The parent cancellation token, if one was given.
     pub(crate) fn cancellation_token(&self) -> Option<&CancellationToken> {
         self.cancellation.as_ref()
+    }
+    /// The stream a call's idempotency key is derived with: the one given, else for an id keel generated (which
+    /// names a call only within its conversation) this value's own, else none.
+    pub(crate) fn key_stream(&self, call_id: &str) -> Option<Arc<str>> {
+        match &self.stream {
+            Some(stream) => Some(stream.clone()),
+            None if crate::call::is_generated_call_id(call_id) => {
+                Some(format!("keel-unnamed-stream/{:032x}", self.unnamed_stream.0).into())
+            }
+            None => None,
+        }
+    }
+    /// The idempotency key of a call of `tool` with `call_id` made with these options: the key its handler's
+    /// context has ([`CallContext::idempotency_key`](crate::CallContext::idempotency_key)).
+    pub(crate) fn idempotency_key(&self, tool: &str, call_id: &str) -> String {
+        let stream = self.key_stream(call_id);
+        let scope = crate::context::KeyScope {
+            tenant: self.tenant.as_deref(),
+            principal: self.principal.as_deref(),
+            stream: stream.as_deref(),
+        };
+        crate::context::idempotency_key(scope, tool, call_id)
+    }
+}
+
+/// The stream of the calls made with one [`CallOptions`] value that names none: random, and new for every value,
+/// a clone included, so that two conversations never share it by accident. It needs no secrecy, only to differ:
+/// the process's keyed hasher gives 128 bits without a system call.
+struct UnnamedStream(u128);
+
+impl Default for UnnamedStream {
+    fn default() -> UnnamedStream {
+        use std::hash::BuildHasher as _;
+        let hasher = std::collections::hash_map::RandomState::new();
+        UnnamedStream((u128::from(hasher.hash_one(0u8)) << 64) | u128::from(hasher.hash_one(1u8)))
+    }
+}
+
+impl Clone for UnnamedStream {
+    fn clone(&self) -> UnnamedStream {
+        UnnamedStream::default()
     }
 }
 
@@ -499,8 +584,7 @@ fn stopped_details(
         details.insert("timeout_ms".to_owned(), Value::from(ms));
     }
     details.insert("handler".to_owned(), Value::String(state.as_str().to_owned()));
-    let key = crate::context::idempotency_key(options.tenant.as_deref(), tool, call_id);
-    details.insert("idempotency_key".to_owned(), Value::String(key));
+    details.insert("idempotency_key".to_owned(), Value::String(options.idempotency_key(tool, call_id)));
     Value::Object(details)
 }
 
@@ -785,6 +869,8 @@ impl Executor {
                 let ctx = CallContext::builder(call_id.as_str(), def.name())
                     .output_limits(self.inner.output_limits)
                     .tenant(options.tenant.clone())
+                    .principal(options.principal.clone())
+                    .stream(options.key_stream(&call_id))
                     .cancellation(token.clone())
                     .state(self.inner.state.clone())
                     .notifier(options.notifier.clone())

@@ -5,9 +5,14 @@
 //! * [`StatelessInput`]: a stateless request (2026-07-28) cannot. A request whose answer the retry carries returns
 //!   it; any other one is recorded and fails with [`InputError::Pending`]; the server then answers the call with an
 //!   input-required result: the recorded requests, and a `requestState` sealed with the server's key
-//!   (HMAC-SHA256, bound to the tool and its canonical arguments, with an expiry) that carries every answer so far
-//!   and the handler's round state. The retry opens it (a tampered, expired or foreign state is refused before
-//!   the handler runs) and runs the handler again from the start.
+//!   (HMAC-SHA256, bound to the tool, its canonical arguments, and the call's tenant and principal when it has
+//!   them, with an expiry) that carries every answer so far and the handler's round state. The retry opens it (a
+//!   tampered, expired or foreign state, or one replayed by another tenant or principal, is refused before the
+//!   handler runs) and runs the handler again from the start.
+//!
+//! A `requestState` is signed, not encrypted: the client can read all of it (the answers, the handler's round
+//! state). It cannot change it, or use it for another call or caller. Never put a secret in
+//! [`set_round_state`](tool_core::CallContext::set_round_state).
 
 #![allow(deprecated)] // Sampling and roots are deprecated by SEP-2577 from 2026-07-28 on, and still served.
 
@@ -93,6 +98,16 @@ pub(crate) struct RoundState {
     /// The handler's own state ([`tool_core::CallContext::set_round_state`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) state: Option<Value>,
+    /// What keeps the rounds of a call made for a principal one call: its first round's stream and call id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) call: Option<RoundCall>,
+}
+
+/// The stream and call id of a call's first round, which its idempotency key is derived with in every round.
+#[derive(Serialize, Deserialize, Clone)]
+pub(crate) struct RoundCall {
+    pub(crate) stream: String,
+    pub(crate) id: String,
 }
 
 /// Answers from the retry, requests recorded for the next round.
@@ -101,6 +116,7 @@ pub(crate) struct StatelessInput {
     answers: BTreeMap<String, Value>,
     state_in: Option<Value>,
     state_out: Mutex<Option<Value>>,
+    call: Option<RoundCall>,
     pending: Mutex<InputRequests>,
     missing: Mutex<Option<InputKind>>,
 }
@@ -116,6 +132,7 @@ impl StatelessInput {
             answers,
             state_out: Mutex::new(round.state.clone()),
             state_in: round.state,
+            call: round.call,
             pending: Mutex::new(InputRequests::new()),
             missing: Mutex::new(None),
         }
@@ -136,6 +153,7 @@ impl StatelessInput {
         RoundState {
             answers: self.answers.clone(),
             state: self.state_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
+            call: self.call.clone(),
         }
     }
 }
@@ -172,13 +190,22 @@ impl ClientInput for StatelessInput {
     }
 }
 
-/// What binds a sealed state to one call: the tool and its canonical arguments.
-pub(crate) fn binding(tool: &str, arguments: &Value) -> Vec<u8> {
-    let mut aad = Vec::with_capacity(tool.len() + 64);
-    aad.extend_from_slice(b"keel/tools/call\0");
-    aad.extend_from_slice(tool.as_bytes());
-    aad.push(0);
-    aad.extend_from_slice(tool_core::canonical::canonical_json(arguments).as_bytes());
+/// What binds a sealed state to one call and its caller: the tenant and the principal (each with whether it is
+/// there), the tool and its canonical arguments, each length-prefixed so that no two calls write the same bytes.
+pub(crate) fn binding(tenant: Option<&str>, principal: Option<&str>, tool: &str, arguments: &Value) -> Vec<u8> {
+    fn part(aad: &mut Vec<u8>, part: &[u8]) {
+        aad.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        aad.extend_from_slice(part);
+    }
+    let arguments = tool_core::canonical::canonical_json(arguments);
+    let mut aad = Vec::with_capacity(tool.len() + arguments.len() + 96);
+    aad.extend_from_slice(b"keel/tools/call/2\0");
+    for who in [tenant, principal] {
+        aad.push(u8::from(who.is_some()));
+        part(&mut aad, who.unwrap_or("").as_bytes());
+    }
+    part(&mut aad, tool.as_bytes());
+    part(&mut aad, arguments.as_bytes());
     aad
 }
 
@@ -195,4 +222,23 @@ pub(crate) fn seal(codec: &RequestStateCodec, round: &RoundState, binding: &[u8]
 /// Opens a retry's state; `Err` when it was tampered with, expired, or sealed for another call.
 pub(crate) fn open(codec: &RequestStateCodec, sealed: &str, binding: &[u8]) -> Result<RoundState, String> {
     codec.open_json_with(sealed, binding).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_binding_names_its_caller() {
+        let args = json!({"b": 1, "a": [true]});
+        let anonymous = binding(None, None, "t", &args);
+        assert_eq!(anonymous, binding(None, None, "t", &json!({"a": [true], "b": 1})));
+        assert_ne!(anonymous, binding(Some("acme"), None, "t", &args));
+        assert_ne!(binding(Some("acme"), None, "t", &args), binding(Some("globex"), None, "t", &args));
+        assert_ne!(binding(Some("acme"), Some("alice"), "t", &args), binding(Some("acme"), Some("bob"), "t", &args));
+        // Whose is which: a tenant is not a principal of the same text, and an empty one is not none.
+        assert_ne!(binding(Some("x"), None, "t", &args), binding(None, Some("x"), "t", &args));
+        assert_ne!(binding(Some(""), None, "t", &args), anonymous);
+        assert_ne!(binding(None, None, "t", &args), binding(None, None, "u", &args));
+    }
 }

@@ -25,10 +25,28 @@
 //! request with its own `_meta`) are served side by side, by every transport. What a handler asks its client
 //! ([`CallContext::elicit`](tool_core::CallContext::elicit), `sample`, `roots`) is the same code in both: a
 //! session is asked there and then; a stateless call is answered with an input-required result whose
-//! `requestState` is sealed with the server's key ([`McpServerBuilder::request_state_codec`]), carries every
-//! answer so far and the handler's round state, and is bound to the tool and its canonical arguments. The retry
-//! runs the handler again from the start. A client that lacks the capability gets `-32021`; a state that fails
-//! verification, `-32602`. See [`tool_core::ClientInput`] for the contract a handler relies on.
+//! `requestState` is sealed with the server's key ([`McpServerBuilder::request_state_key`]), carries every
+//! answer so far and the handler's round state, and is bound to the tool, its canonical arguments, and the
+//! call's tenant and principal (from [`McpServerBuilder::call_options`]) when it has them. The retry runs the
+//! handler again from the start. A client that lacks the capability gets `-32021`; a state that fails
+//! verification (altered, expired, or replayed for another call, tenant or principal), `-32602`, and no handler
+//! runs. See [`tool_core::ClientInput`] for the contract a handler relies on.
+//!
+//! A `requestState` is integrity-protected and bound, but **readable by the client**: it is signed, not
+//! encrypted. Never put a secret in a handler's round state
+//! ([`CallContext::set_round_state`](tool_core::CallContext::set_round_state)) or in what it asks for.
+//!
+//! # Idempotency keys
+//!
+//! A JSON-RPC id is unique only within its session, so every `tools/call` is made on a stream of its own
+//! ([`CallOptions::stream`]), which its [`CallContext::idempotency_key`](tool_core::CallContext::idempotency_key)
+//! is derived with; two clients never share a key:
+//!
+//! | request | stream |
+//! |---|---|
+//! | in a session (`initialize`: stdio, Streamable HTTP, any transport) | the session's: a random 128-bit id made with its [`McpSession`], so a retry in the session under the same id keeps its key |
+//! | stateless (2026-07-28) | a random one of its own: no two requests share a key, and a retry is not recognised; the rounds of one input-required call made for a principal are one call (the first round's stream and call id, carried in the `requestState` sealed for that principal), so they share its key |
+//! | any, when [`McpServerBuilder::call_options`] sets a stream | that one |
 //!
 //! `tools/list` carries cache hints ([`STATIC_LIST_TTL`], [`DYNAMIC_LIST_TTL`], [`McpServerBuilder::list_ttl`]).
 //!
@@ -41,6 +59,9 @@
 //! completes the task with `isError: true`; `tool_internal_error`, `invalid_tool_output`, `timeout` and
 //! `cancelled` fail it with `-32603` and keel's code. `notifications/tasks` are not sent: rmcp 3.11 cannot route
 //! them on `subscriptions/listen` (its filter has no task field), so clients poll `tasks/get`.
+//!
+//! At most [`McpServerBuilder::max_tasks`] calls run as tasks at once (default [`DEFAULT_MAX_TASKS`]); past it, a
+//! call that would become a task is refused before its handler, with a retry hint.
 //!
 //! # Composition
 //!
@@ -111,8 +132,9 @@ pub const STATIC_LIST_TTL: Duration = Duration::from_secs(300);
 /// after [`McpServer::update`]): five seconds.
 pub const DYNAMIC_LIST_TTL: Duration = Duration::from_secs(5);
 
-/// Builds [`CallOptions`] (tenant, approvals) for one `tools/call`, from the request and its context (which
-/// carries the HTTP request parts under the `http` feature). The server adds the notifier and cancellation.
+/// Builds [`CallOptions`] (tenant, principal, approvals) for one `tools/call`, from the request and its context
+/// (which carries the HTTP request parts under the `http` feature). The server adds the notifier, the
+/// cancellation and, unless this sets one, the stream.
 pub type CallOptionsFn = dyn Fn(&CallToolRequestParams, &RequestContext<RoleServer>) -> CallOptions + Send + Sync;
 
 /// How long the server waits, after a call, for its notifications to be written before sending the result.
@@ -121,6 +143,16 @@ const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Notifications queued per call before new ones are dropped.
 const NOTIFICATION_QUEUE: usize = 1024;
+
+/// The default cap on calls running as tasks at once, sized for a small machine. See
+/// [`McpServerBuilder::max_tasks`].
+pub const DEFAULT_MAX_TASKS: usize = 256;
+
+/// The JSON-RPC error code of a call refused because the server runs as many tasks as it may.
+pub const TOO_MANY_TASKS: i32 = -32000;
+
+/// When a call refused for want of a task slot is told to retry.
+const TASK_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// One tool whose `tools/list` entry is not a valid MCP tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,6 +260,9 @@ struct Shared {
     request_state: RequestStateCodec,
     /// The calls running as tasks.
     tasks: rmcp::task_manager::TaskManager,
+    /// One permit per call that may run as a task, held until the call ends.
+    task_slots: Arc<tokio::sync::Semaphore>,
+    max_tasks: usize,
     /// How many times `tools/list_changed` went out.
     tool_changes: AtomicU64,
 }
@@ -279,6 +314,9 @@ pub struct McpServerBuilder {
     rest: Arc<dyn Rest>,
     list_ttl: Option<Duration>,
     request_state: Option<RequestStateCodec>,
+    request_state_key: Option<(String, Vec<u8>)>,
+    previous_request_state_key: Option<(String, Vec<u8>)>,
+    max_tasks: usize,
 }
 
 impl McpServerBuilder {
@@ -302,7 +340,11 @@ impl McpServerBuilder {
         self.instructions = Some(instructions.into());
         self
     }
-    /// Per-call options (tenant, approvals) from the request; see [`CallOptionsFn`]. Default: none.
+    /// Per-call options (tenant, principal, approvals) from the request; see [`CallOptionsFn`]. Default: none.
+    ///
+    /// The tenant and principal set here bind a `requestState` to its caller, and are part of every call's
+    /// idempotency key. A stream set here replaces the one the server gives the call (see [the module](self)):
+    /// set one only when it names the client's request stream at least as narrowly.
     pub fn call_options(
         mut self,
         f: impl Fn(&CallToolRequestParams, &RequestContext<RoleServer>) -> CallOptions + Send + Sync + 'static,
@@ -340,22 +382,62 @@ impl McpServerBuilder {
         self
     }
 
-    /// The key that seals the `requestState` of input-required results (protocol 2026-07-28: a stateless call
-    /// that asks its client for input). Default: a random key of this process, so a retry must reach the process
-    /// that answered the first round. Replicas behind one address share a key (and rotate it with
-    /// [`RequestStateCodec::new_with_keyring`]), so that any of them resumes any call.
+    /// The codec that seals the `requestState` of input-required results, for a keyring beyond
+    /// [`McpServerBuilder::request_state_key`]'s current and previous keys (see [`RequestStateCodec`]). Setting
+    /// both fails [`McpServerBuilder::build`].
     pub fn request_state_codec(mut self, codec: RequestStateCodec) -> Self {
         self.request_state = Some(codec);
+        self
+    }
+
+    /// The key that seals the `requestState` of input-required results (protocol 2026-07-28: a stateless call
+    /// that asks its client for input), and its id (1 to 255 bytes of UTF-8, sent with every state it seals).
+    /// The key is at least 32 random bytes; keep it secret, out of the source.
+    ///
+    /// Default: a random key of this process, so that a retry must reach the process that answered the first
+    /// round, and none survives a restart. Replicas behind one address are given the same key, so that any of
+    /// them resumes any call.
+    ///
+    /// To rotate it, give every replica the new key here and the old one as
+    /// [`McpServerBuilder::previous_request_state_key`]; once the old key's states have expired (15 minutes after
+    /// the last replica stopped sealing with it), drop the old one. While replicas are updated one by one, a
+    /// state sealed with the new key fails on a replica that does not hold it yet; to have no such failure,
+    /// first give every replica the new key as the previous one (the old key still sealing), then swap the two.
+    ///
+    /// A key shorter than 32 bytes, or an id that is empty, too long or the previous key's, fails
+    /// [`McpServerBuilder::build`].
+    ///
+    /// The key protects integrity only: a client can read a `requestState`, never forge or move it.
+    pub fn request_state_key(mut self, id: impl Into<String>, key: impl Into<Vec<u8>>) -> Self {
+        self.request_state_key = Some((id.into(), key.into()));
+        self
+    }
+
+    /// A second key, during a rotation: states it sealed still open, none is sealed with it (the current key
+    /// seals). Usually the key [`McpServerBuilder::request_state_key`] replaced. Needs a current key.
+    pub fn previous_request_state_key(mut self, id: impl Into<String>, key: impl Into<Vec<u8>>) -> Self {
+        self.previous_request_state_key = Some((id.into(), key.into()));
+        self
+    }
+
+    /// How many calls may run as tasks at once (at least 1; default [`DEFAULT_MAX_TASKS`]).
+    ///
+    /// A call that would become a task (a task tool called by a client that runs tasks) takes a slot before it
+    /// starts and frees it when its call ends, whether it became a task or was answered in the request. Past the
+    /// cap, such a call is refused before anything of it runs, with the JSON-RPC error [`TOO_MANY_TASKS`] and
+    /// data `{"code": "too_many_tasks", "max_tasks": n, "retry_after_s": s}`; calls already admitted run on. A
+    /// finished task's result stays readable with `tasks/get` and holds no slot.
+    pub fn max_tasks(mut self, n: usize) -> Self {
+        self.max_tasks = n.max(1);
         self
     }
 
     /// Renders the view's tools for MCP and builds the server. Every tool whose entry is not a valid MCP tool is
     /// reported at once.
     pub fn build(self) -> Result<McpServer, McpServerError> {
-        let request_state = match self.request_state {
-            Some(codec) => codec,
-            None => random_codec().map_err(|reason| McpServerError { problems: Vec::new(), other: vec![reason] })?,
-        };
+        let request_state =
+            request_state_codec(self.request_state, self.request_state_key, self.previous_request_state_key)
+                .map_err(|reason| McpServerError { problems: Vec::new(), other: vec![reason] })?;
         let listing = Listing::new(self.executor)?;
         let rest_config = self.rest.info();
         let mut info = Implementation::new(self.name, self.version);
@@ -376,6 +458,8 @@ impl McpServerBuilder {
                 list_ttl_explicit: self.list_ttl.is_some(),
                 request_state,
                 tasks: rmcp::task_manager::TaskManager::new(),
+                task_slots: Arc::new(tokio::sync::Semaphore::new(self.max_tasks)),
+                max_tasks: self.max_tasks,
                 tool_changes: AtomicU64::new(0),
             }),
         })
@@ -400,6 +484,9 @@ impl McpServer {
             rest: Arc::new(NoRest),
             list_ttl: None,
             request_state: None,
+            request_state_key: None,
+            previous_request_state_key: None,
+            max_tasks: DEFAULT_MAX_TASKS,
         }
     }
 
@@ -494,10 +581,12 @@ impl McpServer {
         sent
     }
 
-    /// A handler for one client session (its own log level). The HTTP transport makes one per session.
+    /// A handler for one client session (its own log level, and its own stream: a random 128-bit id that the
+    /// idempotency keys of its calls are derived with). The HTTP transport makes one per session.
     pub fn session(&self) -> McpSession {
         McpSession {
             shared: self.shared.clone(),
+            stream: format!("mcp-session/{}", random_id()).into(),
             level: Arc::new(AtomicU8::new(level_rank(LogLevel::Info))),
             initialized: Arc::new(AtomicBool::new(false)),
             listens: Arc::new(Mutex::new(std::collections::VecDeque::new())),
@@ -543,11 +632,73 @@ impl McpServer {
     }
 }
 
-/// A codec with a fresh random key (this process's own).
-fn random_codec() -> Result<RequestStateCodec, String> {
-    let mut key = [0u8; 32];
-    getrandom::fill(&mut key).map_err(|e| format!("no random key for the request state: {e}"))?;
-    RequestStateCodec::try_new(key.to_vec()).map_err(|e| e.to_string())
+/// The `requestState` codec the builder was given: a codec, or a current key (and a previous one), or none (then a
+/// fresh random key of this process's own).
+fn request_state_codec(
+    codec: Option<RequestStateCodec>,
+    current: Option<(String, Vec<u8>)>,
+    previous: Option<(String, Vec<u8>)>,
+) -> Result<RequestStateCodec, String> {
+    match (codec, current, previous) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err("the requestState key is set twice: give either \
+                                                           `request_state_codec` or `request_state_key`, not both"
+            .to_owned()),
+        (Some(codec), None, None) => Ok(codec),
+        (None, None, Some((id, _))) => {
+            Err(format!("`previous_request_state_key` (`{id}`) needs a current key: add `request_state_key`"))
+        }
+        (None, None, None) => {
+            let mut key = [0u8; RequestStateCodec::MIN_KEY_LENGTH];
+            getrandom::fill(&mut key).map_err(|e| format!("no random key for the request state: {e}"))?;
+            RequestStateCodec::try_new(key.to_vec()).map_err(|e| e.to_string())
+        }
+        (None, Some((id, key)), previous) => {
+            for (id, key) in std::iter::once((&id, &key)).chain(previous.as_ref().map(|(i, k)| (i, k))) {
+                if key.len() < RequestStateCodec::MIN_KEY_LENGTH {
+                    return Err(format!(
+                        "the requestState key `{id}` has {} bytes; it needs at least {} (random bytes, the same on \
+                         every replica)",
+                        key.len(),
+                        RequestStateCodec::MIN_KEY_LENGTH
+                    ));
+                }
+            }
+            if previous.as_ref().is_some_and(|(p, _)| *p == id) {
+                return Err(format!(
+                    "the current and previous requestState keys have the same id `{id}`; give each its own"
+                ));
+            }
+            let ring = std::iter::once((id.clone(), key)).chain(previous);
+            RequestStateCodec::new_with_keyring(id.clone(), ring)
+                .map_err(|e| format!("the requestState key `{id}` cannot be used: {e}"))
+        }
+    }
+}
+
+/// 128 random bits, as 32 hex digits: the stream of a session or of a stateless request.
+fn random_id() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Only uniqueness matters here: the process's keyed hasher, fresh keys for each call.
+        use std::hash::BuildHasher as _;
+        let hasher = std::collections::hash_map::RandomState::new();
+        bytes[..8].copy_from_slice(&hasher.hash_one(0u8).to_le_bytes());
+        bytes[8..].copy_from_slice(&hasher.hash_one(1u8).to_le_bytes());
+    }
+    bytes.iter().fold(String::with_capacity(32), |mut hex, b| {
+        let _ = fmt::Write::write_fmt(&mut hex, format_args!("{b:02x}"));
+        hex
+    })
+}
+
+/// The refusal of a call that would become a task when `max` of them run already.
+fn too_many_tasks(max: usize) -> ErrorData {
+    let retry_after_s = TASK_RETRY_AFTER.as_secs();
+    ErrorData::new(
+        rmcp::model::ErrorCode(TOO_MANY_TASKS),
+        format!("the server is running as many tasks as it may ({max}); retry in {retry_after_s} s"),
+        Some(serde_json::json!({"code": "too_many_tasks", "max_tasks": max, "retry_after_s": retry_after_s})),
+    )
 }
 
 fn duration_ms(d: Duration) -> u64 {
@@ -589,6 +740,8 @@ impl std::error::Error for ServeError {
 #[derive(Clone)]
 pub struct McpSession {
     shared: Arc<Shared>,
+    /// The stream of the session's calls (see [the module](self)).
+    stream: Arc<str>,
     level: Arc<AtomicU8>,
     /// Whether the session's `initialize` has been answered (a second one is refused).
     initialized: Arc<AtomicBool>,
@@ -819,6 +972,11 @@ impl McpSession {
                 rmcp::model::ClientCapabilities::builder().enable_tasks().build(),
             ));
         }
+        // A call that may become a task takes a slot before anything of it runs, and holds it until it ends.
+        let slot = as_task
+            .then(|| shared.task_slots.clone().try_acquire_owned())
+            .transpose()
+            .map_err(|_| too_many_tasks(shared.max_tasks))?;
         // A session's level is the one its client set (`logging/setLevel`). A stateless request (protocol
         // 2026-07-28) has no session: it gets log messages only when its `_meta` asks for a level.
         let min_level = match context.meta.log_level() {
@@ -840,9 +998,11 @@ impl McpSession {
         // How the handler asks its client for input: directly in a session; through input-required results,
         // with the round's answers and sealed state, when stateless.
         let capabilities = context.client_capabilities().unwrap_or_default();
+        let mut call_id = context.id.to_string();
         let (direct, stateless): (Arc<dyn tool_core::ClientInput>, _) = if is_stateless(&context) {
-            let binding = crate::input::binding(&request.name, &arguments);
-            let round = match request.request_state.as_deref() {
+            let binding =
+                crate::input::binding(options.get_tenant(), options.get_principal(), &request.name, &arguments);
+            let mut round = match request.request_state.as_deref() {
                 None => crate::input::RoundState::default(),
                 Some(sealed) => crate::input::open(&shared.request_state, sealed, &binding).map_err(|reason| {
                     ErrorData::invalid_params(
@@ -851,14 +1011,32 @@ impl McpSession {
                     )
                 })?,
             };
+            // A stateless request is a stream of its own: a retry is not recognised, and no two requests share an
+            // idempotency key. The rounds of one call made for a principal are one call: each has the first
+            // round's stream and call id (so its key), from the state sealed for that principal.
+            if options.get_stream().is_none() {
+                let for_principal = options.get_principal().is_some();
+                let call = match round.call.take() {
+                    Some(call) if for_principal => call,
+                    _ => crate::input::RoundCall { stream: format!("mcp-request/{}", random_id()), id: call_id },
+                };
+                options = options.stream(call.stream.as_str());
+                call_id = call.id.clone();
+                round.call = for_principal.then_some(call);
+            } else {
+                round.call = None;
+            }
             let responses = request.input_responses.take().unwrap_or_default();
             let input = Arc::new(crate::input::StatelessInput::new(capabilities.clone(), round, responses));
             (input.clone(), Some((input, binding)))
         } else {
+            if options.get_stream().is_none() {
+                options = options.stream(self.stream.clone());
+            }
             let input = crate::input::SessionInput { peer: context.peer.clone(), capabilities: capabilities.clone() };
             (Arc::new(input), None)
         };
-        let call = ToolCall::new(context.id.to_string(), request.name.to_string(), arguments);
+        let call = ToolCall::new(call_id, request.name.to_string(), arguments);
         // The request's `_meta` moves into the scope: nothing below reads it from the context.
         let meta = std::mem::take(&mut context.meta);
         let request_ct = context.ct.clone();
@@ -879,7 +1057,10 @@ impl McpSession {
                 });
             }
             let executor = listing.executor.clone();
-            let call = async move { executor.call_with(call, &options).await };
+            let call = async move {
+                let _slot = slot;
+                executor.call_with(call, &options).await
+            };
             #[cfg(feature = "otel")]
             let call = opentelemetry::context::FutureExt::with_context(call, parent);
             let mut running = tokio::spawn(CURRENT.scope(scope, call));

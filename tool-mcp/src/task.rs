@@ -15,6 +15,10 @@
 //! | success, or a business error of the tool | `completed`, with the `CallToolResult` (`isError: true` for the error) |
 //! | `tool_internal_error`, `invalid_tool_output`, `timeout`, `cancelled` (no result the tool stands by) | `failed`, with a JSON-RPC error `-32603` carrying keel's code and the call id, never internals |
 //! | `tasks/cancel` | `cancelled`; the call's cancellation token fires |
+//!
+//! A call that may become a task holds one of the server's task slots
+//! ([`McpServerBuilder::max_tasks`](crate::server::McpServerBuilder::max_tasks)) from before it starts until it
+//! ends; one that finds none free is refused at once, before any check or handler of it runs.
 
 #![allow(deprecated)] // Sampling and roots are deprecated by SEP-2577 from 2026-07-28 on, and still served.
 
