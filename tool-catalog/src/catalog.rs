@@ -16,7 +16,9 @@ use crate::locator::{self, Endpoint, RustPath};
 use crate::lookup::{RegistryLookup, ToolLookup};
 use crate::resolve::{Policy, Resolved, Resolver, RowKey};
 use crate::row::{StoredRow, ToolRow};
-use crate::storage::{self, ChangeFeed, SqliteStorage, Storage, StoreHealth, removing, writing};
+use crate::storage::{
+    self, ChangeFeed, ChangeToken, SqliteStorage, Storage, StoreHealth, Versioned, removing, writing,
+};
 use crate::store::{self, DEFAULT_BUSY_TIMEOUT, Store};
 
 /// How long connecting to a remote endpoint may take by default.
@@ -203,54 +205,6 @@ impl fmt::Debug for Catalog {
     }
 }
 
-/// Where the catalogue's file is in its history of changes; see [`Catalog::change_token`].
-///
-/// The file counts every row inserted, updated or deleted in `tools`, by any connection (this catalogue, another
-/// process, `sqlite3`), in the same transaction as the change (a trigger in the file does it). So tokens are
-/// ordered: a later state has a greater token, two reads of the same state have equal tokens, and a token read
-/// after a write is at least the write's. They stay so as long as the file is changed in place (a file replaced
-/// by an older copy goes back in its history).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ChangeToken {
-    generation: u64,
-}
-
-impl ChangeToken {
-    /// The token of a store that has counted `generation` row changes (for [`Storage`] implementations).
-    pub const fn new(generation: u64) -> ChangeToken {
-        ChangeToken { generation }
-    }
-
-    /// How many row changes the file has counted (`0` for a new file).
-    pub fn generation(self) -> u64 {
-        self.generation
-    }
-}
-
-impl fmt::Display for ChangeToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "generation {}", self.generation)
-    }
-}
-
-/// What an operation returned, with the [`ChangeToken`] of the state it belongs to: the state a read saw, or the
-/// state a write committed (a write that changed no row returns the token of the state it found).
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct Versioned<T> {
-    /// What the operation returned.
-    pub value: T,
-    /// The state it belongs to.
-    pub token: ChangeToken,
-}
-
-impl<T> Versioned<T> {
-    /// `value`, of the state `token` (for [`Storage`] implementations).
-    pub fn new(value: T, token: ChangeToken) -> Versioned<T> {
-        Versioned { value, token }
-    }
-}
-
 impl Catalog {
     /// A builder whose local rows resolve against the compiled tools of `registry`.
     pub fn builder(registry: &Registry) -> CatalogBuilder {
@@ -376,7 +330,7 @@ impl Catalog {
     /// code use [`Catalog::change_token_async`].
     pub fn change_token(&self) -> Result<ChangeToken, CatalogError> {
         let generation = self.sqlite("change_token")?.run("reading the change counter", store::read_generation)?;
-        Ok(ChangeToken { generation })
+        Ok(ChangeToken::new(generation))
     }
 
     /// [`Catalog::change_token`] without blocking a runtime worker.

@@ -194,13 +194,13 @@ mod storage;
 mod store;
 
 pub use catalog::{
-    Catalog, CatalogBuilder, CatalogServer, CatalogView, ChangeToken, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL,
-    Health, Refresh, Versioned,
+    Catalog, CatalogBuilder, CatalogServer, CatalogView, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, Health,
+    Refresh,
 };
 pub use error::{CatalogError, RowError, RowRef};
 pub use locator::{Endpoint, LocalTarget, RustPath};
 pub use lookup::{Lookup, RegistryLookup, ToolLookup};
 pub use resolve::Resolved;
 pub use row::{Kind, StoredRow, ToolRow};
-pub use storage::{ChangeFeed, FeedState, Storage, StoreFuture, StoreHealth};
+pub use storage::{ChangeFeed, ChangeToken, FeedState, Storage, StoreFuture, StoreHealth, Versioned};
 pub use store::{DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION};

@@ -8,13 +8,61 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::catalog::{ChangeToken, Versioned};
 use crate::error::CatalogError;
 use crate::row::{StoredRow, ToolRow};
 use crate::store::{self, Store};
 
 /// The future a [`Storage`] method returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, CatalogError>> + Send + 'a>>;
+
+/// Where the catalogue's file is in its history of changes; see
+/// [`Catalog::change_token`](crate::Catalog::change_token).
+///
+/// The file counts every row inserted, updated or deleted in `tools`, by any connection (this catalogue, another
+/// process, `sqlite3`), in the same transaction as the change (a trigger in the file does it). So tokens are
+/// ordered: a later state has a greater token, two reads of the same state have equal tokens, and a token read
+/// after a write is at least the write's. They stay so as long as the file is changed in place (a file replaced
+/// by an older copy goes back in its history).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChangeToken {
+    generation: u64,
+}
+
+impl ChangeToken {
+    /// The token of a store that has counted `generation` row changes (for [`Storage`] implementations).
+    pub const fn new(generation: u64) -> ChangeToken {
+        ChangeToken { generation }
+    }
+
+    /// How many row changes the file has counted (`0` for a new file).
+    pub fn generation(self) -> u64 {
+        self.generation
+    }
+}
+
+impl fmt::Display for ChangeToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "generation {}", self.generation)
+    }
+}
+
+/// What an operation returned, with the [`ChangeToken`] of the state it belongs to: the state a read saw, or the
+/// state a write committed (a write that changed no row returns the token of the state it found).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Versioned<T> {
+    /// What the operation returned.
+    pub value: T,
+    /// The state it belongs to.
+    pub token: ChangeToken,
+}
+
+impl<T> Versioned<T> {
+    /// `value`, of the state `token` (for [`Storage`] implementations).
+    pub fn new(value: T, token: ChangeToken) -> Versioned<T> {
+        Versioned { value, token }
+    }
+}
 
 /// Where a catalogue keeps its rows: the `tools` table, its change counter and its schema version.
 ///
