@@ -16,10 +16,10 @@ use crate::locator::{self, Endpoint, RustPath};
 use crate::lookup::{RegistryLookup, ToolLookup};
 use crate::resolve::{Policy, Resolved, Resolver, RowKey};
 use crate::row::{StoredRow, ToolRow};
+use crate::storage::sqlite::{self, SqliteStorage, Store};
 use crate::storage::{
-    self, ChangeFeed, ChangeToken, SqliteStorage, Storage, StoreHealth, Versioned, removing, writing,
+    self, ChangeFeed, ChangeToken, DEFAULT_BUSY_TIMEOUT, Storage, StoreHealth, Versioned, removing, writing,
 };
-use crate::store::{self, DEFAULT_BUSY_TIMEOUT, Store};
 
 /// How long connecting to a remote endpoint may take by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -252,7 +252,7 @@ impl Catalog {
     /// Blocks the calling thread (up to the [busy timeout](CatalogBuilder::busy_timeout) while another connection
     /// holds a lock); in async code, and over PostgreSQL, use [`Catalog::rows_async`].
     pub fn rows(&self) -> Result<Vec<StoredRow>, CatalogError> {
-        self.sqlite("rows")?.run("reading the tools table", |c| store::rows(c, None)).map(|(_, rows)| rows)
+        self.sqlite("rows")?.run("reading the tools table", |c| sqlite::rows(c, None)).map(|(_, rows)| rows)
     }
 
     /// [`Catalog::rows`] without blocking a runtime worker, with the token of the state the rows were read from
@@ -276,7 +276,7 @@ impl Catalog {
     pub fn put(&self, row: &ToolRow) -> Result<i64, CatalogError> {
         let store = self.sqlite("put")?;
         self.check(row)?;
-        let (id, _) = store.run(writing(&row.name), |c| store::put(c, row))?;
+        let (id, _) = store.run(writing(&row.name), |c| sqlite::put(c, row))?;
         Ok(id)
     }
 
@@ -293,7 +293,7 @@ impl Catalog {
     /// [`Catalog::set_enabled_async`].
     pub fn set_enabled(&self, name: &str, tenant: Option<&str>, enabled: bool) -> Result<bool, CatalogError> {
         let (found, _) =
-            self.sqlite("set_enabled")?.run(writing(name), |c| store::set_enabled(c, name, tenant, enabled))?;
+            self.sqlite("set_enabled")?.run(writing(name), |c| sqlite::set_enabled(c, name, tenant, enabled))?;
         Ok(found)
     }
 
@@ -310,7 +310,7 @@ impl Catalog {
     /// Deletes the row `name` of `tenant` (`None`: the row every tenant sees). Returns whether it existed. Blocks
     /// like [`Catalog::put`]; in async code use [`Catalog::remove_async`].
     pub fn remove(&self, name: &str, tenant: Option<&str>) -> Result<bool, CatalogError> {
-        let (found, _) = self.sqlite("remove")?.run(removing(name), |c| store::remove(c, name, tenant))?;
+        let (found, _) = self.sqlite("remove")?.run(removing(name), |c| sqlite::remove(c, name, tenant))?;
         Ok(found)
     }
 
@@ -329,7 +329,7 @@ impl Catalog {
     /// process, `sqlite3`, `psql`): cheap to poll before building a view. Blocks like [`Catalog::rows`]; in async
     /// code use [`Catalog::change_token_async`].
     pub fn change_token(&self) -> Result<ChangeToken, CatalogError> {
-        let generation = self.sqlite("change_token")?.run("reading the change counter", store::read_generation)?;
+        let generation = self.sqlite("change_token")?.run("reading the change counter", sqlite::read_generation)?;
         Ok(ChangeToken::new(generation))
     }
 

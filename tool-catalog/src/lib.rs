@@ -186,12 +186,9 @@ pub mod error;
 pub mod locator;
 pub mod lookup;
 pub mod narrow;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 mod resolve;
 pub mod row;
 mod storage;
-mod store;
 
 pub use catalog::{
     Catalog, CatalogBuilder, CatalogServer, CatalogView, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, Health,
@@ -202,5 +199,9 @@ pub use locator::{Endpoint, LocalTarget, RustPath};
 pub use lookup::{Lookup, RegistryLookup, ToolLookup};
 pub use resolve::Resolved;
 pub use row::{Kind, StoredRow, ToolRow};
-pub use storage::{ChangeFeed, ChangeToken, FeedState, Storage, StoreFuture, StoreHealth, Versioned};
-pub use store::{DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION};
+#[cfg(feature = "postgres")]
+pub use storage::postgres;
+pub use storage::{
+    ChangeFeed, ChangeToken, DEFAULT_BUSY_TIMEOUT, FeedState, SCHEMA_VERSION, Storage, StoreFuture, StoreHealth,
+    Versioned,
+};

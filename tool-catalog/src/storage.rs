@@ -1,5 +1,7 @@
 //! [`Storage`]: where a catalogue keeps its rows. Two implementations: a SQLite file (the default, embedded) and,
-//! behind the `postgres` feature, a PostgreSQL database shared by replicas ([`crate::postgres`]).
+//! behind the `postgres` feature, a PostgreSQL database shared by replicas ([`crate::postgres`]). Here: the trait
+//! and its vocabulary (change tokens, versioned values, the change feed); `sqlite` and `postgres`, the backends;
+//! `backoff`, the pauses both take between attempts.
 
 use std::fmt;
 use std::future::Future;
@@ -10,7 +12,18 @@ use tokio::sync::watch;
 
 use crate::error::CatalogError;
 use crate::row::{StoredRow, ToolRow};
-use crate::store::{self, Store};
+
+mod backoff;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+pub(crate) mod sqlite;
+
+/// The schema version this crate writes (`PRAGMA user_version`): 2 adds the `catalog_state` table and the triggers
+/// that count every change to `tools`.
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// How long an operation waits, in all, for another connection's lock before it fails with `busy`.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The future a [`Storage`] method returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, CatalogError>> + Send + 'a>>;
@@ -268,66 +281,6 @@ pub(crate) fn polling_feed(storage: std::sync::Arc<dyn Storage>, every: Duration
         }
     });
     ChangeFeed::new(rx)
-}
-
-/// The SQLite file as a [`Storage`]: each attempt on the runtime's blocking pool, pauses on timers.
-pub(crate) struct SqliteStorage {
-    pub(crate) store: Store,
-}
-
-impl Storage for SqliteStorage {
-    fn describe(&self) -> String {
-        format!("sqlite:{}", self.store.path().display())
-    }
-
-    fn rows<'a>(&'a self, tenant: Option<&'a str>) -> StoreFuture<'a, Versioned<Vec<StoredRow>>> {
-        let scope = tenant.map(str::to_owned);
-        Box::pin(async move {
-            let (generation, rows) = self
-                .store
-                .run_async("reading the tools table".into(), move |c| store::rows(c, scope.as_deref()))
-                .await?;
-            Ok(Versioned::new(rows, ChangeToken::new(generation)))
-        })
-    }
-
-    fn put<'a>(&'a self, row: &'a ToolRow) -> StoreFuture<'a, Versioned<i64>> {
-        let owned = row.clone();
-        Box::pin(async move {
-            let (id, generation) = self.store.run_async(writing(&row.name), move |c| store::put(c, &owned)).await?;
-            Ok(Versioned::new(id, ChangeToken::new(generation)))
-        })
-    }
-
-    fn set_enabled<'a>(
-        &'a self,
-        name: &'a str,
-        tenant: Option<&'a str>,
-        enabled: bool,
-    ) -> StoreFuture<'a, Versioned<bool>> {
-        let (n, t) = (name.to_owned(), tenant.map(str::to_owned));
-        Box::pin(async move {
-            let (found, generation) =
-                self.store.run_async(writing(name), move |c| store::set_enabled(c, &n, t.as_deref(), enabled)).await?;
-            Ok(Versioned::new(found, ChangeToken::new(generation)))
-        })
-    }
-
-    fn remove<'a>(&'a self, name: &'a str, tenant: Option<&'a str>) -> StoreFuture<'a, Versioned<bool>> {
-        let (n, t) = (name.to_owned(), tenant.map(str::to_owned));
-        Box::pin(async move {
-            let (found, generation) =
-                self.store.run_async(removing(name), move |c| store::remove(c, &n, t.as_deref())).await?;
-            Ok(Versioned::new(found, ChangeToken::new(generation)))
-        })
-    }
-
-    fn change_token(&self) -> StoreFuture<'_, ChangeToken> {
-        Box::pin(async move {
-            let generation = self.store.run_async("reading the change counter".into(), store::read_generation).await?;
-            Ok(ChangeToken::new(generation))
-        })
-    }
 }
 
 /// What a busy write was doing.

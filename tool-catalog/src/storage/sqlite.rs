@@ -3,25 +3,16 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::types::Value as Sql;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use serde_json::{Map, Value};
 
+use super::backoff::Backoff;
+use super::{ChangeToken, SCHEMA_VERSION, Storage, StoreFuture, Versioned, removing, writing};
 use crate::error::{CatalogError, RowError, RowRef};
 use crate::row::{StoredRow, ToolRow};
-
-/// The schema version this crate writes (`PRAGMA user_version`): 2 adds the `catalog_state` table and the triggers
-/// that count every change to `tools`.
-pub const SCHEMA_VERSION: i64 = 2;
-
-/// How long an operation waits, in all, for another connection's lock before it fails with `busy`.
-pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The first pause between two attempts of a busy operation; each later pause doubles, up to [`MAX_PAUSE`].
-const FIRST_PAUSE: Duration = Duration::from_millis(1);
-const MAX_PAUSE: Duration = Duration::from_millis(50);
 
 /// The table, as created on a new file.
 const CREATE_TABLE: &str = "CREATE TABLE tools (
@@ -106,57 +97,6 @@ fn sql(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Failure {
 }
 
 type Attempt<T> = Result<T, Failure>;
-
-/// The pauses between the attempts of one busy operation: doubling from [`FIRST_PAUSE`] to [`MAX_PAUSE`] (or the
-/// pauses given), each shortened by up to half at random (so that two processes do not retry in step), all within
-/// the bound.
-pub(crate) struct Backoff {
-    start: Instant,
-    limit: Duration,
-    attempts: u32,
-    pause: Duration,
-    max: Duration,
-    seed: u64,
-}
-
-impl Backoff {
-    pub(crate) fn new(limit: Duration) -> Backoff {
-        Backoff::with_pauses(limit, FIRST_PAUSE, MAX_PAUSE)
-    }
-
-    /// Pauses from `first` doubling to `max`, within `limit` (`Duration::MAX`: no bound).
-    pub(crate) fn with_pauses(limit: Duration, first: Duration, max: Duration) -> Backoff {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let seed = (nanos as u64) ^ (u64::from(std::process::id()) << 32) | 1;
-        Backoff { start: Instant::now(), limit, attempts: 0, pause: first, max, seed }
-    }
-
-    /// Attempts that failed so far.
-    pub(crate) fn attempts(&self) -> u32 {
-        self.attempts
-    }
-
-    /// After a busy attempt: how long to pause before the next one, or `None` when the bound is spent.
-    pub(crate) fn next(&mut self) -> Option<Duration> {
-        self.attempts += 1;
-        let elapsed = self.start.elapsed();
-        if elapsed >= self.limit {
-            return None;
-        }
-        // xorshift64: enough to spread retries, no cryptography needed.
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
-        let full = self.pause.as_micros() as u64;
-        let jittered = Duration::from_micros(full / 2 + self.seed % (full / 2 + 1));
-        self.pause = self.pause.saturating_mul(2).min(self.max);
-        Some(jittered.min(self.limit - elapsed))
-    }
-
-    pub(crate) fn error(&self, context: String) -> CatalogError {
-        CatalogError::Busy { context, waited: self.start.elapsed(), attempts: self.attempts }
-    }
-}
 
 /// The `tools` table of one SQLite file. Cheap to clone (one connection behind a mutex, held for one attempt at a
 /// time, never while waiting for another connection's lock).
@@ -554,5 +494,63 @@ fn sql_preview(v: &Sql) -> String {
         Sql::Integer(i) => format!("the integer {i}"),
         Sql::Text(t) => format!("the text {:?}", t.chars().take(20).collect::<String>()),
         other => sql_type(other).to_owned(),
+    }
+}
+
+/// The SQLite file as a [`Storage`]: each attempt on the runtime's blocking pool, pauses on timers.
+pub(crate) struct SqliteStorage {
+    pub(crate) store: Store,
+}
+
+impl Storage for SqliteStorage {
+    fn describe(&self) -> String {
+        format!("sqlite:{}", self.store.path().display())
+    }
+
+    fn rows<'a>(&'a self, tenant: Option<&'a str>) -> StoreFuture<'a, Versioned<Vec<StoredRow>>> {
+        let scope = tenant.map(str::to_owned);
+        Box::pin(async move {
+            let (generation, rows) =
+                self.store.run_async("reading the tools table".into(), move |c| rows(c, scope.as_deref())).await?;
+            Ok(Versioned::new(rows, ChangeToken::new(generation)))
+        })
+    }
+
+    fn put<'a>(&'a self, row: &'a ToolRow) -> StoreFuture<'a, Versioned<i64>> {
+        let owned = row.clone();
+        Box::pin(async move {
+            let (id, generation) = self.store.run_async(writing(&row.name), move |c| put(c, &owned)).await?;
+            Ok(Versioned::new(id, ChangeToken::new(generation)))
+        })
+    }
+
+    fn set_enabled<'a>(
+        &'a self,
+        name: &'a str,
+        tenant: Option<&'a str>,
+        enabled: bool,
+    ) -> StoreFuture<'a, Versioned<bool>> {
+        let (n, t) = (name.to_owned(), tenant.map(str::to_owned));
+        Box::pin(async move {
+            let (found, generation) =
+                self.store.run_async(writing(name), move |c| set_enabled(c, &n, t.as_deref(), enabled)).await?;
+            Ok(Versioned::new(found, ChangeToken::new(generation)))
+        })
+    }
+
+    fn remove<'a>(&'a self, name: &'a str, tenant: Option<&'a str>) -> StoreFuture<'a, Versioned<bool>> {
+        let (n, t) = (name.to_owned(), tenant.map(str::to_owned));
+        Box::pin(async move {
+            let (found, generation) =
+                self.store.run_async(removing(name), move |c| remove(c, &n, t.as_deref())).await?;
+            Ok(Versioned::new(found, ChangeToken::new(generation)))
+        })
+    }
+
+    fn change_token(&self) -> StoreFuture<'_, ChangeToken> {
+        Box::pin(async move {
+            let generation = self.store.run_async("reading the change counter".into(), read_generation).await?;
+            Ok(ChangeToken::new(generation))
+        })
     }
 }

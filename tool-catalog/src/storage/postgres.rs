@@ -66,10 +66,14 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, Config, IsolationLevel, NoTls};
 use tokio_util::sync::CancellationToken;
 
+use super::backoff::Backoff;
+use super::sqlite::decode;
+use super::{
+    ChangeFeed, ChangeToken, DEFAULT_BUSY_TIMEOUT, FeedState, SCHEMA_VERSION, Storage, StoreFuture, Versioned,
+    removing, writing,
+};
 use crate::error::CatalogError;
 use crate::row::{StoredRow, ToolRow};
-use crate::storage::{ChangeFeed, ChangeToken, FeedState, Storage, StoreFuture, Versioned, removing, writing};
-use crate::store::{Backoff, DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, decode};
 
 /// The channel every write notifies, with the new generation as payload.
 pub const CHANNEL: &str = "keel_catalog";
