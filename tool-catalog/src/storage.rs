@@ -1,7 +1,7 @@
 //! [`Storage`]: where a catalogue keeps its rows. Two implementations: a SQLite file (the default, embedded) and,
 //! behind the `postgres` feature, a PostgreSQL database shared by replicas ([`crate::postgres`]). Here: the trait
 //! and its vocabulary (change tokens, versioned values, the change feed); `sqlite` and `postgres`, the backends;
-//! `backoff`, the pauses both take between attempts.
+//! `columns`, the row's columns both build their statements from; `backoff`, the pauses both take between attempts.
 
 use std::fmt;
 use std::future::Future;
@@ -14,6 +14,7 @@ use crate::error::CatalogError;
 use crate::row::{StoredRow, ToolRow};
 
 mod backoff;
+mod columns;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub(crate) mod sqlite;

@@ -56,18 +56,17 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::Duration;
 
 use rusqlite::types::Value as Sql;
-use serde_json::Value;
 use tokio::sync::{Mutex, MutexGuard, watch};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, Config, IsolationLevel, NoTls};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
-use super::sqlite::decode;
+use super::columns::{self, Bound, COLUMNS, Param, decode};
 use super::{
     ChangeFeed, ChangeToken, DEFAULT_BUSY_TIMEOUT, FeedState, SCHEMA_VERSION, Storage, StoreFuture, Versioned,
     removing, writing,
@@ -140,8 +139,18 @@ CREATE TRIGGER tools_changed AFTER INSERT OR UPDATE OR DELETE ON tools
     FOR EACH ROW EXECUTE FUNCTION keel_tools_changed();
 ";
 
-const SELECT: &str = "SELECT id, name, description, input_schema, output_schema, kind, locator, version, effect, \
-                      enabled, tenant, extra FROM tools";
+/// A read: the `id`, then the row's columns.
+static SELECT: LazyLock<String> = LazyLock::new(|| columns::select("id"));
+
+/// Inserts a row, or replaces the columns of the row of the same name and tenant, with the values of
+/// [`Bound::values`]; returns its id.
+static UPSERT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} ON CONFLICT (name, (coalesce(tenant, ''))) DO UPDATE SET {} RETURNING id",
+        columns::insert(|i| format!("${i}")),
+        columns::assignments(|_, c| format!("{c} = EXCLUDED.{c}"))
+    )
+});
 
 /// Configures a [`PgStorage`]; see [`PgStorage::builder`].
 #[must_use]
@@ -459,9 +468,9 @@ async fn migrate(client: &mut Client) -> Result<(), MigrateError> {
 /// One row's columns as the values [`decode`] reads (the same decoding as the SQLite file's).
 fn columns(row: &tokio_postgres::Row) -> (i64, Vec<Sql>) {
     let id: i64 = row.try_get(0).unwrap_or(0);
-    let mut cols = Vec::with_capacity(11);
-    for i in 1..=11 {
-        let value = if i == 9 {
+    let mut cols = Vec::with_capacity(COLUMNS.len());
+    for (i, column) in (1..).zip(COLUMNS) {
+        let value = if column == "enabled" {
             match row.try_get::<_, Option<i32>>(i) {
                 Ok(Some(n)) => Sql::Integer(i64::from(n)),
                 Ok(None) => Sql::Null,
@@ -524,9 +533,9 @@ impl Storage for PgStorage {
                 let token = generation(&tx.query_one(GENERATION, &[]).await?);
                 let rows = match &tenant {
                     Some(t) => {
-                        tx.query(&format!("{SELECT} WHERE tenant IS NULL OR tenant = $1 ORDER BY id"), &[t]).await?
+                        tx.query(&format!("{} WHERE tenant IS NULL OR tenant = $1 ORDER BY id", *SELECT), &[t]).await?
                     }
-                    None => tx.query(&format!("{SELECT} ORDER BY id"), &[]).await?,
+                    None => tx.query(&format!("{} ORDER BY id", *SELECT), &[]).await?,
                 };
                 tx.commit().await?;
                 let rows = rows
@@ -546,35 +555,18 @@ impl Storage for PgStorage {
         Box::pin(self.inner.run(writing(&row.name), move |client| {
             let row = row.clone();
             Box::pin(async move {
-                let input = row.input_schema.to_string();
-                let output = row.output_schema.as_ref().map(Value::to_string);
-                let extra = row.extra.to_string();
-                let enabled = i32::from(row.enabled);
+                let bound = Bound::new(&row);
+                let params = bound.values();
+                let values: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                    .iter()
+                    .map(|p| match p {
+                        Param::Text(s) => s as &(dyn tokio_postgres::types::ToSql + Sync),
+                        Param::Nullable(s) => s,
+                        Param::Integer(i) => i,
+                    })
+                    .collect();
                 let tx = client.transaction().await?;
-                let id: i64 = tx
-                    .query_one(
-                        "INSERT INTO tools (name, tenant, description, input_schema, output_schema, kind, locator, \
-                         version, effect, enabled, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-                         ON CONFLICT (name, (coalesce(tenant, ''))) DO UPDATE SET description = EXCLUDED.description, \
-                         input_schema = EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema, \
-                         kind = EXCLUDED.kind, locator = EXCLUDED.locator, version = EXCLUDED.version, \
-                         effect = EXCLUDED.effect, enabled = EXCLUDED.enabled, extra = EXCLUDED.extra RETURNING id",
-                        &[
-                            &row.name,
-                            &row.tenant,
-                            &row.description,
-                            &input,
-                            &output,
-                            &row.kind,
-                            &row.locator,
-                            &row.version,
-                            &row.effect,
-                            &enabled,
-                            &extra,
-                        ],
-                    )
-                    .await?
-                    .get(0);
+                let id: i64 = tx.query_one(UPSERT.as_str(), &values).await?.get(0);
                 let token = generation(&tx.query_one(GENERATION, &[]).await?);
                 tx.commit().await?;
                 Ok(Versioned::new(id, token))
@@ -727,5 +719,29 @@ async fn follow(
             },
             _ = tick.tick() => publish(read().await?),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The statements built from the column list, as they were written out before it.
+    #[test]
+    fn the_statements_name_the_columns_in_their_order() {
+        assert_eq!(
+            *SELECT,
+            "SELECT id, name, description, input_schema, output_schema, kind, locator, version, effect, enabled, \
+             tenant, extra FROM tools"
+        );
+        assert_eq!(
+            *UPSERT,
+            "INSERT INTO tools (name, tenant, description, input_schema, output_schema, kind, locator, version, \
+             effect, enabled, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (name, \
+             (coalesce(tenant, ''))) DO UPDATE SET description = EXCLUDED.description, input_schema = \
+             EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema, kind = EXCLUDED.kind, locator = \
+             EXCLUDED.locator, version = EXCLUDED.version, effect = EXCLUDED.effect, enabled = EXCLUDED.enabled, \
+             extra = EXCLUDED.extra RETURNING id"
+        );
     }
 }

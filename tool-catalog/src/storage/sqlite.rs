@@ -2,16 +2,16 @@
 //! bounded wait with retries when another connection holds the lock.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rusqlite::types::Value as Sql;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
-use serde_json::{Map, Value};
 
 use super::backoff::Backoff;
+use super::columns::{self, Bound, COLUMNS, Param, decode};
 use super::{ChangeToken, SCHEMA_VERSION, Storage, StoreFuture, Versioned, removing, writing};
-use crate::error::{CatalogError, RowError, RowRef};
+use crate::error::CatalogError;
 use crate::row::{StoredRow, ToolRow};
 
 /// The table, as created on a new file.
@@ -46,8 +46,16 @@ const ADDED_COLUMNS: [(&str, &str); 6] = [
     ("extra", "TEXT NOT NULL DEFAULT '{}'"),
 ];
 
-const SELECT: &str = "SELECT rowid, name, description, input_schema, output_schema, kind, locator, version, effect, \
-                      enabled, tenant, extra FROM tools";
+/// A read: the `rowid`, then the row's columns.
+static SELECT: LazyLock<String> = LazyLock::new(|| columns::select("rowid"));
+
+/// Replaces the columns of the row of one name and tenant, with the values of [`Bound::values`].
+static UPDATE: LazyLock<String> = LazyLock::new(|| {
+    format!("UPDATE tools SET {} WHERE name = ?1 AND tenant IS ?2", columns::assignments(|i, c| format!("{c} = ?{i}")))
+});
+
+/// Inserts a row, with the values of [`Bound::values`].
+static INSERT: LazyLock<String> = LazyLock::new(|| columns::insert(|i| format!("?{i}")));
 
 /// The change counter: one row, bumped by a trigger for every row inserted, updated or deleted in `tools`, by any
 /// connection, in the same transaction as the change.
@@ -296,16 +304,16 @@ pub(crate) fn rows(conn: &mut Connection, tenant: Option<&str>) -> Attempt<(u64,
     let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred).map_err(sql(context))?;
     let generation = generation(&tx)?;
     let (sql_text, arg) = match tenant {
-        Some(t) => (format!("{SELECT} WHERE tenant IS NULL OR tenant = ?1 ORDER BY rowid"), Some(t)),
-        None => (format!("{SELECT} ORDER BY rowid"), None),
+        Some(t) => (format!("{} WHERE tenant IS NULL OR tenant = ?1 ORDER BY rowid", *SELECT), Some(t)),
+        None => (format!("{} ORDER BY rowid", *SELECT), None),
     };
     let mut out = Vec::new();
     {
         let mut stmt = tx.prepare(&sql_text).map_err(sql(context))?;
         let map = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(i64, Vec<Sql>)> {
             let rowid: i64 = r.get(0)?;
-            let mut cols = Vec::with_capacity(11);
-            for i in 1..=11 {
+            let mut cols = Vec::with_capacity(COLUMNS.len());
+            for i in 1..=COLUMNS.len() {
                 cols.push(r.get::<_, Sql>(i)?);
             }
             Ok((rowid, cols))
@@ -327,38 +335,21 @@ pub(crate) fn rows(conn: &mut Connection, tenant: Option<&str>) -> Attempt<(u64,
 /// Inserts `row`, or replaces the row of the same name and tenant: its `rowid`, and the change counter after.
 pub(crate) fn put(conn: &mut Connection, row: &ToolRow) -> Attempt<(i64, u64)> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql("starting a write"))?;
-    let input = row.input_schema.to_string();
-    let output = row.output_schema.as_ref().map(Value::to_string);
-    let extra = row.extra.to_string();
     // Positional: name, tenant, then the other columns (a NULL tenant is not a UNIQUE conflict in SQLite, so an
     // upsert cannot be used: update, then insert if nothing was updated).
-    let values: [&dyn rusqlite::ToSql; 11] = [
-        &row.name,
-        &row.tenant,
-        &row.description,
-        &input,
-        &output,
-        &row.kind,
-        &row.locator,
-        &row.version,
-        &row.effect,
-        &row.enabled,
-        &extra,
-    ];
-    let updated = tx
-        .execute(
-            "UPDATE tools SET description = ?3, input_schema = ?4, output_schema = ?5, kind = ?6, locator = ?7, \
-             version = ?8, effect = ?9, enabled = ?10, extra = ?11 WHERE name = ?1 AND tenant IS ?2",
-            values,
-        )
-        .map_err(sql(format!("updating the row {:?}", row.name)))?;
+    let bound = Bound::new(row);
+    let params = bound.values();
+    let values: Vec<&dyn rusqlite::ToSql> = params
+        .iter()
+        .map(|p| match p {
+            Param::Text(s) => s as &dyn rusqlite::ToSql,
+            Param::Nullable(s) => s,
+            Param::Integer(i) => i,
+        })
+        .collect();
+    let updated = tx.execute(UPDATE.as_str(), &values[..]).map_err(sql(format!("updating the row {:?}", row.name)))?;
     if updated == 0 {
-        tx.execute(
-            "INSERT INTO tools (name, tenant, description, input_schema, output_schema, kind, locator, version, \
-             effect, enabled, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            values,
-        )
-        .map_err(sql(format!("inserting the row {:?}", row.name)))?;
+        tx.execute(INSERT.as_str(), &values[..]).map_err(sql(format!("inserting the row {:?}", row.name)))?;
     }
     let rowid = tx
         .query_row("SELECT rowid FROM tools WHERE name = ?1 AND tenant IS ?2", params![row.name, row.tenant], |r| {
@@ -395,106 +386,6 @@ pub(crate) fn remove(conn: &mut Connection, name: &str, tenant: Option<&str>) ->
     let generation = generation(&tx)?;
     tx.commit().map_err(sql("committing a write"))?;
     Ok((n > 0, generation))
-}
-
-/// Turns the eleven columns of one row into a [`ToolRow`], or the `bad_row` error of the first unreadable column.
-pub(crate) fn decode(rowid: i64, cols: Vec<Sql>) -> Result<ToolRow, RowError> {
-    let mut it = cols.into_iter();
-    let mut next = || it.next().unwrap_or(Sql::Null);
-    let (name, description, input, output, kind, locator, version, effect, enabled, tenant, extra) =
-        (next(), next(), next(), next(), next(), next(), next(), next(), next(), next(), next());
-    // The reference is filled in as far as the row can be read, so that every error names it.
-    let mut row = RowRef { rowid: Some(rowid), name: String::new(), tenant: None };
-    let bad =
-        |row: &RowRef, column: &'static str, reason: String| RowError::BadRow { row: row.clone(), column, reason };
-
-    row.tenant = match tenant {
-        Sql::Null => None,
-        Sql::Text(t) if !t.is_empty() => Some(t),
-        Sql::Text(_) => return Err(bad(&row, "tenant", "is empty; use NULL for a row every tenant sees".into())),
-        other => return Err(bad(&row, "tenant", format!("holds {}, not text", sql_type(&other)))),
-    };
-    row.name = text(&row, "name", name)?;
-    let description = text(&row, "description", description)?;
-    let input_schema = match text(&row, "input_schema", input)? {
-        s if s.trim().is_empty() => {
-            return Err(bad(&row, "input_schema", "is empty; the argument schema is required".into()));
-        }
-        s => json(&row, "input_schema", &s)?,
-    };
-    let output_schema = match output {
-        Sql::Null => None,
-        Sql::Text(s) if s.trim().is_empty() => None,
-        other => Some(json(&row, "output_schema", &text(&row, "output_schema", other)?)?),
-    };
-    let kind = text(&row, "kind", kind)?;
-    let locator = text(&row, "locator", locator)?;
-    let version = text(&row, "version", version)?;
-    let effect = text(&row, "effect", effect)?;
-    let enabled = match enabled {
-        Sql::Integer(0) => false,
-        Sql::Integer(1) => true,
-        other => {
-            return Err(bad(&row, "enabled", format!("holds {}, expected the integer 0 or 1", sql_preview(&other))));
-        }
-    };
-    let extra = match extra {
-        Sql::Null => Value::Object(Map::new()),
-        other => match json(&row, "extra", &text(&row, "extra", other)?)? {
-            v @ Value::Object(_) => v,
-            _ => return Err(bad(&row, "extra", "is not a JSON object".into())),
-        },
-    };
-    Ok(ToolRow {
-        name: row.name,
-        description,
-        input_schema,
-        output_schema,
-        kind,
-        locator,
-        version,
-        effect,
-        enabled,
-        tenant: row.tenant,
-        extra,
-    })
-}
-
-fn text(row: &RowRef, column: &'static str, v: Sql) -> Result<String, RowError> {
-    match v {
-        Sql::Text(s) => Ok(s),
-        other => Err(RowError::BadRow {
-            row: row.clone(),
-            column,
-            reason: format!("holds {}, expected text", sql_type(&other)),
-        }),
-    }
-}
-
-fn json(row: &RowRef, column: &'static str, s: &str) -> Result<Value, RowError> {
-    serde_json::from_str(s).map_err(|e| RowError::BadRow {
-        row: row.clone(),
-        column,
-        reason: format!("is not valid JSON (line {}, column {})", e.line(), e.column()),
-    })
-}
-
-fn sql_type(v: &Sql) -> &'static str {
-    match v {
-        Sql::Null => "NULL",
-        Sql::Integer(_) => "an integer",
-        Sql::Real(_) => "a real",
-        Sql::Text(_) => "text",
-        Sql::Blob(_) => "a blob",
-    }
-}
-
-fn sql_preview(v: &Sql) -> String {
-    match v {
-        Sql::Integer(i) => format!("the integer {i}"),
-        Sql::Text(t) => format!("the text {:?}", t.chars().take(20).collect::<String>()),
-        other => sql_type(other).to_owned(),
-    }
 }
 
 /// The SQLite file as a [`Storage`]: each attempt on the runtime's blocking pool, pauses on timers.
@@ -552,5 +443,30 @@ impl Storage for SqliteStorage {
             let generation = self.store.run_async("reading the change counter".into(), read_generation).await?;
             Ok(ChangeToken::new(generation))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The statements built from the column list, as they were written out before it.
+    #[test]
+    fn the_statements_name_the_columns_in_their_order() {
+        assert_eq!(
+            *SELECT,
+            "SELECT rowid, name, description, input_schema, output_schema, kind, locator, version, effect, enabled, \
+             tenant, extra FROM tools"
+        );
+        assert_eq!(
+            *UPDATE,
+            "UPDATE tools SET description = ?3, input_schema = ?4, output_schema = ?5, kind = ?6, locator = ?7, \
+             version = ?8, effect = ?9, enabled = ?10, extra = ?11 WHERE name = ?1 AND tenant IS ?2"
+        );
+        assert_eq!(
+            *INSERT,
+            "INSERT INTO tools (name, tenant, description, input_schema, output_schema, kind, locator, version, \
+             effect, enabled, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+        );
     }
 }
