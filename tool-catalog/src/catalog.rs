@@ -136,7 +136,8 @@ impl CatalogBuilder {
     #[cfg(feature = "postgres")]
     pub async fn connect_postgres(self, conninfo: &str) -> Result<Catalog, CatalogError> {
         let policy = self.policy()?;
-        let storage = crate::postgres::PgStorage::builder(conninfo).busy_timeout(self.busy_timeout).connect().await?;
+        let storage =
+            crate::storage::postgres::PgStorage::builder(conninfo).busy_timeout(self.busy_timeout).connect().await?;
         Ok(self.finish(policy, Arc::new(storage), None))
     }
 

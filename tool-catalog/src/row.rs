@@ -170,5 +170,5 @@ pub struct StoredRow {
     /// The SQLite `rowid`.
     pub rowid: i64,
     /// The row, or the `bad_row` error of a column that could not be read.
-    pub row: Result<ToolRow, crate::RowError>,
+    pub row: Result<ToolRow, crate::error::RowError>,
 }
