@@ -122,13 +122,13 @@ impl RequestOptions {
 macro_rules! request_option_methods {
     ($temperature:literal, $seed:literal, $max_tokens:literal) => {
         /// The tool choice on every turn ([`ChoicePolicy::Every`](crate::ChoicePolicy::Every)).
-        pub fn tool_choice(mut self, choice: crate::ToolChoice) -> Self {
-            self.request.choice = Some(crate::ChoicePolicy::Every(choice));
+        pub fn tool_choice(mut self, choice: crate::options::ToolChoice) -> Self {
+            self.request.choice = Some(crate::options::ChoicePolicy::Every(choice));
             self
         }
         /// The tool choice per turn, e.g. `ChoicePolicy::first_then(ToolChoice::tool("incident.lookup"),
         /// ToolChoice::Auto)`.
-        pub fn choice_policy(mut self, policy: crate::ChoicePolicy) -> Self {
+        pub fn choice_policy(mut self, policy: crate::options::ChoicePolicy) -> Self {
             self.request.choice = Some(policy);
             self
         }

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tool_agent::{Agent, ChatModel, ChoicePolicy, Message, OllamaClient, OpenAiClient, Replay, ToolChoice};
 use tool_core::{Decision, ErrorBody, ErrorCode, Event, EventSink, PendingCall, Resolution, Run, ToolResult};
 
-use crate::{Cli, Failure, Outcome, fail, io};
+use crate::failure::{Failure, Outcome, fail, io};
 
 /// The arguments of `keel chat`.
 #[derive(ClapArgs, Debug)]
@@ -144,14 +144,7 @@ fn decide(args: &ChatArgs, pending: &PendingCall, err: &mut dyn Write) -> Option
     })
 }
 
-pub(crate) fn chat(
-    cli: &Cli,
-    registry: &tool_core::Registry,
-    args: ChatArgs,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Outcome {
-    let executor = cli.build_executor(registry)?;
+pub(crate) fn chat(executor: tool_core::Executor, args: ChatArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let model = model(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

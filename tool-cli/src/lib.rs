@@ -44,8 +44,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod chat;
+mod failure;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use failure::{Failure, Outcome, fail, io};
 use serde_json::{Value, json};
 use tool_core::lint::{Finding, Severity, lint_all};
 use tool_core::lock::{self, Lock, ToolStatus};
@@ -179,22 +181,6 @@ impl Format {
     }
 }
 
-/// A failure of a command: its message and exit code.
-struct Failure {
-    code: u8,
-    message: String,
-}
-
-fn fail(code: u8, message: impl Into<String>) -> Failure {
-    Failure { code, message: message.into() }
-}
-
-type Outcome = Result<u8, Failure>;
-
-fn io(e: std::io::Error) -> Failure {
-    fail(1, format!("cannot write the output: {e}"))
-}
-
 impl Cli {
     /// Over the inventory (every `#[tool]` linked into the binary).
     pub fn new() -> Cli {
@@ -255,7 +241,7 @@ impl Cli {
             Command::Check { json, deny_warnings } => check(&registry, json, deny_warnings, out),
             Command::Lock { check: true, strict, path, .. } => lock_check(&registry, &path, strict, out),
             Command::Lock { check: false, force, path, .. } => lock_write(&registry, &path, force, out),
-            Command::Chat(chat) => chat::chat(self, &registry, *chat, out, err),
+            Command::Chat(chat) => self.build_executor(&registry).and_then(|e| chat::chat(e, *chat, out, err)),
         };
         match result {
             Ok(code) => code,
