@@ -67,6 +67,7 @@ fn parameters(provider: Provider, entry: &Value) -> &Value {
         Provider::Anthropic => &entry["input_schema"],
         Provider::Gemini => &entry["parametersJsonSchema"],
         Provider::Mcp => &entry["inputSchema"],
+        other => panic!("this test has no hand-written entry for {other:?}: add one"),
     }
 }
 
@@ -174,6 +175,7 @@ fn message(provider: Provider, wire: &str, arguments: &Value, shape: Shape, n: u
             });
             (request, Some(n.to_string()))
         }
+        other => panic!("this test has no hand-written message for {other:?}: add one"),
     }
 }
 
@@ -214,6 +216,7 @@ fn expected_reply(
             m.insert("isError".into(), json!(false));
             Value::Object(m)
         }
+        other => panic!("this test has no hand-written reply for {other:?}: add one"),
     }
 }
 

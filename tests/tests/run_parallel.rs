@@ -147,6 +147,7 @@ fn events(run: &Run) -> Vec<String> {
             }
             EventKind::ToolRejected { call_id, code, .. } => format!("rejected {call_id} {code}"),
             EventKind::RunFinished { reason, .. } => format!("finished {reason}"),
+            other => format!("{other:?}"),
         })
         .collect()
 }

@@ -14,6 +14,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Whether a reply came from a model or from a recording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Mode {
     /// A model answered over the network.
     Live,
@@ -39,6 +40,7 @@ impl fmt::Display for Mode {
 
 /// The wire format an assistant message arrived in (and is echoed back in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WireFormat {
     /// Ollama `/api/chat`: tool names as registered, `arguments` an object.
     Ollama,
@@ -65,6 +67,7 @@ pub struct AssistantMessage {
 
 /// One message of a conversation, independent of the provider.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Message {
     /// Instructions for the model.
     System(String),

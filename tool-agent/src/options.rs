@@ -8,6 +8,7 @@ use crate::model::{Message, ModelError, Turn};
 
 /// Whether, and which, tool the model must call in a turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ToolChoice {
     /// The model decides (the servers' default).
     Auto,

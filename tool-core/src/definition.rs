@@ -506,6 +506,7 @@ pub struct ToolDefinitionBuilder {
 
 /// Why a run-time definition was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DefinitionError {
     /// The name breaks the naming grammar.
     Name(NameError),

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// What the run does after an observation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Decision {
     /// Go on: the next call of the batch, or the next model turn.
     Continue,
@@ -54,6 +55,7 @@ pub struct NotExecuted {
 /// One entry of the event log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum EventKind {
     /// The model asked for a call.
     ToolRequested {

@@ -44,6 +44,7 @@ pub const MAX_TOOLS_PER_REQUEST: usize = 128;
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Severity {
     /// A lossless adaptation keel already made.
     Info,

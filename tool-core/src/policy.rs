@@ -160,6 +160,7 @@ pub struct PolicyRequest<'a> {
 
 /// A policy's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PolicyDecision {
     /// Run the handler.
     Allow,

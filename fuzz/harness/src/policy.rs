@@ -21,6 +21,7 @@ impl Policy for RecordingPolicy {
             PolicyDecision::Allow => Decided::Allow,
             PolicyDecision::RequireApproval { .. } => Decided::Approval,
             PolicyDecision::Deny { .. } => Decided::Deny,
+            other => unreachable!("a policy decision this harness does not model: {other:?}"),
         };
         // JSON Schema validity: a compiled tool's integral float (`5.0`) is valid here and refused later, when the
         // handler converts its arguments.

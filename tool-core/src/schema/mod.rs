@@ -14,6 +14,7 @@ pub(crate) use rustdoc::{plain as plain_text, plain_schema};
 /// The providers keel speaks to. Each has a [`Codec`](crate::Codec): its tool list entries
 /// ([`ToolDefinition::render`](crate::ToolDefinition::render)), the calls its models send, its replies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Provider {
     /// Ollama `/api/chat` `tools`.
     Ollama,
