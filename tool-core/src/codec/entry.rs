@@ -17,9 +17,9 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{anthropic, gemini, mcp, ollama, openai};
+use super::format;
 use crate::definition::ToolDefinition;
-use crate::schema::{Provider, ToolSchemas};
+use crate::schema::Provider;
 use crate::view::{ExecutorEntry, ToolDescriptions, ToolView};
 use crate::vocabulary;
 
@@ -39,20 +39,7 @@ impl ToolDefinition {
     /// Ollama and MCP use [`name`](ToolDefinition::name); the others the
     /// [`wire_name`](ToolDefinition::wire_name), as they do not accept dots.
     pub fn render(&self, provider: Provider) -> &Value {
-        self.schemas().rendered[provider.slot()].get_or_init(|| {
-            // `x-mcp-header` is for MCP transports: the models of the other providers never see it.
-            let model_input = || -> Cow<'_, Value> {
-                let input = self.input_schema();
-                if vocabulary::has_mcp_headers(input) {
-                    let mut stripped = input.clone();
-                    vocabulary::strip_mcp_headers(&mut stripped);
-                    Cow::Owned(stripped)
-                } else {
-                    Cow::Borrowed(input)
-                }
-            };
-            self.render_uncached(provider, model_input)
-        })
+        self.schemas().rendered[provider.slot()].get_or_init(|| format(provider).tool(self))
     }
 
     /// [`render`](ToolDefinition::render) as compact JSON text (exactly `serde_json::to_string` of it), made once
@@ -64,45 +51,18 @@ impl ToolDefinition {
             serde_json::to_string(self.render(provider)).unwrap_or_else(|_| "null".to_owned()).into_boxed_str()
         })
     }
-
-    fn render_uncached<'a>(&'a self, provider: Provider, model_input: impl Fn() -> Cow<'a, Value>) -> Value {
-        match provider {
-            Provider::Ollama => ollama::render::tool(self.name(), self.description(), &model_input()),
-            Provider::OpenAiChat => {
-                openai::chat_tool(self.wire_name(), self.description(), &openai::parameters(&model_input()))
-            }
-            // The same parameters and strictness as Chat, in the Responses envelope.
-            Provider::OpenAiResponses => openai::responses_tool(self.render(Provider::OpenAiChat)),
-            Provider::Anthropic => anthropic::render::tool(self.wire_name(), self.description(), &model_input()),
-            Provider::Gemini => gemini::render::declaration(self.wire_name(), self.description(), &model_input()),
-            Provider::Mcp => mcp::render::tool(
-                self.name(),
-                self.description(),
-                self.input_schema(),
-                self.output_schema(),
-                self.effect(),
-                self.idempotent(),
-            ),
-        }
-    }
-
-    /// Whether the tool is sent to OpenAI in strict mode: `Ok(())`, or why not. See
-    /// [`ToolSchemas::openai_strictness`].
-    pub fn openai_strictness(&self) -> Result<(), String> {
-        if self.render(Provider::OpenAiChat).pointer("/function/strict") == Some(&Value::Bool(true)) {
-            Ok(())
-        } else {
-            self.schemas().openai_strictness()
-        }
-    }
 }
 
-impl ToolSchemas {
-    /// Whether a tool with these schemas is sent to OpenAI in strict mode: `Ok(())`, or the reason it is sent with
-    /// `"strict": false`, e.g. "field `labels` is a map (additionalProperties is a schema); OpenAI strict mode
-    /// needs every object closed".
-    pub fn openai_strictness(&self) -> Result<(), String> {
-        openai::parameters(self.input()).strict
+/// The input schema the models are shown: `x-mcp-header` is for MCP transports, the models of the other providers
+/// never see it.
+pub(super) fn model_input(def: &ToolDefinition) -> Cow<'_, Value> {
+    let input = def.input_schema();
+    if vocabulary::has_mcp_headers(input) {
+        let mut stripped = input.clone();
+        vocabulary::strip_mcp_headers(&mut stripped);
+        Cow::Owned(stripped)
+    } else {
+        Cow::Borrowed(input)
     }
 }
 

@@ -5,6 +5,8 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::format::Push;
+use crate::definition::ToolDefinition;
 use crate::schema::Provider;
 use crate::vocabulary::{self, MAX_DEPTH};
 
@@ -73,6 +75,21 @@ impl fmt::Display for Loss {
 
 fn provider_label<S: serde::Serializer>(p: &Provider, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(p.as_str())
+}
+
+/// A dotted name is sent as its wire name (`incident.search` as `incident-search`) and mapped back.
+pub(super) fn wire_name_loss(def: &ToolDefinition, label: &str, at: &str, push: &mut Push<'_>) {
+    if def.name() != def.wire_name() {
+        push(
+            at.to_owned(),
+            LossKind::Adapted,
+            format!(
+                "{label} is sent the wire name `{}` (dots are not allowed there); keel maps it back with \
+                 ToolView::get_by_wire_name",
+                def.wire_name()
+            ),
+        );
+    }
 }
 
 /// A JSON pointer segment for `key` (`~` and `/` escaped).

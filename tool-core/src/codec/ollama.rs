@@ -1,235 +1,70 @@
 //! Ollama `/api/chat`: tools as `{"type": "function", "function": {...}}` under their registered names, calls with
 //! object arguments, replies as `tool` messages.
 
-pub(super) mod render;
+mod loss;
+mod render;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::loss::{child_path, join_keywords, segment, show_path};
-use super::{LossKind, MessageError, ParsedMessage, arguments_or_empty, chat_message, string_field};
+use super::entry::model_input;
+use super::format::{Format, Push};
+use super::message::{arguments_or_empty, chat_assistant, chat_message, string_field};
+use super::{Codec, MessageError, ParsedMessage};
 use crate::call::{ToolCall, id_or_generated, object_or_null_arguments};
 use crate::definition::ToolDefinition;
 use crate::result::ToolResult;
-use crate::schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
-use crate::vocabulary::{self, MAX_DEPTH};
 
-/// `message.tool_calls[index]`: `{"id"?: "...", "function": {"name": "...", "arguments": {...}, "index"?: n}}`.
-///
-/// `arguments` is an object; missing or `null` reads as `{}` (Ollama is written in Go, where an empty map may
-/// serialize as `null`). `id` only exists on servers from late 2025 on; without it the id is generated.
-pub(super) fn call(item: &Value, index: usize) -> ToolCall {
-    let function = item.get("function");
-    let name = string_field(function, "name");
-    let arguments = object_or_null_arguments(function.and_then(|f| f.get("arguments")));
-    let id = id_or_generated(item.get("id"), index, &name, &arguments);
-    ToolCall::from_parts(id, name, arguments)
-}
+/// [`Provider::Ollama`](crate::Provider::Ollama).
+pub(super) struct Ollama;
 
-pub(super) fn message(message: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
-    chat_message(message, first_index, call)
-}
-
-/// `{"role": "tool", "tool_name": <tool name>, "tool_call_id": <call id>, "content": <text>}`.
-pub(super) fn reply(result: &ToolResult) -> Value {
-    json!({
-        "role": "tool",
-        "tool_name": result.tool_name,
-        "tool_call_id": result.call_id,
-        "content": result.content_text(),
-    })
-}
-
-pub(super) fn assistant(text: &str, calls: &[ToolCall]) -> Value {
-    let mut m = Map::new();
-    m.insert("role".into(), "assistant".into());
-    m.insert("content".into(), text.into());
-    if !calls.is_empty() {
-        let items = calls
-            .iter()
-            .map(|c| json!({"id": c.id(), "function": {"name": c.name(), "arguments": arguments_or_empty(c)}}))
-            .collect();
-        m.insert("tool_calls".into(), Value::Array(items));
+impl Format for Ollama {
+    fn wire_names(&self) -> bool {
+        false
     }
-    Value::Object(m)
-}
 
-/// What the ollama Python client keeps of a property of `parameters` (its `Tool.Function.Parameters.Property`):
-/// it re-reads every tool into that type before sending it.
-const CLIENT_PROPERTY_KEYS: &[&str] = &["type", "items", "description", "enum"];
+    fn tool(&self, def: &ToolDefinition) -> Value {
+        render::tool(def.name(), def.description(), &model_input(def))
+    }
 
-/// What the ollama Python client keeps of `parameters`.
-const CLIENT_PARAMETERS_KEYS: &[&str] = &["type", "$defs", "items", "required", "properties"];
+    fn entry_losses(&self, def: &ToolDefinition, entry: &Value, push: &mut Push<'_>) {
+        loss::entry_losses(def, entry, push);
+    }
 
-/// Keywords whose absence from what Ollama is sent is not worth a loss: metadata, the closing of objects (the
-/// executor enforces it), and structure keel rewrites into what Ollama keeps.
-const NOT_LOST: &[&str] = &[
-    "$schema",
-    "$id",
-    "$anchor",
-    "$comment",
-    "$defs",
-    "definitions",
-    "title",
-    "description",
-    "readOnly",
-    "writeOnly",
-    "type",
-    "properties",
-    "required",
-    "items",
-    "enum",
-    "const",
-    "allOf",
-    "unevaluatedProperties",
-];
+    /// `message.tool_calls[index]`: `{"id"?: "...", "function": {"name": "...", "arguments": {...}, "index"?: n}}`.
+    ///
+    /// `arguments` is an object; missing or `null` reads as `{}` (Ollama is written in Go, where an empty map may
+    /// serialize as `null`). `id` only exists on servers from late 2025 on; without it the id is generated.
+    fn call(&self, _codec: &Codec, item: &Value, index: usize) -> ToolCall {
+        let function = item.get("function");
+        let name = string_field(function, "name");
+        let arguments = object_or_null_arguments(function.and_then(|f| f.get("arguments")));
+        let id = id_or_generated(item.get("id"), index, &name, &arguments);
+        ToolCall::from_parts(id, name, arguments)
+    }
 
-/// The entry's losses: what the rendering could only say in words or not at all (found by comparing the
-/// canonical schema with the parameters it became), recursive types cut to a stand-in, and what the ollama
-/// Python client drops.
-pub(super) fn losses(def: &ToolDefinition, entry: &Value, push: &mut dyn FnMut(String, LossKind, String)) {
-    let inlined = transform::inline_refs(def.input_schema(), OnRecursion::Stub);
-    for cut in &inlined.cuts {
-        push(
-            "/function/parameters".to_owned(),
-            LossKind::Dropped,
-            format!(
-                "{}; Ollama cannot follow references, so the model sees a described stand-in object there",
-                cut.describe()
-            ),
-        );
+    fn message(&self, codec: &Codec, message: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
+        chat_message(message, first_index, |item, index| self.call(codec, item, index))
     }
-    // The parameters before the top level's description moves into the function's: what the model reads for the
-    // top level is there, and the comparison needs it next to the schema it describes.
-    let rendered = render::parameters(def.input_schema());
-    compare(&inlined.schema, &rendered, "", "/function/parameters", 0, push);
-    client_losses(entry, push);
-}
 
-/// Whether a union is only `T | null` (an `Option`): Ollama's plain `T` loses nothing, as the field is optional.
-fn is_option_union(branches: &[Value]) -> bool {
-    branches.iter().filter(|b| !transform::is_null_only(b)).count() <= 1
-}
+    fn assistant(&self, _codec: &Codec, text: &str, calls: &[ToolCall]) -> Value {
+        chat_assistant(
+            text,
+            calls,
+            |c| json!({"id": c.id(), "function": {"name": c.name(), "arguments": arguments_or_empty(c)}}),
+        )
+    }
 
-fn compare(
-    canonical: &Value,
-    rendered: &Value,
-    path: &str,
-    pointer: &str,
-    depth: usize,
-    push: &mut dyn FnMut(String, LossKind, String),
-) {
-    let (Value::Object(c), Value::Object(r)) = (canonical, rendered) else { return };
-    if depth > MAX_DEPTH {
-        return;
+    /// `{"role": "tool", "tool_name": <tool name>, "tool_call_id": <call id>, "content": <text>}`.
+    fn reply(&self, _codec: &Codec, result: &ToolResult) -> Value {
+        json!({
+            "role": "tool",
+            "tool_name": result.tool_name,
+            "tool_call_id": result.call_id,
+            "content": result.content_text(),
+        })
     }
-    let mut folded = Vec::new();
-    let mut silent = Vec::new();
-    for (k, v) in c {
-        if r.contains_key(k) || NOT_LOST.contains(&k.as_str()) {
-            continue;
-        }
-        match (k.as_str(), v) {
-            ("additionalProperties", Value::Bool(_)) => continue,
-            ("format", Value::String(f)) if NUMERIC_FORMATS.contains(&f.as_str()) => continue,
-            ("anyOf" | "oneOf", Value::Array(branches)) if is_option_union(branches) => continue,
-            ("uniqueItems" | "deprecated", Value::Bool(false)) => continue,
-            _ => {}
-        }
-        if render::DROPPED.contains(&k.as_str()) {
-            silent.push(k.as_str());
-        } else {
-            folded.push(k.as_str());
-        }
-    }
-    folded.sort_unstable();
-    silent.sort_unstable();
-    let (notes, folded): (Vec<&str>, Vec<&str>) = folded.into_iter().partition(|k| vocabulary::asserts_nothing(k));
-    let described = |m: &Map<String, Value>| m.get("description").and_then(Value::as_str).unwrap_or("").to_owned();
-    let in_words = described(r) != described(c);
-    if !folded.is_empty() {
-        let them = if folded.len() == 1 { "it" } else { "them" };
-        let (kind, how) = if in_words {
-            (LossKind::Adapted, format!("keel states {them} in the description; the executor still enforces {them}"))
-        } else {
-            (LossKind::Dropped, format!("the model does not see {them}; the executor still enforces {them}"))
-        };
-        push(
-            pointer.to_owned(),
-            kind,
-            format!("{}: Ollama ignores {}; {how}", show_path(path), join_keywords(&folded)),
-        );
-    }
-    if !notes.is_empty() {
-        let (kind, how) = if in_words {
-            (LossKind::Adapted, "keel states it in the description")
-        } else {
-            (LossKind::Ignored, "the model does not see it")
-        };
-        push(
-            pointer.to_owned(),
-            kind,
-            format!("{}: Ollama ignores the annotation(s) {}; {how}", show_path(path), join_keywords(&notes)),
-        );
-    }
-    if !silent.is_empty() {
-        push(
-            pointer.to_owned(),
-            LossKind::Dropped,
-            format!(
-                "{}: Ollama drops {} and keel cannot say it in words; the model does not see this rule, the \
-                 executor still enforces it",
-                show_path(path),
-                join_keywords(&silent)
-            ),
-        );
-    }
-    if let (Some(Value::Object(cp)), Some(Value::Object(rp))) = (c.get("properties"), r.get("properties")) {
-        for (k, v) in cp {
-            if let Some(rv) = rp.get(k) {
-                let at = format!("{pointer}/properties/{}", segment(k));
-                compare(v, rv, &child_path(path, k), &at, depth + 1, push);
-            }
-        }
-    }
-    if let (Some(ci @ Value::Object(_)), Some(ri)) = (c.get("items"), r.get("items")) {
-        compare(ci, ri, &child_path(path, "[]"), &format!("{pointer}/items"), depth + 1, push);
-    }
-}
 
-/// What the ollama Python client (`ollama.Tool`) drops when a tool list goes through it. keel's own client sends
-/// the entry as it is.
-fn client_losses(entry: &Value, push: &mut dyn FnMut(String, LossKind, String)) {
-    let Some(Value::Object(parameters)) = entry.pointer("/function/parameters") else { return };
-    for key in parameters.keys().filter(|k| !CLIENT_PARAMETERS_KEYS.contains(&k.as_str())) {
-        push(
-            format!("/function/parameters/{}", segment(key)),
-            LossKind::Dropped,
-            format!("the ollama Python client keeps no `{key}` of the parameters"),
-        );
+    fn reply_losses(&self, push: &mut Push<'_>) {
+        loss::reply_losses(push);
     }
-    let Some(Value::Object(properties)) = parameters.get("properties") else { return };
-    for (name, property) in properties {
-        let Value::Object(property) = property else { continue };
-        for key in property.keys().filter(|k| !CLIENT_PROPERTY_KEYS.contains(&k.as_str())) {
-            push(
-                format!("/function/parameters/properties/{}/{}", segment(name), segment(key)),
-                LossKind::Dropped,
-                format!(
-                    "`{name}`: the ollama Python client keeps only `type`, `items`, `description` and `enum` of a \
-                     property, so its `{key}` does not reach the model through that client"
-                ),
-            );
-        }
-    }
-}
-
-/// The reply format's losses.
-pub(super) fn reply_losses(push: &mut dyn FnMut(String, LossKind, String)) {
-    push(
-        "/tool_call_id".to_owned(),
-        LossKind::Adapted,
-        "the ollama Python client's `Message` has no `tool_call_id`: through it, a result is matched to its call by \
-         `tool_name` and order"
-            .to_owned(),
-    );
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::schema::transform;
 
 /// `{"name", "description", "input_schema"}`.
-pub(crate) fn tool(wire_name: &str, description: &str, canonical: &Value) -> Value {
+pub(super) fn tool(wire_name: &str, description: &str, canonical: &Value) -> Value {
     json!({
         "name": wire_name,
         "description": description,

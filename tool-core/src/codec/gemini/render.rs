@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::schema::transform::{self, MAX_DEPTH};
 
 /// `{"name", "description", "parametersJsonSchema"}`.
-pub(crate) fn declaration(wire_name: &str, description: &str, canonical: &Value) -> Value {
+pub(super) fn declaration(wire_name: &str, description: &str, canonical: &Value) -> Value {
     json!({
         "name": wire_name,
         "description": description,

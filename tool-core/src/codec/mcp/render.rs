@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::effect::Effect;
 
 /// Builds the entry from its parts.
-pub(crate) fn tool(
+pub(super) fn tool(
     name: &str,
     description: &str,
     input: &Value,

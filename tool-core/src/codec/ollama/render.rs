@@ -81,7 +81,7 @@ pub(super) const DROPPED: &[&str] = &[
 ];
 
 /// `{"type": "function", "function": {"name", "description", "parameters"}}`.
-pub(crate) fn tool(name: &str, description: &str, canonical: &Value) -> Value {
+pub(super) fn tool(name: &str, description: &str, canonical: &Value) -> Value {
     let mut parameters = parameters(canonical);
     let description = with_arguments_description(description, &mut parameters);
     json!({

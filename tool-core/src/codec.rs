@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::call::ToolCall;
 use crate::definition::ToolDefinition;
@@ -12,17 +12,30 @@ use crate::result::ToolResult;
 use crate::schema::Provider;
 use crate::view::ToolView;
 
+use format::Format;
 pub use loss::{Loss, LossKind};
 
 mod anthropic;
 mod entry;
+mod format;
 mod gemini;
 mod loss;
 mod mcp;
+mod message;
 mod ollama;
 mod openai;
-mod openai_chat;
-mod openai_responses;
+
+/// The format of `provider`: the one place a [`Provider`] meets the module that speaks it.
+fn format(provider: Provider) -> &'static dyn Format {
+    match provider {
+        Provider::Ollama => &ollama::Ollama,
+        Provider::OpenAiChat => &openai::Chat,
+        Provider::OpenAiResponses => &openai::Responses,
+        Provider::Anthropic => &anthropic::Anthropic,
+        Provider::Gemini => &gemini::Gemini,
+        Provider::Mcp => &mcp::Mcp,
+    }
+}
 
 /// One provider's side of a conversation, bound to a [`ToolView`]: what the model is shown and what it sends back
 /// go through the same object, so a call made from the list reaches exactly the tool it names.
@@ -164,6 +177,10 @@ impl Codec {
         self.provider
     }
 
+    fn format(&self) -> &'static dyn Format {
+        format(self.provider)
+    }
+
     /// The view: the tools listed, and the only tools a call can name.
     pub fn view(&self) -> &ToolView {
         &self.view
@@ -199,7 +216,7 @@ impl Codec {
     /// The name this provider is shown for the registered tool `name`: its wire name for OpenAI, Anthropic and
     /// Gemini (`incident.search` as `incident-search`), the name itself for Ollama and MCP.
     pub fn shown_name(&self, name: &str) -> String {
-        if uses_wire_names(self.provider) { crate::name::to_wire(name) } else { name.to_owned() }
+        if self.format().wire_names() { crate::name::to_wire(name) } else { name.to_owned() }
     }
 
     /// The registered name of the tool the model called by `shown`: the tool of this view whose
@@ -207,22 +224,20 @@ impl Codec {
     /// up as it is: exactly, without case folding or a nearest name, and answers `unknown_tool` if no tool of the
     /// view has that name).
     pub fn registered_name(&self, shown: &str) -> String {
-        registered_name(&self.view, self.provider, shown)
+        if !self.format().wire_names() {
+            return shown.to_owned();
+        }
+        match self.view.get_by_wire_name(shown) {
+            Some(def) => def.name().to_owned(),
+            None => shown.to_owned(),
+        }
     }
 
     /// One tool-call item exactly as the provider's response carries it (see the table above); `index` is the
     /// call's position in the conversation, used only to generate an id when the item has none
     /// ([`ToolCall::generated_id`]).
     pub fn call(&self, item: &Value, index: usize) -> ToolCall {
-        let view = &self.view;
-        match self.provider {
-            Provider::Ollama => ollama::call(item, index),
-            Provider::OpenAiChat => openai_chat::call(self, item, index),
-            Provider::OpenAiResponses => openai_responses::call(self, item, index),
-            Provider::Anthropic => anthropic::call(view, item, index),
-            Provider::Gemini => gemini::call(view, item, index),
-            Provider::Mcp => mcp::call(item, index),
-        }
+        self.format().call(self, item, index)
     }
 
     /// A whole assistant message (or, for OpenAI Responses, the response's `output` items; for MCP, one
@@ -237,29 +252,14 @@ impl Codec {
     /// | Gemini | a candidate's `content`: `{"role": "model", "parts": [...]}` |
     /// | MCP | a `tools/call` request |
     pub fn message(&self, message: &Value, first_index: usize) -> Result<ParsedMessage, MessageError> {
-        let view = &self.view;
-        match self.provider {
-            Provider::Ollama => ollama::message(message, first_index),
-            Provider::OpenAiChat => openai_chat::message(self, message, first_index),
-            Provider::OpenAiResponses => openai_responses::message(self, message, first_index),
-            Provider::Anthropic => anthropic::message(view, message, first_index),
-            Provider::Gemini => gemini::message(view, message, first_index),
-            Provider::Mcp => Ok(mcp::message(message, first_index)),
-        }
+        self.format().message(self, message, first_index)
     }
 
     /// The reply to one result, in this provider's format: a message (Ollama, OpenAI Chat), an input item (OpenAI
     /// Responses), a content block (Anthropic), a part (Gemini) or a `CallToolResult` (MCP). Names go back as
     /// the model was shown them.
     pub fn reply(&self, result: &ToolResult) -> Value {
-        match self.provider {
-            Provider::Ollama => ollama::reply(result),
-            Provider::OpenAiChat => openai_chat::reply(result),
-            Provider::OpenAiResponses => openai_responses::reply(result),
-            Provider::Anthropic => anthropic::reply(result),
-            Provider::Gemini => gemini::reply(self, result),
-            Provider::Mcp => mcp::reply(self, result),
-        }
+        self.format().reply(self, result)
     }
 
     /// The messages that answer one turn's results, to append to the conversation: one message per result for
@@ -269,26 +269,14 @@ impl Codec {
         if results.is_empty() {
             return Vec::new();
         }
-        let each = results.iter().map(|r| self.reply(r));
-        match self.provider {
-            Provider::Anthropic => vec![anthropic::user_message(each.collect())],
-            Provider::Gemini => vec![gemini::user_content(each.collect())],
-            _ => each.collect(),
-        }
+        self.format().replies(self, results)
     }
 
     /// The assistant message carrying `text` and `calls` in this provider's format, names as the model is shown
     /// them: for a transcript that was read in another format. For OpenAI Responses, the output items (an array);
     /// for MCP, the `tools/call` requests (an array).
     pub fn assistant_message(&self, text: &str, calls: &[ToolCall]) -> Value {
-        match self.provider {
-            Provider::Ollama => ollama::assistant(text, calls),
-            Provider::OpenAiChat => openai_chat::assistant(self, text, calls),
-            Provider::OpenAiResponses => openai_responses::assistant(self, text, calls),
-            Provider::Anthropic => anthropic::assistant(self, text, calls),
-            Provider::Gemini => gemini::assistant(self, text, calls),
-            Provider::Mcp => mcp::assistant(calls),
-        }
+        self.format().assistant(self, text, calls)
     }
 }
 
@@ -299,34 +287,13 @@ pub(crate) fn entry_losses(provider: Provider, def: &ToolDefinition) -> Vec<Loss
     let mut push = |at: String, kind: LossKind, message: String| {
         out.push(Loss { provider, tool: def.name().to_owned(), at, kind, message });
     };
-    let push: &mut dyn FnMut(String, LossKind, String) = &mut push;
-    // Every provider but MCP needs an object schema at the top; the registry reports one that is not.
+    let format = format(provider);
+    // Most providers need one object schema at the top; the registry reports a tool whose arguments are not.
     let object = def.input_schema().get("type").and_then(Value::as_str) == Some("object");
-    match provider {
-        Provider::Ollama if object => ollama::losses(def, entry, push),
-        Provider::OpenAiChat if object => openai::losses(def, entry, &openai_chat::ENVELOPE, push),
-        Provider::OpenAiResponses if object => openai::losses(def, entry, &openai_responses::ENVELOPE, push),
-        Provider::Anthropic if object => wire_name_loss(def, "Anthropic", "/name", push),
-        Provider::Gemini if object => gemini::losses(def, entry, push),
-        Provider::Mcp => mcp::losses(def, entry, push),
-        _ => {}
+    if object || format.takes_any_input() {
+        format.entry_losses(def, entry, &mut push);
     }
     out
-}
-
-/// A dotted name is sent as its wire name (`incident.search` as `incident-search`) and mapped back.
-fn wire_name_loss(def: &ToolDefinition, label: &str, at: &str, push: &mut dyn FnMut(String, LossKind, String)) {
-    if def.name() != def.wire_name() {
-        push(
-            at.to_owned(),
-            LossKind::Adapted,
-            format!(
-                "{label} is sent the wire name `{}` (dots are not allowed there); keel maps it back with \
-                 ToolView::get_by_wire_name",
-                def.wire_name()
-            ),
-        );
-    }
 }
 
 /// What `provider`'s reply format does not carry (tool `*`).
@@ -335,101 +302,8 @@ pub(crate) fn format_losses(provider: Provider) -> Vec<Loss> {
     let mut push = |at: String, kind: LossKind, message: String| {
         out.push(Loss { provider, tool: "*".to_owned(), at, kind, message });
     };
-    if provider == Provider::Ollama {
-        ollama::reply_losses(&mut push);
-    }
+    format(provider).reply_losses(&mut push);
     out
-}
-
-fn uses_wire_names(provider: Provider) -> bool {
-    matches!(provider, Provider::OpenAiChat | Provider::OpenAiResponses | Provider::Anthropic | Provider::Gemini)
-}
-
-/// See [`Codec::registered_name`].
-fn registered_name(view: &ToolView, provider: Provider, shown: &str) -> String {
-    if uses_wire_names(provider) {
-        match view.get_by_wire_name(shown) {
-            Some(def) => def.name().to_owned(),
-            None => shown.to_owned(),
-        }
-    } else {
-        shown.to_owned()
-    }
-}
-
-/// A string field of an optional object; empty when missing or not a string.
-fn string_field(obj: Option<&Value>, key: &str) -> String {
-    obj.and_then(|o| o.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned()
-}
-
-/// Whether an id field holds a usable id (a non-empty string, or a number as some compatible servers send).
-fn has_id(id: Option<&Value>) -> bool {
-    match id {
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Number(_)) => true,
-        _ => false,
-    }
-}
-
-/// The arguments of a call for a message written by keel: the object, or `{}` when they were unusable.
-fn arguments_or_empty(call: &ToolCall) -> Value {
-    call.arguments().cloned().unwrap_or_else(|_| Value::Object(Map::new()))
-}
-
-/// The text of a `content` that is text, null or a list of parts (`{"text": ...}` or plain strings).
-fn content_text(content: Option<&Value>, what: &str) -> Result<String, MessageError> {
-    match content {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(Value::Array(parts)) => Ok(parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
-            .collect::<Vec<_>>()
-            .join("")),
-        Some(_) => Err(MessageError::new(format!("`{what}` is neither text nor null"))),
-    }
-}
-
-/// A chat-style assistant message, `{"role": "assistant", "content": ..., "tool_calls": [...]}` (Ollama, OpenAI
-/// Chat), its items read by `read`; generated ids are written into the echoed items.
-fn chat_message(
-    message: &Value,
-    first_index: usize,
-    read: impl Fn(&Value, usize) -> ToolCall,
-) -> Result<ParsedMessage, MessageError> {
-    let m = object(message, "the message")?;
-    let text = content_text(m.get("content"), "content")?;
-    let items = array_field(m, "tool_calls")?;
-    let mut echo = m.clone();
-    let mut echoed = items.to_vec();
-    let mut calls = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let call = read(item, first_index + i);
-        if !has_id(item.get("id"))
-            && let Some(Value::Object(o)) = echoed.get_mut(i)
-        {
-            o.insert("id".to_owned(), Value::String(call.id().to_owned()));
-        }
-        calls.push(call);
-    }
-    if !echoed.is_empty() {
-        echo.insert("tool_calls".to_owned(), Value::Array(echoed));
-    }
-    echo.entry("role").or_insert_with(|| Value::String("assistant".to_owned()));
-    Ok(ParsedMessage { text, calls, message: Value::Object(echo) })
-}
-
-/// The array at `key` of a message: empty when missing or null, an error when it is something else.
-fn array_field<'a>(message: &'a Map<String, Value>, key: &str) -> Result<&'a [Value], MessageError> {
-    match message.get(key) {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(items)) => Ok(items),
-        Some(_) => Err(MessageError::new(format!("`{key}` is not an array"))),
-    }
-}
-
-fn object<'a>(message: &'a Value, what: &str) -> Result<&'a Map<String, Value>, MessageError> {
-    message.as_object().ok_or_else(|| MessageError::new(format!("{what} is not a JSON object")))
 }
 
 #[cfg(test)]
