@@ -10,6 +10,10 @@
 # makes and polls one call's future; building the call's input is left out. The figure per contender is the
 # collected total divided by CALLS.
 #
+# The last two contenders compare with rmcp like for like: rmcp's `ToolRouter::call` renders an MCP
+# `CallToolResult`, and so does `keel-mcp` (the inline call, then `tool_mcp::render::call_tool_result` with the MCP
+# codec, as keel's MCP server answers). The `keel` row stops at a `ToolResult` and is not rmcp's work.
+#
 # Needs valgrind (Debian: `apt-get install valgrind`).
 set -euo pipefail
 
@@ -39,6 +43,8 @@ contenders=(
   "unknown|unknown_tool"
   "invalid|invalid_arguments (one violation)"
   "approval|approval_required"
+  "rmcp|rmcp ToolRouter::call -> CallToolResult"
+  "keel-mcp|keel call + MCP CallToolResult"
 )
 
 declare -A per_call
@@ -67,7 +73,8 @@ for entry in "${contenders[@]}"; do
   n=${per_call[$c]}
   case $c in
     floor) r="1.00x floor" ;;
-    keel | keel-async) r="$(ratio "$n" "${per_call[floor]}")x floor" ;;
+    keel | keel-async | rmcp) r="$(ratio "$n" "${per_call[floor]}")x floor" ;;
+    keel-mcp) r="$(ratio "$n" "${per_call[rmcp]}")x rmcp" ;;
     *) r="$(ratio "$n" "${per_call[keel]}")x the inline call" ;;
   esac
   printf '%-40s %12d  %s\n' "$label" "$n" "$r"

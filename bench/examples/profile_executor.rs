@@ -7,12 +7,12 @@
 //! callgrind_annotate --inclusive=yes target/callgrind.keel.out | head -60
 //! ```
 //!
-//! Contenders: `floor`, `keel` (inline handler), `keel-async`, `keel-blocking`, `rmcp`, `unknown`, `invalid`,
-//! `approval`, `run`, `registry` (a registry build of N run-time definitions) `view` (N turns, each a view of the
-//! 200 compiled tools by name and its Ollama list, `schemas()`, serialised) and `view-list` (the same with
-//! `tool_list().to_json()`). Only `timed_poll` (and what it
-//! calls) is collected with the `--toggle-collect` above, so building each call's input is left out, as in the
-//! criterion benches.
+//! Contenders: `floor`, `keel` (inline handler), `keel-async`, `keel-blocking`, `rmcp`, `keel-mcp` (the inline
+//! call rendered into an MCP `CallToolResult`, as keel's MCP server answers, to compare with `rmcp`, which renders
+//! one too), `unknown`, `invalid`, `approval`, `run`, `registry` (a registry build of N run-time definitions)
+//! `view` (N turns, each a view of the 200 compiled tools by name and its Ollama list, `schemas()`, serialised)
+//! and `view-list` (the same with `tool_list().to_json()`). Only `timed_poll` (and what it calls) is collected
+//! with the `--toggle-collect` above, so building each call's input is left out, as in the criterion benches.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -21,9 +21,9 @@ use std::task::{Context, Poll};
 
 use keel_bench::rmcp_peer::RmcpHarness;
 use keel_bench::{fixture, floor, keel};
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData};
 use serde_json::Value;
-use tool_core::{Executor, ToolCall, ToolResult};
+use tool_core::{Codec, Executor, Provider, ToolCall, ToolResult};
 use tool_core::{Run, StopPolicy};
 
 /// Polls `fut` in a frame of its own (never inlined), so that a profiler can attribute exactly the work done
@@ -68,6 +68,13 @@ async fn timed_make<F: Future>(make: impl FnOnce() -> F) -> F::Output {
 
 async fn timed_keel(executor: &Executor, call: ToolCall) -> ToolResult {
     timed(|| executor.call(call)).await
+}
+
+/// The call and its MCP rendering, as keel's MCP server answers `tools/call`: `Executor::call`, then
+/// `tool_mcp::render::call_tool_result` with the MCP codec of the executor's view (the server's, built once). The
+/// `ToolResult` is dropped inside the timed region, as the server drops it; the rendered result is the output.
+async fn timed_keel_mcp(executor: &Executor, codec: &Codec, call: ToolCall) -> CallToolResult {
+    timed(|| async move { tool_mcp::render::call_tool_result(&executor.call(call).await, codec) }).await
 }
 
 async fn timed_floor(arguments: Value) -> Result<Value, String> {
@@ -123,6 +130,14 @@ fn main() {
                 for _ in 0..n {
                     let params = RmcpHarness::params("search_incidents", obj.clone());
                     black_box(timed_rmcp(&rmcp, params).await.expect("rmcp answers"));
+                }
+            }
+            "keel-mcp" => {
+                let codec = executor.view().codec(Provider::Mcp);
+                for _ in 0..n {
+                    let r = timed_keel_mcp(&executor, &codec, keel_call("search_incidents", &valid)).await;
+                    assert!(r.is_error != Some(true) && r.structured_content.is_some(), "a structured success");
+                    black_box(r);
                 }
             }
             "run" => {
