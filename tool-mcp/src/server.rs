@@ -126,6 +126,10 @@ use tool_core::{
 use crate::compose::{NoRest, Rest, merge_capabilities};
 use crate::render;
 
+mod error;
+
+pub use error::{InvalidToolEntry, McpServerError, ServeError};
+
 /// How long clients may cache `tools/list` of a server whose tools are fixed (compiled views): five minutes.
 pub const STATIC_LIST_TTL: Duration = Duration::from_secs(300);
 /// How long clients may cache `tools/list` of a server whose tools change at run time (a catalogue, or any server
@@ -153,51 +157,6 @@ pub const TOO_MANY_TASKS: i32 = -32000;
 
 /// When a call refused for want of a task slot is told to retry.
 const TASK_RETRY_AFTER: Duration = Duration::from_secs(5);
-
-/// One tool whose `tools/list` entry is not a valid MCP tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidToolEntry {
-    /// The tool.
-    pub tool: String,
-    /// Why the SDK refused the entry.
-    pub reason: String,
-}
-
-impl fmt::Display for InvalidToolEntry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "tool `{}`: not a valid MCP tool entry: {}", self.tool, self.reason)
-    }
-}
-
-/// Why an [`McpServer`] could not be built: every tool whose entry is not a valid MCP tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpServerError {
-    problems: Vec<InvalidToolEntry>,
-    /// Problems that are not a tool's.
-    other: Vec<String>,
-}
-
-impl McpServerError {
-    /// The refused entries.
-    pub fn problems(&self) -> &[InvalidToolEntry] {
-        &self.problems
-    }
-}
-
-impl fmt::Display for McpServerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the MCP server could not be built:")?;
-        for p in &self.problems {
-            write!(f, "\n- {p}")?;
-        }
-        for p in &self.other {
-            write!(f, "\n- {p}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for McpServerError {}
 
 /// One executor and its rendered `tools/list`: what the server serves until [`McpServer::update`] swaps it.
 struct Listing {
@@ -707,34 +666,6 @@ fn duration_ms(d: Duration) -> u64 {
 
 /// What a stdio line may hold beyond the arguments: the JSON-RPC envelope, the tool name, `_meta`.
 const STDIO_ENVELOPE: usize = 64 * 1024;
-
-/// Why serving stopped with an error.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ServeError {
-    /// The session could not start (the client's `initialize` failed or the transport closed first).
-    Initialize(Box<rmcp::service::ServerInitializeError>),
-    /// The session's task ended abnormally.
-    Session(tokio::task::JoinError),
-}
-
-impl fmt::Display for ServeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ServeError::Initialize(e) => write!(f, "the MCP session did not start: {e}"),
-            ServeError::Session(e) => write!(f, "the MCP session ended abnormally: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for ServeError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ServeError::Initialize(e) => Some(&**e),
-            ServeError::Session(e) => Some(e),
-        }
-    }
-}
 
 /// The rmcp [`ServerHandler`] of one client session.
 #[derive(Clone)]
