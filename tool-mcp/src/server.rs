@@ -1,9 +1,10 @@
-//! Serving a [`ToolView`] as an MCP server.
+//! Serving a [`ToolView`](tool_core::ToolView) as an MCP server.
 //!
-//! [`McpServer`] wraps an [`Executor`]: `tools/list` is the executor's view rendered for MCP
-//! ([`ToolView::schemas`]`(`[`Provider::Mcp`]`)`: `inputSchema`, `outputSchema`, the four annotations), and
-//! `tools/call` runs through [`Executor::call_with`], so the fixed order (registered, arguments valid, policy,
-//! handler, result valid) holds over the wire exactly as in process.
+//! [`McpServer`] wraps an [`Executor`](tool_core::Executor): `tools/list` is the executor's view rendered for MCP
+//! ([`ToolView::schemas`](tool_core::ToolView::schemas)`(`[`Provider::Mcp`](tool_core::Provider::Mcp)`)`:
+//! `inputSchema`, `outputSchema`, the four annotations), and `tools/call` runs through
+//! [`Executor::call_with`](tool_core::Executor::call_with), so the fixed order (registered, arguments valid,
+//! policy, handler, result valid) holds over the wire exactly as in process.
 //!
 //! | outcome | over MCP |
 //! |---|---|
@@ -95,7 +96,6 @@
 #![allow(deprecated)]
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -111,26 +111,22 @@ use rmcp::model::{
     RequestId, RequestMetaObject, RequestStateCodec, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
     SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::{
-    NotificationContext, RequestContext, RunningService, ServiceExt, SubscriptionContext, SubscriptionSink,
-};
+use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceExt, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
-use tool_core::Codec;
-use tool_core::{
-    CallOptions, Executor, InputError, InputKind, LogLevel, Notifier, Provider, TaskStart, TaskSupport, ToolCall,
-    ToolView,
-};
+use tool_core::{CallOptions, InputError, InputKind, LogLevel, Notifier, TaskStart, TaskSupport, ToolCall};
 
 use crate::compose::Rest;
 use crate::render;
 
 mod builder;
 mod error;
+mod listing;
 
 pub use builder::McpServerBuilder;
 pub use error::{InvalidToolEntry, McpServerError, ServeError};
+use listing::{Listeners, Listing};
 
 /// How long clients may cache `tools/list` of a server whose tools are fixed (compiled views): five minutes.
 pub const STATIC_LIST_TTL: Duration = Duration::from_secs(300);
@@ -145,8 +141,6 @@ pub type CallOptionsFn = dyn Fn(&CallToolRequestParams, &RequestContext<RoleServ
 
 /// How long the server waits, after a call, for its notifications to be written before sending the result.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long one client may take to accept a `tools/list_changed`.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Notifications queued per call before new ones are dropped.
 const NOTIFICATION_QUEUE: usize = 1024;
 
@@ -159,51 +153,6 @@ pub const TOO_MANY_TASKS: i32 = -32000;
 
 /// When a call refused for want of a task slot is told to retry.
 const TASK_RETRY_AFTER: Duration = Duration::from_secs(5);
-
-/// One executor and its rendered `tools/list`: what the server serves until [`McpServer::update`] swaps it.
-struct Listing {
-    executor: Executor,
-    /// The MCP codec of the executor's view: the entries served, and the replies.
-    codec: Codec,
-    tools: Vec<Tool>,
-    index: HashMap<String, usize>,
-}
-
-impl Listing {
-    /// Renders the executor's view for MCP; every tool whose entry is not a valid MCP tool is reported at once.
-    fn new(executor: Executor) -> Result<Listing, McpServerError> {
-        let view: &ToolView = executor.view();
-        let codec = view.codec(Provider::Mcp);
-        let mut problems = Vec::new();
-        let mut tools = Vec::with_capacity(view.len());
-        // Served exactly as the codec renders them (the SDK's `Tool` keeps every field keel writes).
-        for (def, entry) in view.iter().zip(codec.tool_list().iter()) {
-            match serde_json::from_value::<Tool>(entry.clone()) {
-                Ok(tool) => tools.push(tool),
-                Err(e) => problems.push(InvalidToolEntry { tool: def.name().to_owned(), reason: e.to_string() }),
-            }
-        }
-        if !problems.is_empty() {
-            return Err(McpServerError { problems, other: Vec::new() });
-        }
-        let index = tools.iter().enumerate().map(|(i, t)| (t.name.to_string(), i)).collect();
-        Ok(Listing { executor, codec, tools, index })
-    }
-
-    fn same_tools(&self, other: &Listing) -> bool {
-        self.tools.len() == other.tools.len() && self.tools.iter().zip(&other.tools).all(|(a, b)| a == b)
-    }
-}
-
-/// The clients to tell when the tool list changes.
-#[derive(Default)]
-struct Listeners {
-    /// Sessions that completed `initialize` (protocol revisions up to 2025-11-25): sent an unscoped notification.
-    sessions: Vec<Peer<RoleServer>>,
-    /// `subscriptions/listen` streams that asked for tool-list changes (revision 2026-07-28 on), by a local id.
-    subscriptions: Vec<(u64, SubscriptionSink)>,
-    next_subscription: u64,
-}
 
 struct Shared {
     listing: RwLock<Arc<Listing>>,
@@ -264,97 +213,6 @@ impl fmt::Debug for McpServer {
 }
 
 impl McpServer {
-    /// Declares that this server's tools change at run time (a catalogue): `tools/list` answers carry
-    /// [`DYNAMIC_LIST_TTL`] from now on, unless the builder set [`McpServerBuilder::list_ttl`].
-    /// [`McpServer::update`] does this itself.
-    pub fn expect_changes(&self) {
-        if !self.shared.list_ttl_explicit {
-            self.shared.list_ttl_ms.store(duration_ms(DYNAMIC_LIST_TTL), Ordering::Relaxed);
-        }
-    }
-
-    /// The `ttlMs` hint `tools/list` answers carry now.
-    pub fn list_ttl(&self) -> Duration {
-        Duration::from_millis(self.shared.list_ttl_ms.load(Ordering::Relaxed))
-    }
-
-    /// The current `tools/list` entries, in name order.
-    pub fn tools(&self) -> Vec<Tool> {
-        self.shared.listing().tools.clone()
-    }
-
-    /// The executor new calls go through.
-    pub fn executor(&self) -> Executor {
-        self.shared.listing().executor.clone()
-    }
-
-    /// Serves `executor` from now on, and tells every connected client when the tool list changed.
-    ///
-    /// The new view is rendered first: a tool that is not a valid MCP entry fails the update and changes nothing.
-    /// Calls already running finish on the executor they started with. When the `tools/list` entries differ from
-    /// the current ones (names, descriptions, schemas, annotations), every session sends
-    /// `notifications/tools/list_changed`: sessions opened with `initialize` directly, and on protocol 2026-07-28
-    /// the `subscriptions/listen` streams that asked for tool-list changes. Returns whether the list changed; the
-    /// notifications have been handed to each session's transport when it returns.
-    pub async fn update(&self, executor: Executor) -> Result<bool, McpServerError> {
-        let listing = Arc::new(Listing::new(executor)?);
-        self.expect_changes();
-        let changed = {
-            let mut current = self.shared.listing.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let changed = !current.same_tools(&listing);
-            *current = listing;
-            changed
-        };
-        if changed {
-            self.notify_tool_list_changed().await;
-        }
-        Ok(changed)
-    }
-
-    /// Sends `notifications/tools/list_changed` to every connected client (see [`McpServer::update`]); sessions
-    /// whose transport has closed are forgotten. Returns how many clients were sent the notification.
-    pub async fn notify_tool_list_changed(&self) -> usize {
-        // Counted before the listeners are read: a stream acknowledged but not registered yet sees the count move
-        // when it registers (see `McpSession::listen`).
-        self.shared.tool_changes.fetch_add(1, Ordering::SeqCst);
-        let (sessions, subscriptions) = {
-            let mut listeners = self.shared.listeners();
-            listeners.sessions.retain(|p| !p.is_transport_closed());
-            (listeners.sessions.clone(), listeners.subscriptions.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>())
-        };
-        // Every client at once, each within a bound: a stuck one holds up nobody else.
-        let mut sends = tokio::task::JoinSet::new();
-        for peer in sessions {
-            sends.spawn(async move {
-                match tokio::time::timeout(NOTIFY_TIMEOUT, peer.notify_tool_list_changed()).await {
-                    Ok(Ok(())) => true,
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "tools/list_changed not delivered to a session");
-                        false
-                    }
-                    Err(_) => false,
-                }
-            });
-        }
-        for sink in subscriptions {
-            sends.spawn(async move {
-                match tokio::time::timeout(NOTIFY_TIMEOUT, sink.notify_tool_list_changed()).await {
-                    Ok(Ok(())) => true,
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "tools/list_changed not delivered to a subscription");
-                        false
-                    }
-                    Err(_) => false,
-                }
-            });
-        }
-        let mut sent = 0;
-        while let Some(delivered) = sends.join_next().await {
-            sent += usize::from(delivered.unwrap_or(false));
-        }
-        sent
-    }
-
     /// A handler for one client session (its own log level, and its own stream: a random 128-bit id that the
     /// idempotency keys of its calls are derived with). The HTTP transport makes one per session.
     pub fn session(&self) -> McpSession {
@@ -430,10 +288,6 @@ fn too_many_tasks(max: usize) -> ErrorData {
         format!("the server is running as many tasks as it may ({max}); retry in {retry_after_s} s"),
         Some(serde_json::json!({"code": "too_many_tasks", "max_tasks": max, "retry_after_s": retry_after_s})),
     )
-}
-
-fn duration_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// What a stdio line may hold beyond the arguments: the JSON-RPC envelope, the tool name, `_meta`.

@@ -9,10 +9,8 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use tool_core::{CallOptions, Executor, TaskSupport};
 
-use super::{
-    CallOptionsFn, DEFAULT_MAX_TASKS, Listeners, Listing, McpServer, McpServerError, STATIC_LIST_TTL, Shared,
-    duration_ms,
-};
+use super::listing::duration_ms;
+use super::{CallOptionsFn, DEFAULT_MAX_TASKS, Listeners, Listing, McpServer, McpServerError, STATIC_LIST_TTL, Shared};
 use crate::compose::{NoRest, Rest, merge_capabilities};
 
 /// Builds an [`McpServer`]; see [`McpServer::builder`].
