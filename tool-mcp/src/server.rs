@@ -12,7 +12,7 @@
 //! | `invalid_arguments`, `approval_required`, `policy_denied`, business errors, `tool_internal_error`, `timeout`, `invalid_tool_output` | `CallToolResult` with `isError: true`, the error as JSON text, and as `structuredContent` when the tool has no `outputSchema` |
 //! | success | `structuredContent` (an object) and the same JSON as text; a [`Content`](tool_core::Content) tool's blocks as `content` |
 //!
-//! Each call's [`CallContext`](tool_core::CallContext) gets a [`Notifier`] bound to the session:
+//! Each call's [`CallContext`](tool_core::CallContext) gets a [`Notifier`](tool_core::Notifier) bound to the session:
 //! [`CallContext::log`](tool_core::CallContext::log) sends `notifications/message` at or above the level the client
 //! chose with `logging/setLevel` (default `info`; a stateless request gets messages only when its `_meta` names a
 //! level), and [`CallContext::progress`](tool_core::CallContext::progress) sends `notifications/progress` only when
@@ -106,16 +106,14 @@ use rmcp::model::{
     CompleteResult, CustomNotification, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
     GetSkillRequestParams, GetSkillResult, InitializeRequestParams, InitializeResult, InputRequiredResult,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
-    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse,
-    RequestId, RequestMetaObject, RequestStateCodec, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
+    ReadResourceRequestParams, ReadResourceResponse, RequestId, RequestMetaObject, RequestStateCodec, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceExt, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
-use tool_core::{CallOptions, InputError, InputKind, LogLevel, Notifier, TaskStart, TaskSupport, ToolCall};
+use tool_core::{CallOptions, InputError, InputKind, LogLevel, TaskStart, TaskSupport, ToolCall};
 
 use crate::compose::Rest;
 use crate::render;
@@ -123,10 +121,12 @@ use crate::render;
 mod builder;
 mod error;
 mod listing;
+mod notifier;
 
 pub use builder::McpServerBuilder;
 pub use error::{InvalidToolEntry, McpServerError, ServeError};
 use listing::{Listeners, Listing};
+use notifier::{NO_LOGS, PeerNotifier, level_rank, mcp_level_rank};
 
 /// How long clients may cache `tools/list` of a server whose tools are fixed (compiled views): five minutes.
 pub const STATIC_LIST_TTL: Duration = Duration::from_secs(300);
@@ -138,11 +138,6 @@ pub const DYNAMIC_LIST_TTL: Duration = Duration::from_secs(5);
 /// (which carries the HTTP request parts under the `http` feature). The server adds the notifier, the
 /// cancellation and, unless this sets one, the stream.
 pub type CallOptionsFn = dyn Fn(&CallToolRequestParams, &RequestContext<RoleServer>) -> CallOptions + Send + Sync;
-
-/// How long the server waits, after a call, for its notifications to be written before sending the result.
-const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
-/// Notifications queued per call before new ones are dropped.
-const NOTIFICATION_QUEUE: usize = 1024;
 
 /// The default cap on calls running as tasks at once, sized for a small machine. See
 /// [`McpServerBuilder::max_tasks`].
@@ -312,52 +307,10 @@ impl fmt::Debug for McpSession {
     }
 }
 
-/// A minimum level above every level: no log message is sent.
-const NO_LOGS: u8 = u8::MAX;
-
 /// Whether the request is on protocol 2026-07-28 or later, where requests carry their own `_meta` and there is no
 /// session state (log level, capabilities from `initialize`).
 pub(crate) fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
     context.protocol_version().is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
-}
-
-fn level_rank(level: LogLevel) -> u8 {
-    match level {
-        LogLevel::Debug => 0,
-        LogLevel::Info => 1,
-        LogLevel::Notice => 2,
-        LogLevel::Warning => 3,
-        LogLevel::Error => 4,
-        LogLevel::Critical => 5,
-        LogLevel::Alert => 6,
-        LogLevel::Emergency => 7,
-    }
-}
-
-fn mcp_level_rank(level: LoggingLevel) -> u8 {
-    match level {
-        LoggingLevel::Debug => 0,
-        LoggingLevel::Info => 1,
-        LoggingLevel::Notice => 2,
-        LoggingLevel::Warning => 3,
-        LoggingLevel::Error => 4,
-        LoggingLevel::Critical => 5,
-        LoggingLevel::Alert => 6,
-        LoggingLevel::Emergency => 7,
-    }
-}
-
-fn mcp_level(level: LogLevel) -> LoggingLevel {
-    match level {
-        LogLevel::Debug => LoggingLevel::Debug,
-        LogLevel::Info => LoggingLevel::Info,
-        LogLevel::Notice => LoggingLevel::Notice,
-        LogLevel::Warning => LoggingLevel::Warning,
-        LogLevel::Error => LoggingLevel::Error,
-        LogLevel::Critical => LoggingLevel::Critical,
-        LogLevel::Alert => LoggingLevel::Alert,
-        LogLevel::Emergency => LoggingLevel::Emergency,
-    }
 }
 
 /// The MCP request a tool is serving: the client session's peer, the request id and `_meta`.
@@ -381,124 +334,6 @@ tokio::task_local! {
 /// The MCP request the current task is serving, if it is an MCP `tools/call` (see [`McpRequest`]).
 pub fn current_request() -> Option<McpRequest> {
     CURRENT.try_with(Clone::clone).ok()
-}
-
-enum Note {
-    Log(LoggingMessageNotificationParam),
-    Progress(ProgressNotificationParam),
-    Flush(oneshot::Sender<()>),
-}
-
-/// Sends one call's log messages and progress to the client, in order, through a per-call queue. The queue and the
-/// task that drains it are made at the call's first notification: a call that sends none costs neither.
-struct PeerNotifier {
-    peer: Peer<RoleServer>,
-    runtime: tokio::runtime::Handle,
-    queue: Mutex<Queue>,
-    min_level: u8,
-    progress_token: Option<ProgressToken>,
-    last_progress: Mutex<Option<f64>>,
-}
-
-/// A call's notification queue.
-enum Queue {
-    /// No notification yet.
-    Unused,
-    Open(mpsc::Sender<Note>),
-    /// The result has been sent: notifications are dropped.
-    Closed,
-}
-
-impl PeerNotifier {
-    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn send(&self, note: Note) -> bool {
-        let mut queue = self.queue();
-        if matches!(*queue, Queue::Unused) {
-            let (tx, rx) = mpsc::channel(NOTIFICATION_QUEUE);
-            self.runtime.spawn(forward_notifications(self.peer.clone(), rx));
-            *queue = Queue::Open(tx);
-        }
-        match &*queue {
-            Queue::Open(tx) => tx.try_send(note).is_ok(),
-            Queue::Unused | Queue::Closed => false,
-        }
-    }
-
-    /// Waits (within [`FLUSH_TIMEOUT`]) until every notification sent so far has been handed to the transport, and
-    /// closes the queue: later notifications of the call are dropped.
-    async fn flush(&self) {
-        let queue = std::mem::replace(&mut *self.queue(), Queue::Closed);
-        let Queue::Open(tx) = queue else { return };
-        let flush = async move {
-            let (done_tx, done_rx) = oneshot::channel();
-            if tx.send(Note::Flush(done_tx)).await.is_ok() {
-                let _ = done_rx.await;
-            }
-        };
-        if tokio::time::timeout(FLUSH_TIMEOUT, flush).await.is_err() {
-            tracing::debug!("MCP notifications of a call were not all written before its result");
-        }
-    }
-}
-
-impl Notifier for PeerNotifier {
-    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        if level_rank(level) < self.min_level {
-            return;
-        }
-        let mut param = LoggingMessageNotificationParam::new(mcp_level(level), data);
-        if let Some(logger) = logger {
-            param = param.with_logger(logger);
-        }
-        if !self.send(Note::Log(param)) {
-            tracing::debug!("MCP log notification dropped (queue full or call over)");
-        }
-    }
-
-    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        let Some(token) = &self.progress_token else { return };
-        if !progress.is_finite() || total.is_some_and(|t| !t.is_finite()) {
-            return;
-        }
-        {
-            let Ok(mut last) = self.last_progress.lock() else { return };
-            // MCP requires progress to increase with each notification.
-            if last.is_some_and(|l| progress <= l) {
-                return;
-            }
-            *last = Some(progress);
-        }
-        let mut param = ProgressNotificationParam::new(token.clone(), progress);
-        if let Some(total) = total {
-            param = param.with_total(total);
-        }
-        if let Some(message) = message {
-            param = param.with_message(message);
-        }
-        if !self.send(Note::Progress(param)) {
-            tracing::debug!("MCP progress notification dropped (queue full or call over)");
-        }
-    }
-}
-
-/// Forwards queued notifications to the peer until flushed.
-async fn forward_notifications(peer: Peer<RoleServer>, mut rx: mpsc::Receiver<Note>) {
-    while let Some(note) = rx.recv().await {
-        let sent = match note {
-            Note::Log(p) => peer.notify_logging_message(p).await,
-            Note::Progress(p) => peer.notify_progress(p).await,
-            Note::Flush(done) => {
-                let _ = done.send(());
-                return;
-            }
-        };
-        if let Err(e) = sent {
-            tracing::debug!(error = %e, "MCP notification not delivered");
-        }
-    }
 }
 
 impl McpSession {
@@ -541,14 +376,7 @@ impl McpSession {
             None if is_stateless(&context) => NO_LOGS,
             None => self.level.load(Ordering::Relaxed),
         };
-        let notifier = Arc::new(PeerNotifier {
-            peer: context.peer.clone(),
-            runtime: tokio::runtime::Handle::current(),
-            queue: Mutex::new(Queue::Unused),
-            min_level,
-            progress_token: context.meta.get_progress_token(),
-            last_progress: Mutex::new(None),
-        });
+        let notifier = Arc::new(PeerNotifier::new(context.peer.clone(), min_level, context.meta.get_progress_token()));
         options = options.notifier(notifier.clone());
 
         let arguments = Value::Object(request.arguments.take().unwrap_or_default());
