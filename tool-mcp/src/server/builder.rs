@@ -151,7 +151,7 @@ impl McpServerBuilder {
             request_state_codec(self.request_state, self.request_state_key, self.previous_request_state_key)
                 .map_err(|reason| McpServerError { problems: Vec::new(), other: vec![reason] })?;
         let listing = Listing::new(self.executor)?;
-        let rest_config = self.rest.info();
+        let rest_config = self.rest.get_info();
         let mut info = Implementation::new(self.name, self.version);
         info.title = self.title;
         let tasks = listing.executor.view().iter().any(|d| d.task_support() != TaskSupport::Never);

@@ -6,13 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CancelledNotificationParam, CompleteRequestParams,
-    CompleteResult, CustomNotification, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
-    GetSkillRequestParams, GetSkillResult, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
-    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -143,117 +138,8 @@ impl ServerHandler for McpSession {
         result
     }
 
-    async fn complete(
-        &self,
-        request: CompleteRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CompleteResult, ErrorData> {
-        self.shared.rest.complete(request, context).await
-    }
-
-    async fn get_prompt(
-        &self,
-        request: GetPromptRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetPromptResponse, ErrorData> {
-        self.shared.rest.get_prompt(request, context).await
-    }
-
-    async fn list_prompts(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, ErrorData> {
-        self.shared.rest.list_prompts(request, context).await
-    }
-
-    async fn list_resources(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, ErrorData> {
-        self.shared.rest.list_resources(request, context).await
-    }
-
-    async fn list_resource_templates(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.shared.rest.list_resource_templates(request, context).await
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, ErrorData> {
-        self.shared.rest.read_resource(request, context).await
-    }
-
-    async fn subscribe(
-        &self,
-        request: SubscribeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.shared.rest.subscribe(request, context).await
-    }
-
-    async fn unsubscribe(
-        &self,
-        request: UnsubscribeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.shared.rest.unsubscribe(request, context).await
-    }
-
-    async fn list_skills(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListSkillsResult, ErrorData> {
-        self.shared.rest.list_skills(request, context).await
-    }
-
-    async fn get_skill(
-        &self,
-        request: GetSkillRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetSkillResult, ErrorData> {
-        self.shared.rest.get_skill(request, context).await
-    }
-
-    async fn read_resource_directory(
-        &self,
-        request: ReadResourceDirectoryRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceDirectoryResult, ErrorData> {
-        self.shared.rest.read_resource_directory(request, context).await
-    }
-
-    async fn on_custom_request(
-        &self,
-        request: CustomRequest,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CustomResult, ErrorData> {
-        self.shared.rest.on_custom_request(request, context).await
-    }
-
-    async fn on_cancelled(&self, notification: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
-        self.shared.rest.on_cancelled(notification, context).await;
-    }
-
-    async fn on_progress(&self, notification: ProgressNotificationParam, context: NotificationContext<RoleServer>) {
-        self.shared.rest.on_progress(notification, context).await;
-    }
-
-    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
-        self.shared.rest.on_roots_list_changed(context).await;
-    }
-
-    async fn on_custom_notification(&self, notification: CustomNotification, context: NotificationContext<RoleServer>) {
-        self.shared.rest.on_custom_notification(notification, context).await;
-    }
+    // Prompts, resources, completion, skills, custom requests and notifications: the rest's, as they are.
+    crate::compose::rest_methods!(forward to shared.rest);
 
     async fn call_tool(
         &self,
