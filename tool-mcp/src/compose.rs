@@ -2,200 +2,147 @@
 //!
 //! [`McpServerBuilder::handler`](crate::server::McpServerBuilder::handler) takes any `ServerHandler`; the session
 //! answers `tools/*` (and `initialize`, `logging/setLevel`) itself and hands every other request and notification to
-//! it through [`Rest`], an object-safe copy of the trait's methods that keel does not own.
+//! it through [`Rest`], an object-safe copy of the trait's methods that keel does not own. Those methods are listed
+//! once, in [`rest_methods`], which writes [`Rest`], its implementation for every `ServerHandler`, and the session's
+//! forwarding.
 
 #![allow(deprecated)] // `resources/subscribe` and `unsubscribe` are legacy-only, and still served to legacy clients.
 
 use std::future::Future;
 use std::pin::Pin;
 
-use rmcp::model::{
-    CancelledNotificationParam, CompleteRequestParams, CompleteResult, CustomNotification, CustomRequest, CustomResult,
-    GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
-    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
-};
-use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::model::ServerConfig;
+use rmcp::service::NotificationContext;
+use rmcp::{RoleServer, ServerHandler};
 
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The [`ServerHandler`] methods that keel hands to the rest of a server, listed once, written one of three ways:
+///
+/// * `rest_methods!(declare)`: the methods of [`Rest`] (an `async` one returns a boxed future);
+/// * `rest_methods!(implement)`: their bodies for any `ServerHandler`: rmcp's method, its future boxed;
+/// * `rest_methods!(forward to a.b)`: `ServerHandler` methods that hand the request to `self.a.b` (a [`Rest`]) as
+///   it is. Only the `pass` entries: the session writes the `own` ones itself, and calls the rest's from them.
+///
+/// An entry reads as rmcp's method without its `&self` (an `async` one with its future's output), after whether the
+/// session passes it on (`pass`) or answers it itself (`own`), and whether it is `sync` or `async`. The trait's
+/// other methods are keel's alone and not listed: `ping`, `initialize`, `negotiate_initialize`,
+/// `supported_protocol_versions`, `discover`, `set_level`, `list_tools`, `get_tool`, `call_tool`, `get_task`,
+/// `update_task` and `cancel_task`. A method rmcp adds to the trait is answered by its default until it is listed
+/// here.
+macro_rules! rest_methods {
+    (@one [declare] $_who:ident sync $name:ident ($($arg:ident: $ty:ty),*) $out:ty) => {
+        fn $name(&self, $($arg: $ty),*) -> $out;
+    };
+    (@one [declare] $_who:ident async $name:ident ($($arg:ident: $ty:ty),*) $out:ty) => {
+        fn $name(&self, $($arg: $ty),*) -> $crate::compose::Fut<'_, $out>;
+    };
+    (@one [implement] $_who:ident sync $name:ident ($($arg:ident: $ty:ty),*) $out:ty) => {
+        fn $name(&self, $($arg: $ty),*) -> $out {
+            rmcp::ServerHandler::$name(self, $($arg),*)
+        }
+    };
+    (@one [implement] $_who:ident async $name:ident ($($arg:ident: $ty:ty),*) $out:ty) => {
+        fn $name(&self, $($arg: $ty),*) -> $crate::compose::Fut<'_, $out> {
+            Box::pin(rmcp::ServerHandler::$name(self, $($arg),*))
+        }
+    };
+    (@one [forward to $($target:ident).+] pass async $name:ident ($($arg:ident: $ty:ty),*) $out:ty) => {
+        async fn $name(&self, $($arg: $ty),*) -> $out {
+            self.$($target).+.$name($($arg),*).await
+        }
+    };
+    (@one [forward to $($target:ident).+] pass sync $name:ident ($($arg:ident: $ty:ty),*) $out:ty) => {
+        fn $name(&self, $($arg: $ty),*) -> $out {
+            self.$($target).+.$name($($arg),*)
+        }
+    };
+    (@one [forward to $($target:ident).+] own $_kind:ident $name:ident ($($arg:ident: $ty:ty),*) $out:ty) => {};
+    (@each $how:tt $($who:ident $kind:ident fn $name:ident ($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {
+        $($crate::compose::rest_methods!(@one $how $who $kind $name ($($arg: $ty),*) $out);)*
+    };
+    ($($how:tt)+) => {
+        $crate::compose::rest_methods! { @each [$($how)+]
+            own sync fn get_info() -> rmcp::model::ServerConfig;
+            own sync fn accepted_subscription_filter(
+                requested: &rmcp::model::SubscriptionFilter
+            ) -> Option<rmcp::model::SubscriptionFilter>;
+            own async fn listen(context: rmcp::service::SubscriptionContext) -> Result<(), rmcp::ErrorData>;
+            own async fn on_initialized(context: rmcp::service::NotificationContext<rmcp::RoleServer>) -> ();
+            pass async fn complete(
+                request: rmcp::model::CompleteRequestParams,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<rmcp::model::CompleteResult, rmcp::ErrorData>;
+            pass async fn get_prompt(
+                request: rmcp::model::GetPromptRequestParams,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<rmcp::model::GetPromptResponse, rmcp::ErrorData>;
+            pass async fn list_prompts(
+                request: Option<rmcp::model::PaginatedRequestParams>,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<rmcp::model::ListPromptsResult, rmcp::ErrorData>;
+            pass async fn list_resources(
+                request: Option<rmcp::model::PaginatedRequestParams>,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<rmcp::model::ListResourcesResult, rmcp::ErrorData>;
+            pass async fn list_resource_templates(
+                request: Option<rmcp::model::PaginatedRequestParams>,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<rmcp::model::ListResourceTemplatesResult, rmcp::ErrorData>;
+            pass async fn read_resource(
+                request: rmcp::model::ReadResourceRequestParams,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<rmcp::model::ReadResourceResponse, rmcp::ErrorData>;
+            pass async fn subscribe(
+                request: rmcp::model::SubscribeRequestParams,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<(), rmcp::ErrorData>;
+            pass async fn unsubscribe(
+                request: rmcp::model::UnsubscribeRequestParams,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<(), rmcp::ErrorData>;
+            pass async fn list_skills(
+                request: Option<rmcp::model::PaginatedRequestParams>,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<rmcp::model::ListSkillsResult, rmcp::ErrorData>;
+            pass async fn get_skill(
+                request: rmcp::model::GetSkillRequestParams,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<rmcp::model::GetSkillResult, rmcp::ErrorData>;
+            pass async fn read_resource_directory(
+                request: rmcp::model::ReadResourceDirectoryRequestParams,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<rmcp::model::ReadResourceDirectoryResult, rmcp::ErrorData>;
+            pass async fn on_custom_request(
+                request: rmcp::model::CustomRequest,
+                context: rmcp::service::RequestContext<rmcp::RoleServer>
+            ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData>;
+            pass async fn on_cancelled(
+                notification: rmcp::model::CancelledNotificationParam,
+                context: rmcp::service::NotificationContext<rmcp::RoleServer>
+            ) -> ();
+            pass async fn on_progress(
+                notification: rmcp::model::ProgressNotificationParam,
+                context: rmcp::service::NotificationContext<rmcp::RoleServer>
+            ) -> ();
+            pass async fn on_roots_list_changed(context: rmcp::service::NotificationContext<rmcp::RoleServer>) -> ();
+            pass async fn on_custom_notification(
+                notification: rmcp::model::CustomNotification,
+                context: rmcp::service::NotificationContext<rmcp::RoleServer>
+            ) -> ();
+        }
+    };
+}
+pub(crate) use rest_methods;
 
 /// The methods of a [`ServerHandler`] that a keel session delegates: prompts, resources, completion, skills,
 /// custom requests and notifications, and the non-tool part of `subscriptions/listen`.
 pub(crate) trait Rest: Send + Sync + 'static {
-    fn info(&self) -> ServerConfig;
-    fn complete(
-        &self,
-        r: CompleteRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<CompleteResult, ErrorData>>;
-    fn get_prompt(
-        &self,
-        r: GetPromptRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<GetPromptResponse, ErrorData>>;
-    fn list_prompts(
-        &self,
-        r: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ListPromptsResult, ErrorData>>;
-    fn list_resources(
-        &self,
-        r: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ListResourcesResult, ErrorData>>;
-    fn list_resource_templates(
-        &self,
-        r: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ListResourceTemplatesResult, ErrorData>>;
-    fn read_resource(
-        &self,
-        r: ReadResourceRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ReadResourceResponse, ErrorData>>;
-    fn subscribe(&self, r: SubscribeRequestParams, cx: RequestContext<RoleServer>) -> Fut<'_, Result<(), ErrorData>>;
-    fn unsubscribe(
-        &self,
-        r: UnsubscribeRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<(), ErrorData>>;
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter>;
-    fn listen(&self, cx: SubscriptionContext) -> Fut<'_, Result<(), ErrorData>>;
-    fn list_skills(
-        &self,
-        r: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ListSkillsResult, ErrorData>>;
-    fn get_skill(
-        &self,
-        r: GetSkillRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<GetSkillResult, ErrorData>>;
-    fn read_resource_directory(
-        &self,
-        r: ReadResourceDirectoryRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ReadResourceDirectoryResult, ErrorData>>;
-    fn on_custom_request(
-        &self,
-        r: CustomRequest,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<CustomResult, ErrorData>>;
-    fn on_initialized(&self, cx: NotificationContext<RoleServer>) -> Fut<'_, ()>;
-    fn on_cancelled(&self, n: CancelledNotificationParam, cx: NotificationContext<RoleServer>) -> Fut<'_, ()>;
-    fn on_progress(&self, n: ProgressNotificationParam, cx: NotificationContext<RoleServer>) -> Fut<'_, ()>;
-    fn on_roots_list_changed(&self, cx: NotificationContext<RoleServer>) -> Fut<'_, ()>;
-    fn on_custom_notification(&self, n: CustomNotification, cx: NotificationContext<RoleServer>) -> Fut<'_, ()>;
+    rest_methods!(declare);
 }
 
 impl<H: ServerHandler> Rest for H {
-    fn info(&self) -> ServerConfig {
-        self.get_info()
-    }
-    fn complete(
-        &self,
-        r: CompleteRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<CompleteResult, ErrorData>> {
-        Box::pin(ServerHandler::complete(self, r, cx))
-    }
-    fn get_prompt(
-        &self,
-        r: GetPromptRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<GetPromptResponse, ErrorData>> {
-        Box::pin(ServerHandler::get_prompt(self, r, cx))
-    }
-    fn list_prompts(
-        &self,
-        r: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ListPromptsResult, ErrorData>> {
-        Box::pin(ServerHandler::list_prompts(self, r, cx))
-    }
-    fn list_resources(
-        &self,
-        r: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ListResourcesResult, ErrorData>> {
-        Box::pin(ServerHandler::list_resources(self, r, cx))
-    }
-    fn list_resource_templates(
-        &self,
-        r: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ListResourceTemplatesResult, ErrorData>> {
-        Box::pin(ServerHandler::list_resource_templates(self, r, cx))
-    }
-    fn read_resource(
-        &self,
-        r: ReadResourceRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ReadResourceResponse, ErrorData>> {
-        Box::pin(ServerHandler::read_resource(self, r, cx))
-    }
-    fn subscribe(&self, r: SubscribeRequestParams, cx: RequestContext<RoleServer>) -> Fut<'_, Result<(), ErrorData>> {
-        Box::pin(ServerHandler::subscribe(self, r, cx))
-    }
-    fn unsubscribe(
-        &self,
-        r: UnsubscribeRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<(), ErrorData>> {
-        Box::pin(ServerHandler::unsubscribe(self, r, cx))
-    }
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        ServerHandler::accepted_subscription_filter(self, requested)
-    }
-    fn listen(&self, cx: SubscriptionContext) -> Fut<'_, Result<(), ErrorData>> {
-        Box::pin(ServerHandler::listen(self, cx))
-    }
-    fn list_skills(
-        &self,
-        r: Option<PaginatedRequestParams>,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ListSkillsResult, ErrorData>> {
-        Box::pin(ServerHandler::list_skills(self, r, cx))
-    }
-    fn get_skill(
-        &self,
-        r: GetSkillRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<GetSkillResult, ErrorData>> {
-        Box::pin(ServerHandler::get_skill(self, r, cx))
-    }
-    fn read_resource_directory(
-        &self,
-        r: ReadResourceDirectoryRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<ReadResourceDirectoryResult, ErrorData>> {
-        Box::pin(ServerHandler::read_resource_directory(self, r, cx))
-    }
-    fn on_custom_request(
-        &self,
-        r: CustomRequest,
-        cx: RequestContext<RoleServer>,
-    ) -> Fut<'_, Result<CustomResult, ErrorData>> {
-        Box::pin(ServerHandler::on_custom_request(self, r, cx))
-    }
-    fn on_initialized(&self, cx: NotificationContext<RoleServer>) -> Fut<'_, ()> {
-        Box::pin(ServerHandler::on_initialized(self, cx))
-    }
-    fn on_cancelled(&self, n: CancelledNotificationParam, cx: NotificationContext<RoleServer>) -> Fut<'_, ()> {
-        Box::pin(ServerHandler::on_cancelled(self, n, cx))
-    }
-    fn on_progress(&self, n: ProgressNotificationParam, cx: NotificationContext<RoleServer>) -> Fut<'_, ()> {
-        Box::pin(ServerHandler::on_progress(self, n, cx))
-    }
-    fn on_roots_list_changed(&self, cx: NotificationContext<RoleServer>) -> Fut<'_, ()> {
-        Box::pin(ServerHandler::on_roots_list_changed(self, cx))
-    }
-    fn on_custom_notification(&self, n: CustomNotification, cx: NotificationContext<RoleServer>) -> Fut<'_, ()> {
-        Box::pin(ServerHandler::on_custom_notification(self, n, cx))
-    }
+    rest_methods!(implement);
 }
 
 /// The rest of a server that has none: every method is the SDK's default (`-32601` for requests).

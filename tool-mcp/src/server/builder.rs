@@ -1,0 +1,247 @@
+//! [`McpServerBuilder`]: a server's name, handler, keys and limits, then its listing rendered once.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, Implementation, RequestStateCodec, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use tool_core::{CallOptions, Executor, TaskSupport};
+
+use super::listing::duration_ms;
+use super::{CallOptionsFn, DEFAULT_MAX_TASKS, Listeners, Listing, McpServer, McpServerError, STATIC_LIST_TTL, Shared};
+use crate::compose::{NoRest, Rest, merge_capabilities};
+
+/// Builds an [`McpServer`]; see [`McpServer::builder`].
+#[must_use]
+pub struct McpServerBuilder {
+    executor: Executor,
+    name: String,
+    version: String,
+    title: Option<String>,
+    instructions: Option<String>,
+    call_options: Option<Arc<CallOptionsFn>>,
+    rest: Arc<dyn Rest>,
+    list_ttl: Option<Duration>,
+    request_state: Option<RequestStateCodec>,
+    request_state_key: Option<(String, Vec<u8>)>,
+    previous_request_state_key: Option<(String, Vec<u8>)>,
+    max_tasks: usize,
+}
+
+impl McpServerBuilder {
+    /// The server name reported in `initialize` (default `keel`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+    /// The server version reported in `initialize` (default: this crate's version).
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+    /// A human-readable title reported in `initialize`.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+    /// Instructions for the client's model, reported in `initialize`.
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+    /// Per-call options (tenant, principal, approvals) from the request; see [`CallOptionsFn`]. Default: none.
+    ///
+    /// The tenant and principal set here bind a `requestState` to its caller, and are part of every call's
+    /// idempotency key. A stream set here replaces the one the server gives the call (see [the module](super)):
+    /// set one only when it names the client's request stream at least as narrowly.
+    pub fn call_options(
+        mut self,
+        f: impl Fn(&CallToolRequestParams, &RequestContext<RoleServer>) -> CallOptions + Send + Sync + 'static,
+    ) -> Self {
+        self.call_options = Some(Arc::new(f));
+        self
+    }
+
+    /// Serves everything that is not a tool with `handler`, a plain rmcp [`ServerHandler`]: prompts, resources,
+    /// resource templates and subscriptions, completion, skills, custom requests and notifications, and the
+    /// prompt and resource parts of `subscriptions/listen`. keel keeps the tools part.
+    ///
+    /// | request | answered by |
+    /// |---|---|
+    /// | `tools/list`, `tools/call`, `initialize`, `logging/setLevel`, `ping`, `server/discover` | keel |
+    /// | `subscriptions/listen` | both: keel registers the stream for `tools/list_changed`, then runs the handler's `listen` for what its [`ServerHandler::accepted_subscription_filter`] accepted |
+    /// | `notifications/initialized` | both: keel first |
+    /// | everything else | the handler |
+    ///
+    /// The server's capabilities are the handler's [`ServerHandler::get_info`] (read once, here) with keel's
+    /// `tools` (`listChanged: true`) and `logging` over them; the handler's `instructions` are used when the
+    /// builder sets none. The handler's own `list_tools`, `call_tool`, `get_tool` and `initialize` are never
+    /// called. One handler serves every session (it is shared, not cloned): keep per-session state in the
+    /// request's [`RequestContext`].
+    pub fn handler<H: ServerHandler>(mut self, handler: H) -> Self {
+        self.rest = Arc::new(handler);
+        self
+    }
+
+    /// The cache hint of `tools/list` answers (protocol 2026-07-28, SEP-2549: `ttlMs`, with `cacheScope:
+    /// public`). Default: [`STATIC_LIST_TTL`], and [`DYNAMIC_LIST_TTL`](super::DYNAMIC_LIST_TTL) from the first
+    /// [`McpServer::update`] on (or [`McpServer::expect_changes`]).
+    pub fn list_ttl(mut self, ttl: Duration) -> Self {
+        self.list_ttl = Some(ttl);
+        self
+    }
+
+    /// The codec that seals the `requestState` of input-required results, for a keyring beyond
+    /// [`McpServerBuilder::request_state_key`]'s current and previous keys (see [`RequestStateCodec`]). Setting
+    /// both fails [`McpServerBuilder::build`].
+    pub fn request_state_codec(mut self, codec: RequestStateCodec) -> Self {
+        self.request_state = Some(codec);
+        self
+    }
+
+    /// The key that seals the `requestState` of input-required results (protocol 2026-07-28: a stateless call
+    /// that asks its client for input), and its id (1 to 255 bytes of UTF-8, sent with every state it seals).
+    /// The key is at least 32 random bytes; keep it secret, out of the source.
+    ///
+    /// Default: a random key of this process, so that a retry must reach the process that answered the first
+    /// round, and none survives a restart. Replicas behind one address are given the same key, so that any of
+    /// them resumes any call.
+    ///
+    /// To rotate it, give every replica the new key here and the old one as
+    /// [`McpServerBuilder::previous_request_state_key`]; once the old key's states have expired (15 minutes after
+    /// the last replica stopped sealing with it), drop the old one. While replicas are updated one by one, a
+    /// state sealed with the new key fails on a replica that does not hold it yet; to have no such failure,
+    /// first give every replica the new key as the previous one (the old key still sealing), then swap the two.
+    ///
+    /// A key shorter than 32 bytes, or an id that is empty, too long or the previous key's, fails
+    /// [`McpServerBuilder::build`].
+    ///
+    /// The key protects integrity only: a client can read a `requestState`, never forge or move it.
+    pub fn request_state_key(mut self, id: impl Into<String>, key: impl Into<Vec<u8>>) -> Self {
+        self.request_state_key = Some((id.into(), key.into()));
+        self
+    }
+
+    /// A second key, during a rotation: states it sealed still open, none is sealed with it (the current key
+    /// seals). Usually the key [`McpServerBuilder::request_state_key`] replaced. Needs a current key.
+    pub fn previous_request_state_key(mut self, id: impl Into<String>, key: impl Into<Vec<u8>>) -> Self {
+        self.previous_request_state_key = Some((id.into(), key.into()));
+        self
+    }
+
+    /// How many calls may run as tasks at once (at least 1; default [`DEFAULT_MAX_TASKS`]).
+    ///
+    /// A call that would become a task (a task tool called by a client that runs tasks) takes a slot before it
+    /// starts and frees it when its call ends, whether it became a task or was answered in the request. Past the
+    /// cap, such a call is refused before anything of it runs, with the JSON-RPC error
+    /// [`TOO_MANY_TASKS`](super::TOO_MANY_TASKS) and data
+    /// `{"code": "too_many_tasks", "max_tasks": n, "retry_after_s": s}`; calls already admitted run on. A finished
+    /// task's result stays readable with `tasks/get` and holds no slot.
+    pub fn max_tasks(mut self, n: usize) -> Self {
+        self.max_tasks = n.max(1);
+        self
+    }
+
+    /// Renders the view's tools for MCP and builds the server. Every tool whose entry is not a valid MCP tool is
+    /// reported at once.
+    pub fn build(self) -> Result<McpServer, McpServerError> {
+        let request_state =
+            request_state_codec(self.request_state, self.request_state_key, self.previous_request_state_key)
+                .map_err(|reason| McpServerError { problems: Vec::new(), other: vec![reason] })?;
+        let listing = Listing::new(self.executor)?;
+        let rest_config = self.rest.get_info();
+        let mut info = Implementation::new(self.name, self.version);
+        info.title = self.title;
+        let tasks = listing.executor.view().iter().any(|d| d.task_support() != TaskSupport::Never);
+        let mut config = ServerConfig::new(merge_capabilities(&rest_config, tasks)).with_server_info(info);
+        if let Some(instructions) = self.instructions.or(rest_config.instructions) {
+            config = config.with_instructions(instructions);
+        }
+        Ok(McpServer {
+            shared: Arc::new(Shared {
+                listing: RwLock::new(Arc::new(listing)),
+                config,
+                call_options: self.call_options,
+                listeners: Mutex::new(Listeners::default()),
+                rest: self.rest,
+                list_ttl_ms: AtomicU64::new(duration_ms(self.list_ttl.unwrap_or(STATIC_LIST_TTL))),
+                list_ttl_explicit: self.list_ttl.is_some(),
+                request_state,
+                tasks: rmcp::task_manager::TaskManager::new(),
+                task_slots: Arc::new(tokio::sync::Semaphore::new(self.max_tasks)),
+                max_tasks: self.max_tasks,
+                tool_changes: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+impl McpServer {
+    /// A server with default settings over `executor`'s view.
+    pub fn new(executor: Executor) -> Result<McpServer, McpServerError> {
+        McpServer::builder(executor).build()
+    }
+
+    /// A builder for a server over `executor`'s view.
+    pub fn builder(executor: Executor) -> McpServerBuilder {
+        McpServerBuilder {
+            executor,
+            name: "keel".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            title: None,
+            instructions: None,
+            call_options: None,
+            rest: Arc::new(NoRest),
+            list_ttl: None,
+            request_state: None,
+            request_state_key: None,
+            previous_request_state_key: None,
+            max_tasks: DEFAULT_MAX_TASKS,
+        }
+    }
+}
+
+/// The `requestState` codec the builder was given: a codec, or a current key (and a previous one), or none (then a
+/// fresh random key of this process's own).
+fn request_state_codec(
+    codec: Option<RequestStateCodec>,
+    current: Option<(String, Vec<u8>)>,
+    previous: Option<(String, Vec<u8>)>,
+) -> Result<RequestStateCodec, String> {
+    match (codec, current, previous) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err("the requestState key is set twice: give either \
+                                                           `request_state_codec` or `request_state_key`, not both"
+            .to_owned()),
+        (Some(codec), None, None) => Ok(codec),
+        (None, None, Some((id, _))) => {
+            Err(format!("`previous_request_state_key` (`{id}`) needs a current key: add `request_state_key`"))
+        }
+        (None, None, None) => {
+            let mut key = [0u8; RequestStateCodec::MIN_KEY_LENGTH];
+            getrandom::fill(&mut key).map_err(|e| format!("no random key for the request state: {e}"))?;
+            RequestStateCodec::try_new(key.to_vec()).map_err(|e| e.to_string())
+        }
+        (None, Some((id, key)), previous) => {
+            for (id, key) in std::iter::once((&id, &key)).chain(previous.as_ref().map(|(i, k)| (i, k))) {
+                if key.len() < RequestStateCodec::MIN_KEY_LENGTH {
+                    return Err(format!(
+                        "the requestState key `{id}` has {} bytes; it needs at least {} (random bytes, the same on \
+                         every replica)",
+                        key.len(),
+                        RequestStateCodec::MIN_KEY_LENGTH
+                    ));
+                }
+            }
+            if previous.as_ref().is_some_and(|(p, _)| *p == id) {
+                return Err(format!(
+                    "the current and previous requestState keys have the same id `{id}`; give each its own"
+                ));
+            }
+            let ring = std::iter::once((id.clone(), key)).chain(previous);
+            RequestStateCodec::new_with_keyring(id.clone(), ring)
+                .map_err(|e| format!("the requestState key `{id}` cannot be used: {e}"))
+        }
+    }
+}

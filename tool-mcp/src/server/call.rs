@@ -1,0 +1,248 @@
+//! One `tools/call`, through the executor: its options, stream, client input, notifier and task.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, InputRequiredResult, RequestId, RequestMetaObject};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, Peer, RoleServer};
+use serde_json::Value;
+use tool_core::{CallOptions, InputError, InputKind, TaskStart, TaskSupport, ToolCall};
+
+use super::listing::Listing;
+use super::notifier::{NO_LOGS, PeerNotifier, mcp_level_rank};
+use super::session::random_id;
+use super::{McpSession, TOO_MANY_TASKS};
+use crate::render;
+
+/// When a call refused for want of a task slot is told to retry.
+const TASK_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// The refusal of a call that would become a task when `max` of them run already.
+fn too_many_tasks(max: usize) -> ErrorData {
+    let retry_after_s = TASK_RETRY_AFTER.as_secs();
+    ErrorData::new(
+        rmcp::model::ErrorCode(TOO_MANY_TASKS),
+        format!("the server is running as many tasks as it may ({max}); retry in {retry_after_s} s"),
+        Some(serde_json::json!({"code": "too_many_tasks", "max_tasks": max, "retry_after_s": retry_after_s})),
+    )
+}
+
+/// Whether the request is on protocol 2026-07-28 or later, where requests carry their own `_meta` and there is no
+/// session state (log level, capabilities from `initialize`).
+fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    context.protocol_version().is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// The MCP request a tool is serving: the client session's peer, the request id and `_meta`.
+///
+/// Available through [`current_request`] to a tool that runs on the request's task: an `async` tool, or a plain
+/// `fn` (inline by default); not to a `blocking = true` tool, which runs on a blocking-pool thread.
+#[derive(Clone, Debug)]
+pub struct McpRequest {
+    /// The client session: send it requests (sampling, elicitation) and notifications.
+    pub peer: Peer<RoleServer>,
+    /// The JSON-RPC id of the `tools/call` request.
+    pub id: RequestId,
+    /// The request's `_meta`.
+    pub meta: RequestMetaObject,
+}
+
+tokio::task_local! {
+    static CURRENT: McpRequest;
+}
+
+/// The MCP request the current task is serving, if it is an MCP `tools/call` (see [`McpRequest`]).
+pub fn current_request() -> Option<McpRequest> {
+    CURRENT.try_with(Clone::clone).ok()
+}
+
+impl McpSession {
+    pub(super) async fn run_call(
+        &self,
+        mut request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let shared = &self.shared;
+        let mut options = match &shared.call_options {
+            Some(f) => f(&request, &context),
+            None => CallOptions::new(),
+        };
+        let listing = shared.listing();
+        // A tool that may run as a task does so for a client that supports tasks; one that must refuses the others.
+        let (task_support, task_start) = listing
+            .executor
+            .view()
+            .get(&request.name)
+            .map_or((TaskSupport::Never, TaskStart::Admission), |d| (d.task_support(), d.task_start()));
+        // Tasks are the Tasks extension of protocol 2026-07-28: a session of an earlier revision gets its answer in
+        // the call (a task-required tool refuses it).
+        let as_task = task_support != TaskSupport::Never
+            && is_stateless(&context)
+            && context.client_capabilities().is_some_and(|c| c.supports_tasks());
+        if task_support == TaskSupport::Required && !as_task {
+            return Err(ErrorData::missing_required_client_capability(
+                rmcp::model::ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
+        // A call that may become a task takes a slot before anything of it runs, and holds it until it ends.
+        let slot = as_task
+            .then(|| shared.task_slots.clone().try_acquire_owned())
+            .transpose()
+            .map_err(|_| too_many_tasks(shared.max_tasks))?;
+        // A session's level is the one its client set (`logging/setLevel`). A stateless request (protocol
+        // 2026-07-28) has no session: it gets log messages only when its `_meta` asks for a level.
+        let min_level = match context.meta.log_level() {
+            Some(level) => mcp_level_rank(level),
+            None if is_stateless(&context) => NO_LOGS,
+            None => self.level.load(Ordering::Relaxed),
+        };
+        let notifier = Arc::new(PeerNotifier::new(context.peer.clone(), min_level, context.meta.get_progress_token()));
+        options = options.notifier(notifier.clone());
+
+        let arguments = Value::Object(request.arguments.take().unwrap_or_default());
+        // How the handler asks its client for input: directly in a session; through input-required results,
+        // with the round's answers and sealed state, when stateless.
+        let capabilities = context.client_capabilities().unwrap_or_default();
+        let mut call_id = context.id.to_string();
+        let (direct, stateless): (Arc<dyn tool_core::ClientInput>, _) = if is_stateless(&context) {
+            let binding =
+                crate::input::binding(options.get_tenant(), options.get_principal(), &request.name, &arguments);
+            let mut round = match request.request_state.as_deref() {
+                None => crate::input::RoundState::default(),
+                Some(sealed) => crate::input::open(&shared.request_state, sealed, &binding).map_err(|reason| {
+                    ErrorData::invalid_params(
+                        "requestState failed verification: it was altered, has expired, or belongs to another call",
+                        Some(serde_json::json!({"reason": reason})),
+                    )
+                })?,
+            };
+            // A stateless request is a stream of its own: a retry is not recognised, and no two requests share an
+            // idempotency key. The rounds of one call made for a principal are one call: each has the first
+            // round's stream and call id (so its key), from the state sealed for that principal.
+            if options.get_stream().is_none() {
+                let for_principal = options.get_principal().is_some();
+                let call = match round.call.take() {
+                    Some(call) if for_principal => call,
+                    _ => crate::input::RoundCall { stream: format!("mcp-request/{}", random_id()), id: call_id },
+                };
+                options = options.stream(call.stream.as_str());
+                call_id = call.id.clone();
+                round.call = for_principal.then_some(call);
+            } else {
+                round.call = None;
+            }
+            let responses = request.input_responses.take().unwrap_or_default();
+            let input = Arc::new(crate::input::StatelessInput::new(capabilities.clone(), round, responses));
+            (input.clone(), Some((input, binding)))
+        } else {
+            if options.get_stream().is_none() {
+                options = options.stream(self.stream.clone());
+            }
+            let input = crate::input::SessionInput { peer: context.peer.clone(), capabilities: capabilities.clone() };
+            (Arc::new(input), None)
+        };
+        let call = ToolCall::new(call_id, request.name.to_string(), arguments);
+        // The request's `_meta` moves into the scope: nothing below reads it from the context.
+        let meta = std::mem::take(&mut context.meta);
+        let request_ct = context.ct.clone();
+        let scope = McpRequest { peer: context.peer, id: context.id, meta };
+        #[cfg(feature = "otel")]
+        let parent = crate::otel::extract(&scope.meta);
+
+        let result = if as_task {
+            // The call runs on its own task and token: once it becomes a task, it outlives this request.
+            let (input, begun, bind) = crate::task::TaskCallInput::new(direct, capabilities);
+            let input = Arc::new(input);
+            let token = tokio_util::sync::CancellationToken::new();
+            options = options.client_input(input.clone()).cancellation(token.clone());
+            if task_start == TaskStart::Admission {
+                let input = input.clone();
+                options = options.on_admitted(move || {
+                    tool_core::ClientInput::begin_task(&*input);
+                });
+            }
+            let executor = listing.executor.clone();
+            let call = async move {
+                let _slot = slot;
+                executor.call_with(call, &options).await
+            };
+            #[cfg(feature = "otel")]
+            let call = opentelemetry::context::FutureExt::with_context(call, parent);
+            let mut running = tokio::spawn(CURRENT.scope(scope, call));
+            let mut begun = std::pin::pin!(begun);
+            let mut request_gone = std::pin::pin!(request_ct.cancelled_owned());
+            let joined = loop {
+                tokio::select! {
+                    biased;
+                    joined = &mut running => break joined,
+                    Ok(()) = &mut begun => {
+                        let task = self.begin_task(running, bind, token, listing.clone());
+                        return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task)));
+                    }
+                    // The client went away before the call became a task: it is cancelled, and ends soon.
+                    () = &mut request_gone => token.cancel(),
+                }
+            };
+            joined.map_err(|_| ErrorData::internal_error("the call ended abnormally", None))?
+        } else {
+            options = options.client_input(direct).cancellation(request_ct);
+            let call = listing.executor.call_with(call, &options);
+            #[cfg(feature = "otel")]
+            let call = opentelemetry::context::FutureExt::with_context(call, parent);
+            CURRENT.scope(scope, call).await
+        };
+
+        // Everything the handler sent goes out before the result (within a bound: a stuck peer cannot hold it).
+        notifier.flush().await;
+
+        if result.code() == Some("unknown_tool") && !result.executed {
+            let message = result.error().map(|e| e.message.clone()).unwrap_or_default();
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        // A stateless call that ended on a request for input (the handler propagated the input error) is answered
+        // with what the protocol has for it: the requests and the sealed state, or `-32021`.
+        if let Some((input, binding)) = stateless {
+            if result.code() == Some(InputError::Unsupported(InputKind::Sampling).code())
+                && let Some(kind) = input.missing()
+            {
+                return Err(ErrorData::missing_required_client_capability(crate::input::required(kind)));
+            }
+            let pending = input.take_pending();
+            if result.code() == Some(InputError::Pending.code()) && !pending.is_empty() {
+                let sealed = crate::input::seal(&shared.request_state, &input.next_round(), &binding)
+                    .map_err(|reason| ErrorData::internal_error(reason, None))?;
+                return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(Some(pending), Some(sealed))));
+            }
+        }
+        Ok(CallToolResponse::Complete(render::call_tool_result(&result, &listing.codec)))
+    }
+
+    /// Makes a running call a task (see [`crate::task`]): its input requests go through `tasks/update` from now
+    /// on, `tasks/cancel` cancels it, and its result becomes the task's.
+    fn begin_task(
+        &self,
+        running: tokio::task::JoinHandle<tool_core::ToolResult>,
+        bind: tokio::sync::watch::Sender<Option<rmcp::task_manager::TaskContext>>,
+        token: tokio_util::sync::CancellationToken,
+        listing: Arc<Listing>,
+    ) -> rmcp::model::Task {
+        use rmcp::task_manager::{TaskExit, TaskOptions};
+        self.shared.tasks.spawn(TaskOptions::default(), move |task| {
+            Box::pin(async move {
+                let _ = bind.send(Some(task.clone()));
+                tokio::select! {
+                    joined = running => match joined {
+                        Ok(result) => crate::task::outcome(&result, &listing.codec),
+                        Err(_) => Err(TaskExit::Error(ErrorData::internal_error("the call ended abnormally", None))),
+                    },
+                    () = task.cancelled() => {
+                        token.cancel();
+                        Err(TaskExit::Cancelled)
+                    }
+                }
+            })
+        })
+    }
+}

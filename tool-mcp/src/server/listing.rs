@@ -1,0 +1,159 @@
+//! What the server serves (the executor and its rendered `tools/list`), replacing it, and telling clients.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rmcp::model::Tool;
+use rmcp::service::SubscriptionSink;
+use rmcp::{Peer, RoleServer};
+use tool_core::Codec;
+use tool_core::{Executor, Provider, ToolView};
+
+use super::{DYNAMIC_LIST_TTL, InvalidToolEntry, McpServer, McpServerError};
+
+/// How long one client may take to accept a `tools/list_changed`.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One executor and its rendered `tools/list`: what the server serves until [`McpServer::update`] swaps it.
+pub(super) struct Listing {
+    pub(super) executor: Executor,
+    /// The MCP codec of the executor's view: the entries served, and the replies.
+    pub(super) codec: Codec,
+    pub(super) tools: Vec<Tool>,
+    pub(super) index: HashMap<String, usize>,
+}
+
+impl Listing {
+    /// Renders the executor's view for MCP; every tool whose entry is not a valid MCP tool is reported at once.
+    pub(super) fn new(executor: Executor) -> Result<Listing, McpServerError> {
+        let view: &ToolView = executor.view();
+        let codec = view.codec(Provider::Mcp);
+        let mut problems = Vec::new();
+        let mut tools = Vec::with_capacity(view.len());
+        // Served exactly as the codec renders them (the SDK's `Tool` keeps every field keel writes).
+        for (def, entry) in view.iter().zip(codec.tool_list().iter()) {
+            match serde_json::from_value::<Tool>(entry.clone()) {
+                Ok(tool) => tools.push(tool),
+                Err(e) => problems.push(InvalidToolEntry { tool: def.name().to_owned(), reason: e.to_string() }),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(McpServerError { problems, other: Vec::new() });
+        }
+        let index = tools.iter().enumerate().map(|(i, t)| (t.name.to_string(), i)).collect();
+        Ok(Listing { executor, codec, tools, index })
+    }
+
+    fn same_tools(&self, other: &Listing) -> bool {
+        self.tools.len() == other.tools.len() && self.tools.iter().zip(&other.tools).all(|(a, b)| a == b)
+    }
+}
+
+/// The clients to tell when the tool list changes.
+#[derive(Default)]
+pub(super) struct Listeners {
+    /// Sessions that completed `initialize` (protocol revisions up to 2025-11-25): sent an unscoped notification.
+    pub(super) sessions: Vec<Peer<RoleServer>>,
+    /// `subscriptions/listen` streams that asked for tool-list changes (revision 2026-07-28 on), by a local id.
+    pub(super) subscriptions: Vec<(u64, SubscriptionSink)>,
+    pub(super) next_subscription: u64,
+}
+
+impl McpServer {
+    /// Declares that this server's tools change at run time (a catalogue): `tools/list` answers carry
+    /// [`DYNAMIC_LIST_TTL`] from now on, unless the builder set
+    /// [`McpServerBuilder::list_ttl`](super::McpServerBuilder::list_ttl). [`McpServer::update`] does this itself.
+    pub fn expect_changes(&self) {
+        if !self.shared.list_ttl_explicit {
+            self.shared.list_ttl_ms.store(duration_ms(DYNAMIC_LIST_TTL), Ordering::Relaxed);
+        }
+    }
+
+    /// The `ttlMs` hint `tools/list` answers carry now.
+    pub fn list_ttl(&self) -> Duration {
+        Duration::from_millis(self.shared.list_ttl_ms.load(Ordering::Relaxed))
+    }
+
+    /// The current `tools/list` entries, in name order.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.shared.listing().tools.clone()
+    }
+
+    /// The executor new calls go through.
+    pub fn executor(&self) -> Executor {
+        self.shared.listing().executor.clone()
+    }
+
+    /// Serves `executor` from now on, and tells every connected client when the tool list changed.
+    ///
+    /// The new view is rendered first: a tool that is not a valid MCP entry fails the update and changes nothing.
+    /// Calls already running finish on the executor they started with. When the `tools/list` entries differ from
+    /// the current ones (names, descriptions, schemas, annotations), every session sends
+    /// `notifications/tools/list_changed`: sessions opened with `initialize` directly, and on protocol 2026-07-28
+    /// the `subscriptions/listen` streams that asked for tool-list changes. Returns whether the list changed; the
+    /// notifications have been handed to each session's transport when it returns.
+    pub async fn update(&self, executor: Executor) -> Result<bool, McpServerError> {
+        let listing = Arc::new(Listing::new(executor)?);
+        self.expect_changes();
+        let changed = {
+            let mut current = self.shared.listing.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let changed = !current.same_tools(&listing);
+            *current = listing;
+            changed
+        };
+        if changed {
+            self.notify_tool_list_changed().await;
+        }
+        Ok(changed)
+    }
+
+    /// Sends `notifications/tools/list_changed` to every connected client (see [`McpServer::update`]); sessions
+    /// whose transport has closed are forgotten. Returns how many clients were sent the notification.
+    pub async fn notify_tool_list_changed(&self) -> usize {
+        // Counted before the listeners are read: a stream acknowledged but not registered yet sees the count move
+        // when it registers (see `McpSession::listen`).
+        self.shared.tool_changes.fetch_add(1, Ordering::SeqCst);
+        let (sessions, subscriptions) = {
+            let mut listeners = self.shared.listeners();
+            listeners.sessions.retain(|p| !p.is_transport_closed());
+            (listeners.sessions.clone(), listeners.subscriptions.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>())
+        };
+        // Every client at once, each within a bound: a stuck one holds up nobody else.
+        let mut sends = tokio::task::JoinSet::new();
+        for peer in sessions {
+            sends.spawn(async move {
+                match tokio::time::timeout(NOTIFY_TIMEOUT, peer.notify_tool_list_changed()).await {
+                    Ok(Ok(())) => true,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "tools/list_changed not delivered to a session");
+                        false
+                    }
+                    Err(_) => false,
+                }
+            });
+        }
+        for sink in subscriptions {
+            sends.spawn(async move {
+                match tokio::time::timeout(NOTIFY_TIMEOUT, sink.notify_tool_list_changed()).await {
+                    Ok(Ok(())) => true,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "tools/list_changed not delivered to a subscription");
+                        false
+                    }
+                    Err(_) => false,
+                }
+            });
+        }
+        let mut sent = 0;
+        while let Some(delivered) = sends.join_next().await {
+            sent += usize::from(delivered.unwrap_or(false));
+        }
+        sent
+    }
+}
+
+pub(super) fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
