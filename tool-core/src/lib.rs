@@ -67,7 +67,7 @@
 // Lets `::tool_core::...` paths in generated code resolve inside this crate's own tests and examples too.
 extern crate self as tool_core;
 
-// The modules form layers; each imports only the ones above it in this list (checked by `tests/layers.rs`):
+// The modules form layers; each imports only the ones above it in this list (checked by the `layers` test of `tests/`):
 //   vocabulary, effect, error, canonical, failure -> input -> call, context, content, validate, params
 //   -> result -> schema (neutral schemas and pure renderers) -> definition -> arguments -> view -> codec -> registry -> policy
 //   -> executor -> event -> run -> lint, lock.
