@@ -1,23 +1,21 @@
 //! The [`Executor`]: every model-produced call goes through one fixed order.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::call::ToolCall;
-use crate::clock::Stopwatch;
 use crate::codec::Codec;
 use crate::context::{CallContext, Notifier, StateMap};
-use crate::definition::{Handler, ToolDefinition, compiled};
+use crate::definition::{CompiledTool, Handler, ToolDefinition, compiled};
 use crate::effect::Effect;
-use crate::failure::{FailureHook, FailureKind, InternalFailure, trace_failure};
+use crate::failure::{FailureHook, InternalFailure, trace_failure};
 use crate::input::ClientInput;
 use crate::policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 use crate::result::ToolResult;
@@ -28,10 +26,10 @@ mod bodies;
 mod handler;
 mod index;
 use bodies::{
-    approval_body, cancelled_body, denied_body, failed, internal_body, invalid_arguments_body, timed_out_body,
-    unknown_tool, unreadable_arguments,
+    Failed, approval_body, cancelled_body, denied_body, invalid_arguments_body, timed_out_body, unknown_tool,
+    unreadable_arguments,
 };
-use handler::{Deadline, HandlerOutcome, Running, Started, finished, run_inline, start, wait};
+use handler::{Deadline, Fault, HandlerOutcome, Started, run_inline, settle, start};
 use index::NameIndex;
 
 /// One reason an executor could not be built, with the tool it concerns.
@@ -670,11 +668,18 @@ impl Executor {
             Place::Found(at) => at.map(|at| (at, &*self.inner.view.tools()[at])),
         }
     }
+}
 
-    /// [`Executor::call_with`] under its `tracing` span. The span is entered while the call's steps run here (an
-    /// inline handler among them), and on every poll of a handler that is still pending, but never held across an
-    /// `.await`; a disabled span (no subscriber interested) makes entering it and recording on it do nothing, and no
-    /// clock is read for it.
+/// The fixed order: the call's traced future, and its steps. A step that ends the call hands back its failure
+/// ([`Failed`], large); the steps are inlined into the call's future, and a boxed failure would allocate for every
+/// call that fails.
+#[expect(clippy::result_large_err, reason = "the steps are inlined; a boxed failure would allocate")]
+impl Executor {
+    /// [`Executor::call_with`] under its `tracing` span: the steps of the fixed order, one after another, each
+    /// either handing the next what it needs or ending the call with its failure. The span is entered while the
+    /// call's steps run here (an inline handler among them), and on every poll of a handler that is still pending,
+    /// but never held across an `.await`; a disabled span (no subscriber interested) makes entering it and
+    /// recording on it do nothing, and no clock is read for it.
     async fn call_traced(&self, call: ToolCall, options: &CallOptions, place: Place) -> ToolResult {
         let span = tracing::info_span!(
             "tool_call",
@@ -691,169 +696,242 @@ impl Executor {
         // The call's strings move into the result: the lookup is exact, so `name` equals the definition's name.
         let (call_id, name, arguments) = call.into_parts();
 
-        // 1. Registered in this view? Exact match only.
-        let Some((at, def)) = self.place(&name, place) else {
+        // 1. Registered in this view?
+        let Some((at, def)) = self.admit(&name, place, &span) else {
             return traced(&span, started, unknown_tool(call_id, name, &span));
         };
-        span.record("tool_name", def.name());
-        span.record("tool_version", def.version());
-        span.record("effect", def.effect().as_str());
-        let version = Some(def.version.clone());
-        // Every early return moves the call's strings into its result (the body is built first: it may borrow them).
-        // Failures are built out of line (`failed`, and the body builders are cold), so that the path of a call that
-        // succeeds stays short.
-        macro_rules! fail {
-            ($executed:expr, $body:expr $(,)?) => {{
-                let body = $body;
-                return traced(&span, started, failed(call_id, name, version, $executed, body));
-            }};
-        }
-        let compiled = match compiled(def) {
-            Ok(c) => c,
-            // Unreachable: the build compiled every schema of the view.
-            Err(problem) => {
-                (self.inner.on_failure)(&InternalFailure {
-                    call_id: &call_id,
-                    tool: def.name(),
-                    kind: FailureKind::InvalidOutput(problem),
-                });
-                fail!(false, internal_body(&call_id));
-            }
-        };
+        let answer = Answer { span: &span, started, call_id, name, version: Some(def.version.clone()) };
+        let call_id = answer.call_id.as_str();
 
-        // 2. Arguments valid against the schema the model saw.
+        // 2. Arguments valid against the schema the model saw? JSON at all, then valid.
         let mut arguments = match arguments {
-            Ok(v) => v,
-            Err(e) => fail!(false, unreadable_arguments(e)),
+            Ok(arguments) => arguments,
+            Err(e) => return answer.failure(Failed::before(unreadable_arguments(e))),
         };
-        let may_hold_null = match check_limits_scan(&arguments, &self.inner.limits) {
-            Ok(may_hold_null) => may_hold_null,
-            Err(v) => fail!(false, invalid_arguments_body(vec![v])),
+        let compiled = match self.validate(def, call_id, &mut arguments) {
+            Ok(compiled) => compiled,
+            Err(failed) => return answer.failure(failed),
         };
-        // One canonical form from here on (validation, policy, approvals, events, handler): the spellings of
-        // "absent" (a strict-mode `null`, an `Option`'s `null`, a spelled-out default) are removed.
-        def.canonical_arguments_known(&mut arguments, may_hold_null);
-        if !compiled.input.is_valid(&arguments) {
-            fail!(false, invalid_arguments_body(compiled.input.explain(&arguments)));
+
+        // 3. Allowed by the policy (effect, approvals)?
+        if let Err(failed) = self.authorize(def, &mut arguments, options) {
+            return answer.failure(failed);
         }
 
-        // 3. Policy.
-        let request = PolicyRequest {
-            tool: def,
-            arguments: &arguments,
-            tenant: options.tenant.as_deref(),
-            approvals: &options.approvals,
-        };
-        match self.inner.policy.decide(&request) {
-            PolicyDecision::Allow => {}
-            PolicyDecision::RequireApproval { reason } => fail!(false, approval_body(def, reason, arguments)),
-            PolicyDecision::Deny { reason } => fail!(false, denied_body(reason)),
-        }
-
-        // 4. The handler, under a timeout, with panics caught.
-        if let Some(admitted) = &options.admitted {
-            admitted();
-        }
-        let limits = self.inner.deadlines[at];
-        let timeout = limits.timeout;
-        let handler = def.handler();
-        let caller = options.cancellation.as_ref();
-        let (outcome, _entered) = if let (Handler::Inline(f), false) = (handler, def.reads_context) {
-            // A synchronous handler that injects nothing runs here and now, on a context no one reads (borrowed:
-            // an inline handler never keeps its context).
-            (run_inline(*f, arguments, &self.inner.unread_context, limits), entered)
-        } else {
-            // A compiled `async fn` that injects nothing never reads its context, and nothing of it outlives the
-            // call: it gets a shared one, and only the caller's cancellation (if any) is watched. Any other handler
-            // gets a context of its own, with a token that is cancelled when the call is over.
-            let (ctx, token) = if !def.reads_context && matches!(handler, Handler::Async(_)) {
-                (self.inner.unread_context.clone(), None)
-            } else {
-                let token = match caller {
-                    Some(parent) => parent.child_token(),
-                    None => CancellationToken::new(),
-                };
-                let ctx = CallContext::builder(call_id.as_str(), def.name())
-                    .output_limits(self.inner.output_limits)
-                    .tenant(options.tenant.clone())
-                    .principal(options.principal.clone())
-                    .stream(options.key_stream(&call_id))
-                    .cancellation(token.clone())
-                    .state(self.inner.state.clone())
-                    .notifier(options.notifier.clone())
-                    .client_input(options.input.clone())
-                    .build();
-                (ctx, Some(token))
-            };
-            // A handler that finishes on its first poll (most async fns that do no I/O) is polled here, and needs
-            // no timer; only one still pending is waited for. A blocking handler's first poll would only find it
-            // queued, so it is waited for straight away.
-            let begun = start(handler, &call_id, arguments, ctx, limits);
-            // Left before the `.await`s below (a guard held across one would stay entered while other tasks run
-            // on this thread); the handler's polls enter the span themselves.
-            drop(entered);
-            let outcome = match begun {
-                Started::Ended(outcome) => outcome,
-                Started::Running(mut fut) => {
-                    let watch = Stopwatch::started(limits.timing);
-                    let first = match fut {
-                        Running::Polled(_) => {
-                            std::future::poll_fn(|cx| {
-                                let _entered = span.enter();
-                                Poll::Ready(Pin::new(&mut fut).poll(cx))
-                            })
-                            .await
-                        }
-                        Running::Joined { .. } => Poll::Pending,
-                    };
-                    match first {
-                        Poll::Ready(r) => finished(r, &watch),
-                        Poll::Pending => {
-                            let ids = (call_id.as_str(), def.name());
-                            wait(fut, watch, ids, limits, token.as_ref(), caller).instrument(span.clone()).await
-                        }
+        // 4. The handler, under a timeout, with panics caught. One that ran here did so under the span; one still
+        // to be awaited is awaited with the span left (a guard held across an `.await` would stay entered while
+        // other tasks run on this thread): its polls enter the span themselves.
+        let (outcome, _entered) = match self.invoke(at, def, call_id, arguments, options) {
+            Invoked::Ran(outcome) => (outcome, entered),
+            Invoked::Started { begun, token } => {
+                drop(entered);
+                let outcome = match begun {
+                    Started::Ended(outcome) => outcome,
+                    Started::Running(fut) => {
+                        let (deadline, caller) = (&self.inner.deadlines[at], options.cancellation.as_ref());
+                        settle(fut, deadline, (call_id, def.name()), token.as_ref(), caller, &span).await
                     }
+                };
+                let entered = span.enter();
+                // The call is over either way: a handler still running in the background sees cancellation.
+                if let Some(token) = token {
+                    token.cancel();
                 }
-            };
-            let entered = span.enter();
-            // The call is over either way: a handler still running in the background sees cancellation.
-            if let Some(token) = token {
-                token.cancel();
+                (outcome, entered)
             }
-            (outcome, entered)
         };
 
-        // 5. Business error, internal error, timeout.
+        // 5. Business error, internal error, timeout?
         let value = match outcome {
-            HandlerOutcome::Value(v) => v,
-            // Arguments that pass the schema but not deserialization never reach the fn: not executed.
-            // So do extractors that fail: not executed either.
-            HandlerOutcome::Error(err) => {
-                let executed = !err.before_handler;
-                fail!(executed, self.error_body(def, &call_id, err));
+            Ok(value) => value,
+            Err(fault) => {
+                let failed = self.judge(at, def, call_id, fault, options);
+                return answer.failure(failed);
             }
-            HandlerOutcome::Panicked(panic) => fail!(true, self.panic_body(def, &call_id, panic)),
-            HandlerOutcome::TimedOut(state) => {
-                fail!(state.executed(), timed_out_body(options, def, &call_id, state, timeout))
-            }
-            HandlerOutcome::Cancelled(state) => fail!(state.executed(), cancelled_body(options, def, &call_id, state)),
         };
 
-        // 6. The result within the output limits and valid against the result schema. A compiled handler's
-        // result was held to the limits as it was serialised (`__private::output`).
-        if !def.output_within_limits
-            && let Err(v) = check_limits(&value, &self.inner.output_limits)
-        {
-            fail!(true, self.too_large(def, &call_id, &v, &v.expected));
-        }
-        if let Some(output) = &compiled.output
-            && !output.is_valid(&value)
-        {
-            fail!(true, self.invalid_output_body(def, &call_id, output, &value));
+        // 6. The result valid against the result schema?
+        if let Err(failed) = self.check_result(def, call_id, compiled, &value) {
+            return answer.failure(failed);
         }
 
         // 7. Ok.
-        traced(&span, started, ToolResult::success(call_id, name, version, value))
+        answer.ok(value)
+    }
+
+    /// Step 1: is the tool registered in this view? Exact match only. Its place and definition, recorded on the
+    /// call's span.
+    #[inline(always)]
+    fn admit(&self, name: &str, place: Place, span: &tracing::Span) -> Option<(usize, &ToolDefinition)> {
+        let (at, def) = self.place(name, place)?;
+        span.record("tool_name", def.name());
+        span.record("tool_version", def.version());
+        span.record("effect", def.effect().as_str());
+        Some((at, def))
+    }
+
+    /// Step 2: are the arguments valid against the schema the model saw? Within the limits, then in their one
+    /// canonical form (in place), then against the schema. The tool's compiled schemas (the result's is step 6's).
+    #[inline(always)]
+    fn validate<'d>(
+        &self,
+        def: &'d ToolDefinition,
+        call_id: &str,
+        arguments: &mut Value,
+    ) -> Result<&'d CompiledTool, Failed> {
+        let compiled = match compiled(def) {
+            Ok(c) => c,
+            // Unreachable: the build compiled every schema of the view.
+            Err(problem) => return Err(Failed::before(self.uncompiled_body(def, call_id, problem))),
+        };
+        let may_hold_null = match check_limits_scan(arguments, &self.inner.limits) {
+            Ok(may_hold_null) => may_hold_null,
+            Err(v) => return Err(Failed::before(invalid_arguments_body(vec![v]))),
+        };
+        // One canonical form from here on (validation, policy, approvals, events, handler): the spellings of
+        // "absent" (a strict-mode `null`, an `Option`'s `null`, a spelled-out default) are removed.
+        def.canonical_arguments_known(arguments, may_hold_null);
+        if !compiled.input.is_valid(arguments) {
+            return Err(Failed::before(invalid_arguments_body(compiled.input.explain(arguments))));
+        }
+        Ok(compiled)
+    }
+
+    /// Step 3: does the policy allow the call, given the tool's effect and the caller's approvals? If approval is
+    /// required, the arguments move into the result's details (what to approve).
+    #[inline(always)]
+    fn authorize(&self, def: &ToolDefinition, arguments: &mut Value, options: &CallOptions) -> Result<(), Failed> {
+        let request =
+            PolicyRequest { tool: def, arguments, tenant: options.tenant.as_deref(), approvals: &options.approvals };
+        match self.inner.policy.decide(&request) {
+            PolicyDecision::Allow => Ok(()),
+            PolicyDecision::RequireApproval { reason } => {
+                Err(Failed::before(approval_body(def, reason, std::mem::take(arguments))))
+            }
+            PolicyDecision::Deny { reason } => Err(Failed::before(denied_body(reason))),
+        }
+    }
+
+    /// Step 4: the handler started, once the caller has heard that the call passed every check before it
+    /// ([`CallOptions::on_admitted`]). A synchronous handler that injects nothing runs to its end here; any other
+    /// is started, to be awaited ([`settle`]).
+    #[inline(always)]
+    fn invoke(
+        &self,
+        at: usize,
+        def: &ToolDefinition,
+        call_id: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Invoked {
+        if let Some(admitted) = &options.admitted {
+            admitted();
+        }
+        let deadline = self.inner.deadlines[at];
+        let handler = def.handler();
+        if let (Handler::Inline(f), false) = (handler, def.reads_context) {
+            // Run here and now, on a context no one reads (borrowed: an inline handler never keeps its context).
+            return Invoked::Ran(run_inline(*f, arguments, &self.inner.unread_context, deadline));
+        }
+        // A compiled `async fn` that injects nothing never reads its context, and nothing of it outlives the call:
+        // it gets a shared one, and only the caller's cancellation (if any) is watched. Any other handler gets a
+        // context of its own, with a token that is cancelled when the call is over.
+        let (ctx, token) = if !def.reads_context && matches!(handler, Handler::Async(_)) {
+            (self.inner.unread_context.clone(), None)
+        } else {
+            let token = match &options.cancellation {
+                Some(parent) => parent.child_token(),
+                None => CancellationToken::new(),
+            };
+            let ctx = CallContext::builder(call_id, def.name())
+                .output_limits(self.inner.output_limits)
+                .tenant(options.tenant.clone())
+                .principal(options.principal.clone())
+                .stream(options.key_stream(call_id))
+                .cancellation(token.clone())
+                .state(self.inner.state.clone())
+                .notifier(options.notifier.clone())
+                .client_input(options.input.clone())
+                .build();
+            (ctx, Some(token))
+        };
+        Invoked::Started { begun: start(handler, call_id, arguments, ctx, deadline), token }
+    }
+
+    /// Step 5: a handler that ended without a value, judged: its own error (a business error, or an internal one),
+    /// a panic, a timeout or a cancellation, each the call's failure. Arguments that pass the schema but not
+    /// deserialization never reach the fn, nor do those of extractors that fail: not executed.
+    #[inline(always)]
+    fn judge(&self, at: usize, def: &ToolDefinition, call_id: &str, fault: Fault, options: &CallOptions) -> Failed {
+        match fault {
+            Fault::Error(err) => {
+                let executed = !err.before_handler;
+                Failed { executed, body: self.error_body(def, call_id, err) }
+            }
+            Fault::Panicked(panic) => Failed::after(self.panic_body(def, call_id, panic)),
+            Fault::TimedOut(state) => {
+                let timeout = self.inner.deadlines[at].timeout;
+                Failed { executed: state.executed(), body: timed_out_body(options, def, call_id, state, timeout) }
+            }
+            Fault::Cancelled(state) => {
+                Failed { executed: state.executed(), body: cancelled_body(options, def, call_id, state) }
+            }
+        }
+    }
+
+    /// Step 6: is the result within the output limits, and valid against the result schema? A compiled handler's
+    /// result was held to the limits as it was serialised (`__private::output`).
+    #[inline(always)]
+    fn check_result(
+        &self,
+        def: &ToolDefinition,
+        call_id: &str,
+        compiled: &CompiledTool,
+        value: &Value,
+    ) -> Result<(), Failed> {
+        if !def.output_within_limits
+            && let Err(v) = check_limits(value, &self.inner.output_limits)
+        {
+            return Err(Failed::after(self.too_large(def, call_id, &v, &v.expected)));
+        }
+        if let Some(output) = &compiled.output
+            && !output.is_valid(value)
+        {
+            return Err(Failed::after(self.invalid_output_body(def, call_id, output, value)));
+        }
+        Ok(())
+    }
+}
+
+/// How step 4 left the handler: run to its end already, or started and to be awaited, with the call's own token
+/// (`None`: the handler shares a context and watches only the caller's cancellation).
+enum Invoked {
+    Ran(HandlerOutcome),
+    Started { begun: Started, token: Option<CancellationToken> },
+}
+
+/// The answer of a call that passed step 1: its strings, moved into its result, and its span, on which the outcome
+/// is recorded (`started`: when the call began; `None` for a disabled span).
+struct Answer<'s> {
+    span: &'s tracing::Span,
+    started: Option<Instant>,
+    call_id: String,
+    name: String,
+    version: Option<Cow<'static, str>>,
+}
+
+impl Answer<'_> {
+    /// The handler's value, the call's result.
+    #[inline(always)]
+    fn ok(self, value: Value) -> ToolResult {
+        traced(self.span, self.started, ToolResult::success(self.call_id, self.name, self.version, value))
+    }
+
+    /// A failure's result. Its body was built before the call's strings move in (it may borrow them); the result is
+    /// put together out of line, so that the path of a call that succeeds stays short.
+    #[cold]
+    fn failure(self, f: Failed) -> ToolResult {
+        traced(self.span, self.started, ToolResult::failure(self.call_id, self.name, self.version, f.executed, f.body))
     }
 }
 

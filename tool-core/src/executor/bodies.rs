@@ -3,7 +3,6 @@
 //! the model.
 
 use std::any::Any;
-use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
@@ -19,16 +18,24 @@ use crate::validate::{Violation, summary};
 /// The longest requested name echoed back in an `unknown_tool` result.
 const MAX_ECHOED_NAME: usize = 128;
 
-/// A failed call's result, built out of line.
-#[cold]
-pub(super) fn failed(
-    call_id: String,
-    name: String,
-    version: Option<Cow<'static, str>>,
-    executed: bool,
-    body: ErrorBody,
-) -> ToolResult {
-    ToolResult::failure(call_id, name, version, executed, body)
+/// How a call failed: whether its handler ran, and its result's body.
+pub(super) struct Failed {
+    pub(super) executed: bool,
+    pub(super) body: ErrorBody,
+}
+
+impl Failed {
+    /// A failure before the handler ran: not executed.
+    #[inline(always)]
+    pub(super) fn before(body: ErrorBody) -> Failed {
+        Failed { executed: false, body }
+    }
+
+    /// A failure after the handler ran: executed.
+    #[inline(always)]
+    pub(super) fn after(body: ErrorBody) -> Failed {
+        Failed { executed: true, body }
+    }
 }
 
 /// A call of a tool this view does not have: its name echoed (cut to [`MAX_ECHOED_NAME`] bytes), no version.
@@ -112,7 +119,7 @@ pub(super) fn cancelled_body(
 }
 
 #[cold]
-pub(super) fn internal_body(call_id: &str) -> ErrorBody {
+fn internal_body(call_id: &str) -> ErrorBody {
     ErrorBody::new(
         ErrorCode::ToolInternalError,
         format!("the tool failed with an internal error; it was logged under call id {call_id:?}"),
@@ -184,6 +191,18 @@ fn truncate_name(name: &str) -> String {
 }
 
 impl Executor {
+    /// A tool whose schemas do not compile (unreachable: the build compiled every schema of the view): the operator
+    /// hears the problem, the model only that the tool failed.
+    #[cold]
+    pub(super) fn uncompiled_body(&self, def: &ToolDefinition, call_id: &str, problem: &str) -> ErrorBody {
+        (self.inner.on_failure)(&InternalFailure {
+            call_id,
+            tool: def.name(),
+            kind: FailureKind::InvalidOutput(problem),
+        });
+        internal_body(call_id)
+    }
+
     /// A panic's body: the operator hears the panic, the model only that the tool failed.
     #[cold]
     pub(super) fn panic_body(&self, def: &ToolDefinition, call_id: &str, panic: Box<dyn Any + Send>) -> ErrorBody {

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::TARGET;
 use crate::clock::{Stopwatch, Timing};
@@ -21,9 +22,12 @@ use crate::definition::{BoxFuture, Handler};
 use crate::error::ToolError;
 use crate::result::HandlerState;
 
-/// How a handler run ended, before output validation.
-pub(super) enum HandlerOutcome {
-    Value(Value),
+/// How a handler run ended, before output validation: with its value, or without one.
+pub(super) type HandlerOutcome = Result<Value, Fault>;
+
+/// How a handler run ended without a value.
+pub(super) enum Fault {
+    /// Its own error: a business error, an internal one, arguments it could not take.
     Error(ToolError),
     Panicked(Box<dyn Any + Send>),
     /// The deadline and the grace period passed; where the handler stood then.
@@ -103,7 +107,7 @@ pub(super) fn start(
             tracing::error!(target: TARGET, call_id, "the executor needs a Tokio runtime (with time enabled)");
             // The handler never starts: not executed.
             let error = ToolError::internal("the executor needs a Tokio runtime (with time enabled)");
-            return Started::Ended(HandlerOutcome::Error(error.before_handler()));
+            return Started::Ended(Err(Fault::Error(error.before_handler())));
         }
         // Making the future runs the handler's synchronous part (none in `#[tool]`'s thunks), so a panic there is
         // caught too.
@@ -133,7 +137,7 @@ pub(super) fn start(
     };
     match fut {
         Ok(fut) => Started::Running(Running::Polled(fut)),
-        Err(panic) => Started::Ended(HandlerOutcome::Panicked(panic)),
+        Err(panic) => Started::Ended(Err(Fault::Panicked(panic))),
     }
 }
 
@@ -163,7 +167,7 @@ pub(super) async fn wait(
         () = tokio::time::sleep(deadline.timeout.saturating_sub(watch.elapsed())) => true,
         () = cancelled(caller) => false,
     };
-    let stopped = |state| if timed_out { HandlerOutcome::TimedOut(state) } else { HandlerOutcome::Cancelled(state) };
+    let stopped = |state| Err(if timed_out { Fault::TimedOut(state) } else { Fault::Cancelled(state) });
     if let Running::Joined { progress, .. } = &fut
         && progress.compare_exchange(QUEUED, ABANDONED, Ordering::SeqCst, Ordering::SeqCst).is_ok()
     {
@@ -196,12 +200,12 @@ pub(super) async fn wait(
 #[inline]
 pub(super) fn finished(r: Caught, watch: &Stopwatch) -> HandlerOutcome {
     if watch.past_deadline() {
-        return HandlerOutcome::TimedOut(HandlerState::Finished);
+        return Err(Fault::TimedOut(HandlerState::Finished));
     }
     match r {
-        Ok(Ok(v)) => HandlerOutcome::Value(v),
-        Ok(Err(e)) => HandlerOutcome::Error(e),
-        Err(panic) => HandlerOutcome::Panicked(panic),
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Fault::Error(e)),
+        Err(panic) => Err(Fault::Panicked(panic)),
     }
 }
 
@@ -226,4 +230,32 @@ pub(super) fn run_inline(
     let watch = Stopwatch::started(deadline.timing);
     let r = std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx)));
     finished(r, &watch)
+}
+
+/// Awaits a running handler, each of its polls under the call's `span`. One that finishes on its first poll (most
+/// async fns that do no I/O) is polled here, and needs no timer; only one still pending is waited for ([`wait`]).
+/// A blocking handler's first poll would only find it queued, so it is waited for straight away.
+pub(super) async fn settle(
+    mut fut: Running,
+    deadline: &Deadline,
+    ids: (&str, &str),
+    stop: Option<&CancellationToken>,
+    caller: Option<&CancellationToken>,
+    span: &tracing::Span,
+) -> HandlerOutcome {
+    let watch = Stopwatch::started(deadline.timing);
+    let first = match fut {
+        Running::Polled(_) => {
+            std::future::poll_fn(|cx| {
+                let _entered = span.enter();
+                Poll::Ready(Pin::new(&mut fut).poll(cx))
+            })
+            .await
+        }
+        Running::Joined { .. } => Poll::Pending,
+    };
+    match first {
+        Poll::Ready(r) => finished(r, &watch),
+        Poll::Pending => wait(fut, watch, ids, *deadline, stop, caller).instrument(span.clone()).await,
+    }
 }
