@@ -1,40 +1,36 @@
 //! The [`Executor`]: every model-produced call goes through one fixed order.
 
-use std::any::Any;
 use std::borrow::Cow;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::call::ToolCall;
-use crate::clock::{Stopwatch, Timing};
 use crate::codec::Codec;
 use crate::context::{CallContext, Notifier, StateMap};
-use crate::definition::{BoxFuture, Handler, ToolDefinition, compiled};
+use crate::definition::{CompiledTool, Handler, ToolDefinition, compiled};
 use crate::effect::Effect;
-use crate::error::{ErrorCode, Repr, ToolError};
-use crate::failure::{FailureHook, FailureKind, InternalFailure, trace_failure};
+use crate::failure::{FailureHook, InternalFailure, trace_failure};
 use crate::input::ClientInput;
 use crate::policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
-use crate::result::{ErrorBody, HandlerState, ToolResult};
-use crate::validate::{Limits, Violation, check_limits, check_limits_scan, summary};
+use crate::result::ToolResult;
+use crate::validate::{Limits, check_limits, check_limits_scan};
 use crate::view::ToolView;
 
+mod bodies;
+mod handler;
 mod index;
+use bodies::{
+    Failed, approval_body, cancelled_body, denied_body, invalid_arguments_body, timed_out_body, unknown_tool,
+    unreadable_arguments,
+};
+use handler::{Deadline, Fault, HandlerOutcome, Started, run_inline, settle, start};
 use index::NameIndex;
-
-/// The longest requested name echoed back in an `unknown_tool` result.
-const MAX_ECHOED_NAME: usize = 128;
 
 /// One reason an executor could not be built, with the tool it concerns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +118,9 @@ impl fmt::Display for ExecutorError {
 }
 
 impl std::error::Error for ExecutorError {}
+
+/// The target of the executor's `tracing` events, those its own files emit included.
+const TARGET: &str = module_path!();
 
 struct Inner {
     view: ToolView,
@@ -530,106 +529,12 @@ impl Clone for UnnamedStream {
     }
 }
 
-/// How a handler run ended, before output validation.
-enum HandlerOutcome {
-    Value(Value),
-    Error(ToolError),
-    Panicked(Box<dyn Any + Send>),
-    /// The deadline and the grace period passed; where the handler stood then.
-    TimedOut(HandlerState),
-    /// The caller cancelled, and the grace period passed; where the handler stood then.
-    Cancelled(HandlerState),
-}
-
-/// A call's deadline: its timeout, and the grace period after it (see [`ExecutorBuilder::timeout_grace`]).
-#[derive(Clone, Copy)]
-struct Deadline {
-    timeout: Duration,
-    grace: Duration,
-    /// How the handler is timed against both: a handler that ends later is too late.
-    timing: Timing,
-}
-
-impl Deadline {
-    fn new(timeout: Duration, grace: Duration) -> Deadline {
-        Deadline { timeout, grace, timing: Timing::new(timeout.saturating_add(grace)) }
-    }
-}
-
-/// A blocking handler's progress, shared with its thread: whoever moves it out of `QUEUED` first decides whether
-/// it runs.
-const QUEUED: u8 = 0;
-const STARTED: u8 = 1;
-const ABANDONED: u8 = 2;
-
 /// Where a call's tool is in the executor's view: to be looked up, or found by the caller already (`None`: the
 /// view has no tool of that name).
 #[derive(Debug, Clone, Copy)]
 enum Place {
     Unsought,
     Found(Option<usize>),
-}
-
-/// The details of a `timeout` or `cancelled` result: where the handler stood, the call's idempotency key, and
-/// the timeout.
-fn stopped_details(
-    options: &CallOptions,
-    tool: &str,
-    call_id: &str,
-    state: HandlerState,
-    timeout_ms: Option<u64>,
-) -> Value {
-    let mut details = Map::with_capacity(3);
-    if let Some(ms) = timeout_ms {
-        details.insert("timeout_ms".to_owned(), Value::from(ms));
-    }
-    details.insert("handler".to_owned(), Value::String(state.as_str().to_owned()));
-    details.insert("idempotency_key".to_owned(), Value::String(options.idempotency_key(tool, call_id)));
-    Value::Object(details)
-}
-
-/// A running handler's future, ending with its result or its panic.
-///
-/// An async handler's future is boxed already: it is held as it is, not boxed again.
-enum Running {
-    /// An async or run-time handler's future, polled with panics caught.
-    Polled(BoxFuture<Result<Value, ToolError>>),
-    /// A blocking handler's join with its thread, which reports a panic itself, and its progress (shared with the
-    /// thread).
-    Joined { join: Pin<Box<dyn Future<Output = Caught> + Send>>, progress: Arc<AtomicU8> },
-}
-
-impl Future for Running {
-    type Output = Caught;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Caught> {
-        match self.get_mut() {
-            Running::Polled(fut) => match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-                Ok(Poll::Pending) => Poll::Pending,
-                Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
-                Err(panic) => Poll::Ready(Err(panic)),
-            },
-            Running::Joined { join, .. } => join.as_mut().poll(cx),
-        }
-    }
-}
-
-fn panic_text(panic: &(dyn Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("<non-string panic payload>")
-}
-
-fn truncate_name(name: &str) -> String {
-    if name.len() <= MAX_ECHOED_NAME {
-        return name.to_owned();
-    }
-    let mut end = MAX_ECHOED_NAME;
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &name[..end])
 }
 
 impl Executor {
@@ -763,11 +668,18 @@ impl Executor {
             Place::Found(at) => at.map(|at| (at, &*self.inner.view.tools()[at])),
         }
     }
+}
 
-    /// [`Executor::call_with`] under its `tracing` span. The span is entered while the call's steps run here (an
-    /// inline handler among them), and on every poll of a handler that is still pending, but never held across an
-    /// `.await`; a disabled span (no subscriber interested) makes entering it and recording on it do nothing, and no
-    /// clock is read for it.
+/// The fixed order: the call's traced future, and its steps. A step that ends the call hands back its failure
+/// ([`Failed`], large); the steps are inlined into the call's future, and a boxed failure would allocate for every
+/// call that fails.
+#[expect(clippy::result_large_err, reason = "the steps are inlined; a boxed failure would allocate")]
+impl Executor {
+    /// [`Executor::call_with`] under its `tracing` span: the steps of the fixed order, one after another, each
+    /// either handing the next what it needs or ending the call with its failure. The span is entered while the
+    /// call's steps run here (an inline handler among them), and on every poll of a handler that is still pending,
+    /// but never held across an `.await`; a disabled span (no subscriber interested) makes entering it and
+    /// recording on it do nothing, and no clock is read for it.
     async fn call_traced(&self, call: ToolCall, options: &CallOptions, place: Place) -> ToolResult {
         let span = tracing::info_span!(
             "tool_call",
@@ -784,269 +696,243 @@ impl Executor {
         // The call's strings move into the result: the lookup is exact, so `name` equals the definition's name.
         let (call_id, name, arguments) = call.into_parts();
 
-        // 1. Registered in this view? Exact match only.
-        let Some((at, def)) = self.place(&name, place) else {
+        // 1. Registered in this view?
+        let Some((at, def)) = self.admit(&name, place, &span) else {
             return traced(&span, started, unknown_tool(call_id, name, &span));
         };
-        span.record("tool_name", def.name());
-        span.record("tool_version", def.version());
-        span.record("effect", def.effect().as_str());
-        let version = Some(def.version.clone());
-        // Every early return moves the call's strings into its result (the body is built first: it may borrow them).
-        // Failures are built out of line (`failed`, and the body builders are cold), so that the path of a call that
-        // succeeds stays short.
-        macro_rules! fail {
-            ($executed:expr, $body:expr $(,)?) => {{
-                let body = $body;
-                return traced(&span, started, failed(call_id, name, version, $executed, body));
-            }};
-        }
-        let compiled = match compiled(def) {
-            Ok(c) => c,
-            // Unreachable: the build compiled every schema of the view.
-            Err(problem) => {
-                (self.inner.on_failure)(&InternalFailure {
-                    call_id: &call_id,
-                    tool: def.name(),
-                    kind: FailureKind::InvalidOutput(problem),
-                });
-                fail!(false, internal_body(&call_id));
-            }
-        };
+        let answer = Answer { span: &span, started, call_id, name, version: Some(def.version.clone()) };
+        let call_id = answer.call_id.as_str();
 
-        // 2. Arguments valid against the schema the model saw.
+        // 2. Arguments valid against the schema the model saw? JSON at all, then valid.
         let mut arguments = match arguments {
-            Ok(v) => v,
-            Err(e) => fail!(false, unreadable_arguments(e)),
+            Ok(arguments) => arguments,
+            Err(e) => return answer.failure(Failed::before(unreadable_arguments(e))),
         };
-        let may_hold_null = match check_limits_scan(&arguments, &self.inner.limits) {
-            Ok(may_hold_null) => may_hold_null,
-            Err(v) => fail!(false, invalid_arguments_body(vec![v])),
+        let compiled = match self.validate(def, call_id, &mut arguments) {
+            Ok(compiled) => compiled,
+            Err(failed) => return answer.failure(failed),
         };
-        // One canonical form from here on (validation, policy, approvals, events, handler): the spellings of
-        // "absent" (a strict-mode `null`, an `Option`'s `null`, a spelled-out default) are removed.
-        def.canonical_arguments_known(&mut arguments, may_hold_null);
-        if !compiled.input.is_valid(&arguments) {
-            fail!(false, invalid_arguments_body(compiled.input.explain(&arguments)));
+
+        // 3. Allowed by the policy (effect, approvals)?
+        if let Err(failed) = self.authorize(def, &mut arguments, options) {
+            return answer.failure(failed);
         }
 
-        // 3. Policy.
-        let request = PolicyRequest {
-            tool: def,
-            arguments: &arguments,
-            tenant: options.tenant.as_deref(),
-            approvals: &options.approvals,
-        };
-        match self.inner.policy.decide(&request) {
-            PolicyDecision::Allow => {}
-            PolicyDecision::RequireApproval { reason } => fail!(false, approval_body(def, reason, arguments)),
-            PolicyDecision::Deny { reason } => fail!(false, denied_body(reason)),
-        }
-
-        // 4. The handler, under a timeout, with panics caught.
-        if let Some(admitted) = &options.admitted {
-            admitted();
-        }
-        let limits = self.inner.deadlines[at];
-        let timeout = limits.timeout;
-        let handler = def.handler();
-        let caller = options.cancellation.as_ref();
-        let (outcome, _entered) = if let (Handler::Inline(f), false) = (handler, def.reads_context) {
-            // A synchronous handler that injects nothing runs here and now, on a context no one reads (borrowed:
-            // an inline handler never keeps its context).
-            (run_inline(*f, arguments, &self.inner.unread_context, limits), entered)
-        } else {
-            // A compiled `async fn` that injects nothing never reads its context, and nothing of it outlives the
-            // call: it gets a shared one, and only the caller's cancellation (if any) is watched. Any other handler
-            // gets a context of its own, with a token that is cancelled when the call is over.
-            let (ctx, token) = if !def.reads_context && matches!(handler, Handler::Async(_)) {
-                (self.inner.unread_context.clone(), None)
-            } else {
-                let token = match caller {
-                    Some(parent) => parent.child_token(),
-                    None => CancellationToken::new(),
-                };
-                let ctx = CallContext::builder(call_id.as_str(), def.name())
-                    .output_limits(self.inner.output_limits)
-                    .tenant(options.tenant.clone())
-                    .principal(options.principal.clone())
-                    .stream(options.key_stream(&call_id))
-                    .cancellation(token.clone())
-                    .state(self.inner.state.clone())
-                    .notifier(options.notifier.clone())
-                    .client_input(options.input.clone())
-                    .build();
-                (ctx, Some(token))
-            };
-            // A handler that finishes on its first poll (most async fns that do no I/O) is polled here, and needs
-            // no timer; only one still pending is waited for. A blocking handler's first poll would only find it
-            // queued, so it is waited for straight away.
-            let begun = start(handler, &call_id, arguments, ctx, limits);
-            // Left before the `.await`s below (a guard held across one would stay entered while other tasks run
-            // on this thread); the handler's polls enter the span themselves.
-            drop(entered);
-            let outcome = match begun {
-                Started::Ended(outcome) => outcome,
-                Started::Running(mut fut) => {
-                    let watch = Stopwatch::started(limits.timing);
-                    let first = match fut {
-                        Running::Polled(_) => {
-                            std::future::poll_fn(|cx| {
-                                let _entered = span.enter();
-                                Poll::Ready(Pin::new(&mut fut).poll(cx))
-                            })
-                            .await
-                        }
-                        Running::Joined { .. } => Poll::Pending,
-                    };
-                    match first {
-                        Poll::Ready(r) => finished(r, &watch),
-                        Poll::Pending => {
-                            let ids = (call_id.as_str(), def.name());
-                            wait(fut, watch, ids, limits, token.as_ref(), caller).instrument(span.clone()).await
-                        }
+        // 4. The handler, under a timeout, with panics caught. One that ran here did so under the span; one still
+        // to be awaited is awaited with the span left (a guard held across an `.await` would stay entered while
+        // other tasks run on this thread): its polls enter the span themselves.
+        let (outcome, _entered) = match self.invoke(at, def, call_id, arguments, options) {
+            Invoked::Ran(outcome) => (outcome, entered),
+            Invoked::Started { begun, token } => {
+                drop(entered);
+                let outcome = match begun {
+                    Started::Ended(outcome) => outcome,
+                    Started::Running(fut) => {
+                        let (deadline, caller) = (&self.inner.deadlines[at], options.cancellation.as_ref());
+                        settle(fut, deadline, (call_id, def.name()), token.as_ref(), caller, &span).await
                     }
+                };
+                let entered = span.enter();
+                // The call is over either way: a handler still running in the background sees cancellation.
+                if let Some(token) = token {
+                    token.cancel();
                 }
-            };
-            let entered = span.enter();
-            // The call is over either way: a handler still running in the background sees cancellation.
-            if let Some(token) = token {
-                token.cancel();
+                (outcome, entered)
             }
-            (outcome, entered)
         };
 
-        // 5. Business error, internal error, timeout.
+        // 5. Business error, internal error, timeout?
         let value = match outcome {
-            HandlerOutcome::Value(v) => v,
-            // Arguments that pass the schema but not deserialization never reach the fn: not executed.
-            // So do extractors that fail: not executed either.
-            HandlerOutcome::Error(err) => {
-                let executed = !err.before_handler;
-                fail!(executed, self.error_body(def, &call_id, err));
+            Ok(value) => value,
+            Err(fault) => {
+                let failed = self.judge(at, def, call_id, fault, options);
+                return answer.failure(failed);
             }
-            HandlerOutcome::Panicked(panic) => fail!(true, self.panic_body(def, &call_id, panic)),
-            HandlerOutcome::TimedOut(state) => {
-                fail!(state.executed(), timed_out_body(options, def, &call_id, state, timeout))
-            }
-            HandlerOutcome::Cancelled(state) => fail!(state.executed(), cancelled_body(options, def, &call_id, state)),
         };
 
-        // 6. The result within the output limits and valid against the result schema. A compiled handler's
-        // result was held to the limits as it was serialised (`__private::output`).
-        if !def.output_within_limits
-            && let Err(v) = check_limits(&value, &self.inner.output_limits)
-        {
-            fail!(true, self.too_large(def, &call_id, &v, &v.expected));
-        }
-        if let Some(output) = &compiled.output
-            && !output.is_valid(&value)
-        {
-            fail!(true, self.invalid_output_body(def, &call_id, output, &value));
+        // 6. The result valid against the result schema?
+        if let Err(failed) = self.check_result(def, call_id, compiled, &value) {
+            return answer.failure(failed);
         }
 
         // 7. Ok.
-        traced(&span, started, ToolResult::success(call_id, name, version, value))
+        answer.ok(value)
     }
 
-    /// A panic's body: the operator hears the panic, the model only that the tool failed.
-    #[cold]
-    fn panic_body(&self, def: &ToolDefinition, call_id: &str, panic: Box<dyn Any + Send>) -> ErrorBody {
-        (self.inner.on_failure)(&InternalFailure {
-            call_id,
-            tool: def.name(),
-            kind: FailureKind::Panic(panic_text(&*panic)),
-        });
-        internal_body(call_id)
+    /// Step 1: is the tool registered in this view? Exact match only. Its place and definition, recorded on the
+    /// call's span.
+    #[inline(always)]
+    fn admit(&self, name: &str, place: Place, span: &tracing::Span) -> Option<(usize, &ToolDefinition)> {
+        let (at, def) = self.place(name, place)?;
+        span.record("tool_name", def.name());
+        span.record("tool_version", def.version());
+        span.record("effect", def.effect().as_str());
+        Some((at, def))
     }
 
-    /// A result that does not match its result schema, withheld: the operator hears how, the model only that.
-    #[cold]
-    fn invalid_output_body(
+    /// Step 2: are the arguments valid against the schema the model saw? Within the limits, then in their one
+    /// canonical form (in place), then against the schema. The tool's compiled schemas (the result's is step 6's).
+    #[inline(always)]
+    fn validate<'d>(
         &self,
+        def: &'d ToolDefinition,
+        call_id: &str,
+        arguments: &mut Value,
+    ) -> Result<&'d CompiledTool, Failed> {
+        let compiled = match compiled(def) {
+            Ok(c) => c,
+            // Unreachable: the build compiled every schema of the view.
+            Err(problem) => return Err(Failed::before(self.uncompiled_body(def, call_id, problem))),
+        };
+        let may_hold_null = match check_limits_scan(arguments, &self.inner.limits) {
+            Ok(may_hold_null) => may_hold_null,
+            Err(v) => return Err(Failed::before(invalid_arguments_body(vec![v]))),
+        };
+        // One canonical form from here on (validation, policy, approvals, events, handler): the spellings of
+        // "absent" (a strict-mode `null`, an `Option`'s `null`, a spelled-out default) are removed.
+        def.canonical_arguments_known(arguments, may_hold_null);
+        if !compiled.input.is_valid(arguments) {
+            return Err(Failed::before(invalid_arguments_body(compiled.input.explain(arguments))));
+        }
+        Ok(compiled)
+    }
+
+    /// Step 3: does the policy allow the call, given the tool's effect and the caller's approvals? If approval is
+    /// required, the arguments move into the result's details (what to approve).
+    #[inline(always)]
+    fn authorize(&self, def: &ToolDefinition, arguments: &mut Value, options: &CallOptions) -> Result<(), Failed> {
+        let request =
+            PolicyRequest { tool: def, arguments, tenant: options.tenant.as_deref(), approvals: &options.approvals };
+        match self.inner.policy.decide(&request) {
+            PolicyDecision::Allow => Ok(()),
+            PolicyDecision::RequireApproval { reason } => {
+                Err(Failed::before(approval_body(def, reason, std::mem::take(arguments))))
+            }
+            PolicyDecision::Deny { reason } => Err(Failed::before(denied_body(reason))),
+        }
+    }
+
+    /// Step 4: the handler started, once the caller has heard that the call passed every check before it
+    /// ([`CallOptions::on_admitted`]). A synchronous handler that injects nothing runs to its end here; any other
+    /// is started, to be awaited ([`settle`]).
+    #[inline(always)]
+    fn invoke(
+        &self,
+        at: usize,
         def: &ToolDefinition,
         call_id: &str,
-        output: &crate::validate::CompiledSchema,
-        value: &Value,
-    ) -> ErrorBody {
-        let violations = output.validate(value).err().unwrap_or_default();
-        let detail = format!("the result does not match its result schema: {}", summary(&violations));
-        self.withheld(
-            def,
-            call_id,
-            &detail,
-            "the tool produced a result that does not match its declared result schema; it was withheld".into(),
-        )
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Invoked {
+        if let Some(admitted) = &options.admitted {
+            admitted();
+        }
+        let deadline = self.inner.deadlines[at];
+        let handler = def.handler();
+        if let (Handler::Inline(f), false) = (handler, def.reads_context) {
+            // Run here and now, on a context no one reads (borrowed: an inline handler never keeps its context).
+            return Invoked::Ran(run_inline(*f, arguments, &self.inner.unread_context, deadline));
+        }
+        // A compiled `async fn` that injects nothing never reads its context, and nothing of it outlives the call:
+        // it gets a shared one, and only the caller's cancellation (if any) is watched. Any other handler gets a
+        // context of its own, with a token that is cancelled when the call is over.
+        let (ctx, token) = if !def.reads_context && matches!(handler, Handler::Async(_)) {
+            (self.inner.unread_context.clone(), None)
+        } else {
+            let token = match &options.cancellation {
+                Some(parent) => parent.child_token(),
+                None => CancellationToken::new(),
+            };
+            let ctx = CallContext::builder(call_id, def.name())
+                .output_limits(self.inner.output_limits)
+                .tenant(options.tenant.clone())
+                .principal(options.principal.clone())
+                .stream(options.key_stream(call_id))
+                .cancellation(token.clone())
+                .state(self.inner.state.clone())
+                .notifier(options.notifier.clone())
+                .client_input(options.input.clone())
+                .build();
+            (ctx, Some(token))
+        };
+        Invoked::Started { begun: start(handler, call_id, arguments, ctx, deadline), token }
     }
 
-    /// A result withheld as `invalid_tool_output`: the operator hears `detail`, the model `message`.
-    fn withheld(&self, def: &ToolDefinition, call_id: &str, detail: &str, message: String) -> ErrorBody {
-        (self.inner.on_failure)(&InternalFailure {
-            call_id,
-            tool: def.name(),
-            kind: FailureKind::InvalidOutput(detail),
-        });
-        ErrorBody::new(ErrorCode::InvalidToolOutput, message)
-    }
-
-    /// A result beyond the output limits (found by the exact check, or while it was serialised), withheld: the
-    /// operator hears what it exceeds, the model only that it was too large (`expected`: "at most 8388608 bytes").
-    #[cold]
-    fn too_large(&self, def: &ToolDefinition, call_id: &str, exceeded: &dyn fmt::Display, expected: &str) -> ErrorBody {
-        let detail = format!("the result exceeds the output limits: {exceeded}");
-        let message = format!("the tool produced a result larger than allowed ({expected}); it was withheld");
-        self.withheld(def, call_id, &detail, message)
-    }
-
-    #[cold]
-    fn error_body(&self, def: &ToolDefinition, call_id: &str, err: ToolError) -> ErrorBody {
-        match err.repr {
-            // A `ToolCode` is valid by construction: the tool's code and message reach the model as they are.
-            Repr::Business { code, message, details } => {
-                let body = ErrorBody::new(ErrorCode::Tool(code), message.into_owned());
-                match details {
-                    Some(d) => body.with_details(*d),
-                    None => body,
-                }
+    /// Step 5: a handler that ended without a value, judged: its own error (a business error, or an internal one),
+    /// a panic, a timeout or a cancellation, each the call's failure. Arguments that pass the schema but not
+    /// deserialization never reach the fn, nor do those of extractors that fail: not executed.
+    #[inline(always)]
+    fn judge(&self, at: usize, def: &ToolDefinition, call_id: &str, fault: Fault, options: &CallOptions) -> Failed {
+        match fault {
+            Fault::Error(err) => {
+                let executed = !err.before_handler;
+                Failed { executed, body: self.error_body(def, call_id, err) }
             }
-            Repr::Internal(source) => {
-                (self.inner.on_failure)(&InternalFailure {
-                    call_id,
-                    tool: def.name(),
-                    kind: FailureKind::Error(&*source),
-                });
-                internal_body(call_id)
+            Fault::Panicked(panic) => Failed::after(self.panic_body(def, call_id, panic)),
+            Fault::TimedOut(state) => {
+                let timeout = self.inner.deadlines[at].timeout;
+                Failed { executed: state.executed(), body: timed_out_body(options, def, call_id, state, timeout) }
             }
-            // The handler's own words for the model: what to change before calling again.
-            Repr::Retry(reason) => ErrorBody::new(ErrorCode::Retry, reason.into_owned()),
-            Repr::OutputLimit(exceeded) => self.too_large(def, call_id, &exceeded, &exceeded),
-            Repr::ArgumentsMismatch(detail) => {
-                tracing::warn!(
-                    call_id,
-                    tool_name = def.name(),
-                    detail,
-                    "arguments passed the schema but not deserialization"
-                );
-                ErrorBody::new(
-                    ErrorCode::InvalidArguments,
-                    "the arguments match the schema but could not be converted to the tool's parameters \
-                     (a number may be out of range); check the values against the schema",
-                )
+            Fault::Cancelled(state) => {
+                Failed { executed: state.executed(), body: cancelled_body(options, def, call_id, state) }
             }
         }
     }
+
+    /// Step 6: is the result within the output limits, and valid against the result schema? A compiled handler's
+    /// result was held to the limits as it was serialised (`__private::output`).
+    #[inline(always)]
+    fn check_result(
+        &self,
+        def: &ToolDefinition,
+        call_id: &str,
+        compiled: &CompiledTool,
+        value: &Value,
+    ) -> Result<(), Failed> {
+        if !def.output_within_limits
+            && let Err(v) = check_limits(value, &self.inner.output_limits)
+        {
+            return Err(Failed::after(self.too_large(def, call_id, &v, &v.expected)));
+        }
+        if let Some(output) = &compiled.output
+            && !output.is_valid(value)
+        {
+            return Err(Failed::after(self.invalid_output_body(def, call_id, output, value)));
+        }
+        Ok(())
+    }
 }
 
-/// A failed call's result, built out of line.
-#[cold]
-fn failed(
+/// How step 4 left the handler: run to its end already, or started and to be awaited, with the call's own token
+/// (`None`: the handler shares a context and watches only the caller's cancellation).
+enum Invoked {
+    Ran(HandlerOutcome),
+    Started { begun: Started, token: Option<CancellationToken> },
+}
+
+/// The answer of a call that passed step 1: its strings, moved into its result, and its span, on which the outcome
+/// is recorded (`started`: when the call began; `None` for a disabled span).
+struct Answer<'s> {
+    span: &'s tracing::Span,
+    started: Option<Instant>,
     call_id: String,
     name: String,
     version: Option<Cow<'static, str>>,
-    executed: bool,
-    body: ErrorBody,
-) -> ToolResult {
-    ToolResult::failure(call_id, name, version, executed, body)
+}
+
+impl Answer<'_> {
+    /// The handler's value, the call's result.
+    #[inline(always)]
+    fn ok(self, value: Value) -> ToolResult {
+        traced(self.span, self.started, ToolResult::success(self.call_id, self.name, self.version, value))
+    }
+
+    /// A failure's result. Its body was built before the call's strings move in (it may borrow them); the result is
+    /// put together out of line, so that the path of a call that succeeds stays short.
+    #[cold]
+    fn failure(self, f: Failed) -> ToolResult {
+        traced(self.span, self.started, ToolResult::failure(self.call_id, self.name, self.version, f.executed, f.body))
+    }
 }
 
 /// Hands a finished call's result on, after recording its outcome on the call's span when the span is enabled
@@ -1064,257 +950,4 @@ fn record_outcome(span: &tracing::Span, started: Instant, result: &ToolResult) {
     span.record("outcome", result.error().map_or("ok", |e| e.code.as_str()));
     span.record("executed", result.executed);
     span.record("duration_us", started.elapsed().as_micros() as u64);
-}
-
-/// A call of a tool this view does not have: its name echoed (cut to [`MAX_ECHOED_NAME`] bytes), no version.
-#[cold]
-fn unknown_tool(call_id: String, name: String, span: &tracing::Span) -> ToolResult {
-    let name = if name.len() <= MAX_ECHOED_NAME { name } else { truncate_name(&name) };
-    span.record("tool_name", name.as_str());
-    let message =
-        format!("no tool named {name:?} is available; call one of the tools you were given, by its exact name");
-    ToolResult::failure(call_id, name, None, false, ErrorBody::new(ErrorCode::UnknownTool, message))
-}
-
-/// Arguments that are not JSON at all (a provider's string that does not parse).
-#[cold]
-fn unreadable_arguments(e: impl fmt::Display) -> ErrorBody {
-    ErrorBody::new(ErrorCode::InvalidArguments, e.to_string())
-}
-
-/// `approval_required`: the arguments move into the details (what to approve), not a serialized copy.
-#[cold]
-fn approval_body(def: &ToolDefinition, reason: String, arguments: Value) -> ErrorBody {
-    let mut approve = Map::with_capacity(2);
-    approve.insert("tool".to_owned(), Value::String(def.name().to_owned()));
-    approve.insert("arguments".to_owned(), arguments);
-    let mut details = Map::with_capacity(2);
-    details.insert("effect".to_owned(), Value::String(def.effect().as_str().to_owned()));
-    details.insert("approve".to_owned(), Value::Object(approve));
-    ErrorBody::new(ErrorCode::ApprovalRequired, reason).with_details(Value::Object(details))
-}
-
-#[cold]
-fn denied_body(reason: String) -> ErrorBody {
-    ErrorBody::new(ErrorCode::PolicyDenied, reason)
-}
-
-/// `timeout`: where the handler stood, and what that means for calling it again.
-#[cold]
-fn timed_out_body(
-    options: &CallOptions,
-    def: &ToolDefinition,
-    call_id: &str,
-    state: HandlerState,
-    timeout: Duration,
-) -> ErrorBody {
-    let ms = timeout.as_millis() as u64;
-    tracing::warn!(call_id = %call_id, tool_name = def.name(), timeout_ms = ms, handler = state.as_str(), "tool handler timed out");
-    let message = match state {
-        HandlerState::NotStarted => format!(
-            "the tool did not start within {ms} ms and will not run; nothing was done, so it can be called again"
-        ),
-        HandlerState::Running => format!(
-            "the tool did not finish within {ms} ms and may still be running: its effects may still happen, so \
-             check for them before calling it again"
-        ),
-        HandlerState::Finished => format!(
-            "the tool ran to its end but took longer than its {ms} ms timeout, so its result was withheld; its \
-             effects did happen"
-        ),
-    };
-    let details = stopped_details(options, def.name(), call_id, state, Some(ms));
-    ErrorBody::new(ErrorCode::Timeout, message).with_details(details)
-}
-
-/// `cancelled`: where the handler stood.
-#[cold]
-fn cancelled_body(options: &CallOptions, def: &ToolDefinition, call_id: &str, state: HandlerState) -> ErrorBody {
-    let message = match state {
-        HandlerState::NotStarted => "the call was cancelled before the tool started; nothing was done",
-        HandlerState::Running | HandlerState::Finished => {
-            "the call was cancelled before the tool finished; it may still be running and its effects may still \
-             happen"
-        }
-    };
-    let details = stopped_details(options, def.name(), call_id, state, None);
-    ErrorBody::new(ErrorCode::Cancelled, message).with_details(details)
-}
-
-#[cold]
-fn internal_body(call_id: &str) -> ErrorBody {
-    ErrorBody::new(
-        ErrorCode::ToolInternalError,
-        format!("the tool failed with an internal error; it was logged under call id {call_id:?}"),
-    )
-}
-
-#[cold]
-fn invalid_arguments_body(violations: Vec<Violation>) -> ErrorBody {
-    // One line per violation (`Violation`'s `Display` escapes control characters), joined with "; ".
-    let mut message = String::with_capacity(64 + 96 * violations.len());
-    message.push_str("the arguments do not match the tool's schema: ");
-    for (i, v) in violations.iter().enumerate() {
-        if i > 0 {
-            message.push_str("; ");
-        }
-        let _ = write!(message, "{v}");
-    }
-    // The details hold the violations themselves, moved (the same object `serde` would write for each).
-    let listed = violations
-        .into_iter()
-        .map(|v| {
-            let mut entry = Map::with_capacity(3);
-            entry.insert("pointer".to_owned(), Value::String(v.pointer));
-            entry.insert("expected".to_owned(), Value::String(v.expected));
-            entry.insert("found".to_owned(), Value::String(v.found));
-            Value::Object(entry)
-        })
-        .collect();
-    let mut details = Map::with_capacity(1);
-    details.insert("violations".to_owned(), Value::Array(listed));
-    ErrorBody::new(ErrorCode::InvalidArguments, message).with_details(Value::Object(details))
-}
-
-/// A handler's result, or the payload of its panic.
-type Caught = Result<Result<Value, ToolError>, Box<dyn Any + Send>>;
-
-/// A handler started: its future, or how it ended before it had one.
-enum Started {
-    Running(Running),
-    Ended(HandlerOutcome),
-}
-
-/// Starts a handler: runs an inline one to its end (`deadline` judges it afterwards), makes an async one's future,
-/// or hands a blocking one to a blocking thread.
-fn start(handler: &Handler, call_id: &str, arguments: Value, ctx: CallContext, deadline: Deadline) -> Started {
-    let fut = match handler {
-        Handler::Inline(f) => return Started::Ended(run_inline(*f, arguments, &ctx, deadline)),
-        _ if tokio::runtime::Handle::try_current().is_err() => {
-            tracing::error!(call_id, "the executor needs a Tokio runtime (with time enabled)");
-            // The handler never starts: not executed.
-            let error = ToolError::internal("the executor needs a Tokio runtime (with time enabled)");
-            return Started::Ended(HandlerOutcome::Error(error.before_handler()));
-        }
-        // Making the future runs the handler's synchronous part (none in `#[tool]`'s thunks), so a panic there is
-        // caught too.
-        Handler::Async(f) => catch(move || f(arguments, ctx)),
-        Handler::Dynamic(h) => catch(move || h.call(arguments, ctx)),
-        Handler::Blocking(f) => {
-            let f = *f;
-            // A handler still queued for a blocking thread when its call stops (deadline, cancellation) never
-            // starts: the thread and the executor race to move it out of `QUEUED`, and exactly one wins.
-            let flag = Arc::new(AtomicU8::new(QUEUED));
-            let queued = Arc::clone(&flag);
-            let join = tokio::task::spawn_blocking(move || {
-                if queued.compare_exchange(QUEUED, STARTED, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-                    return Err(ToolError::internal("the call ended before a blocking thread was free"));
-                }
-                f(arguments, ctx)
-            });
-            let joined = Box::pin(async move {
-                match join.await {
-                    Ok(r) => Ok(r),
-                    Err(e) if e.is_panic() => Err(e.into_panic()),
-                    Err(_) => Ok(Err(ToolError::internal("blocking task was cancelled"))),
-                }
-            });
-            return Started::Running(Running::Joined { join: joined, progress: flag });
-        }
-    };
-    match fut {
-        Ok(fut) => Started::Running(Running::Polled(fut)),
-        Err(panic) => Started::Ended(HandlerOutcome::Panicked(panic)),
-    }
-}
-
-/// Makes a handler's future, catching a panic while it is made.
-fn catch(
-    make: impl FnOnce() -> BoxFuture<Result<Value, ToolError>>,
-) -> Result<BoxFuture<Result<Value, ToolError>>, Box<dyn Any + Send>> {
-    std::panic::catch_unwind(AssertUnwindSafe(make))
-}
-
-/// Waits for a started handler that did not finish on its first poll, until it ends, or until its deadline (or
-/// the caller's cancellation) and the grace period after it. At the deadline `stop` (the call's own token) is
-/// cancelled and a blocking handler still queued is abandoned; a handler still running after the grace period is
-/// not dropped but left to finish on its own task.
-async fn wait(
-    mut fut: Running,
-    watch: Stopwatch,
-    (call_id, tool): (&str, &str),
-    deadline: Deadline,
-    stop: Option<&CancellationToken>,
-    caller: Option<&CancellationToken>,
-) -> HandlerOutcome {
-    let timed_out = tokio::select! {
-        biased;
-        r = &mut fut => return finished(r, &watch),
-        // (A duration beyond any representable instant sleeps "far away".)
-        () = tokio::time::sleep(deadline.timeout.saturating_sub(watch.elapsed())) => true,
-        () = cancelled(caller) => false,
-    };
-    let stopped = |state| if timed_out { HandlerOutcome::TimedOut(state) } else { HandlerOutcome::Cancelled(state) };
-    if let Running::Joined { progress, .. } = &fut
-        && progress.compare_exchange(QUEUED, ABANDONED, Ordering::SeqCst, Ordering::SeqCst).is_ok()
-    {
-        return stopped(HandlerState::NotStarted);
-    }
-    // Ask the handler to stop, and give it the grace period to do so (or to finish).
-    if let Some(stop) = stop {
-        stop.cancel();
-    }
-    match tokio::time::timeout(deadline.grace, &mut fut).await {
-        Ok(r) => finished(r, &watch),
-        Err(_) => {
-            // Dropping the future could cut its effects between two steps: it runs on to its end instead.
-            let (call_id, tool) = (call_id.to_owned(), tool.to_owned());
-            tokio::spawn(async move {
-                let ended = match fut.await {
-                    Ok(Ok(_)) => "a value",
-                    Ok(Err(_)) => "an error",
-                    Err(_) => "a panic",
-                };
-                tracing::warn!(call_id, tool_name = tool, ended, "a tool handler ended after its call was answered");
-            });
-            stopped(HandlerState::Running)
-        }
-    }
-}
-
-/// The outcome of a handler timed by `watch`: as it is, unless it ended past the deadline and the grace period (a
-/// handler that blocked its thread finishes before any timer can fire), when it is too late.
-#[inline]
-fn finished(r: Caught, watch: &Stopwatch) -> HandlerOutcome {
-    if watch.past_deadline() {
-        return HandlerOutcome::TimedOut(HandlerState::Finished);
-    }
-    match r {
-        Ok(Ok(v)) => HandlerOutcome::Value(v),
-        Ok(Err(e)) => HandlerOutcome::Error(e),
-        Err(panic) => HandlerOutcome::Panicked(panic),
-    }
-}
-
-/// Completes when `token` is cancelled; never without one.
-async fn cancelled(token: Option<&CancellationToken>) {
-    match token {
-        Some(token) => token.cancelled().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Runs a synchronous inline handler. It runs to completion on this thread, so no timer or cancellation could
-/// interrupt it: it is called directly (no boxed future, no timer, no runtime needed) and judged by the clock
-/// afterwards, like a handler that blocked its thread. Like an async handler that finishes on its first poll, it
-/// runs even if the call's token was already cancelled.
-fn run_inline(
-    f: fn(Value, &CallContext) -> Result<Value, ToolError>,
-    arguments: Value,
-    ctx: &CallContext,
-    deadline: Deadline,
-) -> HandlerOutcome {
-    let watch = Stopwatch::started(deadline.timing);
-    let r = std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx)));
-    finished(r, &watch)
 }
