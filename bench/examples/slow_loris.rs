@@ -2,8 +2,8 @@
 //! same client on a quiet server, in one sitting.
 //!
 //! ```sh
-//! cargo run --release -p keel-bench --example slow_loris -- [SECONDS_PER_ROUND] [ROUNDS] [SLOW_CONNECTIONS]
-//! # defaults: 5 5 1000
+//! cargo run --release -p keel-bench --example slow_loris -- [SECONDS_PER_ROUND] [ROUNDS] [SLOW_CONNECTIONS] [ADDRESSES]
+//! # defaults: 5 5 1000 1
 //! ```
 //!
 //! How:
@@ -11,8 +11,10 @@
 //!   own (2 workers) in this process; the client and the attackers run on another.
 //! - The normal client, from 127.0.0.1: one keep-alive connection, one session (protocol 2025-11-25), one
 //!   `tools/call` at a time for SECONDS_PER_ROUND; each answer is read whole and checked.
-//! - The attackers, from 127.0.0.2: SLOW_CONNECTIONS connections, each sending half a request head and then
-//!   nothing. A connection the server closes (header timeout) or refuses (a cap) is opened again 100 ms later, so
+//! - The attackers, from 127.0.0.2 (or spread over ADDRESSES addresses from 127.0.0.2 up): SLOW_CONNECTIONS
+//!   connections, each sending half a request head and then nothing. From one address, the per-client cap (512)
+//!   refuses the connections past it at once; spread over 4, every one is admitted and held until the header
+//!   timeout closes it. A connection the server closes (header timeout) or refuses (a cap) is opened again 100 ms later, so
 //!   the pressure holds for the whole round.
 //! - Each round measures the quiet server, then the attacked one (attackers started and given 1 s to connect
 //!   first), and prints both; the summary gives the medians and the median over rounds of attacked/quiet p50.
@@ -45,6 +47,7 @@ fn main() {
     let seconds = args.first().copied().unwrap_or(5.0);
     let rounds = args.get(1).copied().unwrap_or(5.0) as usize;
     let slow = args.get(2).copied().unwrap_or(1000.0) as usize;
+    let addresses = (args.get(3).copied().unwrap_or(1.0) as usize).clamp(1, 200);
 
     let server_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let shutdown = CancellationToken::new();
@@ -67,7 +70,12 @@ fn main() {
         for round in 1..=rounds {
             let q = measure(addr, window).await;
             let attack = CancellationToken::new();
-            let holders = (0..slow).map(|_| tokio::spawn(hold(addr, attack.clone()))).collect::<Vec<_>>();
+            let holders = (0..slow)
+                .map(|i| {
+                    let from = std::net::Ipv4Addr::new(127, 0, 0, 2 + (i % addresses) as u8);
+                    tokio::spawn(hold(addr, from, attack.clone()))
+                })
+                .collect::<Vec<_>>();
             tokio::time::sleep(Duration::from_secs(1)).await;
             let a = measure(addr, window).await;
             attack.cancel();
@@ -163,13 +171,13 @@ async fn measure(addr: SocketAddr, window: Duration) -> Measurement {
     Measurement { calls: latencies.len(), p50_ms: at(0.5), p99_ms: at(0.99) }
 }
 
-/// Holds one slow connection from 127.0.0.2 until `stop`, opening it again whenever the server closes it; returns
-/// how many connections it opened.
-async fn hold(addr: SocketAddr, stop: CancellationToken) -> usize {
+/// Holds one slow connection from `from` until `stop`, opening it again whenever the server closes it; returns how
+/// many connections it opened.
+async fn hold(addr: SocketAddr, from: std::net::Ipv4Addr, stop: CancellationToken) -> usize {
     let mut opened = 0;
     while !stop.is_cancelled() {
         let socket = TcpSocket::new_v4().unwrap();
-        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        socket.bind(SocketAddr::from((from, 0))).unwrap();
         if let Ok(mut stream) = socket.connect(addr).await {
             opened += 1;
             let _ = stream.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty").await;
