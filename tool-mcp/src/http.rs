@@ -713,18 +713,18 @@ impl McpHttpService {
         };
         let session = parts.headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default());
         let slot = match session {
-            Some(id) => {
-                let peek = Peek::of(&body);
-                match self.sessions.in_flight(id) {
-                    // A client's answer or notification is part of what was already admitted.
-                    Some(in_flight) if peek.is_request() => match in_flight.enter(self.limits.max_calls_per_session) {
-                        Some(slot) => Some(RequestSlot::Session(slot)),
-                        None => return self.session_busy(),
-                    },
-                    // An unknown session is answered by the SDK (404).
-                    _ => None,
-                }
-            }
+            Some(id) => match self.sessions.in_flight(id) {
+                // Every message takes a slot while it is answered (a client's answer or notification only for the
+                // moment its `202` takes); at the cap, the body is read to tell a new request, refused, from an
+                // answer or notification, which is part of what was already admitted and passes.
+                Some(in_flight) => match in_flight.enter(self.limits.max_calls_per_session) {
+                    Some(slot) => Some(RequestSlot::Session(slot)),
+                    None if !Peek::of(&body).is_request() => None,
+                    None => return self.session_busy(),
+                },
+                // An unknown session is answered by the SDK (404).
+                None => None,
+            },
             None => {
                 if self.sessions.full() && Peek::of(&body).method.as_deref() == Some("initialize") {
                     // Refused here, with no session made and nothing logged as an error.
