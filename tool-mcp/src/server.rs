@@ -45,8 +45,8 @@
 //!
 //! | request | stream |
 //! |---|---|
-//! | in a session (`initialize`: stdio, Streamable HTTP, any transport) | the session's: a random 128-bit id made with its [`McpSession`], so a retry in the session under the same id keeps its key |
-//! | stateless (2026-07-28) | a random one of its own: no two requests share a key, and a retry is not recognised; the rounds of one input-required call made for a principal are one call (the first round's stream and call id, carried in the `requestState` sealed for that principal), so they share its key |
+//! | in a session (`initialize`: stdio, Streamable HTTP, any transport) | the session's: an id made with its [`McpSession`], unique across processes (128 random bits per process and a counter), so a retry in the session under the same id keeps its key |
+//! | stateless (2026-07-28) | one of its own: no two requests share a key, and a retry is not recognised; the rounds of one input-required call made for a principal are one call (the first round's stream and call id, carried in the `requestState` sealed for that principal), so they share its key |
 //! | any, when [`McpServerBuilder::call_options`] sets a stream | that one |
 //!
 //! `tools/list` carries cache hints ([`STATIC_LIST_TTL`], [`DYNAMIC_LIST_TTL`], [`McpServerBuilder::list_ttl`]).

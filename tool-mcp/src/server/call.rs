@@ -12,7 +12,7 @@ use tool_core::{CallOptions, InputError, InputKind, TaskStart, TaskSupport, Tool
 
 use super::listing::Listing;
 use super::notifier::{NO_LOGS, PeerNotifier, mcp_level_rank};
-use super::session::random_id;
+use super::session::stream_id;
 use super::{McpSession, TOO_MANY_TASKS};
 use crate::render;
 
@@ -125,7 +125,7 @@ impl McpSession {
                 let for_principal = options.get_principal().is_some();
                 let call = match round.call.take() {
                     Some(call) if for_principal => call,
-                    _ => crate::input::RoundCall { stream: format!("mcp-request/{}", random_id()), id: call_id },
+                    _ => crate::input::RoundCall { stream: format!("mcp-request/{}", stream_id()), id: call_id },
                 };
                 options = options.stream(call.stream.as_str());
                 call_id = call.id.clone();

@@ -123,28 +123,10 @@ impl McpServer {
         // Every client at once, each within a bound: a stuck one holds up nobody else.
         let mut sends = tokio::task::JoinSet::new();
         for peer in sessions {
-            sends.spawn(async move {
-                match tokio::time::timeout(NOTIFY_TIMEOUT, peer.notify_tool_list_changed()).await {
-                    Ok(Ok(())) => true,
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "tools/list_changed not delivered to a session");
-                        false
-                    }
-                    Err(_) => false,
-                }
-            });
+            sends.spawn(async move { delivered(peer.notify_tool_list_changed(), "session").await });
         }
         for sink in subscriptions {
-            sends.spawn(async move {
-                match tokio::time::timeout(NOTIFY_TIMEOUT, sink.notify_tool_list_changed()).await {
-                    Ok(Ok(())) => true,
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "tools/list_changed not delivered to a subscription");
-                        false
-                    }
-                    Err(_) => false,
-                }
-            });
+            sends.spawn(async move { delivered(sink.notify_tool_list_changed(), "subscription").await });
         }
         let mut sent = 0;
         while let Some(delivered) = sends.join_next().await {
@@ -156,4 +138,19 @@ impl McpServer {
 
 pub(super) fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Whether one `tools/list_changed` reached its `to` (a session, a subscription) within [`NOTIFY_TIMEOUT`].
+async fn delivered<E: std::fmt::Display>(
+    send: impl std::future::Future<Output = Result<(), E>>,
+    to: &'static str,
+) -> bool {
+    match tokio::time::timeout(NOTIFY_TIMEOUT, send).await {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "tools/list_changed not delivered to a {to}");
+            false
+        }
+        Err(_) => false,
+    }
 }

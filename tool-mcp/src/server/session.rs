@@ -2,8 +2,8 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, InitializeRequestParams, InitializeResult, ListToolsResult,
@@ -36,12 +36,13 @@ impl fmt::Debug for McpSession {
 }
 
 impl McpServer {
-    /// A handler for one client session (its own log level, and its own stream: a random 128-bit id that the
-    /// idempotency keys of its calls are derived with). The HTTP transport makes one per session.
+    /// A handler for one client session (its own log level, and its own stream: an id no other session or request
+    /// of any process has, that the idempotency keys of its calls are derived with). The HTTP transport makes one
+    /// per session.
     pub fn session(&self) -> McpSession {
         McpSession {
             shared: self.shared.clone(),
-            stream: format!("mcp-session/{}", random_id()).into(),
+            stream: format!("mcp-session/{}", stream_id()).into(),
             level: Arc::new(AtomicU8::new(level_rank(LogLevel::Info))),
             initialized: Arc::new(AtomicBool::new(false)),
             listens: Arc::new(Mutex::new(std::collections::VecDeque::new())),
@@ -49,8 +50,18 @@ impl McpServer {
     }
 }
 
-/// 128 random bits, as 32 hex digits: the stream of a session or of a stateless request.
-pub(super) fn random_id() -> String {
+/// The stream of a session or of a stateless request: 128 random bits drawn once per process (32 hex digits), then
+/// a counter. Streams only need to differ, across processes too (replicas may share an idempotency store); they
+/// are not secrets (a client reads its own in a `requestState`, which is signed), so one draw per process is
+/// enough, and no request pays for a system call.
+pub(super) fn stream_id() -> String {
+    static PROCESS: OnceLock<String> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{}-{:x}", PROCESS.get_or_init(random_id), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// 128 random bits, as 32 hex digits.
+fn random_id() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         // Only uniqueness matters here: the process's keyed hasher, fresh keys for each call.
