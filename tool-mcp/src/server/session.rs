@@ -157,7 +157,9 @@ impl ServerHandler for McpSession {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.run_call(request, context).await
+        // Boxed: the call's state (the executor's future with the handler's) is large, and the SDK moves its request
+        // future more than once (into its task, and within it); one allocation is cheaper than those copies.
+        Box::pin(self.run_call(request, context)).await
     }
 
     /// The session's one `initialize`. A second one is refused, and changes nothing: answering it would
