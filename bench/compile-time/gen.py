@@ -15,7 +15,7 @@ writes three library crates, each its own workspace (so the enclosing repository
 - `OUT_DIR/rmcp`: the same tools as rmcp `#[tool]` methods, one `#[tool_router]` impl block per file, combined into
   one `ToolRouter` in lib.rs.
 
-KEEL_DIR holds the tool-core (and tool-macros, tool-names) the crates depend on by path.
+KEEL_DIR holds the tool-core (and tool-macros, tool-names, tool-schema) the crates depend on by path.
 """
 
 from __future__ import annotations

@@ -32,11 +32,11 @@ mkdir -p "$OUT"
 SNAP="$OUT/keel-snapshot"
 rm -rf "$SNAP"
 mkdir -p "$SNAP"
-cp -r "$ROOT/tool-core" "$ROOT/tool-macros" "$ROOT/tool-names" "$ROOT/README.md" "$ROOT/Cargo.lock" "$SNAP/"
+cp -r "$ROOT/tool-core" "$ROOT/tool-macros" "$ROOT/tool-names" "$ROOT/tool-schema" "$ROOT/README.md" "$ROOT/Cargo.lock" "$SNAP/"
 python3 - "$ROOT/Cargo.toml" "$SNAP/Cargo.toml" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
-text = re.sub(r"members = \[[^\]]*\]", 'members = ["tool-names", "tool-macros", "tool-core"]', text, count=1)
+text = re.sub(r"members = \[[^\]]*\]", 'members = ["tool-names", "tool-schema", "tool-macros", "tool-core"]', text, count=1)
 open(sys.argv[2], "w").write(text)
 PY
 

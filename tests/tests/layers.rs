@@ -27,6 +27,12 @@ struct Crate {
 const CRATES: &[Crate] = &[
     Crate { dir: "tool-names", layers: &[], above_all: &["lib"], test_only: &[] },
     Crate {
+        dir: "tool-schema",
+        layers: &[&["limits", "text", "vocabulary"], &["canonical", "rustdoc", "transform", "validate", "bounded"]],
+        above_all: &["lib"],
+        test_only: &[],
+    },
+    Crate {
         dir: "tool-macros",
         layers: &[&["ctxt", "site"], &["attr"], &["model", "paths"], &["expand"]],
         above_all: &["lib"],
@@ -35,9 +41,9 @@ const CRATES: &[Crate] = &[
     Crate {
         dir: "tool-core",
         layers: &[
-            &["vocabulary", "effect", "error", "canonical", "failure", "name", "limits", "clock", "text"],
+            &["effect", "error", "failure", "name", "clock"],
             &["input"],
-            &["call", "context", "content", "validate", "bounded"],
+            &["call", "context", "content"],
             &["params", "result"],
             &["schema"],
             &["definition"],

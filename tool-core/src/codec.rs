@@ -7,10 +7,10 @@ use serde_json::Value;
 
 use crate::call::ToolCall;
 use crate::definition::ToolDefinition;
-use crate::limits::Limits;
 use crate::result::ToolResult;
 use crate::schema::Provider;
 use crate::view::ToolView;
+use tool_schema::Limits;
 
 use format::Format;
 pub use loss::{Loss, LossKind};

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::canonical::Fnv1a128;
 use crate::error::ToolError;
 use crate::input::{ClientInput, Elicitation, InputError, InputKind, InputRequest};
-use crate::limits::Limits;
+use tool_schema::Limits;
+use tool_schema::canonical::Fnv1a128;
 
 /// Shared application state of type `T`, registered once on the executor (`.state(value)`) and handed to every
 /// handler that declares a `State<T>` parameter. Cloning is an `Arc` clone.

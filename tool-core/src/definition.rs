@@ -17,7 +17,7 @@ use crate::name::{self, NameError};
 use crate::params::{Kind, ParamInfo, Plan};
 use crate::schema::ToolSchemas;
 use crate::schema::{self as render};
-use crate::validate::CompiledSchema;
+use tool_schema::validate::CompiledSchema;
 
 /// Where a compiled tool is declared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -348,8 +348,8 @@ impl ToolDefinition {
             "input": self.input_schema(),
             "output": self.output_schema(),
         });
-        let mut h = crate::canonical::Fnv1a128::new();
-        h.update(crate::canonical::canonical_json(&contract).as_bytes());
+        let mut h = tool_schema::canonical::Fnv1a128::new();
+        h.update(tool_schema::canonical::canonical_json(&contract).as_bytes());
         format!("fnv1a128:{:032x}", h.finish())
     }
     /// What the tool does to the world.
@@ -674,7 +674,7 @@ pub(crate) fn compiled(def: &ToolDefinition) -> Result<&CompiledTool, &str> {
                             take an args struct or named parameters"
                     .to_owned());
             }
-            crate::vocabulary::check_mcp_headers(input).map_err(|e| format!("argument schema: {e}"))?;
+            tool_schema::vocabulary::check_mcp_headers(input).map_err(|e| format!("argument schema: {e}"))?;
             let input = CompiledSchema::compile(&def.schemas().input_for_validation())
                 .map_err(|e| format!("argument schema: {e}"))?;
             let output = match def.schemas().output_for_validation() {

@@ -19,8 +19,9 @@ use crate::failure::{FailureHook, InternalFailure, trace_failure};
 use crate::input::ClientInput;
 use crate::policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 use crate::result::ToolResult;
-use crate::validate::{Limits, check_limits, check_limits_scan};
 use crate::view::ToolView;
+use tool_schema::Limits;
+use tool_schema::validate::{check_limits, check_limits_scan};
 
 mod bodies;
 mod handler;

@@ -68,15 +68,14 @@
 extern crate self as tool_core;
 
 // The modules form layers; each imports only the ones above it in this list (checked by the `layers` test of `tests/`):
-//   vocabulary, effect, error, canonical, failure -> input -> call, context, content, validate, params
-//   -> result -> schema (neutral schemas and pure renderers) -> definition -> arguments -> view -> codec -> registry -> policy
-//   -> executor -> event -> run -> lint, lock.
+//   effect, error, failure, clock -> input -> call, context, content -> params, result
+//   -> schema (canonical schemas) -> definition -> arguments -> view -> codec -> registry -> policy
+//   -> executor -> event, pending -> run -> lint, lock.
+// The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `tool-schema` crate.
 // The core modules are private: each of their public items has one path, at the root. `canonical`, `lint`,
 // `lock`, `name` and `vocabulary` are toolboxes whose items are only there.
 mod arguments;
-mod bounded;
 mod call;
-pub mod canonical;
 mod clock;
 mod codec;
 mod content;
@@ -88,7 +87,6 @@ mod event;
 mod executor;
 mod failure;
 mod input;
-mod limits;
 pub mod lint;
 pub mod lock;
 #[cfg(feature = "otel")]
@@ -100,10 +98,7 @@ mod registry;
 mod result;
 mod run;
 mod schema;
-mod text;
-mod validate;
 mod view;
-pub mod vocabulary;
 
 #[doc(hidden)]
 pub mod __private;
@@ -137,7 +132,7 @@ pub use result::{ErrorBody, HandlerState, Outcome, ToolResult};
 pub use run::{BatchOutcome, Concurrency, Decider, DefaultDecider, Run, RunBuilder, RunState, StopPolicy};
 pub use schema::{Provider, ToolSchemas};
 pub use tokio_util::sync::CancellationToken;
-pub use validate::{CompiledSchema, Limits, SchemaError, Violation};
+pub use tool_schema::{CompiledSchema, Limits, SchemaError, Violation, canonical, vocabulary};
 pub use view::{ExecutorEntry, ToolDescriptions, ToolList, ToolView, UnknownTools, ViewBuilder};
 
 #[cfg(feature = "macros")]

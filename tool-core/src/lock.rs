@@ -74,11 +74,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::canonical::canonical_json;
 use crate::definition::ToolDefinition;
 use crate::name::parse_version;
 use crate::registry::Registry;
-use crate::vocabulary::{self, MAX_DEPTH};
+use tool_schema::canonical::canonical_json;
+use tool_schema::vocabulary::{self, MAX_DEPTH};
 
 /// The format number written in every lock file (`"keel_lock": 1`).
 pub const FORMAT: u32 = 1;

@@ -53,11 +53,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::call::ToolCall;
-use crate::canonical::{Fnv1a128, canonical_json};
 use crate::error::ErrorCode;
 use crate::executor::{CallOptions, Executor, ExecutorBuilder};
 use crate::policy::Approval;
 use crate::result::{ErrorBody, ToolResult};
+use tool_schema::canonical::{Fnv1a128, canonical_json};
 
 /// A call that waits for an approval: what was asked, of which contract, by whom, until when, signed.
 ///

@@ -5,9 +5,9 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::canonical::canonical_json;
 use crate::definition::ToolDefinition;
 use crate::effect::Effect;
+use tool_schema::canonical::canonical_json;
 
 /// A human's (or a higher authority's) consent to run one tool with one set of arguments.
 ///

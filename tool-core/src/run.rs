@@ -536,7 +536,7 @@ impl Run {
         let decision = stopped.unwrap_or_else(|| self.decider.decide(result, &self.state, &self.stop));
         // The result names the call as it was requested, but for an unknown name too long to echo whole.
         let (call_id, requested_name) = requested;
-        let tool_name = if crate::text::same(&requested_name, &result.tool_name) {
+        let tool_name = if tool_schema::text::same(&requested_name, &result.tool_name) {
             requested_name
         } else {
             result.tool_name.as_str().into()

@@ -21,7 +21,7 @@ use super::format;
 use crate::definition::ToolDefinition;
 use crate::schema::Provider;
 use crate::view::{ExecutorEntry, ToolDescriptions, ToolView};
-use crate::vocabulary;
+use tool_schema::vocabulary;
 
 impl ToolDefinition {
     /// This tool in `provider`'s format, rendered once and cached (see [`Codec`](crate::Codec) for the rest of

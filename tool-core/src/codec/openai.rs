@@ -19,9 +19,9 @@ use super::LossKind;
 use super::format::Push;
 use super::loss::{join_keywords, nearest, show_path, walk, wire_name_loss};
 use crate::definition::ToolDefinition;
-use crate::schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
 use crate::schema::{Provider, ToolSchemas};
-use crate::vocabulary;
+use tool_schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
+use tool_schema::vocabulary;
 
 impl ToolDefinition {
     /// Whether the tool is sent to OpenAI in strict mode: `Ok(())`, or why not. See

@@ -8,8 +8,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::transform;
 use crate::definition::ToolDefinition;
+use tool_schema::vocabulary;
 
 /// Where someone lives.
 #[derive(JsonSchema, Deserialize)]
@@ -212,7 +212,7 @@ pub(crate) fn contains_key_anywhere(v: &Value, key: &str) -> bool {
 /// are not visited as schemas).
 pub(crate) fn walk_schemas(schema: &Value, f: &mut dyn FnMut(&Value)) {
     f(schema);
-    transform::for_each_child(schema, |_, _, child| walk_schemas(child, f));
+    vocabulary::for_each_child(schema, |_, _, child| walk_schemas(child, f));
 }
 
 /// Schemas no generator would produce, to check that nothing panics or loops.

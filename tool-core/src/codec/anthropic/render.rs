@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::schema::transform;
+use tool_schema::transform;
 
 /// `{"name", "description", "input_schema"}`.
 pub(super) fn tool(wire_name: &str, description: &str, canonical: &Value) -> Value {

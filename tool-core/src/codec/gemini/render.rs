@@ -15,7 +15,8 @@
 
 use serde_json::{Value, json};
 
-use crate::schema::transform::{self, MAX_DEPTH};
+use tool_schema::transform;
+use tool_schema::vocabulary::{MAX_DEPTH, for_each_child_mut};
 
 /// `{"name", "description", "parametersJsonSchema"}`.
 pub(super) fn declaration(wire_name: &str, description: &str, canonical: &Value) -> Value {
@@ -45,7 +46,7 @@ fn parameters(canonical: &Value) -> Value {
                 }
             }
         }
-        transform::for_each_child_mut(schema, |_, _, child| adapt(child, depth + 1));
+        for_each_child_mut(schema, |_, _, child| adapt(child, depth + 1));
     }
     let mut schema = transform::inline_for_json_schema(canonical);
     adapt(&mut schema, 0);

@@ -26,7 +26,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::schema::transform::{self, MAX_DEPTH, OnRecursion};
+use tool_schema::transform::{self, OnRecursion};
+use tool_schema::vocabulary::MAX_DEPTH;
 
 /// Keywords Ollama drops that are worth a sentence, in the order the sentences appear.
 const FOLDED: &[&str] = &[

@@ -27,7 +27,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::schema::transform::{self, FieldPath, MAX_DEPTH, OnRecursion};
+use tool_schema::transform::{self, FieldPath, OnRecursion};
+use tool_schema::vocabulary::MAX_DEPTH;
 
 /// The `format`s strict mode accepts.
 pub(super) const STRICT_FORMATS: &[&str] =

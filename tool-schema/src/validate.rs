@@ -98,7 +98,7 @@ pub fn summary(violations: &[Violation]) -> String {
 // Limits
 // ---------------------------------------------------------------------------------------------------------------
 
-pub use crate::limits::Limits;
+use crate::limits::Limits;
 
 /// Checks `v` against `limits`, never recursing deeper than `max_depth` (at most [`MAX_RECURSIVE_DEPTH`] frames;
 /// above that an explicit stack is used) and without allocating.
@@ -118,7 +118,7 @@ pub fn check_limits(v: &Value, limits: &Limits) -> Result<(), Violation> {
 
 /// [`check_limits`], also answering whether `v` may hold a `null` anywhere (learnt on the same walk; `true` when
 /// the exact walk had to decide, which does not look).
-pub(crate) fn check_limits_scan(v: &Value, limits: &Limits) -> Result<bool, Violation> {
+pub fn check_limits_scan(v: &Value, limits: &Limits) -> Result<bool, Violation> {
     if limits.max_depth <= MAX_RECURSIVE_DEPTH {
         let mut scan = Scan::default();
         if size_bound(v, 0, limits.max_depth, &mut scan) && scan.upper <= limits.max_bytes {
@@ -1358,7 +1358,7 @@ mod tests {
         ];
         for schema in &schemas {
             let mut folded = schema.clone();
-            crate::schema::transform::fold_const_one_of(&mut folded);
+            crate::transform::fold_const_one_of(&mut folded);
             assert_ne!(&folded, schema, "nothing was folded in {schema}");
             let (a, b) = (compile(schema.clone()), compile(folded));
             for instance in &instances {
@@ -1395,7 +1395,7 @@ mod tests {
             json!({"oneOf": []}),
         ] {
             let mut folded = schema.clone();
-            crate::schema::transform::fold_const_one_of(&mut folded);
+            crate::transform::fold_const_one_of(&mut folded);
             assert_eq!(folded, schema);
         }
     }

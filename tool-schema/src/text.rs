@@ -6,7 +6,7 @@
 
 /// Whether `a` and `b` are equal.
 #[inline(always)]
-pub(crate) fn same(a: &str, b: &str) -> bool {
+pub fn same(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let n = a.len();
     if n != b.len() {
@@ -21,13 +21,13 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
 
 /// The 8 bytes of `s` from `at` as a little-endian word (0 when there are fewer).
 #[inline(always)]
-pub(crate) fn word8(s: &[u8], at: usize) -> u64 {
+pub fn word8(s: &[u8], at: usize) -> u64 {
     s.get(at..at + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()).map_or(0, u64::from_le_bytes)
 }
 
 /// The 4 bytes of `s` from `at` as a little-endian word (0 when there are fewer).
 #[inline(always)]
-pub(crate) fn word4(s: &[u8], at: usize) -> u32 {
+pub fn word4(s: &[u8], at: usize) -> u32 {
     s.get(at..at + 4).and_then(|w| <[u8; 4]>::try_from(w).ok()).map_or(0, u32::from_le_bytes)
 }
 

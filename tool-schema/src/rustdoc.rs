@@ -1,6 +1,6 @@
 //! Rustdoc markup made plain. Doc comments become what a model reads (a tool's description, the descriptions and
 //! titles schemars takes from doc comments), and rustdoc's intra-doc links mean nothing there: a model reads
-//! "Arguments of [`build_status_report`]." as a broken link. [`plain`] turns each link into its text:
+//! "Arguments of \[`build_status_report`\]." as a broken link. [`plain`] turns each link into its text:
 //!
 //! * `` [`x`] `` (and `` [`x`][] ``) becomes `` `x` ``;
 //! * `[text](target)` becomes `text` when `target` is a Rust path (`crate::Foo`, `Self::bar()`, `fn@run`,
@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::vocabulary::{MAX_DEPTH, for_each_child_mut};
 
 /// `text` with rustdoc's intra-doc links made plain (see the module docs); borrowed when there is none.
-pub(crate) fn plain(text: &str) -> Cow<'_, str> {
+pub fn plain(text: &str) -> Cow<'_, str> {
     if !text.contains('[') {
         return Cow::Borrowed(text);
     }
@@ -31,7 +31,7 @@ pub(crate) fn plain(text: &str) -> Cow<'_, str> {
 
 /// Makes every `description` and `title` of `schema` and of its subschemas plain (data positions such as
 /// `default`, `examples`, `enum` and `const` are not schemas, and are left alone).
-pub(crate) fn plain_schema(schema: &mut Value) {
+pub fn plain_schema(schema: &mut Value) {
     fn walk(schema: &mut Value, depth: usize) {
         if depth > MAX_DEPTH {
             return;

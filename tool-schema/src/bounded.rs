@@ -1,7 +1,7 @@
 //! A handler's result turned into a `Value` within the output [`Limits`], stopping as soon as it is certainly too
 //! large or too deep: a tool that returns a gigabyte costs the process about the limit, not the gigabyte twice.
 //!
-//! The result is serialised straight into a `Value` by [`ValueSerializer`], which builds what `serde_json`'s own
+//! The result is serialised straight into a `Value` by `ValueSerializer`, which builds what `serde_json`'s own
 //! value serializer builds (map keys go through `serde_json`'s rules, text it is handed as a value through
 //! `serde_json` itself) and counts on the way. It keeps two counts of the compact JSON size: a lower bound (a
 //! string counts its bytes and quotes but not its escapes, a float one byte), past which it stops, so stopping is
@@ -22,7 +22,7 @@ use crate::limits::Limits;
 
 /// Why a result could not be made a `Value`.
 #[derive(Debug)]
-pub(crate) enum OutputError {
+pub enum OutputError {
     /// It is certainly beyond the limits: what it would exceed, in the words of a `Violation`'s `expected`.
     Exceeded(String),
     /// `serde_json` refused it (a map key that is not a string, a failing `Serialize` impl).
@@ -31,7 +31,7 @@ pub(crate) enum OutputError {
 
 /// Whether a serialised value is known to be within the limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Within {
+pub enum Within {
     /// Certainly: its size's upper bound and its depth are within them.
     Certainly,
     /// Perhaps not: check the value exactly (its escapes may make it too large, or `serde_json` built part of it
@@ -40,10 +40,7 @@ pub(crate) enum Within {
 }
 
 /// `value` as a `Value`, unless it is certainly beyond `limits`; and whether it is certainly within them.
-pub(crate) fn to_value_within<T: Serialize + ?Sized>(
-    value: &T,
-    limits: &Limits,
-) -> Result<(Value, Within), OutputError> {
+pub fn to_value_within<T: Serialize + ?Sized>(value: &T, limits: &Limits) -> Result<(Value, Within), OutputError> {
     let budget = Budget {
         bytes: Cell::new(0),
         slack: Cell::new(0),

@@ -23,11 +23,11 @@ pub(crate) use crate::vocabulary::MAX_DEPTH;
 
 /// How many schema nodes `$ref` inlining may copy in total before it stops expanding references. Guards against
 /// definitions that reference each other in a way that grows exponentially when inlined.
-pub(crate) const INLINE_BUDGET: usize = 100_000;
+pub const INLINE_BUDGET: usize = 100_000;
 
 /// The number formats schemars emits for Rust's integer and float widths. They say nothing a model needs (the
 /// bounds that matter are in `minimum`/`maximum`), so folding drops them silently.
-pub(crate) const NUMERIC_FORMATS: &[&str] = &[
+pub const NUMERIC_FORMATS: &[&str] = &[
     "int", "int8", "int16", "int32", "int64", "int128", "uint", "uint8", "uint16", "uint32", "uint64", "uint128",
     "float", "double",
 ];
@@ -40,36 +40,36 @@ pub(crate) use crate::vocabulary::{Slot, for_each_child, for_each_child_mut, slo
 
 /// Where a subschema sits in the arguments, for messages: `labels`, `items[].name`, `tree.children[]`, `labels.*`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct FieldPath(Vec<String>);
+pub struct FieldPath(Vec<String>);
 
 impl FieldPath {
     /// The path of a named definition (`$defs/Node`), for subschemas reached only through `$defs`.
-    pub(crate) fn definition(name: &str) -> FieldPath {
+    pub fn definition(name: &str) -> FieldPath {
         FieldPath(vec![format!("$defs/{name}")])
     }
 
     /// Enters a property.
-    pub(crate) fn push_field(&mut self, name: &str) {
+    pub fn push_field(&mut self, name: &str) {
         self.0.push(format!(".{name}"));
     }
 
     /// Enters a segment that is not a property: `[]` for array items, `.*` for map values.
-    pub(crate) fn push_raw(&mut self, segment: &'static str) {
+    pub fn push_raw(&mut self, segment: &'static str) {
         self.0.push(segment.to_owned());
     }
 
     /// Leaves the last segment.
-    pub(crate) fn pop(&mut self) {
+    pub fn pop(&mut self) {
         self.0.pop();
     }
 
     /// Whether this is the top level.
-    pub(crate) fn is_root(&self) -> bool {
+    pub fn is_root(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Enters the segment a child keyword adds, if any; returns whether it pushed.
-    pub(crate) fn push_for(&mut self, keyword: &str, name: Option<&str>) -> bool {
+    pub fn push_for(&mut self, keyword: &str, name: Option<&str>) -> bool {
         match (keyword, name) {
             ("properties", Some(n)) => self.push_field(n),
             ("items" | "prefixItems" | "additionalItems" | "contains" | "unevaluatedItems", _) => self.push_raw("[]"),
@@ -80,7 +80,7 @@ impl FieldPath {
     }
 
     /// `field `a.b[]``, or `the top-level arguments object` for the root.
-    pub(crate) fn subject(&self) -> String {
+    pub fn subject(&self) -> String {
         if self.is_root() { "the top-level arguments object".to_owned() } else { format!("field `{self}`") }
     }
 }
@@ -127,7 +127,7 @@ fn child_is_whole(keyword: &str, parent_constrains_properties: bool, parent_whol
 }
 
 /// The `$defs`/`definitions` entry a reference points at: `("$defs", "Name")`.
-pub(crate) fn definition_of(reference: &str) -> Option<(String, String)> {
+pub fn definition_of(reference: &str) -> Option<(String, String)> {
     let pointer = local_pointer(reference)?;
     let (container, name) = pointer.strip_prefix('/')?.split_once('/')?;
     if (container == "$defs" || container == "definitions") && !name.contains('/') {
@@ -183,7 +183,7 @@ fn partial_definitions(root: &Value) -> HashSet<(String, String)> {
 ///
 /// Objects that already say `additionalProperties` or `unevaluatedProperties` (maps, `deny_unknown_fields`, a
 /// flattened map) are left as they are.
-pub(crate) fn close_objects(root: &mut Value) {
+pub fn close_objects(root: &mut Value) {
     fn walk(schema: &mut Value, whole: bool, partial: &HashSet<(String, String)>, depth: usize) {
         if depth > MAX_DEPTH {
             return;
@@ -215,14 +215,14 @@ pub(crate) fn close_objects(root: &mut Value) {
 /// Adds the range of a fixed-width integer `format` (schemars writes `"format": "uint32"` with `"minimum": 0` but no
 /// maximum) as `minimum`/`maximum`, so that out-of-range numbers fail validation with a pointer instead of failing
 /// deserialization later, and the model sees the range. Existing bounds are kept.
-pub(crate) fn bound_integers(root: &mut Value) {
+pub fn bound_integers(root: &mut Value) {
     bound_integer_formats(root, true);
 }
 
 /// Like [`bound_integers`], for the 8, 16 and 32-bit formats only: what a renderer that drops `format` adds so
 /// that the model still reads the range. The 64-bit ranges are those of every JSON integer serde reads, and would
 /// only be noise.
-pub(crate) fn bound_narrow_integers(root: &mut Value) {
+pub fn bound_narrow_integers(root: &mut Value) {
     bound_integer_formats(root, false);
 }
 
@@ -262,7 +262,7 @@ fn bound_integer_formats(root: &mut Value, wide: bool) {
 /// of: ..." or better (for a value of another type than typed branches, the `enum` lists the values where the
 /// `oneOf` said "exactly one of N alternatives"; inside an `Option` the `null` is merged into the list), and an
 /// `enum` is cheaper to check and far cheaper to explain (no sub-error per branch).
-pub(crate) fn fold_const_one_of(root: &mut Value) {
+pub fn fold_const_one_of(root: &mut Value) {
     fn type_fits(t: Option<&Value>, v: &Value) -> bool {
         let Some(t) = t else { return true };
         match (t.as_str(), v) {
@@ -312,7 +312,7 @@ pub(crate) fn fold_const_one_of(root: &mut Value) {
 pub(crate) use crate::vocabulary::{local_pointer, resolve};
 
 /// Resolves a JSON pointer (already percent-decoded) in `root`.
-pub(crate) fn resolve_pointer<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
+pub fn resolve_pointer<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
     root.pointer(pointer)
 }
 
@@ -326,7 +326,7 @@ fn escape_token(token: &str) -> String {
 
 /// What to put where a reference cannot be inlined (recursion, size budget).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OnRecursion {
+pub enum OnRecursion {
     /// A plain stand-in (`{"type": "object", "description": "... (recursive: same shape as `tree`)"}`): no
     /// references remain anywhere. For providers that cannot follow references (Ollama).
     Stub,
@@ -337,7 +337,7 @@ pub(crate) enum OnRecursion {
 
 /// Why a reference was left in place (or replaced by a stand-in).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CutKind {
+pub enum CutKind {
     /// The reference points back at a schema it is inside of.
     Recursive,
     /// The reference is not local, or points nowhere.
@@ -348,20 +348,20 @@ pub(crate) enum CutKind {
 
 /// A reference that was not inlined.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Cut {
+pub struct Cut {
     /// Why.
-    pub(crate) kind: CutKind,
+    pub kind: CutKind,
     /// Where in the arguments.
-    pub(crate) path: FieldPath,
+    pub path: FieldPath,
     /// The reference as written.
-    pub(crate) reference: String,
+    pub reference: String,
     /// Where the target was first expanded (for recursion), e.g. `tree`; empty for the root.
-    pub(crate) target_path: Option<FieldPath>,
+    pub target_path: Option<FieldPath>,
 }
 
 impl Cut {
     /// A sentence for error messages: "field `tree.children[]` is recursive (same shape as `tree`)".
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self.kind {
             CutKind::Recursive => {
                 let target = match &self.target_path {
@@ -384,12 +384,12 @@ impl Cut {
 
 /// The result of [`inline_refs`].
 #[derive(Debug, Clone)]
-pub(crate) struct Inlined {
+pub struct Inlined {
     /// The schema with every reference it could inline inlined, and no `$defs`/`definitions` except the ones
     /// [`OnRecursion::KeepRef`] needs.
-    pub(crate) schema: Value,
+    pub schema: Value,
     /// The references that were not inlined, in the order they were met.
-    pub(crate) cuts: Vec<Cut>,
+    pub cuts: Vec<Cut>,
 }
 
 /// Inlines every local `$ref` of `root`: the definition takes the reference's place, with the annotations next to
@@ -400,7 +400,7 @@ pub(crate) struct Inlined {
 /// A reference to a schema that is being inlined (a recursive type: `struct Node { children: Vec<Node> }`, or `#`
 /// for the root) cannot be inlined; `on_recursion` says what takes its place. The walk terminates on any input:
 /// a reference is never expanded inside itself, and expansion stops after [`INLINE_BUDGET`] copied nodes.
-pub(crate) fn inline_refs(root: &Value, on_recursion: OnRecursion) -> Inlined {
+pub fn inline_refs(root: &Value, on_recursion: OnRecursion) -> Inlined {
     let mut cx = Inliner {
         root,
         on_recursion,
@@ -682,7 +682,7 @@ fn count_nodes(v: &Value, limit: usize) -> usize {
 
 /// The canonical schema for providers that take JSON Schema as it is (Anthropic, Gemini): references inlined
 /// (recursive definitions stay under `$defs`), without `$schema`.
-pub(crate) fn inline_for_json_schema(canonical: &Value) -> Value {
+pub fn inline_for_json_schema(canonical: &Value) -> Value {
     let mut schema = inline_refs(canonical, OnRecursion::KeepRef).schema;
     if let Value::Object(map) = &mut schema {
         map.shift_remove("$schema");
@@ -692,7 +692,7 @@ pub(crate) fn inline_for_json_schema(canonical: &Value) -> Value {
 
 /// Whether `schema` contains a `$ref` anywhere (in a schema position).
 #[cfg(test)]
-pub(crate) fn has_ref(schema: &Value) -> bool {
+pub fn has_ref(schema: &Value) -> bool {
     fn walk(schema: &Value, depth: usize) -> bool {
         if depth > MAX_DEPTH {
             return false;
@@ -713,7 +713,7 @@ pub(crate) fn has_ref(schema: &Value) -> bool {
 
 /// Whether `v` is a schema that accepts only `null` (`{"type": "null"}`, `{"const": null}`, `{"enum": [null]}`),
 /// annotations aside.
-pub(crate) fn is_null_only(v: &Value) -> bool {
+pub fn is_null_only(v: &Value) -> bool {
     let Value::Object(map) = v else { return false };
     let null_type = map.get("type").and_then(Value::as_str) == Some("null");
     let null_const = map.get("const") == Some(&Value::Null);
@@ -725,7 +725,7 @@ pub(crate) fn is_null_only(v: &Value) -> bool {
 /// Whether `schema` accepts `null` (its `type`, `const`, `enum`, `anyOf`/`oneOf`/`allOf` branches allow it),
 /// following references in `root`. A schema that restricts none of these (`{}`, or only object keywords) accepts
 /// `null`. A schema with `not` is conservatively taken not to.
-pub(crate) fn accepts_null(root: &Value, schema: &Value) -> bool {
+pub fn accepts_null(root: &Value, schema: &Value) -> bool {
     fn walk(root: &Value, schema: &Value, depth: usize) -> bool {
         if depth > MAX_DEPTH {
             return false;
@@ -770,7 +770,7 @@ pub(crate) fn accepts_null(root: &Value, schema: &Value) -> bool {
 /// * `null` leaves `enum`.
 ///
 /// A schema that accepts only `null` is left as it is.
-pub(crate) fn strip_null(map: &mut Map<String, Value>) {
+pub fn strip_null(map: &mut Map<String, Value>) {
     if let Some(Value::Array(types)) = map.get_mut("type")
         && types.iter().any(|t| t != "null")
     {
@@ -848,7 +848,7 @@ fn json_type(v: &Value) -> &'static str {
 /// A union (`anyOf`/`oneOf`) of literals only (a unit enum: schemars emits `oneOf` of `const`s when the variants
 /// have doc comments) becomes one `enum` with a `type`. Returns each value with its branch's description, or
 /// `None` if the schema has no such union.
-pub(crate) fn collapse_literal_union(map: &mut Map<String, Value>) -> Option<Vec<(Value, Option<String>)>> {
+pub fn collapse_literal_union(map: &mut Map<String, Value>) -> Option<Vec<(Value, Option<String>)>> {
     let keyword = ["oneOf", "anyOf"].into_iter().find(|k| {
         map.get(*k)
             .and_then(Value::as_array)
@@ -899,7 +899,7 @@ pub(crate) fn collapse_literal_union(map: &mut Map<String, Value>) -> Option<Vec
 
 /// The note listing documented enum values: `Values: "low" = Lowest; "high" = Highest.` `None` when no value has
 /// documentation (the `enum` says it all).
-pub(crate) fn values_note(docs: &[(Value, Option<String>)]) -> Option<String> {
+pub fn values_note(docs: &[(Value, Option<String>)]) -> Option<String> {
     if docs.iter().all(|(_, d)| d.as_deref().is_none_or(|d| d.trim().is_empty())) {
         return None;
     }
@@ -917,14 +917,14 @@ pub(crate) fn values_note(docs: &[(Value, Option<String>)]) -> Option<String> {
 /// ([`values_note`]): what the renderers send to providers that take no `oneOf` of `const`s (Ollama, Gemini).
 /// Returns the note, for the caller to put into the description; `None` when nothing had documentation or there
 /// was no such union.
-pub(crate) fn collapse_documented_enum(map: &mut Map<String, Value>) -> Option<String> {
+pub fn collapse_documented_enum(map: &mut Map<String, Value>) -> Option<String> {
     collapse_literal_union(map).and_then(|docs| values_note(&docs))
 }
 
 /// Merges the branches of an `allOf` into the schema itself where that is exact (no keyword disagrees; properties
 /// and `required` are unioned). Returns `true` when no `allOf` remains; otherwise the branches that could not be
 /// merged stay in `allOf`.
-pub(crate) fn merge_all_of(map: &mut Map<String, Value>) -> bool {
+pub fn merge_all_of(map: &mut Map<String, Value>) -> bool {
     merge_all_of_at(map, 0)
 }
 
@@ -1011,7 +1011,7 @@ fn merge_conjunct(
 /// `Format: date-time.`, `Minimum: 0.`, `Pattern: ^INC-[0-9]+$.`, `Default: 10.` Formats that only name a Rust
 /// number width (`int32`, `uint8`, `double`, ...) are removed without a note. Keywords not understood here are
 /// removed with a generic note.
-pub(crate) fn fold_keywords(map: &mut Map<String, Value>, keywords: &[&str]) -> Vec<String> {
+pub fn fold_keywords(map: &mut Map<String, Value>, keywords: &[&str]) -> Vec<String> {
     let mut notes = Vec::new();
     for keyword in keywords {
         let Some(value) = map.shift_remove(*keyword) else { continue };
@@ -1078,7 +1078,7 @@ fn note_for(keyword: &str, value: &Value) -> Option<String> {
 }
 
 /// Appends notes to the schema's `description` (creating it if needed), one sentence each.
-pub(crate) fn append_notes(map: &mut Map<String, Value>, notes: &[String]) {
+pub fn append_notes(map: &mut Map<String, Value>, notes: &[String]) {
     if notes.is_empty() {
         return;
     }
@@ -1091,13 +1091,13 @@ pub(crate) fn append_notes(map: &mut Map<String, Value>, notes: &[String]) {
 }
 
 /// `text`, trimmed, ending in sentence punctuation.
-pub(crate) fn with_period(text: &str) -> String {
+pub fn with_period(text: &str) -> String {
     let t = text.trim();
     if t.ends_with(['.', '!', '?', ':', ';']) { t.to_owned() } else { format!("{t}.") }
 }
 
 /// Compact JSON of `v`, shortened to about 80 characters.
-pub(crate) fn short_json(v: &Value) -> String {
+pub fn short_json(v: &Value) -> String {
     const MAX: usize = 80;
     let s = v.to_string();
     if s.chars().count() <= MAX {
@@ -1115,7 +1115,7 @@ pub(crate) fn short_json(v: &Value) -> String {
 
 /// A short readable description of what `schema` accepts, for notes: `string`, `integer`, `array of string`,
 /// `object {street, zip?}`, `"low" | "high"`, `map of integer`.
-pub(crate) fn summarize(schema: &Value) -> String {
+pub fn summarize(schema: &Value) -> String {
     fn walk(schema: &Value, depth: usize) -> String {
         let map = match schema {
             Value::Bool(true) => return "any value".to_owned(),

@@ -93,25 +93,35 @@ pub fn write_canonical<W: Write>(v: &Value, out: &mut W) -> io::Result<()> {
 }
 
 /// 64-bit FNV-1a, fed through `io::Write`.
-pub(crate) struct Fnv1a(u64);
+#[derive(Debug, Clone)]
+pub struct Fnv1a(u64);
 
 impl Fnv1a {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
 
-    pub(crate) fn new() -> Fnv1a {
+    /// The hash of no bytes (the FNV offset basis).
+    pub fn new() -> Fnv1a {
         Fnv1a(Self::OFFSET)
     }
 
-    pub(crate) fn update(&mut self, bytes: &[u8]) {
+    /// Feeds `bytes`.
+    pub fn update(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 ^= u64::from(b);
             self.0 = self.0.wrapping_mul(Self::PRIME);
         }
     }
 
-    pub(crate) fn finish(&self) -> u64 {
+    /// The hash of the bytes fed so far.
+    pub fn finish(&self) -> u64 {
         self.0
+    }
+}
+
+impl Default for Fnv1a {
+    fn default() -> Fnv1a {
+        Fnv1a::new()
     }
 }
 
@@ -127,25 +137,35 @@ impl Write for Fnv1a {
 }
 
 /// 128-bit FNV-1a, for identifiers that must not collide by chance (idempotency keys).
-pub(crate) struct Fnv1a128(u128);
+#[derive(Debug, Clone)]
+pub struct Fnv1a128(u128);
 
 impl Fnv1a128 {
     const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
     const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
 
-    pub(crate) fn new() -> Fnv1a128 {
+    /// The hash of no bytes (the FNV offset basis).
+    pub fn new() -> Fnv1a128 {
         Fnv1a128(Self::OFFSET)
     }
 
-    pub(crate) fn update(&mut self, bytes: &[u8]) {
+    /// Feeds `bytes`.
+    pub fn update(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 ^= u128::from(b);
             self.0 = self.0.wrapping_mul(Self::PRIME);
         }
     }
 
-    pub(crate) fn finish(&self) -> u128 {
+    /// The hash of the bytes fed so far.
+    pub fn finish(&self) -> u128 {
         self.0
+    }
+}
+
+impl Default for Fnv1a128 {
+    fn default() -> Fnv1a128 {
+        Fnv1a128::new()
     }
 }
 
