@@ -55,12 +55,12 @@ const CRATES: &[Crate] = &[
             &["executor"],
             &["event", "pending"],
             &["run"],
-            &["lint", "lock"],
         ],
         // The support of generated code may use anything.
         above_all: &["lib", "__private"],
         test_only: &["schema/fixtures.rs"],
     },
+    Crate { dir: "tool-contract", layers: &[&["lint", "lock"]], above_all: &["lib"], test_only: &[] },
     Crate {
         dir: "tool-mcp",
         layers: &[

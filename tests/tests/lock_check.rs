@@ -1,7 +1,7 @@
-//! The schema lock as a user's test uses it: `tool_core::lock::check` against a lock's text.
+//! The schema lock as a user's test uses it: `tool_contract::lock::check` against a lock's text.
 
 use serde_json::{Value, json};
-use tool_core::lock::{self, ChangeLevel, Lock, ToolStatus};
+use tool_contract::lock::{self, ChangeLevel, Lock, ToolStatus};
 use tool_core::{Registry, ToolDefinition, ToolError};
 
 tool_core::link_tools!(examples);

@@ -49,8 +49,8 @@ mod failure;
 use clap::{Parser, Subcommand, ValueEnum};
 use failure::{Failure, Outcome, fail, io};
 use serde_json::{Value, json};
-use tool_core::lint::{Finding, Severity, lint_all};
-use tool_core::lock::{self, Lock, ToolStatus};
+use tool_contract::lint::{Finding, Severity, lint_all};
+use tool_contract::lock::{self, Lock, ToolStatus};
 use tool_core::{Approval, CallOptions, Executor, ExecutorBuilder, Provider, Registry, ToolCall, ToolView};
 
 /// The `keel` command over the tools linked into this binary: `tool_cli::main()` in a binary's `main`.

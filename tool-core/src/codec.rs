@@ -206,7 +206,7 @@ impl Codec {
 
     /// What this provider's format does not carry of the view's tools, as data: for each tool, what its entry
     /// adapts, drops or cannot carry, and what the provider's replies lose. `keel check` and
-    /// [`lint`](crate::lint) report these.
+    /// `tool_contract::lint` report these.
     pub fn losses(&self) -> Vec<Loss> {
         let mut out: Vec<Loss> = self.view.iter().flat_map(|def| entry_losses(self.provider, def)).collect();
         out.extend(format_losses(self.provider));
@@ -280,8 +280,24 @@ impl Codec {
     }
 }
 
+impl ToolDefinition {
+    /// What `provider`'s tool-list entry for this tool adapts, drops or cannot carry: the part of
+    /// [`Codec::losses`] about this tool, without building a view.
+    pub fn losses(&self, provider: Provider) -> Vec<Loss> {
+        entry_losses(provider, self)
+    }
+}
+
+impl Provider {
+    /// What this provider's reply format does not carry, whatever the tools (the entries of tool `*` in
+    /// [`Codec::losses`]).
+    pub fn reply_losses(self) -> Vec<Loss> {
+        format_losses(self)
+    }
+}
+
 /// What `provider`'s entry for `def` does not carry (the part of [`Codec::losses`] about that tool).
-pub(crate) fn entry_losses(provider: Provider, def: &ToolDefinition) -> Vec<Loss> {
+fn entry_losses(provider: Provider, def: &ToolDefinition) -> Vec<Loss> {
     let mut out = Vec::new();
     let entry = def.render(provider);
     let mut push = |at: String, kind: LossKind, message: String| {
@@ -297,7 +313,7 @@ pub(crate) fn entry_losses(provider: Provider, def: &ToolDefinition) -> Vec<Loss
 }
 
 /// What `provider`'s reply format does not carry (tool `*`).
-pub(crate) fn format_losses(provider: Provider) -> Vec<Loss> {
+fn format_losses(provider: Provider) -> Vec<Loss> {
     let mut out = Vec::new();
     let mut push = |at: String, kind: LossKind, message: String| {
         out.push(Loss { provider, tool: "*".to_owned(), at, kind, message });

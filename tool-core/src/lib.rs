@@ -70,10 +70,11 @@ extern crate self as tool_core;
 // The modules form layers; each imports only the ones above it in this list (checked by the `layers` test of `tests/`):
 //   effect, error, failure, clock -> input -> call, context, content -> params, result
 //   -> schema (canonical schemas) -> definition -> arguments -> view -> codec -> registry -> policy
-//   -> executor -> event, pending -> run -> lint, lock.
-// The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `tool-schema` crate.
-// The core modules are private: each of their public items has one path, at the root. `canonical`, `lint`,
-// `lock`, `name` and `vocabulary` are toolboxes whose items are only there.
+//   -> executor -> event, pending -> run.
+// The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `tool-schema` crate;
+// the contract tools (the schema lock and the provider lint) are `tool-contract`.
+// The core modules are private: each of their public items has one path, at the root. `canonical`, `name` and
+// `vocabulary` are toolboxes whose items are only there.
 mod arguments;
 mod call;
 mod clock;
@@ -87,8 +88,6 @@ mod event;
 mod executor;
 mod failure;
 mod input;
-pub mod lint;
-pub mod lock;
 #[cfg(feature = "otel")]
 mod otel;
 mod params;

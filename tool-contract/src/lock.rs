@@ -7,7 +7,8 @@
 //!
 //! ```
 //! use serde_json::json;
-//! use tool_core::{Registry, ToolDefinition, ToolError, lock};
+//! use tool_contract::lock;
+//! use tool_core::{Registry, ToolDefinition, ToolError};
 //!
 //! fn search(version: &'static str, schema: serde_json::Value) -> ToolDefinition {
 //!     ToolDefinition::builder("incident.search")
@@ -74,9 +75,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::definition::ToolDefinition;
-use crate::name::parse_version;
-use crate::registry::Registry;
+use tool_core::name::parse_version;
+use tool_core::{Registry, ToolDefinition};
 use tool_schema::canonical::canonical_json;
 use tool_schema::vocabulary::{self, MAX_DEPTH};
 
@@ -1106,7 +1106,7 @@ fn status(old: &LockEntry, new: &LockEntry) -> ToolStatus {
 /// #[test]
 /// fn schema_lock() {
 ///     let registry = tool_core::Registry::from_inventory().unwrap();
-///     tool_core::lock::assert_lock(&registry, include_str!("../keel.lock"));
+///     tool_contract::lock::assert_lock(&registry, include_str!("../keel.lock"));
 /// }
 /// ```
 #[track_caller]

@@ -1,0 +1,19 @@
+//! keel's contract tools, for CI and for `keel check` / `keel lock`: they read a registry's tools and change
+//! nothing.
+//!
+//! - [`lock`]: the schema lock. A committed file pins each tool's name, version and schemas;
+//!   [`lock::assert_lock`] in a test fails when a tool's contract changed without the version bump the change
+//!   needs (breaking: major, additive: minor, wording: patch).
+//! - [`lint`]: what each provider will silently drop or reject from a tool, found before a model sees it.
+//!
+//! ```no_run
+//! # fn registry() -> tool_core::Registry { unimplemented!() }
+//! // In a test of the crate that links your tools:
+//! tool_contract::lock::assert_lock(&registry(), include_str!("../../keel.lock"));
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+// The modules form one layer: neither imports the other (checked by the `layers` test of `tests/`).
+pub mod lint;
+pub mod lock;
