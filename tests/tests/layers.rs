@@ -28,7 +28,11 @@ const CRATES: &[Crate] = &[
     Crate { dir: "tool-names", layers: &[], above_all: &["lib"], test_only: &[] },
     Crate {
         dir: "tool-schema",
-        layers: &[&["limits", "text", "vocabulary"], &["canonical", "rustdoc", "transform", "validate", "bounded"]],
+        layers: &[
+            &["limits", "text", "vocabulary"],
+            &["canonical", "rustdoc", "transform", "validate", "bounded"],
+            &["dialect"],
+        ],
         above_all: &["lib"],
         test_only: &[],
     },

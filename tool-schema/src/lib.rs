@@ -9,7 +9,8 @@
 //!   ([`validate::check_limits`]); [`bounded`] serialises a result straight into a value within those limits.
 //! - [`canonical`] gives one byte-exact text, and hashes, per JSON value; [`vocabulary`] knows every keyword and
 //!   where it holds subschemas; [`transform`] holds the pure schema rewrites that the provider renderers build
-//!   on; [`rustdoc`] turns doc-comment markup into the plain text a model reads.
+//!   on, and [`dialect`] the subsets Ollama and OpenAI's strict mode accept; [`rustdoc`] turns doc-comment markup
+//!   into the plain text a model reads.
 //!
 //! Nothing here panics on any input, however malformed: every walk has a depth limit and non-schema values are
 //! copied through unchanged.
@@ -32,9 +33,11 @@
 #![warn(missing_docs)]
 
 // The modules form layers; each imports only the ones above it in this list (checked by the `layers` test of
-// `tests/`): limits, text, vocabulary -> bounded, canonical, rustdoc, transform, validate.
+// `tests/`): limits, text, vocabulary -> bounded, canonical, rustdoc, transform, validate
+// -> dialect.
 pub mod bounded;
 pub mod canonical;
+pub mod dialect;
 mod limits;
 pub mod rustdoc;
 pub mod text;
