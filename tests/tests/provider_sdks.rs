@@ -33,7 +33,7 @@ fn tools_of(registry: &Registry, module: &str) -> Vec<Arc<ToolDefinition>> {
             Origin::Compiled { location, .. } => {
                 location.module_path == module || location.module_path.starts_with(&format!("{module}::"))
             }
-            Origin::Dynamic { .. } => false,
+            _ => false,
         })
         .cloned()
         .collect()

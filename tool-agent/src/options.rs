@@ -34,6 +34,7 @@ impl ToolChoice {
 /// again after every result), so the usual policy forces the first turn and lets the model decide afterwards:
 /// [`ChoicePolicy::first_then`].
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum ChoicePolicy {
     /// The same choice on every turn.
     Every(ToolChoice),

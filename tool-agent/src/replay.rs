@@ -17,6 +17,7 @@ enum Recorded {
 
 /// Where a replay script's responses came from, stated in every transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum ReplayOrigin {
     /// Written by hand (a synthetic script): no model produced these responses. The default.
     #[default]

@@ -77,6 +77,7 @@ fn is_ident(s: &str) -> bool {
 
 /// What a local row's locator names.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LocalTarget {
     /// A compiled tool, by its tool name.
     Name(String),
@@ -150,6 +151,7 @@ fn common_checks(locator: &str) -> Result<(), String> {
 
 /// Where a remote row's MCP server is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Endpoint {
     /// A Streamable HTTP endpoint.
     Http {

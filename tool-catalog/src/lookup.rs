@@ -13,6 +13,7 @@ use crate::locator::{LocalTarget, RustPath};
 
 /// What a local target turned out to be.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Lookup {
     /// A compiled tool: the registry's own definition (not a copy).
     Found(Arc<ToolDefinition>),
@@ -98,6 +99,6 @@ impl ToolLookup for RegistryLookup {
 pub(crate) fn module_of(def: &ToolDefinition) -> Option<RustPath> {
     match def.origin() {
         Origin::Compiled { location, .. } => RustPath::parse(location.module_path),
-        Origin::Dynamic { .. } => None,
+        _ => None,
     }
 }

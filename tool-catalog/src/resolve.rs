@@ -22,6 +22,7 @@ const NAMESPACE: &str = "catalog";
 
 /// A row resolved into a tool.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Resolved {
     /// A local row: the compiled tool it names, and what the view serves.
     Local {

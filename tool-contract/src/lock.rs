@@ -874,6 +874,7 @@ pub fn bump_satisfies(old: &str, new: &str, level: ChangeLevel) -> bool {
 /// What [`check`] found for one tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolStatus {
     /// Same schemas, same version.
     Unchanged,

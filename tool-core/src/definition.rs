@@ -38,6 +38,7 @@ impl fmt::Display for SourceLocation {
 
 /// Where a definition came from.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Origin {
     /// Declared with `#[tool]` and compiled into this binary.
     Compiled {
@@ -120,6 +121,7 @@ impl IntoDynHandler for Arc<dyn DynHandler> {
 
 /// The type-erased entry point of a tool.
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum Handler {
     /// An `async fn`: polled on the caller's task.
     Async(fn(Value, CallContext) -> BoxFuture<Result<Value, ToolError>>),

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// What a tool does to the world. Decides the default approval policy and the MCP annotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Effect {
     /// Reads only; runs without approval.
     Read,

@@ -151,6 +151,7 @@ impl PartialEq for Signer {
 
 /// What a human decided about a [`PendingCall`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Resolution {
     /// Run the call, with an approval for exactly its arguments.
     Approve,

@@ -326,6 +326,7 @@ fn escape_token(token: &str) -> String {
 
 /// What to put where a reference cannot be inlined (recursion, size budget).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OnRecursion {
     /// A plain stand-in (`{"type": "object", "description": "... (recursive: same shape as `tree`)"}`): no
     /// references remain anywhere. For providers that cannot follow references (Ollama).
@@ -337,6 +338,7 @@ pub enum OnRecursion {
 
 /// Why a reference was left in place (or replaced by a stand-in).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CutKind {
     /// The reference points back at a schema it is inside of.
     Recursive,
