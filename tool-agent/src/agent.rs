@@ -200,3 +200,24 @@ pub fn transcript(model: &dyn ChatModel, messages: &[Message]) -> Vec<String> {
     lines.extend(messages.iter().map(Message::display_line));
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn a_model_error_is_the_source_with_its_own() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let error = ModelError::Replay { line: 0, message: "cannot read s: gone".into(), source: Some(Arc::new(io)) };
+        let e = AgentError::Model { turn: 3, error: error.clone() };
+        assert_eq!(e.to_string(), "turn 3: replay script: cannot read s: gone");
+        let model = e.source().and_then(|s| s.downcast_ref::<ModelError>()).expect("the ModelError");
+        assert_eq!(model, &error);
+        let io = model.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("its io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert!(AgentError::RunEnded { terminal: Decision::Error }.source().is_none());
+    }
+}

@@ -1,6 +1,7 @@
 //! The HTTP layer shared by the clients: one `reqwest` client with timeouts, a bounded body read, and every
 //! failure mapped to a [`ModelError`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -41,14 +42,12 @@ pub(crate) fn base_url(base: &str) -> Result<String, ModelError> {
     let trimmed = base.trim().trim_end_matches('/');
     let host = trimmed.strip_prefix("http://").or_else(|| trimmed.strip_prefix("https://"));
     if host.is_none_or(str::is_empty) {
-        return Err(ModelError::Config { message: format!("base URL {base:?} is not an http:// or https:// URL") });
+        return Err(ModelError::config(format!("base URL {base:?} is not an http:// or https:// URL")));
     }
     if trimmed.starts_with("https://") && !cfg!(feature = "rustls") {
-        return Err(ModelError::Config {
-            message: format!(
-                "base URL {base:?} needs HTTPS; enable tool-agent's `rustls` feature (this build speaks plain HTTP only)"
-            ),
-        });
+        return Err(ModelError::config(format!(
+            "base URL {base:?} needs HTTPS; enable tool-agent's `rustls` feature (this build speaks plain HTTP only)"
+        )));
     }
     Ok(trimmed.to_owned())
 }
@@ -58,7 +57,7 @@ pub(crate) fn base_url(base: &str) -> Result<String, ModelError> {
 pub(crate) fn client_parts(base: &str, model: &str, config: HttpConfig) -> Result<(String, Http), ModelError> {
     let base = base_url(base)?;
     if model.trim().is_empty() {
-        return Err(ModelError::Config { message: "the model name is empty".into() });
+        return Err(ModelError::config("the model name is empty"));
     }
     Ok((base, Http::new(config)?))
 }
@@ -96,7 +95,10 @@ impl Http {
             .timeout(config.timeout)
             .connect_timeout(config.connect_timeout)
             .build()
-            .map_err(|e| ModelError::Config { message: format!("cannot build the HTTP client: {e}") })?;
+            .map_err(|e| ModelError::Config {
+                message: format!("cannot build the HTTP client: {e}"),
+                source: Some(Arc::new(e)),
+            })?;
         Ok(Http { client, config })
     }
 
@@ -104,21 +106,25 @@ impl Http {
         self.config
     }
 
-    fn transport_error(&self, url: &str, e: &reqwest::Error) -> ModelError {
+    /// The error of a request that failed in the transport, keeping reqwest's error as its source.
+    fn transport_error(&self, url: &str, e: reqwest::Error) -> ModelError {
+        let url = url.to_owned();
         if e.is_timeout() {
-            ModelError::Timeout { url: url.to_owned(), after: self.config.timeout }
+            ModelError::Timeout { url, after: self.config.timeout, source: Arc::new(e) }
         } else if e.is_connect() {
-            ModelError::Connect { url: url.to_owned(), message: error_chain(e) }
+            ModelError::Connect { url, source: Arc::new(e) }
         } else {
-            ModelError::Http { url: url.to_owned(), message: error_chain(e) }
+            ModelError::Http { url, source: Arc::new(e) }
         }
     }
 
     /// POSTs `body` as JSON and reads a JSON answer. A non-success status is [`ModelError::Status`] (with the
     /// server's error message when it sent one); a body that is not JSON is [`ModelError::Malformed`].
     pub(crate) async fn post_json(&self, url: &str, body: &Value, bearer: Option<&str>) -> Result<Value, ModelError> {
-        let bytes = serde_json::to_vec(body)
-            .map_err(|e| ModelError::Config { message: format!("cannot serialize the request: {e}") })?;
+        let bytes = serde_json::to_vec(body).map_err(|e| ModelError::Config {
+            message: format!("cannot serialize the request: {e}"),
+            source: Some(Arc::new(e)),
+        })?;
         let mut request = self
             .client
             .post(url)
@@ -128,11 +134,11 @@ impl Http {
         if let Some(token) = bearer {
             request = request.bearer_auth(token);
         }
-        let mut response = request.send().await.map_err(|e| self.transport_error(url, &e))?;
+        let mut response = request.send().await.map_err(|e| self.transport_error(url, e))?;
         let status = response.status();
         let limit = self.config.max_response_bytes;
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| self.transport_error(url, &e))? {
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.transport_error(url, e))? {
             if body.len() + chunk.len() > limit {
                 return Err(ModelError::TooLarge { url: url.to_owned(), limit });
             }
@@ -146,24 +152,11 @@ impl Http {
             };
             return Err(ModelError::Status { url: url.to_owned(), status: status.as_u16(), message });
         }
-        parsed.map_err(|e| {
-            ModelError::malformed(format!("the body is not JSON (line {}, column {})", e.line(), e.column()))
+        parsed.map_err(|e| ModelError::Malformed {
+            message: format!("the body is not JSON (line {}, column {})", e.line(), e.column()),
+            source: Some(Arc::new(e)),
         })
     }
-}
-
-/// The error and its sources, joined: reqwest's own text is often just "error sending request".
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    parts.join(": ")
 }
 
 #[cfg(test)]
@@ -178,5 +171,96 @@ mod tests {
         assert!(base_url("ftp://x").is_err());
         assert!(base_url("https://").is_err());
         assert_eq!(base_url("https://api.example.com/v1").is_ok(), cfg!(feature = "rustls"));
+    }
+
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// A server on a free local port that answers one request with `response` once it has read the request,
+    /// after `delay`.
+    fn serve_once(response: &'static [u8], delay: Duration) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/api/chat", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else { return };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            // The headers, then the body (the client always sends a Content-Length).
+            while let Ok(n @ 1..) = stream.read(&mut buf) {
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if request.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+            }
+            std::thread::sleep(delay);
+            let _ = stream.write_all(response);
+        });
+        url
+    }
+
+    fn http(timeout: Duration) -> Http {
+        Http::new(HttpConfig { timeout, connect_timeout: Duration::from_secs(5), ..HttpConfig::default() }).unwrap()
+    }
+
+    /// The reqwest error an error keeps as its source.
+    fn reqwest_source(e: &ModelError) -> &reqwest::Error {
+        let source = std::error::Error::source(e).expect("a transport error keeps its source");
+        source.downcast_ref::<reqwest::Error>().expect("the source is reqwest's error")
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_keeps_reqwests_error() {
+        let url = {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}/api/chat", listener.local_addr().unwrap())
+        };
+        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None).await.unwrap_err();
+        assert!(matches!(e, ModelError::Connect { .. }), "{e:?}");
+        assert!(reqwest_source(&e).is_connect());
+        // The text names the cause, as it did when the chain was flattened into a string.
+        assert!(e.to_string().starts_with(&format!("cannot reach {url}: ")), "{e}");
+        assert!(e.to_string().len() > format!("cannot reach {url}: ").len() + 10, "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_timeout_keeps_reqwests_error() {
+        let url = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}", Duration::from_secs(3));
+        let e = http(Duration::from_millis(200)).post_json(&url, &Value::Null, None).await.unwrap_err();
+        assert!(matches!(e, ModelError::Timeout { after, .. } if after == Duration::from_millis(200)), "{e:?}");
+        assert!(reqwest_source(&e).is_timeout());
+        assert_eq!(e.to_string(), format!("{url} did not answer within 200 ms"));
+    }
+
+    #[tokio::test]
+    async fn another_transport_failure_keeps_reqwests_error() {
+        let url = serve_once(b"this is not HTTP\r\n\r\n", Duration::ZERO);
+        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None).await.unwrap_err();
+        assert!(matches!(e, ModelError::Http { .. }), "{e:?}");
+        let source = reqwest_source(&e);
+        assert!(!source.is_connect() && !source.is_timeout());
+        assert!(e.to_string().starts_with(&format!("request to {url} failed: ")), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_json_keeps_the_parsers_error() {
+        let url = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello", Duration::ZERO);
+        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None).await.unwrap_err();
+        assert_eq!(e.to_string(), "malformed model response: the body is not JSON (line 1, column 1)");
+        let source = std::error::Error::source(&e).unwrap();
+        let json = source.downcast_ref::<serde_json::Error>().expect("serde_json's error");
+        assert_eq!((json.line(), json.column()), (1, 1));
+        // A status error has no source: it is the server's answer, not another error.
+        let url = serve_once(b"HTTP/1.1 404 Not Found\r\ncontent-length: 4\r\n\r\nnope", Duration::ZERO);
+        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None).await.unwrap_err();
+        assert_eq!(e, ModelError::Status { url, status: 404, message: "nope".into() });
+        assert!(std::error::Error::source(&e).is_none());
     }
 }

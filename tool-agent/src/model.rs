@@ -4,6 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -247,20 +248,29 @@ impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
 }
 
 /// Why a turn produced no assistant message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// A variant that comes from another error (the transport's, a JSON parser's, the file system's) keeps it as
+/// `source`, returned by [`std::error::Error::source`]; it is shared (`Arc`) so the error stays `Clone`. The
+/// [`Display`](fmt::Display) text still holds what the source said, as it did before the source was kept. Two errors
+/// are equal when their fields are, sources compared by the text of their chains.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum ModelError {
-    /// The client is misconfigured (a base URL that is not `http(s)://...`, HTTPS without TLS support).
+    /// The client is misconfigured (a base URL that is not `http(s)://...`, HTTPS without TLS support), or the
+    /// HTTP client or the request could not be built.
     Config {
         /// What is wrong.
         message: String,
+        /// The error it comes from (reqwest's when the HTTP client cannot be built, serde_json's when the request
+        /// cannot be serialized); `None` for a configuration refused by the client itself.
+        source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
     },
     /// The server could not be reached (connection refused, DNS, TLS).
     Connect {
         /// The request URL.
         url: String,
-        /// The transport's description.
-        message: String,
+        /// The transport's error (a `reqwest::Error` for the bundled clients).
+        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// The request did not complete in time.
     Timeout {
@@ -268,6 +278,8 @@ pub enum ModelError {
         url: String,
         /// The configured limit.
         after: Duration,
+        /// The transport's error (a `reqwest::Error` for the bundled clients).
+        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// The server answered with a non-success status.
     Status {
@@ -289,8 +301,8 @@ pub enum ModelError {
     Http {
         /// The request URL.
         url: String,
-        /// The transport's description.
-        message: String,
+        /// The transport's error (a `reqwest::Error` for the bundled clients).
+        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// The server reported an error inside a success response.
     Server {
@@ -301,6 +313,9 @@ pub enum ModelError {
     Malformed {
         /// What is wrong, e.g. "the response has no `message` object".
         message: String,
+        /// The parser's error when one said so (serde_json's for a body that is not JSON, the codec's
+        /// [`MessageError`](tool_core::MessageError) for an assistant message of the wrong shape); `None` otherwise.
+        source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
     },
     /// A replay script has no response left for this turn.
     ReplayExhausted {
@@ -315,37 +330,234 @@ pub enum ModelError {
         line: usize,
         /// What is wrong.
         message: String,
+        /// The error it comes from (`std::io::Error` for a file that cannot be read, serde_json's for a line that
+        /// is not JSON); `None` for a line that is JSON but no response.
+        source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
     },
 }
 
 impl ModelError {
+    pub(crate) fn config(message: impl Into<String>) -> ModelError {
+        ModelError::Config { message: message.into(), source: None }
+    }
+
     pub(crate) fn malformed(message: impl Into<String>) -> ModelError {
-        ModelError::Malformed { message: message.into() }
+        ModelError::Malformed { message: message.into(), source: None }
     }
 }
 
 impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ModelError::Config { message } => write!(f, "model client configuration: {message}"),
-            ModelError::Connect { url, message } => write!(f, "cannot reach {url}: {message}"),
-            ModelError::Timeout { url, after } => {
+            ModelError::Config { message, .. } => write!(f, "model client configuration: {message}"),
+            ModelError::Connect { url, source } => {
+                write!(f, "cannot reach {url}: ")?;
+                write_chain(f, &**source)
+            }
+            ModelError::Timeout { url, after, .. } => {
                 write!(f, "{url} did not answer within {} ms", after.as_millis())
             }
             ModelError::Status { url, status, message } => write!(f, "{url} answered {status}: {message}"),
             ModelError::TooLarge { url, limit } => {
                 write!(f, "the response from {url} is larger than the limit of {limit} bytes")
             }
-            ModelError::Http { url, message } => write!(f, "request to {url} failed: {message}"),
+            ModelError::Http { url, source } => {
+                write!(f, "request to {url} failed: ")?;
+                write_chain(f, &**source)
+            }
             ModelError::Server { message } => write!(f, "the model server reported an error: {message}"),
-            ModelError::Malformed { message } => write!(f, "malformed model response: {message}"),
+            ModelError::Malformed { message, .. } => write!(f, "malformed model response: {message}"),
             ModelError::ReplayExhausted { turn, responses } => {
                 write!(f, "the replay script has {responses} recorded response(s) and turn {turn} asked for one more")
             }
-            ModelError::Replay { line: 0, message } => write!(f, "replay script: {message}"),
-            ModelError::Replay { line, message } => write!(f, "replay script, line {line}: {message}"),
+            ModelError::Replay { line: 0, message, .. } => write!(f, "replay script: {message}"),
+            ModelError::Replay { line, message, .. } => write!(f, "replay script, line {line}: {message}"),
         }
     }
 }
 
-impl std::error::Error for ModelError {}
+impl std::error::Error for ModelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ModelError::Connect { source, .. }
+            | ModelError::Timeout { source, .. }
+            | ModelError::Http { source, .. } => Some(&**source),
+            ModelError::Config { source, .. }
+            | ModelError::Malformed { source, .. }
+            | ModelError::Replay { source, .. } => source.as_deref().map(|s| s as &(dyn std::error::Error + 'static)),
+            ModelError::Status { .. }
+            | ModelError::TooLarge { .. }
+            | ModelError::Server { .. }
+            | ModelError::ReplayExhausted { .. } => None,
+        }
+    }
+}
+
+impl PartialEq for ModelError {
+    fn eq(&self, other: &ModelError) -> bool {
+        use ModelError as E;
+        match (self, other) {
+            (E::Config { message: m1, source: s1 }, E::Config { message: m2, source: s2 })
+            | (E::Malformed { message: m1, source: s1 }, E::Malformed { message: m2, source: s2 }) => {
+                m1 == m2 && same_optional_source(s1.as_deref(), s2.as_deref())
+            }
+            (E::Connect { url: u1, source: s1 }, E::Connect { url: u2, source: s2 })
+            | (E::Http { url: u1, source: s1 }, E::Http { url: u2, source: s2 }) => {
+                u1 == u2 && same_source(&**s1, &**s2)
+            }
+            (E::Timeout { url: u1, after: a1, source: s1 }, E::Timeout { url: u2, after: a2, source: s2 }) => {
+                u1 == u2 && a1 == a2 && same_source(&**s1, &**s2)
+            }
+            (E::Status { url: u1, status: c1, message: m1 }, E::Status { url: u2, status: c2, message: m2 }) => {
+                u1 == u2 && c1 == c2 && m1 == m2
+            }
+            (E::TooLarge { url: u1, limit: l1 }, E::TooLarge { url: u2, limit: l2 }) => u1 == u2 && l1 == l2,
+            (E::Server { message: m1 }, E::Server { message: m2 }) => m1 == m2,
+            (E::ReplayExhausted { turn: t1, responses: r1 }, E::ReplayExhausted { turn: t2, responses: r2 }) => {
+                t1 == t2 && r1 == r2
+            }
+            (E::Replay { line: l1, message: m1, source: s1 }, E::Replay { line: l2, message: m2, source: s2 }) => {
+                l1 == l2 && m1 == m2 && same_optional_source(s1.as_deref(), s2.as_deref())
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ModelError {}
+
+/// Whether two errors read the same, source by source (errors have no equality of their own).
+fn same_source(a: &(dyn std::error::Error + 'static), b: &(dyn std::error::Error + 'static)) -> bool {
+    let (mut a, mut b) = (Some(a), Some(b));
+    loop {
+        match (a, b) {
+            (None, None) => return true,
+            (Some(x), Some(y)) if x.to_string() == y.to_string() => (a, b) = (x.source(), y.source()),
+            _ => return false,
+        }
+    }
+}
+
+fn same_optional_source(
+    a: Option<&(dyn std::error::Error + Send + Sync + 'static)>,
+    b: Option<&(dyn std::error::Error + Send + Sync + 'static)>,
+) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => same_source(a, b),
+        _ => false,
+    }
+}
+
+/// Writes `e` and its sources joined by `: `, leaving out a source whose text an earlier part already holds:
+/// reqwest's own text is often just "error sending request".
+fn write_chain(f: &mut fmt::Formatter<'_>, e: &(dyn std::error::Error + 'static)) -> fmt::Result {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    f.write_str(&parts.join(": "))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    /// An error with a cause, as reqwest's are: its own text says little.
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("error sending request")
+        }
+    }
+
+    impl Error for Outer {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn refused() -> Arc<dyn Error + Send + Sync> {
+        Arc::new(Outer(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused")))
+    }
+
+    #[test]
+    fn transport_errors_keep_their_source_and_name_its_chain() {
+        let e = ModelError::Connect { url: "http://h/api/chat".into(), source: refused() };
+        assert_eq!(e.to_string(), "cannot reach http://h/api/chat: error sending request: connection refused");
+        let outer = e.source().and_then(|s| s.downcast_ref::<Outer>()).expect("the source as given");
+        assert_eq!(outer.0.kind(), std::io::ErrorKind::ConnectionRefused);
+        let e = ModelError::Http { url: "http://h".into(), source: refused() };
+        assert_eq!(e.to_string(), "request to http://h failed: error sending request: connection refused");
+        assert!(e.source().is_some_and(|s| s.is::<Outer>()));
+        let e = ModelError::Timeout { url: "http://h".into(), after: Duration::from_secs(2), source: refused() };
+        assert_eq!(e.to_string(), "http://h did not answer within 2000 ms");
+        assert!(e.source().is_some_and(|s| s.is::<Outer>()));
+    }
+
+    #[test]
+    fn a_source_text_already_said_is_not_repeated() {
+        let inner = std::io::Error::other("connection refused");
+        let outer = std::io::Error::other(format!("tcp connect error: {inner}"));
+        #[derive(Debug)]
+        struct Pair(std::io::Error, std::io::Error);
+        impl fmt::Display for Pair {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+        impl Error for Pair {
+            fn source(&self) -> Option<&(dyn Error + 'static)> {
+                Some(&self.1)
+            }
+        }
+        let e = ModelError::Connect { url: "u".into(), source: Arc::new(Pair(outer, inner)) };
+        assert_eq!(e.to_string(), "cannot reach u: tcp connect error: connection refused");
+    }
+
+    #[test]
+    fn optional_sources() {
+        let e = ModelError::config("the model name is empty");
+        assert!(e.source().is_none());
+        let json = serde_json::from_str::<Value>("{").unwrap_err();
+        let e = ModelError::Config {
+            message: format!("cannot serialize the request: {json}"),
+            source: Some(Arc::new(json)),
+        };
+        assert!(e.source().is_some_and(|s| s.is::<serde_json::Error>()));
+        assert!(ModelError::malformed("x").source().is_none());
+        for e in [
+            ModelError::Status { url: "u".into(), status: 500, message: "m".into() },
+            ModelError::TooLarge { url: "u".into(), limit: 1 },
+            ModelError::Server { message: "m".into() },
+            ModelError::ReplayExhausted { turn: 2, responses: 1 },
+        ] {
+            assert!(e.source().is_none(), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn equality_compares_fields_and_the_text_of_sources() {
+        let e = ModelError::Connect { url: "u".into(), source: refused() };
+        assert_eq!(e, e.clone());
+        assert_eq!(e, ModelError::Connect { url: "u".into(), source: refused() });
+        assert_ne!(e, ModelError::Connect { url: "v".into(), source: refused() });
+        let other = Arc::new(std::io::Error::other("error sending request"));
+        assert_ne!(e, ModelError::Connect { url: "u".into(), source: other.clone() }, "the chains differ");
+        assert_ne!(e, ModelError::Http { url: "u".into(), source: refused() });
+        let replay =
+            |source: Option<Arc<dyn Error + Send + Sync>>| ModelError::Replay { line: 1, message: "m".into(), source };
+        assert_eq!(replay(None), replay(None));
+        assert_ne!(replay(None), replay(Some(other.clone())));
+        assert_eq!(replay(Some(other.clone())), replay(Some(Arc::new(std::io::Error::other("error sending request")))));
+    }
+}

@@ -117,13 +117,11 @@ impl OllamaClient {
     pub fn request_body(&self, turn: &Turn<'_>) -> Result<Value, ModelError> {
         let choice = self.request.choice(turn)?;
         if let Some(ToolChoice::Required | ToolChoice::Tool(_)) = &choice {
-            return Err(ModelError::Config {
-                message: format!(
-                    "Ollama's /api/chat has no tool_choice, so a tool call cannot be forced; use its \
-                     OpenAI-compatible endpoint instead (OpenAiClient at {}/v1)",
-                    self.base
-                ),
-            });
+            return Err(ModelError::config(format!(
+                "Ollama's /api/chat has no tool_choice, so a tool call cannot be forced; use its OpenAI-compatible \
+                 endpoint instead (OpenAiClient at {}/v1)",
+                self.base
+            )));
         }
         let mut body = self.extra.clone();
         body.insert("model".into(), Value::String(self.model.clone()));

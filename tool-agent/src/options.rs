@@ -105,15 +105,13 @@ impl RequestOptions {
         let Some(policy) = &self.choice else { return Ok(None) };
         let choice = policy.choice(turn);
         match &choice {
-            ToolChoice::Tool(name) if turn.tools.get(name).is_none() => Err(ModelError::Config {
-                message: format!(
-                    "tool_choice names `{name}`, which is not among this turn's tools ({})",
-                    turn.tools.names().collect::<Vec<_>>().join(", ")
-                ),
-            }),
-            ToolChoice::Tool(_) | ToolChoice::Required if turn.tools.is_empty() => Err(ModelError::Config {
-                message: "tool_choice requires a tool call, but this turn has no tools".to_owned(),
-            }),
+            ToolChoice::Tool(name) if turn.tools.get(name).is_none() => Err(ModelError::config(format!(
+                "tool_choice names `{name}`, which is not among this turn's tools ({})",
+                turn.tools.names().collect::<Vec<_>>().join(", ")
+            ))),
+            ToolChoice::Tool(_) | ToolChoice::Required if turn.tools.is_empty() => {
+                Err(ModelError::config("tool_choice requires a tool call, but this turn has no tools"))
+            }
             _ => Ok(Some(choice)),
         }
     }

@@ -1,7 +1,7 @@
 //! [`Replay`]: recorded model responses, played back in order, for tests and demos without a model server.
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -83,12 +83,14 @@ impl Replay {
             let value: Value = serde_json::from_str(line).map_err(|e| ModelError::Replay {
                 line: i + 1,
                 message: format!("not JSON (column {})", e.column()),
+                source: Some(Arc::new(e)),
             })?;
             let kind = detect(&value).ok_or_else(|| ModelError::Replay {
                 line: i + 1,
                 message: "neither an Ollama /api/chat response (`message`) nor a Chat Completions response \
                           (`choices`)"
                     .into(),
+                source: None,
             })?;
             responses.push((kind, value));
         }
@@ -124,8 +126,11 @@ impl Replay {
     /// A script from a JSON Lines file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Replay, ModelError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ModelError::Replay { line: 0, message: format!("cannot read {}: {e}", path.display()) })?;
+        let text = std::fs::read_to_string(path).map_err(|e| ModelError::Replay {
+            line: 0,
+            message: format!("cannot read {}: {e}", path.display()),
+            source: Some(Arc::new(e)),
+        })?;
         Replay::from_jsonl(&text, path.display().to_string())
     }
 
@@ -213,5 +218,32 @@ impl ChatModel for Replay {
             }
         })();
         Box::pin(async move { result })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn a_line_that_is_not_json_keeps_the_parsers_error() {
+        let e = Replay::from_jsonl("{\"message\": {}}\n\nnot json\n", "x").unwrap_err();
+        assert_eq!(e.to_string(), "replay script, line 3: not JSON (column 2)");
+        let json = e.source().and_then(|s| s.downcast_ref::<serde_json::Error>()).expect("serde_json's error");
+        assert_eq!(json.column(), 2);
+        // JSON, but no response: nothing else went wrong, so no source.
+        let e = Replay::from_jsonl("{\"answer\": 42}", "x").unwrap_err();
+        assert!(matches!(&e, ModelError::Replay { line: 1, source: None, .. }), "{e:?}");
+        assert!(e.source().is_none());
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_read_keeps_the_io_error() {
+        let e = Replay::from_file("no/such/file.jsonl").unwrap_err();
+        let io = e.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(e.to_string(), format!("replay script: cannot read no/such/file.jsonl: {io}"));
     }
 }

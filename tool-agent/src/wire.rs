@@ -2,6 +2,8 @@
 //! writing a conversation as the request's `messages` (each message written by the codec). Shared by the HTTP
 //! clients and [`crate::Replay`], so a replayed response goes through exactly the parsing a live one does.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 use tool_core::{Codec, Provider, ToolView};
 
@@ -76,9 +78,10 @@ fn parsed(
     mode: Mode,
 ) -> Result<AssistantMessage, ModelError> {
     let message = Value::Object(message.clone());
-    let parsed = codec
-        .message(&message, first_index)
-        .map_err(|e| ModelError::malformed(format!("the assistant message: {e}")))?;
+    let parsed = codec.message(&message, first_index).map_err(|e| ModelError::Malformed {
+        message: format!("the assistant message: {e}"),
+        source: Some(Arc::new(e)),
+    })?;
     Ok(AssistantMessage { content: parsed.text, calls: parsed.calls, wire: parsed.message, format, mode })
 }
 
@@ -152,6 +155,19 @@ mod tests {
         let e = parse_ollama(&json!({"error": "model 'x' not found"}), &ToolView::new(Vec::new()), 0, Mode::Live)
             .unwrap_err();
         assert_eq!(e, ModelError::Server { message: "model 'x' not found".into() });
+    }
+
+    #[test]
+    fn a_message_the_codec_refuses_keeps_the_codecs_error() {
+        let body = json!({"message": {"content": "", "tool_calls": {}}});
+        let e = parse_ollama(&body, &ToolView::new(Vec::new()), 0, Mode::Live).unwrap_err();
+        let source = std::error::Error::source(&e).expect("the codec's error is kept");
+        let codec = source.downcast_ref::<tool_core::MessageError>().expect("a MessageError");
+        assert_eq!(e.to_string(), format!("malformed model response: the assistant message: {codec}"));
+        assert!(matches!(&e, ModelError::Malformed { source: Some(_), .. }));
+        // Found wrong by the client itself: no source.
+        let e = parse_ollama(&json!({"done": true}), &ToolView::new(Vec::new()), 0, Mode::Live).unwrap_err();
+        assert!(std::error::Error::source(&e).is_none());
     }
 
     #[test]

@@ -145,14 +145,14 @@ impl CatalogBuilder {
         let mut policy = Policy::default();
         for m in &self.modules {
             let p = RustPath::parse(m)
-                .ok_or_else(|| CatalogError::Config(format!("module prefix {m:?} is not a Rust path (`a::b`)")))?;
+                .ok_or_else(|| CatalogError::config(format!("module prefix {m:?} is not a Rust path (`a::b`)")))?;
             policy.modules.push(p);
         }
         for o in &self.http_origins {
             match locator::parse_remote(o) {
                 Ok(Endpoint::Http { url, origin }) if url == format!("{origin}/") => policy.http_origins.push(origin),
                 _ => {
-                    return Err(CatalogError::Config(format!(
+                    return Err(CatalogError::config(format!(
                         "HTTP origin {o:?} is not `http(s)://host[:port]` (no path, no user info)"
                     )));
                 }
@@ -161,7 +161,7 @@ impl CatalogBuilder {
         for c in &self.stdio_commands {
             let argv: Vec<String> = c.split(' ').filter(|w| !w.is_empty()).map(str::to_owned).collect();
             if argv.is_empty() || c.chars().any(|ch| ch.is_control()) {
-                return Err(CatalogError::Config(format!("stdio command {c:?} is empty or holds control characters")));
+                return Err(CatalogError::config(format!("stdio command {c:?} is empty or holds control characters")));
             }
             policy.stdio_commands.push(argv);
         }
@@ -239,7 +239,7 @@ impl Catalog {
     /// The SQLite file, for the sync methods; `config_error` over another storage.
     fn sqlite(&self, method: &str) -> Result<&Store, CatalogError> {
         self.inner.sqlite.as_ref().ok_or_else(|| {
-            CatalogError::Config(format!(
+            CatalogError::config(format!(
                 "Catalog::{method} blocks the calling thread and is for SQLite files; this catalogue is over {}: use \
                  Catalog::{method}_async",
                 self.inner.storage.describe()
@@ -368,9 +368,7 @@ impl Catalog {
     /// reported in [`CatalogView::problems`]; it never fails the view.
     pub async fn view_for(&self, tenant: &str) -> Result<CatalogView, CatalogError> {
         if tenant.is_empty() {
-            return Err(CatalogError::Config(
-                "the tenant is empty; use shared_view() for the rows every tenant sees".into(),
-            ));
+            return Err(CatalogError::config("the tenant is empty; use shared_view() for the rows every tenant sees"));
         }
         self.build_view(Some(tenant.to_owned())).await
     }
@@ -612,8 +610,9 @@ impl fmt::Debug for CatalogServer {
     }
 }
 
-fn build_error(e: impl fmt::Display) -> CatalogError {
-    CatalogError::Serve(e.to_string())
+/// `serve_error`, keeping the executor's or the MCP server's error as its source.
+fn build_error(e: impl std::error::Error + Send + Sync + 'static) -> CatalogError {
+    CatalogError::Serve(Arc::new(e))
 }
 
 impl CatalogServer {
@@ -810,5 +809,89 @@ impl CatalogServer {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+    use std::path::PathBuf;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(label: &str) -> TempDir {
+            let dir = std::env::temp_dir().join(format!("keel-catalog-errors-{label}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const COMMAND: &str = "/nonexistent/keel-catalog-test-mcp-server";
+
+    fn catalog(dir: &TempDir) -> Catalog {
+        let registry = Registry::builder().without_inventory().build().unwrap();
+        Catalog::builder(&registry)
+            .allow_stdio_command(COMMAND)
+            .connect_timeout(Duration::from_secs(5))
+            .open(dir.0.join("tools.db"))
+            .unwrap()
+    }
+
+    fn remote(name: &str) -> ToolRow {
+        ToolRow::remote(name, "d", json!({"type": "object", "properties": {}}), format!("stdio:{COMMAND}"), "search")
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_endpoint_that_cannot_start_keeps_the_connect_error() {
+        let dir = TempDir::new("unreachable");
+        let c = catalog(&dir);
+        c.put_async(&remote("search")).await.unwrap();
+        let view = c.shared_view().await.unwrap();
+        let [e] = view.problems() else { panic!("{view:?}") };
+        assert_eq!(e.code(), "endpoint_unreachable", "{e}");
+        let connect =
+            e.source().and_then(|s| s.downcast_ref::<tool_mcp::client::ConnectError>()).expect("the ConnectError");
+        let io = connect.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert!(e.to_string().contains(&format!("failed ({connect})")), "{e}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_refused_row_is_the_source_with_its_own() {
+        let dir = TempDir::new("refused");
+        let c = catalog(&dir);
+        let e = c.put_async(&remote("Not A Name")).await.unwrap_err();
+        assert_eq!(e.code(), "bad_row", "{e}");
+        let row = e.source().and_then(|s| s.downcast_ref::<RowError>()).expect("the RowError");
+        assert!(matches!(row, RowError::BadRow { column: "name", .. }), "{row:?}");
+        assert!(row.source().is_some_and(|s| s.is::<tool_core::name::NameError>()), "{row:?}");
+        // Found by the catalogue: no source.
+        let e = c.view_for("").await.unwrap_err();
+        assert_eq!(e.code(), "config_error");
+        assert!(e.source().is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_server_that_cannot_be_built_keeps_the_servers_error() {
+        let dir = TempDir::new("serve");
+        let c = catalog(&dir);
+        let short_key = |e: Executor| McpServer::builder(e).request_state_key("k", [7u8; 8]).build();
+        let e = CatalogServer::new(&c, None, short_key).await.expect_err("a short key is refused");
+        assert_eq!(e.code(), "serve_error", "{e}");
+        let server = e.source().and_then(|s| s.downcast_ref::<McpServerError>()).expect("the McpServerError");
+        assert_eq!(e.to_string(), format!("serve_error: {server}"));
     }
 }

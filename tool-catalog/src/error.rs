@@ -1,7 +1,14 @@
 //! Errors: [`RowError`] for one row that cannot become a tool (with a stable [`code`](RowError::code)), and
 //! [`CatalogError`] for the catalogue itself (the SQLite file, the configuration) or a refused write.
+//!
+//! An error that comes from another one (the driver's, a JSON parser's, the MCP client's) keeps it as `source`,
+//! returned by [`std::error::Error::source`]; it is shared (`Arc`) so the errors stay `Clone`. The text of each
+//! error still says what the source said. Two errors are equal when their fields are, sources compared by the text
+//! of their chains.
 
+use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 
 use tool_core::Effect;
 
@@ -45,7 +52,7 @@ impl fmt::Display for RowRef {
 /// | `schema_widens` | a local row's input schema accepts what the compiled handler's does not | narrow the row's schema (or copy the compiled one) |
 /// | `endpoint_not_allowed` | a remote endpoint is not in the configured allowlist | use an allowed endpoint, or allow it in the configuration |
 /// | `endpoint_unreachable` | connecting to a remote endpoint failed | check the MCP server; the row comes back once it answers |
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum RowError {
     /// A column holds data of the wrong shape.
@@ -56,6 +63,10 @@ pub enum RowError {
         column: &'static str,
         /// What is wrong.
         reason: String,
+        /// The error that found it, when another component did: serde_json's for a column that is not JSON,
+        /// tool-core's [`NameError`](tool_core::name::NameError), [`DefinitionError`](tool_core::DefinitionError)
+        /// or [`ExecutorError`](tool_core::ExecutorError) for a name, definition or schema they refuse.
+        source: Option<Arc<dyn Error + Send + Sync + 'static>>,
     },
     /// `kind` is neither `local` nor `remote`.
     KindUnknown {
@@ -139,8 +150,9 @@ pub enum RowError {
         row: RowRef,
         /// The endpoint.
         endpoint: String,
-        /// Why.
-        reason: String,
+        /// Why: the MCP client's [`ConnectError`](tool_mcp::client::ConnectError), or a `std::io::Error` of kind
+        /// [`TimedOut`](std::io::ErrorKind::TimedOut) when the endpoint did not answer within the connect timeout.
+        source: Arc<dyn Error + Send + Sync + 'static>,
     },
 }
 
@@ -240,16 +252,74 @@ impl fmt::Display for RowError {
                 "endpoint {endpoint:?} is not in the configured allowlist; use an allowed endpoint, or allow it in \
                  the configuration"
             ),
-            RowError::EndpointUnreachable { endpoint, reason, .. } => write!(
+            RowError::EndpointUnreachable { endpoint, source, .. } => write!(
                 f,
-                "connecting to {endpoint:?} failed ({reason}); check that the MCP server is up: the row comes back \
+                "connecting to {endpoint:?} failed ({source}); check that the MCP server is up: the row comes back \
                  in the next view once it answers"
             ),
         }
     }
 }
 
-impl std::error::Error for RowError {}
+impl Error for RowError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            RowError::BadRow { source, .. } => as_source(source),
+            RowError::EndpointUnreachable { source, .. } => Some(&**source),
+            _ => None,
+        }
+    }
+}
+
+impl PartialEq for RowError {
+    fn eq(&self, other: &RowError) -> bool {
+        use RowError as E;
+        match (self, other) {
+            (
+                E::BadRow { row: r1, column: c1, reason: m1, source: s1 },
+                E::BadRow { row: r2, column: c2, reason: m2, source: s2 },
+            ) => r1 == r2 && c1 == c2 && m1 == m2 && same_optional_source(s1, s2),
+            (E::KindUnknown { row: r1, kind: k1 }, E::KindUnknown { row: r2, kind: k2 }) => r1 == r2 && k1 == k2,
+            (
+                E::BadLocator { row: r1, locator: l1, reason: m1 },
+                E::BadLocator { row: r2, locator: l2, reason: m2 },
+            ) => r1 == r2 && l1 == l2 && m1 == m2,
+            (
+                E::ModuleNotAllowed { row: r1, module: m1, allowed: a1 },
+                E::ModuleNotAllowed { row: r2, module: m2, allowed: a2 },
+            ) => r1 == r2 && m1 == m2 && a1 == a2,
+            (E::TargetMissing { row: r1, locator: l1 }, E::TargetMissing { row: r2, locator: l2 }) => {
+                r1 == r2 && l1 == l2
+            }
+            (
+                E::NotCallable { row: r1, locator: l1, holds: h1 },
+                E::NotCallable { row: r2, locator: l2, holds: h2 },
+            ) => r1 == r2 && l1 == l2 && h1 == h2,
+            (
+                E::VersionMismatch { row: r1, row_version: v1, compiled: c1 },
+                E::VersionMismatch { row: r2, row_version: v2, compiled: c2 },
+            ) => r1 == r2 && v1 == v2 && c1 == c2,
+            (
+                E::EffectWeakens { row: r1, row_effect: e1, compiled: c1 },
+                E::EffectWeakens { row: r2, row_effect: e2, compiled: c2 },
+            ) => r1 == r2 && e1 == e2 && c1 == c2,
+            (
+                E::SchemaWidens { row: r1, pointer: p1, reason: m1 },
+                E::SchemaWidens { row: r2, pointer: p2, reason: m2 },
+            ) => r1 == r2 && p1 == p2 && m1 == m2,
+            (E::EndpointNotAllowed { row: r1, endpoint: e1 }, E::EndpointNotAllowed { row: r2, endpoint: e2 }) => {
+                r1 == r2 && e1 == e2
+            }
+            (
+                E::EndpointUnreachable { row: r1, endpoint: e1, source: s1 },
+                E::EndpointUnreachable { row: r2, endpoint: e2, source: s2 },
+            ) => r1 == r2 && e1 == e2 && same_source(&**s1, &**s2),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for RowError {}
 
 /// Why a catalogue operation failed: the SQLite file, the configuration, or a row refused on write.
 ///
@@ -260,7 +330,11 @@ impl std::error::Error for RowError {}
 /// | `config_error` | the configuration is invalid | fix the builder's arguments |
 /// | `serve_error` | building the executor or the MCP server over a view failed | read the message |
 /// | a [`RowError`] code | a write was refused because the row would not resolve; nothing was written | fix the row |
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// The variants that come from another error (the driver's, a join of the blocking pool, the executor's or the MCP
+/// server's) return it from [`source`](Error::source); a variant whose `source` is `None` was found by the
+/// catalogue itself (a file from a newer build, a configuration it refuses).
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum CatalogError {
     /// Another connection (this process or another) held the lock the operation needed for longer than the busy
@@ -272,6 +346,9 @@ pub enum CatalogError {
         waited: std::time::Duration,
         /// How many attempts found the lock held.
         attempts: u32,
+        /// The driver's error of the last attempt (SQLite's `SQLITE_BUSY` or `SQLITE_LOCKED`, PostgreSQL's
+        /// `lock_not_available`, a serialization failure or a deadlock).
+        source: Option<Arc<dyn Error + Send + Sync + 'static>>,
     },
     /// The store could not be reached (a PostgreSQL server down or the connection lost). Reads changed nothing; a
     /// write whose connection was lost while it committed may or may not have committed: read the row back (or
@@ -281,25 +358,46 @@ pub enum CatalogError {
         context: String,
         /// The connection error.
         message: String,
+        /// The driver's error; `None` when the server did not answer within the connect timeout.
+        source: Option<Arc<dyn Error + Send + Sync + 'static>>,
     },
     /// Opening, migrating, reading or writing the store failed.
     Store {
         /// What was being done.
         context: String,
-        /// The SQLite error.
+        /// The store's error.
         message: String,
+        /// The driver's error (`rusqlite::Error`, `tokio_postgres::Error`), or the runtime's `JoinError` of a
+        /// SQLite attempt on the blocking pool; `None` when the catalogue refused the store itself (a schema from
+        /// a newer build, a `tools` table that is not a catalogue).
+        source: Option<Arc<dyn Error + Send + Sync + 'static>>,
     },
     /// The configuration is invalid (e.g. a module prefix that is not a Rust path).
-    Config(String),
-    /// A write was refused because the row would not resolve; nothing was written.
+    Config {
+        /// What is wrong.
+        message: String,
+        /// The error that found it (`tokio_postgres::Error` for a connection string that does not parse); `None`
+        /// when the catalogue found it.
+        source: Option<Arc<dyn Error + Send + Sync + 'static>>,
+    },
+    /// A write was refused because the row would not resolve; nothing was written. The [`RowError`] is also the
+    /// [`source`](Error::source).
     Row(Box<RowError>),
-    /// Building the executor or the MCP server over a view failed.
-    Serve(String),
+    /// Building the executor or the MCP server over a view failed: tool-core's
+    /// [`ExecutorError`](tool_core::ExecutorError) or tool-mcp's
+    /// [`McpServerError`](tool_mcp::server::McpServerError).
+    Serve(Arc<dyn Error + Send + Sync + 'static>),
 }
 
 impl CatalogError {
-    pub(crate) fn store(context: impl Into<String>, e: impl fmt::Display) -> CatalogError {
-        CatalogError::Store { context: context.into(), message: e.to_string() }
+    /// `store_error` from the driver's (or the runtime's) error `e`.
+    pub(crate) fn store(context: impl Into<String>, e: impl Error + Send + Sync + 'static) -> CatalogError {
+        CatalogError::Store { context: context.into(), message: e.to_string(), source: Some(Arc::new(e)) }
+    }
+
+    /// `config_error` found by the catalogue itself.
+    pub(crate) fn config(message: impl Into<String>) -> CatalogError {
+        CatalogError::Config { message: message.into(), source: None }
     }
 
     /// Whether the error is `busy`: the same operation may succeed when repeated later.
@@ -313,7 +411,7 @@ impl CatalogError {
             CatalogError::Busy { .. } => "busy",
             CatalogError::Store { .. } => "store_error",
             CatalogError::Unavailable { .. } => "store_unavailable",
-            CatalogError::Config(_) => "config_error",
+            CatalogError::Config { .. } => "config_error",
             CatalogError::Row(e) => e.code(),
             CatalogError::Serve(_) => "serve_error",
         }
@@ -323,27 +421,156 @@ impl CatalogError {
 impl fmt::Display for CatalogError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CatalogError::Busy { context, waited, attempts } => write!(
+            CatalogError::Busy { context, waited, attempts, .. } => write!(
                 f,
                 "busy: {context}: another connection held the catalogue's lock; gave up after {} ms and {attempts} \
                  attempt(s), nothing was changed; retry later, or raise the busy timeout",
                 waited.as_millis()
             ),
-            CatalogError::Store { context, message } => write!(f, "store_error: {context}: {message}"),
-            CatalogError::Unavailable { context, message } => {
+            CatalogError::Store { context, message, .. } => write!(f, "store_error: {context}: {message}"),
+            CatalogError::Unavailable { context, message, .. } => {
                 write!(f, "store_unavailable: {context}: the store cannot be reached: {message}")
             }
-            CatalogError::Config(m) => write!(f, "config_error: {m}"),
+            CatalogError::Config { message, .. } => write!(f, "config_error: {message}"),
             CatalogError::Row(e) => write!(f, "row refused, nothing written: {e}"),
-            CatalogError::Serve(m) => write!(f, "serve_error: {m}"),
+            CatalogError::Serve(e) => write!(f, "serve_error: {e}"),
         }
     }
 }
 
-impl std::error::Error for CatalogError {}
+impl Error for CatalogError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CatalogError::Busy { source, .. }
+            | CatalogError::Unavailable { source, .. }
+            | CatalogError::Store { source, .. }
+            | CatalogError::Config { source, .. } => as_source(source),
+            CatalogError::Row(e) => Some(&**e),
+            CatalogError::Serve(e) => Some(&**e),
+        }
+    }
+}
+
+impl PartialEq for CatalogError {
+    fn eq(&self, other: &CatalogError) -> bool {
+        use CatalogError as E;
+        match (self, other) {
+            (
+                E::Busy { context: c1, waited: w1, attempts: a1, source: s1 },
+                E::Busy { context: c2, waited: w2, attempts: a2, source: s2 },
+            ) => c1 == c2 && w1 == w2 && a1 == a2 && same_optional_source(s1, s2),
+            (
+                E::Unavailable { context: c1, message: m1, source: s1 },
+                E::Unavailable { context: c2, message: m2, source: s2 },
+            )
+            | (E::Store { context: c1, message: m1, source: s1 }, E::Store { context: c2, message: m2, source: s2 }) => {
+                c1 == c2 && m1 == m2 && same_optional_source(s1, s2)
+            }
+            (E::Config { message: m1, source: s1 }, E::Config { message: m2, source: s2 }) => {
+                m1 == m2 && same_optional_source(s1, s2)
+            }
+            (E::Row(a), E::Row(b)) => a == b,
+            (E::Serve(a), E::Serve(b)) => same_source(&**a, &**b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for CatalogError {}
+
+fn as_source<'a>(source: &'a Option<Arc<dyn Error + Send + Sync + 'static>>) -> Option<&'a (dyn Error + 'static)> {
+    source.as_deref().map(|s| s as &(dyn Error + 'static))
+}
+
+/// Whether two errors read the same, source by source (errors have no equality of their own).
+fn same_source(a: &(dyn Error + 'static), b: &(dyn Error + 'static)) -> bool {
+    let (mut a, mut b) = (Some(a), Some(b));
+    loop {
+        match (a, b) {
+            (None, None) => return true,
+            (Some(x), Some(y)) if x.to_string() == y.to_string() => (a, b) = (x.source(), y.source()),
+            _ => return false,
+        }
+    }
+}
+
+fn same_optional_source(
+    a: &Option<Arc<dyn Error + Send + Sync + 'static>>,
+    b: &Option<Arc<dyn Error + Send + Sync + 'static>>,
+) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => same_source(&**a, &**b),
+        _ => false,
+    }
+}
 
 impl From<RowError> for CatalogError {
     fn from(e: RowError) -> CatalogError {
         CatalogError::Row(Box::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> RowRef {
+        RowRef { rowid: Some(1), name: "t".into(), tenant: None }
+    }
+
+    fn json_error(text: &str) -> serde_json::Error {
+        serde_json::from_str::<serde_json::Value>(text).unwrap_err()
+    }
+
+    fn bad_row(source: Option<Arc<dyn Error + Send + Sync>>) -> RowError {
+        RowError::BadRow { row: row(), column: "extra", reason: "is not valid JSON".into(), source }
+    }
+
+    #[test]
+    fn row_errors_return_their_source() {
+        let e = bad_row(Some(Arc::new(json_error("{"))));
+        assert!(e.source().is_some_and(|s| s.is::<serde_json::Error>()));
+        assert!(bad_row(None).source().is_none());
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = RowError::EndpointUnreachable { row: row(), endpoint: "stdio:x".into(), source: Arc::new(io) };
+        assert_eq!(
+            e.to_string(),
+            "endpoint_unreachable: catalogue row #1 \"t\" (every tenant): connecting to \"stdio:x\" failed (no such \
+             file); check that the MCP server is up: the row comes back in the next view once it answers"
+        );
+        let io = e.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert!(RowError::TargetMissing { row: row(), locator: "a::b".into() }.source().is_none());
+    }
+
+    #[test]
+    fn catalog_errors_return_their_source() {
+        let e = CatalogError::store("opening x", std::io::Error::other("disk full"));
+        assert_eq!(e.to_string(), "store_error: opening x: disk full");
+        assert!(e.source().is_some_and(|s| s.is::<std::io::Error>()));
+        let e = CatalogError::Serve(Arc::new(std::io::Error::other("no executor")));
+        assert_eq!(e.to_string(), "serve_error: no executor");
+        assert!(e.source().is_some_and(|s| s.is::<std::io::Error>()));
+        let refused = bad_row(Some(Arc::new(json_error("{"))));
+        let e = CatalogError::from(refused.clone());
+        let row = e.source().and_then(|s| s.downcast_ref::<RowError>()).expect("the RowError");
+        assert_eq!(row, &refused);
+        assert!(row.source().is_some_and(|s| s.is::<serde_json::Error>()));
+        assert!(CatalogError::config("x").source().is_none());
+    }
+
+    #[test]
+    fn equality_compares_fields_and_the_text_of_sources() {
+        let a = bad_row(Some(Arc::new(json_error("{"))));
+        assert_eq!(a, a.clone());
+        assert_eq!(a, bad_row(Some(Arc::new(json_error("{")))));
+        assert_ne!(a, bad_row(Some(Arc::new(json_error("[")))));
+        assert_ne!(a, bad_row(None));
+        let store = |m: &str| CatalogError::store("c", std::io::Error::other(m.to_owned()));
+        assert_eq!(store("m"), store("m"));
+        assert_ne!(store("m"), store("n"));
+        assert_eq!(CatalogError::from(a.clone()), CatalogError::from(a));
+        assert_ne!(CatalogError::config("m"), store("m"));
     }
 }

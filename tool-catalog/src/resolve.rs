@@ -127,7 +127,17 @@ impl DynHandler for Unreachable {
 }
 
 fn bad(row: &RowRef, column: &'static str, reason: impl Into<String>) -> RowError {
-    RowError::BadRow { row: row.clone(), column, reason: reason.into() }
+    RowError::BadRow { row: row.clone(), column, reason: reason.into(), source: None }
+}
+
+/// `bad_row` found by another component: its error is the source.
+fn bad_from(
+    row: &RowRef,
+    column: &'static str,
+    reason: impl Into<String>,
+    source: impl std::error::Error + Send + Sync + 'static,
+) -> RowError {
+    RowError::BadRow { row: row.clone(), column, reason: reason.into(), source: Some(Arc::new(source)) }
 }
 
 /// Checks that `def`'s schemas compile for the executor, so that one row cannot fail a whole view's executor.
@@ -137,14 +147,14 @@ fn compiles(row: &RowRef, def: &Arc<ToolDefinition>) -> Result<(), RowError> {
             Some(tool_core::ExecutorProblem::Schema { problem, .. }) => problem.clone(),
             _ => e.to_string(),
         };
-        bad(row, "input_schema", format!("does not compile as a JSON Schema ({detail})"))
+        bad_from(row, "input_schema", format!("does not compile as a JSON Schema ({detail})"), e)
     })
 }
 
 /// What every row must satisfy whatever its kind; returns the parsed kind and effect.
 fn check_data(r: &RowRef, row: &ToolRow) -> Result<(Kind, Effect), RowError> {
     if let Err(e) = tool_core::name::validate(&row.name) {
-        return Err(bad(r, "name", e.to_string()));
+        return Err(bad_from(r, "name", e.to_string(), e));
     }
     if row.tenant.as_deref() == Some("") {
         return Err(bad(r, "tenant", "is empty; use NULL for a row every tenant sees"));
@@ -361,7 +371,7 @@ impl Resolver {
         }
         let derived = compiled
             .derived(row.name.clone(), row.description.clone(), row.input_schema.clone(), effect)
-            .map_err(|e| bad(r, "input_schema", e.to_string()))?;
+            .map_err(|e| bad_from(r, "input_schema", e.to_string(), e))?;
         check_narrows(derived.input_schema(), compiled.input_schema()).map_err(|w| RowError::SchemaWidens {
             row: r.clone(),
             pointer: w.pointer,
@@ -408,7 +418,7 @@ impl Resolver {
         for tag in row.extra.get("tags").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
             builder = builder.tag(tag.to_owned());
         }
-        builder.build().map_err(|e| bad(r, "input_schema", e.to_string()))
+        builder.build().map_err(|e| bad_from(r, "input_schema", e.to_string(), e))
     }
 
     /// Remote: parse, allowlist, connect (shared per endpoint), then the forwarder (cached per row and recipe).
@@ -455,8 +465,11 @@ impl Resolver {
         {
             return Ok((c.id, c.server.clone()));
         }
-        let unreachable =
-            |reason: String| RowError::EndpointUnreachable { row: r.clone(), endpoint: endpoint.as_text(), reason };
+        let unreachable = |source: Arc<dyn std::error::Error + Send + Sync>| RowError::EndpointUnreachable {
+            row: r.clone(),
+            endpoint: endpoint.as_text(),
+            source,
+        };
         let connect = async {
             match endpoint {
                 Endpoint::Http { url, .. } => RemoteServer::connect_http(NAMESPACE, url).await,
@@ -469,8 +482,11 @@ impl Resolver {
         };
         let server = match tokio::time::timeout(self.connect_timeout, connect).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(unreachable(e.to_string())),
-            Err(_) => return Err(unreachable(format!("no answer within {:?}", self.connect_timeout))),
+            Ok(Err(e)) => return Err(unreachable(Arc::new(e))),
+            Err(_) => {
+                let text = format!("no answer within {:?}", self.connect_timeout);
+                return Err(unreachable(Arc::new(std::io::Error::new(std::io::ErrorKind::TimedOut, text))));
+            }
         };
         let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
         connections.insert(endpoint.clone(), Connection { id, server: server.clone() });

@@ -50,37 +50,45 @@ use rmcp::service::{ClientServiceExt, RunningService, ServiceError};
 use rmcp::{ClientHandler, ClientLifecycleMode, Peer, RoleClient};
 use serde_json::Value;
 use tool_core::{BoxFuture, DynHandler};
-use tool_core::{CallContext, Effect, ToolDefinition, ToolError};
+use tool_core::{CallContext, DefinitionError, Effect, ToolDefinition, ToolError};
 
 use crate::names::{self, NameMappingError};
 use crate::render;
 
-/// Why connecting to a remote server failed.
-#[derive(Debug)]
+/// Why connecting to a remote server failed. [`source`](std::error::Error::source) is the error it comes from:
+/// the SDK's `ClientInitializeError` (the handshake), `std::io::Error` (spawning the child), `reqwest::Error`
+/// (building the HTTP client) or [`NameMappingError`] (a namespace that is not one keel name segment).
+#[derive(Debug, Clone)]
 pub struct ConnectError {
-    message: String,
+    source: Arc<dyn std::error::Error + Send + Sync + 'static>,
 }
 
 impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "connecting to the MCP server failed: {}", self.message)
+        write!(f, "connecting to the MCP server failed: {}", self.source)
     }
 }
 
-impl std::error::Error for ConnectError {}
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
+    }
+}
 
 impl ConnectError {
-    fn new(message: impl fmt::Display) -> ConnectError {
-        ConnectError { message: message.to_string() }
+    fn new(source: impl std::error::Error + Send + Sync + 'static) -> ConnectError {
+        ConnectError { source: Arc::new(source) }
     }
 }
 
-/// One reason a remote tool could not be imported.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One reason a remote tool could not be imported. A problem that comes from another error returns it from
+/// [`source`](std::error::Error::source). Two problems are equal when their fields are, errors compared by the text
+/// of their chains.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum ImportProblem {
-    /// `tools/list` failed.
-    ListFailed(String),
+    /// `tools/list` failed: the SDK's error (an [`rmcp::service::ServiceError`]).
+    ListFailed(Arc<dyn std::error::Error + Send + Sync + 'static>),
     /// The remote name has no keel name.
     Unmappable(NameMappingError),
     /// Several remote names map to the same keel name.
@@ -94,8 +102,8 @@ pub enum ImportProblem {
     InvalidDefinition {
         /// The remote name.
         origin: String,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong: the definition builder's error (a [`tool_core::DefinitionError`]).
+        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// An [`Importer::effect`] override names a tool the server does not list.
     UnknownOverride(String),
@@ -109,7 +117,7 @@ impl fmt::Display for ImportProblem {
             ImportProblem::Collision { name, origins } => {
                 write!(f, "MCP tools {} all map to `{name}`; import them under different servers", origins.join(", "))
             }
-            ImportProblem::InvalidDefinition { origin, reason } => write!(f, "MCP tool {origin:?}: {reason}"),
+            ImportProblem::InvalidDefinition { origin, source } => write!(f, "MCP tool {origin:?}: {source}"),
             ImportProblem::UnknownOverride(o) => {
                 write!(f, "effect override names {o:?}, which the server does not list")
             }
@@ -117,7 +125,8 @@ impl fmt::Display for ImportProblem {
     }
 }
 
-/// Why an import failed: every problem found, not only the first.
+/// Why an import failed: every problem found, not only the first; [`source`](std::error::Error::source) is the
+/// first of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportError {
     namespace: String,
@@ -146,7 +155,51 @@ impl fmt::Display for ImportError {
     }
 }
 
-impl std::error::Error for ImportError {}
+impl std::error::Error for ImportProblem {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ImportProblem::ListFailed(source) | ImportProblem::InvalidDefinition { source, .. } => Some(&**source),
+            ImportProblem::Unmappable(e) => Some(e),
+            ImportProblem::Collision { .. } | ImportProblem::UnknownOverride(_) => None,
+        }
+    }
+}
+
+impl PartialEq for ImportProblem {
+    fn eq(&self, other: &ImportProblem) -> bool {
+        use ImportProblem as P;
+        match (self, other) {
+            (P::ListFailed(a), P::ListFailed(b)) => same_source(&**a, &**b),
+            (P::Unmappable(a), P::Unmappable(b)) => a == b,
+            (P::Collision { name: n1, origins: o1 }, P::Collision { name: n2, origins: o2 }) => n1 == n2 && o1 == o2,
+            (P::InvalidDefinition { origin: o1, source: s1 }, P::InvalidDefinition { origin: o2, source: s2 }) => {
+                o1 == o2 && same_source(&**s1, &**s2)
+            }
+            (P::UnknownOverride(a), P::UnknownOverride(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ImportProblem {}
+
+/// Whether two errors read the same, source by source (errors have no equality of their own).
+fn same_source(a: &(dyn std::error::Error + 'static), b: &(dyn std::error::Error + 'static)) -> bool {
+    let (mut a, mut b) = (Some(a), Some(b));
+    loop {
+        match (a, b) {
+            (None, None) => return true,
+            (Some(x), Some(y)) if x.to_string() == y.to_string() => (a, b) = (x.source(), y.source()),
+            _ => return false,
+        }
+    }
+}
+
+impl std::error::Error for ImportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.problems.first().map(|p| p as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// The rmcp client handler of a connection.
 struct KeelClient {
@@ -372,7 +425,7 @@ impl Importer {
     pub async fn import(self) -> Result<RemoteTools, ImportError> {
         let conn = &self.server.conn;
         let fail = |problems| ImportError { namespace: conn.namespace.clone(), problems };
-        let tools = self.server.list_tools().await.map_err(|e| fail(vec![ImportProblem::ListFailed(e.to_string())]))?;
+        let tools = self.server.list_tools().await.map_err(|e| fail(vec![ImportProblem::ListFailed(Arc::new(e))]))?;
         let mut problems = Vec::new();
         let mut by_name: BTreeMap<String, Vec<&Tool>> = BTreeMap::new();
         for tool in &tools {
@@ -400,9 +453,8 @@ impl Importer {
                     definitions.push(def);
                     forwarders.insert(name, forwarder);
                 }
-                Err(reason) => {
-                    problems.push(ImportProblem::InvalidDefinition { origin: tool.name.to_string(), reason })
-                }
+                Err(e) => problems
+                    .push(ImportProblem::InvalidDefinition { origin: tool.name.to_string(), source: Arc::new(e) }),
             }
         }
         if !problems.is_empty() {
@@ -423,7 +475,7 @@ impl Importer {
         }
     }
 
-    fn definition(&self, name: &str, tool: &Tool) -> Result<(ToolDefinition, Arc<Forwarder>), String> {
+    fn definition(&self, name: &str, tool: &Tool) -> Result<(ToolDefinition, Arc<Forwarder>), DefinitionError> {
         let conn = &self.server.conn;
         let effect = self.effect_of(tool);
         let forwarder = self.server.forwarder(name, tool.name.to_string(), tool.output_schema.is_some());
@@ -456,7 +508,7 @@ impl Importer {
         if let Some(t) = self.timeout {
             builder = builder.timeout(t);
         }
-        let def = builder.build().map_err(|e| e.to_string())?;
+        let def = builder.build()?;
         Ok((def, forwarder))
     }
 }
@@ -588,7 +640,7 @@ impl ForwarderInner {
             .with_details(render::rpc_error_details(e.code.0, &e.message))),
             Err(e) => {
                 tracing::warn!(tool = %self.name, error = %e, "forwarding to the MCP server failed");
-                Err(ToolError::internal(std::io::Error::other(format!("forwarding to {} failed: {e}", self.name))))
+                Err(ToolError::internal(ForwardError { tool: self.name.clone(), source: e }))
             }
         };
         if result.is_err() {
@@ -598,9 +650,94 @@ impl ForwarderInner {
     }
 }
 
+/// A forwarded call that failed in the transport or the protocol: the executor's internal-error hook gets the SDK's
+/// error as the source.
+#[derive(Debug)]
+struct ForwardError {
+    tool: String,
+    source: ServiceError,
+}
+
+impl fmt::Display for ForwardError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "forwarding to {} failed: {}", self.tool, self.source)
+    }
+}
+
+impl std::error::Error for ForwardError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
 impl DynHandler for Forwarder {
     fn call(&self, arguments: Value, ctx: CallContext) -> BoxFuture<Result<Value, ToolError>> {
         let inner = self.inner.clone();
         Box::pin(async move { inner.forward(arguments, ctx).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_child_that_cannot_be_spawned_keeps_the_io_error() {
+        let cmd = tokio::process::Command::new("/nonexistent/keel-test-no-such-mcp-server");
+        let e = RemoteServer::connect_child("files", cmd).await.unwrap_err();
+        let io = e.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(e.to_string(), format!("connecting to the MCP server failed: {io}"));
+        let copy = e.clone();
+        assert!(copy.source().is_some_and(|s| s.is::<std::io::Error>()));
+    }
+
+    #[tokio::test]
+    async fn a_namespace_that_is_no_segment_keeps_the_name_mapping_error() {
+        let e = RemoteServer::connect("Not A Segment", (tokio::io::empty(), tokio::io::sink())).await.unwrap_err();
+        let name = e.source().and_then(|s| s.downcast_ref::<NameMappingError>()).expect("the NameMappingError");
+        assert_eq!(name, &NameMappingError::InvalidNamespace { namespace: "Not A Segment".into() });
+    }
+
+    #[test]
+    fn import_problems_keep_their_errors() {
+        let list = ImportProblem::ListFailed(Arc::new(ServiceError::TransportClosed));
+        assert_eq!(list.to_string(), "tools/list failed: Transport closed");
+        let service = list.source().and_then(|s| s.downcast_ref::<ServiceError>()).expect("the ServiceError");
+        assert!(matches!(service, ServiceError::TransportClosed));
+
+        let definition = ToolDefinition::builder("Not A Name").build().unwrap_err();
+        let text = definition.to_string();
+        let invalid = ImportProblem::InvalidDefinition { origin: "x".into(), source: Arc::new(definition) };
+        assert_eq!(invalid.to_string(), format!("MCP tool \"x\": {text}"));
+        assert!(invalid.source().is_some_and(|s| s.is::<DefinitionError>()));
+
+        let unmappable = ImportProblem::Unmappable(NameMappingError::Empty { origin: "--".into() });
+        assert!(unmappable.source().is_some_and(|s| s.is::<NameMappingError>()));
+        assert!(ImportProblem::UnknownOverride("o".into()).source().is_none());
+
+        let e = ImportError { namespace: "ns".into(), problems: vec![list.clone(), invalid.clone()] };
+        let first = e.source().and_then(|s| s.downcast_ref::<ImportProblem>()).expect("the first problem");
+        assert_eq!(first, &list);
+        assert!(first.source().is_some_and(|s| s.is::<ServiceError>()));
+        assert!(ImportError { namespace: "ns".into(), problems: Vec::new() }.source().is_none());
+    }
+
+    #[test]
+    fn import_problems_are_equal_when_their_errors_read_the_same() {
+        let closed = || ImportProblem::ListFailed(Arc::new(ServiceError::TransportClosed));
+        assert_eq!(closed(), closed());
+        assert_eq!(closed(), closed().clone());
+        assert_ne!(closed(), ImportProblem::ListFailed(Arc::new(ServiceError::UnexpectedResponse)));
+        assert_ne!(closed(), ImportProblem::UnknownOverride("Transport closed".into()));
+    }
+
+    #[test]
+    fn a_failed_forward_keeps_the_sdks_error() {
+        let e = ForwardError { tool: "files.read".into(), source: ServiceError::TransportClosed };
+        assert_eq!(e.to_string(), "forwarding to files.read failed: Transport closed");
+        assert!(e.source().and_then(|s| s.downcast_ref::<ServiceError>()).is_some());
     }
 }

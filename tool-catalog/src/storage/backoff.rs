@@ -1,5 +1,6 @@
 //! The pauses between the attempts of an operation that found its store busy, or its connection lost.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::CatalogError;
@@ -54,7 +55,12 @@ impl Backoff {
         Some(jittered.min(self.limit - elapsed))
     }
 
-    pub(crate) fn error(&self, context: String) -> CatalogError {
-        CatalogError::Busy { context, waited: self.start.elapsed(), attempts: self.attempts }
+    /// `busy`, once the bound is spent; `source` is the error of the last attempt.
+    pub(crate) fn error(
+        &self,
+        context: String,
+        source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> CatalogError {
+        CatalogError::Busy { context, waited: self.start.elapsed(), attempts: self.attempts, source }
     }
 }

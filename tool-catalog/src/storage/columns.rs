@@ -1,6 +1,8 @@
 //! The `tools` table's row columns, listed once ([`COLUMNS`]): both backends build their statements from the list,
 //! bind a row's values in its order ([`Bound`]) and decode what they read with [`decode`].
 
+use std::sync::Arc;
+
 use rusqlite::types::Value as Sql;
 use serde_json::{Map, Value};
 
@@ -112,8 +114,12 @@ pub(crate) fn decode(rowid: i64, cols: Vec<Sql>) -> Result<ToolRow, RowError> {
         (next(), next(), next(), next(), next(), next(), next(), next(), next(), next(), next());
     // The reference is filled in as far as the row can be read, so that every error names it.
     let mut row = RowRef { rowid: Some(rowid), name: String::new(), tenant: None };
-    let bad =
-        |row: &RowRef, column: &'static str, reason: String| RowError::BadRow { row: row.clone(), column, reason };
+    let bad = |row: &RowRef, column: &'static str, reason: String| RowError::BadRow {
+        row: row.clone(),
+        column,
+        reason,
+        source: None,
+    };
 
     row.tenant = match tenant {
         Sql::Null => None,
@@ -174,6 +180,7 @@ fn text(row: &RowRef, column: &'static str, v: Sql) -> Result<String, RowError> 
             row: row.clone(),
             column,
             reason: format!("holds {}, expected text", sql_type(&other)),
+            source: None,
         }),
     }
 }
@@ -183,6 +190,7 @@ fn json(row: &RowRef, column: &'static str, s: &str) -> Result<Value, RowError> 
         row: row.clone(),
         column,
         reason: format!("is not valid JSON (line {}, column {})", e.line(), e.column()),
+        source: Some(Arc::new(e)),
     })
 }
 
@@ -225,5 +233,32 @@ mod tests {
         assert!(matches!(values[1], Param::Nullable(Some("acme"))));
         assert!(matches!(values[3], Param::Text(r#"{"type":"object"}"#)));
         assert!(matches!(values[9], Param::Integer(1)));
+    }
+
+    #[test]
+    fn a_column_that_is_not_json_keeps_the_parsers_error() {
+        let text = |s: &str| Sql::Text(s.to_owned());
+        let cols = vec![
+            text("t"),
+            text("d"),
+            text("{not json"),
+            Sql::Null,
+            text("remote"),
+            text("http://127.0.0.1:9/mcp"),
+            text("1.0"),
+            text("read"),
+            Sql::Integer(1),
+            Sql::Null,
+            text("{}"),
+        ];
+        let e = decode(7, cols).unwrap_err();
+        let RowError::BadRow { column: "input_schema", reason, source: Some(source), .. } = &e else { panic!("{e:?}") };
+        let json = source.downcast_ref::<serde_json::Error>().expect("serde_json's error");
+        assert_eq!(reason, &format!("is not valid JSON (line 1, column {})", json.column()));
+        assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<serde_json::Error>()));
+        // Found by the decoding itself: no source.
+        let e = decode(7, vec![Sql::Integer(5)]).unwrap_err();
+        assert!(matches!(&e, RowError::BadRow { source: None, .. }), "{e:?}");
+        assert!(std::error::Error::source(&e).is_none());
     }
 }

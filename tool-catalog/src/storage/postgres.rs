@@ -200,10 +200,10 @@ impl PgStorageBuilder {
 
     /// Connects, creates or migrates the table (see the [module documentation](self)), and returns the storage.
     pub async fn connect(self) -> Result<PgStorage, CatalogError> {
-        let mut config: Config = self
-            .conninfo
-            .parse()
-            .map_err(|e| CatalogError::Config(format!("the PostgreSQL connection string does not parse: {e}")))?;
+        let mut config: Config = self.conninfo.parse().map_err(|e| CatalogError::Config {
+            message: format!("the PostgreSQL connection string does not parse: {e}"),
+            source: Some(Arc::new(e)),
+        })?;
         config.connect_timeout(self.connect_timeout);
         config.keepalives(true);
         config.application_name("keel-catalog");
@@ -228,7 +228,11 @@ impl PgStorageBuilder {
                 slot.settle::<()>(&storage.inner.shown, "creating or migrating the catalogue", Err(e))?;
             }
             Err(MigrateError::Refused(message)) => {
-                return Err(CatalogError::Store { context: format!("opening {}", storage.inner.shown), message });
+                return Err(CatalogError::Store {
+                    context: format!("opening {}", storage.inner.shown),
+                    message,
+                    source: None,
+                });
             }
         }
         drop(slot);
@@ -303,24 +307,27 @@ impl Slot<'_> {
             if closed {
                 *self.guard = None;
             }
-            classify(shown, context, &e, closed)
+            classify(shown, context, e, closed)
         })
     }
 }
 
-/// A driver error as a [`CatalogError`].
-fn classify(shown: &str, context: &str, e: &tokio_postgres::Error, closed: bool) -> CatalogError {
+/// A driver error as a [`CatalogError`], the driver's error its source.
+fn classify(shown: &str, context: &str, e: tokio_postgres::Error, closed: bool) -> CatalogError {
     let message = match e.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
         None => e.to_string(),
     };
-    if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
-        return CatalogError::Busy { context: context.to_owned(), waited: Duration::ZERO, attempts: 1 };
+    let busy = e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE);
+    let unavailable = closed || e.code().is_none();
+    let source: Option<Arc<dyn std::error::Error + Send + Sync>> = Some(Arc::new(e));
+    if busy {
+        return CatalogError::Busy { context: context.to_owned(), waited: Duration::ZERO, attempts: 1, source };
     }
-    if closed || e.code().is_none() {
-        return CatalogError::Unavailable { context: format!("{context} ({shown})"), message };
+    if unavailable {
+        return CatalogError::Unavailable { context: format!("{context} ({shown})"), message, source };
     }
-    CatalogError::Store { context: format!("{context} ({shown})"), message }
+    CatalogError::Store { context: format!("{context} ({shown})"), message, source }
 }
 
 /// Errors after which the same transaction may succeed when repeated: it was rolled back, having changed nothing.
@@ -343,11 +350,40 @@ impl Drop for AbortOnDrop {
 
 type Connection = tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>;
 
-async fn open_client(config: &Config, timeout: Duration) -> Result<(Client, Connection), String> {
+/// Why a connection could not be opened.
+enum OpenError {
+    /// The driver's error.
+    Driver(tokio_postgres::Error),
+    /// No answer within the connect timeout.
+    NoAnswer(Duration),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Driver(e) => e.fmt(f),
+            OpenError::NoAnswer(timeout) => write!(f, "no answer within {} ms", timeout.as_millis()),
+        }
+    }
+}
+
+impl OpenError {
+    /// `store_unavailable`, the driver's error its source.
+    fn unavailable(self, context: String) -> CatalogError {
+        let message = self.to_string();
+        let source: Option<Arc<dyn std::error::Error + Send + Sync>> = match self {
+            OpenError::Driver(e) => Some(Arc::new(e)),
+            OpenError::NoAnswer(_) => None,
+        };
+        CatalogError::Unavailable { context, message, source }
+    }
+}
+
+async fn open_client(config: &Config, timeout: Duration) -> Result<(Client, Connection), OpenError> {
     match tokio::time::timeout(timeout, config.connect(NoTls)).await {
         Ok(Ok(pair)) => Ok(pair),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+        Ok(Err(e)) => Err(OpenError::Driver(e)),
+        Err(_) => Err(OpenError::NoAnswer(timeout)),
     }
 }
 
@@ -358,16 +394,16 @@ impl PgInner {
         let mut guard = self.slots[i].lock().await;
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = None;
-            let (client, connection) = open_client(&self.config, self.connect_timeout).await.map_err(|message| {
-                CatalogError::Unavailable { context: format!("{context} ({})", self.shown), message }
-            })?;
+            let (client, connection) = open_client(&self.config, self.connect_timeout)
+                .await
+                .map_err(|e| e.unavailable(format!("{context} ({})", self.shown)))?;
             tokio::spawn(async move {
                 if let Err(e) = connection.await {
                     tracing::debug!(error = %e, "a catalogue database connection ended");
                 }
             });
             let lock_timeout = format!("SET lock_timeout = {}", self.busy_timeout.as_millis().max(1));
-            client.batch_execute(&lock_timeout).await.map_err(|e| classify(&self.shown, context, &e, true))?;
+            client.batch_execute(&lock_timeout).await.map_err(|e| classify(&self.shown, context, e, true))?;
             *guard = Some(client);
         }
         Ok(Slot { guard })
@@ -382,18 +418,20 @@ impl PgInner {
         let mut backoff = Backoff::new(self.busy_timeout);
         loop {
             let mut slot = self.slot(&context).await?;
-            let result = op(slot.client()).await;
-            if result.as_ref().is_err_and(retryable) {
-                drop(slot);
-                match backoff.next() {
-                    Some(pause) => tokio::time::sleep(pause).await,
-                    None => return Err(backoff.error(context)),
+            let result = match op(slot.client()).await {
+                Err(e) if retryable(&e) => {
+                    drop(slot);
+                    match backoff.next() {
+                        Some(pause) => tokio::time::sleep(pause).await,
+                        None => return Err(backoff.error(context, Some(Arc::new(e)))),
+                    }
+                    continue;
                 }
-                continue;
-            }
+                result => result,
+            };
             match slot.settle(&self.shown, &context, result) {
-                Err(CatalogError::Busy { context, .. }) => {
-                    return Err(CatalogError::Busy { context, waited: self.busy_timeout, attempts: 1 });
+                Err(CatalogError::Busy { context, source, .. }) => {
+                    return Err(CatalogError::Busy { context, waited: self.busy_timeout, attempts: 1, source });
                 }
                 other => return other,
             }
@@ -671,7 +709,7 @@ async fn follow(
     resync: Duration,
     tx: &watch::Sender<FeedState>,
 ) -> Result<std::convert::Infallible, String> {
-    let (client, mut connection) = open_client(config, timeout).await?;
+    let (client, mut connection) = open_client(config, timeout).await.map_err(|e| e.to_string())?;
     let (notes, mut received) = tokio::sync::mpsc::unbounded_channel::<()>();
     // The connection is polled here, so that its notifications come out; it ends when the connection does.
     let mut driver = tokio::spawn(async move {
@@ -724,7 +762,31 @@ async fn follow(
 
 #[cfg(test)]
 mod tests {
+    use std::error::Error as _;
+
     use super::*;
+
+    #[tokio::test]
+    async fn a_connection_string_that_does_not_parse_keeps_the_drivers_error() {
+        let e = PgStorage::connect("postgresql://[").await.unwrap_err();
+        assert_eq!(e.code(), "config_error", "{e}");
+        let driver = e.source().and_then(|s| s.downcast_ref::<tokio_postgres::Error>()).expect("the driver's error");
+        assert!(e.to_string().ends_with(&driver.to_string()), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_refuses_keeps_the_drivers_error() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let e = PgStorage::builder(format!("host=127.0.0.1 port={port} user=keel dbname=x"))
+            .connect_timeout(Duration::from_secs(5))
+            .connect()
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "store_unavailable", "{e}");
+        let driver = e.source().and_then(|s| s.downcast_ref::<tokio_postgres::Error>()).expect("the driver's error");
+        let CatalogError::Unavailable { message, .. } = &e else { panic!("{e:?}") };
+        assert_eq!(message, &driver.to_string());
+    }
 
     /// The statements built from the column list, as they were written out before it.
     #[test]

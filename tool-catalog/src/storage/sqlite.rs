@@ -82,6 +82,15 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
+    /// `busy` after `backoff` gave up on this busy attempt, with SQLite's error as the source.
+    fn busy(self, backoff: &Backoff, context: String) -> CatalogError {
+        let source: Option<Arc<dyn std::error::Error + Send + Sync>> = match self {
+            Failure::Sql { error, .. } => Some(Arc::new(error)),
+            Failure::Other(_) => None,
+        };
+        backoff.error(context, source)
+    }
+
     /// Another connection holds a lock this attempt needed; nothing was done, and a later attempt may succeed.
     fn is_busy(&self) -> bool {
         matches!(
@@ -163,7 +172,7 @@ impl Store {
                 Ok(v) => return Ok(v),
                 Err(f) if f.is_busy() => match backoff.next() {
                     Some(pause) => std::thread::sleep(pause),
-                    None => return Err(backoff.error(context.into())),
+                    None => return Err(f.busy(&backoff, context.into())),
                 },
                 Err(f) => return Err(f.into_error()),
             }
@@ -179,7 +188,7 @@ impl Store {
         F: Fn(&mut Connection) -> Attempt<T> + Send + Sync + 'static,
     {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return Err(CatalogError::Config(format!(
+            return Err(CatalogError::config(format!(
                 "{context}: the catalogue's async methods run inside a Tokio runtime; outside one, use the sync \
                  methods"
             )));
@@ -196,7 +205,7 @@ impl Store {
                 Ok(v) => return Ok(v),
                 Err(f) if f.is_busy() => match backoff.next() {
                     Some(pause) => tokio::time::sleep(pause).await,
-                    None => return Err(backoff.error(context)),
+                    None => return Err(f.busy(&backoff, context)),
                 },
                 Err(f) => return Err(f.into_error()),
             }
@@ -216,6 +225,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Attempt<()> {
                 "the file has catalogue schema version {version}, newer than this build's {SCHEMA_VERSION}; open \
                  it with a newer build"
             ),
+            source: None,
         })
     };
     let version = read_version(conn)?;
@@ -259,6 +269,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Attempt<()> {
                     "the existing `tools` table lacks the column(s) {}; it is not a tool catalogue",
                     missing.join(", ")
                 ),
+                source: None,
             }));
         }
         for (column, definition) in ADDED_COLUMNS {
@@ -288,6 +299,7 @@ fn generation(conn: &Connection) -> Attempt<u64> {
         None => Err(Failure::Other(CatalogError::Store {
             context: "reading the change counter".into(),
             message: "the catalog_state row is missing; opening the catalogue again restores it".into(),
+            source: None,
         })),
     }
 }
@@ -448,7 +460,64 @@ impl Storage for SqliteStorage {
 
 #[cfg(test)]
 mod tests {
+    use std::error::Error as _;
+
     use super::*;
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(label: &str) -> TempDir {
+            let dir = std::env::temp_dir().join(format!("keel-catalog-sqlite-{label}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_opened_keeps_sqlites_error() {
+        let dir = TempDir::new("open");
+        // A directory is no database file.
+        let e = Store::open(&dir.0, Duration::ZERO).err().expect("a directory is refused");
+        assert_eq!(e.code(), "store_error", "{e}");
+        let sqlite = e.source().and_then(|s| s.downcast_ref::<rusqlite::Error>()).expect("rusqlite's error");
+        let CatalogError::Store { message, .. } = &e else { panic!("{e:?}") };
+        assert_eq!(message, &sqlite.to_string());
+    }
+
+    #[test]
+    fn busy_keeps_the_error_of_the_last_attempt() {
+        let dir = TempDir::new("busy");
+        let path = dir.0.join("tools.db");
+        let store = Store::open(&path, Duration::ZERO).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE; UPDATE tools SET description = 'uncommitted';").unwrap();
+        let e =
+            store.run("writing", |c| c.execute_batch("BEGIN IMMEDIATE; COMMIT;").map_err(sql("writing"))).unwrap_err();
+        assert!(matches!(e, CatalogError::Busy { attempts: 1, .. }), "{e:?}");
+        let sqlite = e.source().and_then(|s| s.downcast_ref::<rusqlite::Error>()).expect("rusqlite's error");
+        assert_eq!(sqlite.sqlite_error_code(), Some(ErrorCode::DatabaseBusy));
+        drop(other);
+    }
+
+    #[test]
+    fn a_refusal_of_the_catalogues_own_has_no_source() {
+        let dir = TempDir::new("newer");
+        let path = dir.0.join("tools.db");
+        drop(Store::open(&path, Duration::ZERO).unwrap());
+        Connection::open(&path).unwrap().execute_batch("PRAGMA user_version = 99").unwrap();
+        let e = Store::open(&path, Duration::ZERO).err().expect("a newer schema is refused");
+        assert!(e.to_string().contains("newer than this build"), "{e}");
+        assert!(e.source().is_none());
+    }
 
     /// The statements built from the column list, as they were written out before it.
     #[test]

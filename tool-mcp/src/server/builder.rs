@@ -9,6 +9,7 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use tool_core::{CallOptions, Executor, TaskSupport};
 
+use super::error::OtherProblem;
 use super::listing::duration_ms;
 use super::{CallOptionsFn, DEFAULT_MAX_TASKS, Listeners, Listing, McpServer, McpServerError, STATIC_LIST_TTL, Shared};
 use crate::compose::{NoRest, Rest, merge_capabilities};
@@ -149,7 +150,7 @@ impl McpServerBuilder {
     pub fn build(self) -> Result<McpServer, McpServerError> {
         let request_state =
             request_state_codec(self.request_state, self.request_state_key, self.previous_request_state_key)
-                .map_err(|reason| McpServerError { problems: Vec::new(), other: vec![reason] })?;
+                .map_err(|problem| McpServerError { problems: Vec::new(), other: vec![problem] })?;
         let listing = Listing::new(self.executor)?;
         let rest_config = self.rest.get_info();
         let mut info = Implementation::new(self.name, self.version);
@@ -209,39 +210,40 @@ fn request_state_codec(
     codec: Option<RequestStateCodec>,
     current: Option<(String, Vec<u8>)>,
     previous: Option<(String, Vec<u8>)>,
-) -> Result<RequestStateCodec, String> {
+) -> Result<RequestStateCodec, OtherProblem> {
     match (codec, current, previous) {
-        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err("the requestState key is set twice: give either \
-                                                           `request_state_codec` or `request_state_key`, not both"
-            .to_owned()),
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(OtherProblem::new(
+            "the requestState key is set twice: give either `request_state_codec` or `request_state_key`, not both",
+        )),
         (Some(codec), None, None) => Ok(codec),
-        (None, None, Some((id, _))) => {
-            Err(format!("`previous_request_state_key` (`{id}`) needs a current key: add `request_state_key`"))
-        }
+        (None, None, Some((id, _))) => Err(OtherProblem::new(format!(
+            "`previous_request_state_key` (`{id}`) needs a current key: add `request_state_key`"
+        ))),
         (None, None, None) => {
             let mut key = [0u8; RequestStateCodec::MIN_KEY_LENGTH];
-            getrandom::fill(&mut key).map_err(|e| format!("no random key for the request state: {e}"))?;
-            RequestStateCodec::try_new(key.to_vec()).map_err(|e| e.to_string())
+            getrandom::fill(&mut key)
+                .map_err(|e| OtherProblem::from(format!("no random key for the request state: {e}"), e))?;
+            RequestStateCodec::try_new(key.to_vec()).map_err(|e| OtherProblem::from(e.to_string(), e))
         }
         (None, Some((id, key)), previous) => {
             for (id, key) in std::iter::once((&id, &key)).chain(previous.as_ref().map(|(i, k)| (i, k))) {
                 if key.len() < RequestStateCodec::MIN_KEY_LENGTH {
-                    return Err(format!(
+                    return Err(OtherProblem::new(format!(
                         "the requestState key `{id}` has {} bytes; it needs at least {} (random bytes, the same on \
                          every replica)",
                         key.len(),
                         RequestStateCodec::MIN_KEY_LENGTH
-                    ));
+                    )));
                 }
             }
             if previous.as_ref().is_some_and(|(p, _)| *p == id) {
-                return Err(format!(
+                return Err(OtherProblem::new(format!(
                     "the current and previous requestState keys have the same id `{id}`; give each its own"
-                ));
+                )));
             }
             let ring = std::iter::once((id.clone(), key)).chain(previous);
             RequestStateCodec::new_with_keyring(id.clone(), ring)
-                .map_err(|e| format!("the requestState key `{id}` cannot be used: {e}"))
+                .map_err(|e| OtherProblem::from(format!("the requestState key `{id}` cannot be used: {e}"), e))
         }
     }
 }

@@ -36,7 +36,7 @@ impl Listing {
         for (def, entry) in view.iter().zip(codec.tool_list().iter()) {
             match serde_json::from_value::<Tool>(entry.clone()) {
                 Ok(tool) => tools.push(tool),
-                Err(e) => problems.push(InvalidToolEntry { tool: def.name().to_owned(), reason: e.to_string() }),
+                Err(e) => problems.push(InvalidToolEntry { tool: def.name().to_owned(), source: Arc::new(e) }),
             }
         }
         if !problems.is_empty() {
