@@ -68,7 +68,7 @@ async fn a_choice_naming_a_tool_the_turn_does_not_have_fails_before_any_request(
         .build()
         .unwrap();
     let err = Agent::new(&model).run(&mut run(), &mut conversation()).await.unwrap_err();
-    let AgentError::Model { error: ModelError::Config { message }, .. } = &err else { panic!("{err:?}") };
+    let AgentError::Model { error: ModelError::Config { message, .. }, .. } = &err else { panic!("{err:?}") };
     assert!(message.contains("`cards.shred`, which is not among this turn's tools"), "{message}");
     assert!(stub.requests().is_empty(), "nothing was sent");
 }
@@ -100,7 +100,7 @@ async fn ollama_cannot_force_a_call_and_says_where_it_can() {
     stub.respond_jsonl(OLLAMA_CHAT, OLLAMA).unwrap();
     let model = OllamaClient::builder(stub.url(), "qwen3:8b").tool_choice(ToolChoice::Required).build().unwrap();
     let err = Agent::new(&model).run(&mut run(), &mut conversation()).await.unwrap_err();
-    let AgentError::Model { error: ModelError::Config { message }, .. } = &err else { panic!("{err:?}") };
+    let AgentError::Model { error: ModelError::Config { message, .. }, .. } = &err else { panic!("{err:?}") };
     assert!(message.contains("has no tool_choice") && message.contains("/v1"), "{message}");
     assert!(stub.requests().is_empty());
 }
