@@ -467,6 +467,7 @@ fn a_corrupt_entry_is_named_and_left_in_place() {
     std::fs::write(dir.join(format!("{key}.json")), "{not json").unwrap();
     let err = store.list().unwrap_err();
     assert!(matches!(err, tool_core::PendingStoreError::Corrupt { ref entry, .. } if *entry == key), "{err}");
+    assert!(std::error::Error::source(&err).is_some_and(|s| s.is::<serde_json::Error>()), "{err:?}");
     assert!(store.take(&key).is_err());
     assert!(dir.join(format!("{key}.json")).exists(), "still there for an operator");
     assert!(store.take("../../etc/passwd").unwrap().is_none(), "a key is never a path");

@@ -120,4 +120,5 @@ fn tools_that_appear_or_vanish_fail_until_the_lock_is_updated() {
 fn a_broken_lock_is_an_error_value() {
     let e = lock::check(&registry(vec![]), "{").unwrap_err();
     assert!(e.to_string().starts_with("the lock cannot be read: it is not a keel lock"), "{e}");
+    assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<serde_json::Error>()), "{e:?}");
 }

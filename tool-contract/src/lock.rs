@@ -71,6 +71,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -139,15 +140,25 @@ pub struct FieldSummary {
     pub recursive: Option<String>,
 }
 
-/// Why a lock's text could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a lock's text could not be read. When the text is not JSON, the parser's error is the
+/// [`source`](std::error::Error::source). Two errors are equal when their messages are.
+#[derive(Debug, Clone)]
 pub struct LockError {
     message: String,
+    source: Option<Arc<serde_json::Error>>,
 }
+
+impl PartialEq for LockError {
+    fn eq(&self, other: &LockError) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for LockError {}
 
 impl LockError {
     fn new(message: impl Into<String>) -> LockError {
-        LockError { message: message.into() }
+        LockError { message: message.into(), source: None }
     }
 }
 
@@ -157,7 +168,11 @@ impl fmt::Display for LockError {
     }
 }
 
-impl std::error::Error for LockError {}
+impl std::error::Error for LockError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 impl Lock {
     /// The lock of these definitions (sorted by name; a repeated name keeps its first definition).
@@ -175,8 +190,9 @@ impl Lock {
 
     /// Reads a lock file's text.
     pub fn parse(text: &str) -> Result<Lock, LockError> {
-        let lock: Lock = serde_json::from_str(text).map_err(|e| {
-            LockError::new(format!("it is not a keel lock (line {}, column {}): {e}", e.line(), e.column()))
+        let lock: Lock = serde_json::from_str(text).map_err(|e| LockError {
+            message: format!("it is not a keel lock (line {}, column {}): {e}", e.line(), e.column()),
+            source: Some(Arc::new(e)),
         })?;
         if lock.keel_lock != FORMAT {
             return Err(LockError::new(format!(

@@ -2,23 +2,39 @@
 
 use std::fmt;
 use std::io::Write as _;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use tool_schema::Limits;
 use tool_schema::canonical::{Fnv1a, write_canonical};
 
-/// Why a call's arguments cannot be used: they are not a JSON object. The message is meant for the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a call's arguments cannot be used: they are not a JSON object. The message is meant for the model; the JSON
+/// parser's own error, when the text was not JSON, is the [`source`](std::error::Error::source), for the operator.
+/// Two errors are equal when their messages are.
+#[derive(Debug, Clone)]
 pub struct ArgumentsError {
     /// What is wrong, e.g. `arguments must be a JSON object; found array`.
     pub message: String,
+    source: Option<Arc<serde_json::Error>>,
 }
+
+impl PartialEq for ArgumentsError {
+    fn eq(&self, other: &ArgumentsError) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for ArgumentsError {}
 
 impl ArgumentsError {
     /// An error with this message.
     pub fn new(message: impl Into<String>) -> ArgumentsError {
-        ArgumentsError { message: message.into() }
+        ArgumentsError { message: message.into(), source: None }
+    }
+
+    fn parsing(message: String, source: serde_json::Error) -> ArgumentsError {
+        ArgumentsError { message, source: Some(Arc::new(source)) }
     }
 
     /// `arguments must be a JSON object; found <type>`.
@@ -37,7 +53,11 @@ impl fmt::Display for ArgumentsError {
     }
 }
 
-impl std::error::Error for ArgumentsError {}
+impl std::error::Error for ArgumentsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// [`ToolCall`]: one tool call as a model produced it. Each provider's call items are read by its
 /// [`Codec`](crate::Codec), which maps wire names back through a view; the constructors here take the parts.
@@ -257,26 +277,29 @@ fn parse_arguments(text: &str, limits: &Limits) -> Result<Value, ArgumentsError>
     let value = match serde::de::DeserializeSeed::deserialize(UniqueKeys, &mut de) {
         Ok(v) => v,
         Err(e) if e.to_string().starts_with(DUPLICATE_KEY) => {
-            return Err(ArgumentsError::new(format!(
+            let message = format!(
                 "arguments must be a JSON object whose keys appear once; a key is repeated (line {}, column {})",
                 e.line(),
                 e.column()
-            )));
+            );
+            return Err(ArgumentsError::parsing(message, e));
         }
         Err(e) => {
-            return Err(ArgumentsError::new(format!(
+            let message = format!(
                 "arguments must be a JSON object; the text is not valid JSON (line {}, column {})",
                 e.line(),
                 e.column()
-            )));
+            );
+            return Err(ArgumentsError::parsing(message, e));
         }
     };
     if let Err(e) = de.end() {
-        return Err(ArgumentsError::new(format!(
+        let message = format!(
             "arguments must be a JSON object; the text continues after the JSON value (line {}, column {})",
             e.line(),
             e.column()
-        )));
+        );
+        return Err(ArgumentsError::parsing(message, e));
     }
     require_object(value)
 }
@@ -380,6 +403,20 @@ mod tests {
 
     fn err(call: &ToolCall) -> String {
         call.arguments().expect_err("arguments error").to_string()
+    }
+
+    #[test]
+    fn text_that_is_not_json_keeps_the_parser_error_as_source() {
+        use std::error::Error as _;
+        for text in ["{\"a\": ", "{\"a\": 1, \"a\": 2}", "{} []"] {
+            let call = ToolCall::from_json_text("c1", "add", text);
+            let e = call.arguments().expect_err(text);
+            assert!(e.source().is_some_and(|s| s.is::<serde_json::Error>()), "{text}: {e:?}");
+            assert!(!e.message.contains("EOF") && !e.message.contains("duplicate field"), "{e}");
+        }
+        let e = ToolCall::new("c2", "add", json!([1])).into_arguments().unwrap_err();
+        assert!(e.source().is_none());
+        assert_eq!(e, ArgumentsError::new(e.message.clone()), "equal by message");
     }
 
     #[test]

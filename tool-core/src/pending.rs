@@ -604,6 +604,8 @@ pub enum PendingStoreError {
         entry: String,
         /// What is wrong with it.
         message: String,
+        /// The parser's error, when the entry is not a pending call's JSON.
+        source: Option<serde_json::Error>,
     },
     /// The store's directory is open to other users (Unix): [`FileStore::open`] neither uses nor changes it.
     Permissions {
@@ -618,7 +620,7 @@ impl fmt::Display for PendingStoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PendingStoreError::Io { context, source } => write!(f, "{context}: {source}"),
-            PendingStoreError::Corrupt { entry, message } => write!(f, "{entry} is not a pending call: {message}"),
+            PendingStoreError::Corrupt { entry, message, .. } => write!(f, "{entry} is not a pending call: {message}"),
             PendingStoreError::Permissions { dir, mode } => write!(
                 f,
                 "{} is open to other users (mode {mode:03o}); pending calls hold their arguments, so the store must \
@@ -633,7 +635,10 @@ impl std::error::Error for PendingStoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             PendingStoreError::Io { source, .. } => Some(source),
-            PendingStoreError::Corrupt { .. } | PendingStoreError::Permissions { .. } => None,
+            PendingStoreError::Corrupt { source, .. } => {
+                source.as_ref().map(|e| e as &(dyn std::error::Error + 'static))
+            }
+            PendingStoreError::Permissions { .. } => None,
         }
     }
 }
@@ -788,8 +793,11 @@ fn os_random(buf: &mut [u8]) {
 
 fn read_entry(path: &Path, entry: &str) -> Result<PendingCall, PendingStoreError> {
     let text = std::fs::read(path).map_err(|e| io_error(format!("reading {}", path.display()), e))?;
-    serde_json::from_slice(&text)
-        .map_err(|e| PendingStoreError::Corrupt { entry: entry.to_owned(), message: e.to_string() })
+    serde_json::from_slice(&text).map_err(|e| PendingStoreError::Corrupt {
+        entry: entry.to_owned(),
+        message: e.to_string(),
+        source: Some(e),
+    })
 }
 
 /// Whether `key` is one [`PendingCall::key`] makes (so that no key names a path outside the store).

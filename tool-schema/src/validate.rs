@@ -364,10 +364,21 @@ impl fmt::Write for CountingWriter {
 // ---------------------------------------------------------------------------------------------------------------
 
 /// A schema that failed to compile. Developer-facing (a tool's own schema is broken); never sent to a model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The validator's own error, when there is one, is its [`source`](std::error::Error::source). Two errors are
+/// equal when their messages are.
+#[derive(Debug, Clone)]
 pub struct SchemaError {
     message: String,
+    source: Option<Arc<ValidationError<'static>>>,
 }
+
+impl PartialEq for SchemaError {
+    fn eq(&self, other: &SchemaError) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for SchemaError {}
 
 impl SchemaError {
     /// What is wrong with the schema.
@@ -382,7 +393,11 @@ impl fmt::Display for SchemaError {
     }
 }
 
-impl std::error::Error for SchemaError {}
+impl std::error::Error for SchemaError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// JSON Schema validation of untrusted tool arguments and tool results.
 ///
@@ -455,9 +470,11 @@ impl CompiledSchema {
                     let _ = write!(message, "at {}: ", truncate_chars(at, 200));
                 }
                 message.push_str(&truncate_chars(&err.to_string(), 500));
-                Err(SchemaError { message })
+                Err(SchemaError { message, source: Some(Arc::new(err.to_owned())) })
             }
-            Err(_) => Err(SchemaError { message: "the schema compiler panicked on this schema".to_owned() }),
+            Err(_) => {
+                Err(SchemaError { message: "the schema compiler panicked on this schema".to_owned(), source: None })
+            }
         }
     }
 
@@ -1561,6 +1578,9 @@ mod tests {
             assert!(!err.message().is_empty());
             let _: &dyn std::error::Error = &err;
         }
+        let err = CompiledSchema::compile(&json!({"type": 5})).unwrap_err();
+        let source = std::error::Error::source(&err).expect("the validator's error");
+        assert!(source.is::<ValidationError<'static>>(), "{source:?}");
         // Boolean schemas are schemas.
         assert!(compile(json!(true)).is_valid(&json!(1)));
         assert!(!compile(json!(false)).is_valid(&json!(1)));
