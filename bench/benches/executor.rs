@@ -20,8 +20,9 @@ use keel_bench::keel;
 use keel_bench::rmcp_peer::RmcpHarness;
 use serde_json::Value;
 use tokio::runtime::Runtime;
+use tool_core::events::JsonLinesWriter;
+use tool_core::runs::{Run, StopPolicy};
 use tool_core::{Executor, ToolCall};
-use tool_core::{JsonLinesWriter, Run, StopPolicy};
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread().enable_time().enable_io().build().expect("a Tokio runtime")

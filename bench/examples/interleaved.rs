@@ -25,8 +25,8 @@ use keel_bench::rmcp_peer::RmcpHarness;
 use keel_bench::{fixture, floor, keel};
 use serde_json::Value;
 use tokio::runtime::Runtime;
+use tool_core::runs::{Run, StopPolicy};
 use tool_core::{Executor, ToolCall};
-use tool_core::{Run, StopPolicy};
 
 /// The system allocator, counting `alloc`, `realloc` and `dealloc` calls (of every thread) while [`COUNTING`] is set.
 ///

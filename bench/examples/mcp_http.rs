@@ -49,7 +49,8 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tool_core::{Content, Executor, Registry, tool};
+use tool_core::content::Content;
+use tool_core::{Executor, Registry, tool};
 
 /// The text the tool returns, and what every answer is checked for.
 const TEXT: &str = "This is a simple text response for testing.";

@@ -13,7 +13,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tool_core::{Concurrency, Executor, Registry, Run, StopPolicy, ToolCall, tool};
+use tool_core::runs::{Concurrency, Run, StopPolicy};
+use tool_core::{Executor, Registry, ToolCall, tool};
 
 /// Waits `ms` milliseconds, as a slow read would, and says so (with 0, returns at once: no timer).
 #[tool(name = "bench.slow_read", effect = "read", version = "1.0")]

@@ -23,8 +23,8 @@ use keel_bench::rmcp_peer::RmcpHarness;
 use keel_bench::{fixture, floor, keel};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData};
 use serde_json::Value;
+use tool_core::runs::{Run, StopPolicy};
 use tool_core::{Codec, Executor, Provider, ToolCall, ToolResult};
-use tool_core::{Run, StopPolicy};
 
 /// Polls `fut` in a frame of its own (never inlined), so that a profiler can attribute exactly the work done
 /// while polling it: building the future happens inside this frame too, as the future is made lazily.
@@ -52,7 +52,7 @@ fn timed_poll_view_list_turn(registry: &tool_core::Registry, names: &[&str]) -> 
 
 /// Builds a registry of `defs` in a frame of its own (matched by the same `--toggle-collect` pattern).
 #[inline(never)]
-fn timed_poll_registry_build(defs: Vec<tool_core::ToolDefinition>) -> tool_core::Registry {
+fn timed_poll_registry_build(defs: Vec<tool_core::definition::ToolDefinition>) -> tool_core::Registry {
     tool_core::Registry::builder().without_inventory().tools(defs).build().expect("unique names")
 }
 

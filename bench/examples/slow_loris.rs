@@ -31,7 +31,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tool_core::{Content, Executor, Registry, tool};
+use tool_core::content::Content;
+use tool_core::{Executor, Registry, tool};
 
 /// The text the tool returns, and what every answer is checked for.
 const TEXT: &str = "This is a simple text response for testing.";

@@ -235,7 +235,8 @@ pub mod dynamic {
     use std::sync::Arc;
 
     use serde_json::Value;
-    use tool_core::{CallContext, DynHandler, ToolDefinition};
+    use tool_core::CallContext;
+    use tool_core::definition::{DynHandler, ToolDefinition};
 
     use crate::fixture::{Incident, SearchArgs};
 

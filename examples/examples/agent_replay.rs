@@ -10,8 +10,9 @@
 use examples::desk;
 use serde_json::json;
 use tool_agent::{Agent, Message, Replay, transcript};
-use tool_core::Run;
-use tool_core::{Approval, CallOptions};
+use tool_core::Approval;
+use tool_core::executor::CallOptions;
+use tool_core::runs::Run;
 
 /// Recorded responses: a lookup and a ticket in one response, then a final answer.
 const SCRIPT: &str = include_str!("../../tests/fixtures/agent/desk.jsonl");

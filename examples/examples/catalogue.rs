@@ -17,7 +17,8 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tool_catalog::{Catalog, Resolved, ToolRow};
-use tool_core::{Effect, Executor, Registry, ToolCall};
+use tool_core::definition::Effect;
+use tool_core::{Executor, Registry, ToolCall};
 use tool_mcp::McpServer;
 
 tool_core::link_tools!(examples);

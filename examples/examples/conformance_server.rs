@@ -21,10 +21,9 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tool_core::{
-    CallContext, Content, ContentBlock, EmbeddedResource, Executor, InputKind, LogLevel, Registry, State, ToolError,
-    tool,
-};
+use tool_core::content::{Content, ContentBlock, EmbeddedResource};
+use tool_core::context::{InputKind, LogLevel};
+use tool_core::{CallContext, Executor, Registry, State, ToolError, tool};
 use tool_mcp::McpServer;
 use tool_mcp::rmcp::model::{
     CacheScope, CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock as McpBlock,
@@ -326,7 +325,7 @@ fn one_string(name: &str) -> Value {
 }
 
 /// The `content` string `name` of an accepted elicitation.
-fn answered(answer: &tool_core::Elicitation, name: &str) -> String {
+fn answered(answer: &tool_core::context::Elicitation, name: &str) -> String {
     answer.content.as_ref().and_then(|c| c.get(name)).and_then(Value::as_str).unwrap_or("(none)").to_owned()
 }
 

@@ -5,7 +5,8 @@ use std::sync::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tool_core::{BatchOutcome, Decider, Decision, DefaultDecider, Run, RunState, StopPolicy};
+use tool_core::events::Decision;
+use tool_core::runs::{BatchOutcome, Decider, DefaultDecider, Run, RunState, StopPolicy};
 use tool_core::{Executor, Registry, State, ToolCall, ToolError, ToolResult, tool};
 
 /// The cards a bureau works on; `available: false` simulates the missing file.

@@ -25,7 +25,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tool_agent::{Agent, ChoicePolicy, Message, OpenAiClient, ToolChoice};
-use tool_core::{Decision, ErrorCode, Executor, Registry, Run, ToolError, tool};
+use tool_core::events::Decision;
+use tool_core::results::ErrorCode;
+use tool_core::runs::Run;
+use tool_core::{Executor, Registry, ToolError, tool};
 
 /// What the handlers were called with, in order: `(tool, incident id)`.
 static RAN: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());

@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 use tool_agent::stub::{OLLAMA_CHAT, StubResponse, StubServer};
 use tool_agent::{Agent, AgentError, Message, ModelError, OllamaClient};
 
-use tool_core::{Decision, EventKind, Run};
+use tool_core::events::{Decision, EventKind};
+use tool_core::runs::Run;
 
 const FIXTURE: &str = include_str!("../fixtures/agent/ollama_cards.jsonl");
 

@@ -5,7 +5,8 @@ use examples::cards::{self, CardStore};
 use serde_json::{Value, json};
 use tool_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
 use tool_agent::{Agent, Message, OpenAiClient};
-use tool_core::{Decision, Run};
+use tool_core::events::Decision;
+use tool_core::runs::Run;
 use tool_core::{Provider, State, tool};
 
 /// Count the task cards that have a given status.

@@ -5,7 +5,9 @@ use examples::cards::{self, CardStore};
 use serde_json::json;
 use tool_agent::stub::{OLLAMA_CHAT, OPENAI_CHAT, StubServer};
 use tool_agent::{Agent, AgentError, ChoicePolicy, Message, ModelError, OllamaClient, OpenAiClient, ToolChoice};
-use tool_core::{Decision, Run, State, tool};
+use tool_core::events::Decision;
+use tool_core::runs::Run;
+use tool_core::{State, tool};
 
 /// Count the task cards that have a given status.
 #[tool(name = "cards.count", effect = "read", version = "1.0", tags = ["cards"])]

@@ -6,8 +6,10 @@ use tool_agent::stub::{OLLAMA_CHAT, StubServer};
 use tool_agent::{
     Agent, AgentError, ChatModel, Message, Mode, ModelError, OllamaClient, Replay, ReplayOrigin, transcript,
 };
-use tool_core::{Approval, CallOptions};
-use tool_core::{Decision, Run};
+use tool_core::Approval;
+use tool_core::events::Decision;
+use tool_core::executor::CallOptions;
+use tool_core::runs::Run;
 
 const CARDS: &str = include_str!("../fixtures/agent/ollama_cards.jsonl");
 const DESK: &str = include_str!("../fixtures/agent/desk.jsonl");

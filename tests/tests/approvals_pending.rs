@@ -11,10 +11,11 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tool_core::{
-    ApprovalKey, CallOptions, Decision, Effect, Executor, FileStore, PendingCall, PendingStore, Registry, Resolution,
-    Run, ToolCall, ToolDefinition, ToolError, ToolResult,
-};
+use tool_core::definition::{Effect, ToolDefinition};
+use tool_core::events::Decision;
+use tool_core::executor::CallOptions;
+use tool_core::runs::{ApprovalKey, FileStore, PendingCall, PendingStore, Resolution, Run};
+use tool_core::{Executor, Registry, ToolCall, ToolError, ToolResult};
 
 const ROLE: &str = "KEEL_PENDING_ROLE";
 const DIR: &str = "KEEL_PENDING_DIR";
@@ -466,7 +467,7 @@ fn a_corrupt_entry_is_named_and_left_in_place() {
     let key = format!("pc-{}", "0".repeat(32));
     std::fs::write(dir.join(format!("{key}.json")), "{not json").unwrap();
     let err = store.list().unwrap_err();
-    assert!(matches!(err, tool_core::PendingStoreError::Corrupt { ref entry, .. } if *entry == key), "{err}");
+    assert!(matches!(err, tool_core::runs::PendingStoreError::Corrupt { ref entry, .. } if *entry == key), "{err}");
     assert!(std::error::Error::source(&err).is_some_and(|s| s.is::<serde_json::Error>()), "{err:?}");
     assert!(store.take(&key).is_err());
     assert!(dir.join(format!("{key}.json")).exists(), "still there for an operator");

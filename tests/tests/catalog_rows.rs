@@ -17,7 +17,8 @@ use tool_catalog::{
     Catalog, CatalogBuilder, CatalogServer, LocalTarget, Lookup, RegistryLookup, Resolved, RowError, ToolLookup,
     ToolRow,
 };
-use tool_core::{Effect, Executor, Registry, ToolCall};
+use tool_core::definition::Effect;
+use tool_core::{Executor, Registry, ToolCall};
 use tool_mcp::McpServer;
 use tool_mcp::rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
 use tool_mcp::rmcp::service::ClientServiceExt;

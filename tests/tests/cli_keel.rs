@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 use tool_cli::Cli;
-use tool_core::{Provider, Registry, ToolDefinition, ToolError};
+use tool_core::definition::ToolDefinition;
+use tool_core::{Provider, Registry, ToolError};
 
 tool_core::link_tools!(examples);
 
@@ -221,7 +222,7 @@ fn lock_write_check_and_the_version_rule() {
 fn the_committed_lock_matches_the_linked_tools() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../keel.lock");
     let (code, out, _) = keel(&demo(), &["lock", "--check", "--strict", "--path", path]);
-    assert_eq!(code, 0, "run `cargo run -p tool-cli --bin keel -- lock` and commit keel.lock:\n{out}");
+    assert_eq!(code, 0, "run `cargo run -p examples --bin keel-demo -- lock` and commit keel.lock:\n{out}");
 }
 
 #[test]
@@ -240,7 +241,7 @@ fn usage_errors_exit_2_and_help_goes_to_stdout() {
 
 /// A dotted read tool and a write tool, each echoing its arguments.
 fn replay_cli() -> Cli {
-    let echo = |name: &'static str, effect: tool_core::Effect| {
+    let echo = |name: &'static str, effect: tool_core::definition::Effect| {
         ToolDefinition::builder(name)
             .description("Echoes its query.")
             .effect(effect)
@@ -250,7 +251,10 @@ fn replay_cli() -> Cli {
             .build()
             .unwrap()
     };
-    cli_with(vec![echo("notes.search", tool_core::Effect::Read), echo("notes.write", tool_core::Effect::Write)])
+    cli_with(vec![
+        echo("notes.search", tool_core::definition::Effect::Read),
+        echo("notes.write", tool_core::definition::Effect::Write),
+    ])
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tool_core::Limits;
+use tool_core::schema::Limits;
 use tool_core::{CallContext, Executor, Registry, ToolCall, ToolResult, tool};
 
 /// The call id of every run of `lookup_incident` and `delete_incident`.

@@ -8,10 +8,9 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tool_core::{
-    Approval, CallContext, CallOptions, Executor, PolicyDecision, Registry, State, ToolCall, ToolError, ToolResult,
-    ToolView, tool,
-};
+use tool_core::executor::CallOptions;
+use tool_core::policy::PolicyDecision;
+use tool_core::{Approval, CallContext, Executor, Registry, State, ToolCall, ToolError, ToolResult, ToolView, tool};
 
 /// The call id of every run of a recording handler.
 static RUNS: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -120,7 +119,7 @@ fn fails_internally() -> Result<String, std::io::Error> {
 /// Computes a reserved code at run time: making the `ToolCode` fails, so the model never sees it.
 #[tool(effect = "read", version = "1.0")]
 fn claims_unknown_tool() -> Result<String, ToolError> {
-    let code = tool_core::ToolCode::parse(String::from("unknown_tool"))?;
+    let code = tool_core::results::ToolCode::parse(String::from("unknown_tool"))?;
     Err(ToolError::new(code, "pretending"))
 }
 
@@ -341,7 +340,7 @@ async fn faulty_handlers_get_their_codes_and_later_calls_still_succeed() {
 #[tokio::test]
 async fn output_is_validated_against_the_result_schema() {
     // A dynamic tool declares a result schema and returns something else.
-    let def = tool_core::ToolDefinition::builder("liar")
+    let def = tool_core::definition::ToolDefinition::builder("liar")
         .description("Claims to return an object.")
         .output_schema(json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}))
         .handler(|_a, _c| async { Ok(json!({"n": "not a number"})) })
@@ -368,7 +367,7 @@ async fn shared_state_and_context_are_injected() {
 #[tokio::test]
 async fn a_custom_policy_sees_tenant_and_can_deny() {
     let ex = Executor::builder(view(&["lookup_incident"]))
-        .policy(|r: &tool_core::PolicyRequest<'_>| match r.tenant {
+        .policy(|r: &tool_core::policy::PolicyRequest<'_>| match r.tenant {
             Some("blocked") => PolicyDecision::Deny { reason: "tenant `blocked` may not use tools".into() },
             _ => PolicyDecision::Allow,
         })
@@ -481,7 +480,7 @@ async fn an_executor_without_a_tools_state_does_not_build() {
     let problem = &err.problems()[0];
     assert_eq!(
         problem,
-        &tool_core::ExecutorProblem::MissingState { tool: "needs_missing_state".into(), type_name: "u128" }
+        &tool_core::executor::ExecutorProblem::MissingState { tool: "needs_missing_state".into(), type_name: "u128" }
     );
     assert_eq!(problem.code(), "missing_state");
     let text = problem.to_string();
@@ -496,7 +495,9 @@ async fn an_executor_without_a_tools_state_does_not_build() {
 async fn an_extractor_that_fails_ends_the_call_before_the_handler() {
     // A context built by hand without the state: the extractor's failure is internal and nothing ran.
     let def = registry().get("needs_missing_state").unwrap().clone();
-    let tool_core::Handler::Inline(f) = def.handler().clone() else { panic!("a plain fn runs inline by default") };
+    let tool_core::definition::Handler::Inline(f) = def.handler().clone() else {
+        panic!("a plain fn runs inline by default")
+    };
     let err = f(json!({}), &CallContext::new("c1", "needs_missing_state")).unwrap_err();
     assert_eq!(err.code(), "tool_internal_error");
     // Through an executor, an extractor's business error keeps its code and says executed: false.
@@ -511,7 +512,7 @@ async fn an_extractor_that_fails_ends_the_call_before_the_handler() {
 
 struct Tenant(String);
 
-impl tool_core::FromCallContext for Tenant {
+impl tool_core::context::FromCallContext for Tenant {
     fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError> {
         ctx.tenant().map(|t| Tenant(t.to_owned())).ok_or_else(|| tool_core::tool_error!("tenant_required", "no tenant"))
     }

@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tool_core::{Approval, CallContext, CallOptions, Executor, Provider, Registry, ToolCall, ToolResult, tool};
+use tool_core::executor::CallOptions;
+use tool_core::{Approval, CallContext, Executor, Provider, Registry, ToolCall, ToolResult, tool};
 
 // `Serialize` lets schemars state the default in the schema (`"default": "normal"`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

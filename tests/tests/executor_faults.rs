@@ -18,8 +18,10 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tool_core::{CallContext, Executor, Registry, ToolCall, ToolDefinition, ToolResult, tool};
-use tool_core::{Decision, EventKind, Run, StopPolicy};
+use tool_core::definition::ToolDefinition;
+use tool_core::events::{Decision, EventKind};
+use tool_core::runs::{Run, StopPolicy};
+use tool_core::{CallContext, Executor, Registry, ToolCall, ToolResult, tool};
 
 /// The bound on a quick call made while faulty calls are in flight.
 const RESPONSIVE: Duration = Duration::from_millis(500);
@@ -269,7 +271,7 @@ fn every_fault_gets_its_code_and_the_executor_stays_responsive() {
 
         // One after another, in a run that goes on after every failure.
         let mut run = Run::builder(ex.clone())
-            .decider(|_: &ToolResult, _: &tool_core::RunState, _: &StopPolicy| Decision::Continue)
+            .decider(|_: &ToolResult, _: &tool_core::runs::RunState, _: &StopPolicy| Decision::Continue)
             .stop_policy(StopPolicy { max_steps: 100, max_retries: 100 })
             .build();
         let calls: Vec<ToolCall> = FAULTS

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use keel_tests::memory_kib;
 use serde_json::json;
-use tool_core::{Approval, CallContext, CallOptions, Executor, Registry, ToolCall, ToolResult, tool};
+use tool_core::executor::CallOptions;
+use tool_core::{Approval, CallContext, Executor, Registry, ToolCall, ToolResult, tool};
 
 const TASKS: usize = 1_000;
 const CALLS_PER_TASK: usize = 100;

@@ -6,17 +6,20 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tool_core::{
-    CallContext, CallOptions, Executor, HandlerState, PolicyDecision, Registry, ToolCall, ToolError, ToolResult, tool,
-};
+use tool_core::executor::CallOptions;
+use tool_core::policy::PolicyDecision;
+use tool_core::results::HandlerState;
+use tool_core::{CallContext, Executor, Registry, ToolCall, ToolError, ToolResult, tool};
 
 fn executor(
     names: &[&str],
-    configure: impl FnOnce(tool_core::ExecutorBuilder) -> tool_core::ExecutorBuilder,
+    configure: impl FnOnce(tool_core::executor::ExecutorBuilder) -> tool_core::executor::ExecutorBuilder,
 ) -> Executor {
     let view = Registry::from_inventory().unwrap().view().names(names.iter().copied()).build().unwrap();
     // The effect policy is not under test: every call is allowed.
-    configure(Executor::builder(view).policy(|_: &tool_core::PolicyRequest<'_>| PolicyDecision::Allow)).build().unwrap()
+    configure(Executor::builder(view).policy(|_: &tool_core::policy::PolicyRequest<'_>| PolicyDecision::Allow))
+        .build()
+        .unwrap()
 }
 
 fn details(r: &ToolResult) -> &Value {

@@ -47,22 +47,28 @@ const CRATES: &[Crate] = &[
         layers: &[
             &["effect", "error", "failure", "name", "clock"],
             &["input"],
-            &["call", "context", "content"],
+            &["call", "call_context", "content"],
             &["params", "result"],
-            &["schema"],
-            &["definition"],
+            &["tool_schemas"],
+            &["tool_definition"],
             &["arguments"],
             &["view"],
             &["codec"],
-            &["registry"],
-            &["policy", "otel"],
-            &["executor"],
+            &["tool_registry"],
+            &["call_policy", "otel"],
+            &["execution"],
             &["event", "pending"],
             &["run"],
         ],
         // The support of generated code may use anything.
         above_all: &["lib", "__private"],
-        test_only: &["schema/fixtures.rs"],
+        test_only: &["tool_schemas/fixtures.rs"],
+    },
+    Crate {
+        dir: "tool-testkit",
+        layers: &[&["imports", "seed"], &["schema"], &["check", "model"]],
+        above_all: &["lib"],
+        test_only: &[],
     },
     Crate { dir: "tool-contract", layers: &[&["lint", "lock"]], above_all: &["lib"], test_only: &[] },
     Crate {
@@ -106,9 +112,10 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         dir: "tool-cli",
-        layers: &[&["failure"], &["chat"]],
-        // `main.rs` is the binary, a crate of its own that uses the library by name.
-        above_all: &["lib", "main"],
+        layers: &[&["failure"], &["chat", "serve"]],
+        // `main.rs` is the binary, a crate of its own that uses the library by name; the runner (what the installed
+        // binary runs) sits above the command it answers `--help` with.
+        above_all: &["lib", "main", "runner"],
         test_only: &[],
     },
 ];
@@ -286,10 +293,10 @@ fn every_library_crate_is_listed() {
 /// The check sees real imports: it would not pass by reading nothing.
 #[test]
 fn the_check_sees_imports_and_folders() {
-    let core = imports(&workspace().join("tool-core/src"), &["schema/fixtures.rs"]);
-    assert!(core["executor"].contains("view") && core["definition"].contains("schema"), "{core:?}");
-    // Files in a module's folder count: the codecs' renderers use the schema transforms.
-    assert!(core["codec"].contains("schema") && core["codec"].contains("view"), "{core:?}");
+    let core = imports(&workspace().join("tool-core/src"), &["tool_schemas/fixtures.rs"]);
+    assert!(core["execution"].contains("view") && core["tool_definition"].contains("tool_schemas"), "{core:?}");
+    // Files in a module's folder count: the codecs' renderers use the canonical schemas.
+    assert!(core["codec"].contains("tool_schemas") && core["codec"].contains("view"), "{core:?}");
     let catalog_src = workspace().join("tool-catalog/src");
     let catalog = imports(&catalog_src, &[]);
     assert!(catalog["catalog"].contains("storage") && catalog["resolve"].contains("narrow"), "{catalog:?}");
@@ -301,11 +308,11 @@ fn the_check_sees_imports_and_folders() {
     assert!(mcp["http"].contains("server"), "{mcp:?}");
     // A module reaching upwards is reported.
     let upside_down =
-        Crate { dir: "tool-core", layers: &[&["view"], &["executor"]], above_all: &["lib"], test_only: &[] };
+        Crate { dir: "tool-core", layers: &[&["view"], &["execution"]], above_all: &["lib"], test_only: &[] };
     let graph: BTreeMap<String, BTreeSet<String>> = [
-        ("view".to_owned(), BTreeSet::from(["executor".to_owned()])),
-        ("executor".to_owned(), BTreeSet::from(["view".to_owned()])),
+        ("view".to_owned(), BTreeSet::from(["execution".to_owned()])),
+        ("execution".to_owned(), BTreeSet::from(["view".to_owned()])),
     ]
     .into();
-    assert_eq!(broken(&upside_down, &graph), ["`view` imports `executor`, which is not below it"]);
+    assert_eq!(broken(&upside_down, &graph), ["`view` imports `execution`, which is not below it"]);
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tool_core::{Executor, Limits, Provider, Registry, ToolCall, tool};
+use tool_core::schema::Limits;
+use tool_core::{Executor, Provider, Registry, ToolCall, tool};
 use tool_mcp::McpServer;
 
 #[global_allocator]

@@ -2,7 +2,8 @@
 
 use serde_json::{Value, json};
 use tool_contract::lock::{self, ChangeLevel, Lock, ToolStatus};
-use tool_core::{Registry, ToolDefinition, ToolError};
+use tool_core::definition::ToolDefinition;
+use tool_core::{Registry, ToolError};
 
 tool_core::link_tools!(examples);
 

@@ -22,7 +22,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
-use tool_core::{CallContext, CallOptions, Executor, Registry, Run, ToolCall, ToolError, tool};
+use tool_core::executor::CallOptions;
+use tool_core::runs::Run;
+use tool_core::{CallContext, Executor, Registry, ToolCall, ToolError, tool};
 use tool_mcp::rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ElicitRequestParams, ElicitResult, GetTaskParams,
     Implementation, InitializeRequestParams, ProtocolVersion,

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use tool_core::{CallContext, Executor, LogLevel, Registry, tool};
+use tool_core::context::LogLevel;
+use tool_core::{CallContext, Executor, Registry, tool};
 use tool_mcp::McpServer;
 use tool_mcp::rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, ClientCapabilities, GetPromptRequestParams, GetPromptResponse,

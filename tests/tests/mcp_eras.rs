@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tool_core::{CallContext, Content, Executor, Provider, Registry, ToolError, tool};
+use tool_core::content::Content;
+use tool_core::{CallContext, Executor, Provider, Registry, ToolError, tool};
 use tool_mcp::McpServer;
 use tool_mcp::rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, CreateMessageRequestParams,
@@ -31,7 +32,7 @@ fn form(field: &str) -> Value {
     json!({"type": "object", "properties": {field: {"type": "string"}}, "required": [field]})
 }
 
-fn field(answer: &tool_core::Elicitation, name: &str) -> String {
+fn field(answer: &tool_core::context::Elicitation, name: &str) -> String {
     answer.content.as_ref().and_then(|c| c.get(name)).and_then(Value::as_str).unwrap_or("?").to_owned()
 }
 

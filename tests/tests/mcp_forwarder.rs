@@ -26,11 +26,12 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tool_core::Handler;
-use tool_core::{
-    Approval, CallOptions, Content, ContentBlock, Effect, Executor, Origin, Registry, RegistryProblem, ToolCall,
-    ToolError, ToolResult, tool,
-};
+use tool_core::content::{Content, ContentBlock};
+use tool_core::definition::Handler;
+use tool_core::definition::{Effect, Origin};
+use tool_core::executor::CallOptions;
+use tool_core::registry::RegistryProblem;
+use tool_core::{Approval, Executor, Registry, ToolCall, ToolError, ToolResult, tool};
 use tool_mcp::client::{Era, ImportProblem, RemoteServer, RemoteTools};
 use tool_mcp::names::NameMappingError;
 use tool_mcp::rmcp::model::{
@@ -288,7 +289,7 @@ async fn own_server_over_http() {
 }
 
 /// Another definition with the same contract and the same forwarder (definitions are not `Clone`).
-fn clone_def(d: &tool_core::ToolDefinition) -> tool_core::ToolDefinition {
+fn clone_def(d: &tool_core::definition::ToolDefinition) -> tool_core::definition::ToolDefinition {
     d.renamed(d.name().to_owned()).expect("valid name")
 }
 

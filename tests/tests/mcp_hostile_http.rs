@@ -370,7 +370,7 @@ async fn send_raw(addr: SocketAddr, head: String, body: &[u8]) -> Vec<u8> {
 #[tokio::test(flavor = "current_thread")]
 async fn a_body_past_the_limit_is_refused_before_it_is_parsed() {
     let service = server().http_service(HttpConfig::default());
-    assert_eq!(service.max_body_bytes(), tool_core::Limits::DEFAULT.max_bytes, "the executor's argument limit");
+    assert_eq!(service.max_body_bytes(), tool_core::schema::Limits::DEFAULT.max_bytes, "the executor's argument limit");
     let (addr, shutdown) = serve(service).await;
 
     // 2 MiB of small objects: parsed into a `Value`, each would be an allocation of its own.

@@ -31,7 +31,8 @@ use keel_tests::memory_kib;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
-use tool_core::{Approval, CallOptions, Executor, Registry, ToolError, tool};
+use tool_core::executor::CallOptions;
+use tool_core::{Approval, Executor, Registry, ToolError, tool};
 use tool_mcp::McpServer;
 use tool_mcp::rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,

@@ -12,10 +12,10 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tool_core::{
-    Approval, CallContext, CallOptions, Content, ContentBlock, EmbeddedResource, Executor, LogLevel, Provider,
-    Registry, ToolError, tool,
-};
+use tool_core::content::{Content, ContentBlock, EmbeddedResource};
+use tool_core::context::LogLevel;
+use tool_core::executor::CallOptions;
+use tool_core::{Approval, CallContext, Executor, Provider, Registry, ToolError, tool};
 use tool_mcp::McpServer;
 use tool_mcp::rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams, LoggingLevel,

@@ -28,9 +28,9 @@ use keel_fuzz_harness::{Oracle, block_on, instance};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
-use tool_core::{
-    Approval, CallOptions, Codec, Effect, Executor, Provider, Registry, ToolCall, ToolDefinition, ToolResult, ToolView,
-};
+use tool_core::definition::{Effect, ToolDefinition};
+use tool_core::executor::CallOptions;
+use tool_core::{Approval, Codec, Executor, Provider, Registry, ToolCall, ToolResult, ToolView};
 
 tool_core::link_tools!(tools_rich);
 

@@ -14,9 +14,9 @@ use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use tool_core::{
-    Approval, CallOptions, Executor, Origin, Provider, Registry, ToolCall, ToolDefinition, ToolResult, ToolView,
-};
+use tool_core::definition::{Origin, ToolDefinition};
+use tool_core::executor::CallOptions;
+use tool_core::{Approval, Executor, Provider, Registry, ToolCall, ToolResult, ToolView};
 
 tool_core::link_tools!(examples, tools_rich);
 

@@ -4,8 +4,9 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tool_core::RegistryProblem;
-use tool_core::{Args, Executor, ExecutorProblem, Registry, tool};
+use tool_core::executor::ExecutorProblem;
+use tool_core::registry::RegistryProblem;
+use tool_core::{Args, Executor, Registry, tool};
 
 /// What to search for.
 #[derive(Deserialize, JsonSchema)]

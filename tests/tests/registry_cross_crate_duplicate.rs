@@ -2,7 +2,7 @@
 //! registry fails with an error that names every definition site.
 
 use tool_core::Registry;
-use tool_core::RegistryProblem;
+use tool_core::registry::RegistryProblem;
 
 tool_core::link_tools!(tools_alpha, tools_dup);
 
@@ -27,7 +27,7 @@ fn registry_build_names_both_definition_sites() {
 
 #[test]
 fn an_explicit_override_settles_the_conflict() {
-    let winner = tool_core::ToolDefinition::builder("service_status")
+    let winner = tool_core::definition::ToolDefinition::builder("service_status")
         .description("The one status tool this binary keeps.")
         .source("binary override")
         .handler(|_args, _ctx| async { Ok(serde_json::json!("up")) })

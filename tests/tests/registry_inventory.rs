@@ -3,7 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use tool_core::{Effect, Executor, Provider, Registry, ToolDefinition, ToolError, tool};
+use tool_core::definition::{Effect, ToolDefinition};
+use tool_core::{Executor, Provider, Registry, ToolError, tool};
 
 tool_core::link_tools!(tools_alpha, tools_beta);
 
@@ -177,7 +178,7 @@ fn duplicates_fail_unless_replaced_explicitly() {
     assert!(text.contains("fn lookup_incident at") && text.contains("dynamic definition from test"), "{text}");
 
     let replaced = Registry::builder().replace(dynamic("lookup_incident")).build().unwrap();
-    assert!(matches!(replaced.get("lookup_incident").unwrap().origin(), tool_core::Origin::Dynamic { .. }));
+    assert!(matches!(replaced.get("lookup_incident").unwrap().origin(), tool_core::definition::Origin::Dynamic { .. }));
 
     let err = Registry::builder().replace(dynamic("not_there")).build().unwrap_err();
     assert!(err.to_string().contains("no tool of that name exists"), "{err}");

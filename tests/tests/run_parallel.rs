@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::Barrier;
-use tool_core::{
-    CallContext, Concurrency, Decision, EventKind, Executor, PolicyDecision, PolicyRequest, Registry, Run, State,
-    ToolCall, ToolError, tool,
-};
+use tool_core::events::{Decision, EventKind};
+use tool_core::policy::{PolicyDecision, PolicyRequest};
+use tool_core::runs::{Concurrency, Run};
+use tool_core::{CallContext, Executor, Registry, State, ToolCall, ToolError, tool};
 
 /// What the handlers of one test share: a log of starts and ends, the calls in flight, and barriers by name.
 #[derive(Default)]
@@ -262,7 +262,7 @@ async fn after_a_terminal_decision_nothing_starts_and_running_calls_are_cancelle
         codes(&batch.results),
         [("ok", "ok"), ("denied", "policy_denied"), ("running", "cancelled")].map(|(a, b)| (a.into(), b.into()))
     );
-    assert_eq!(batch.results[2].handler_state(), Some(tool_core::HandlerState::Running), "not finished");
+    assert_eq!(batch.results[2].handler_state(), Some(tool_core::results::HandlerState::Running), "not finished");
     let not: Vec<&str> = batch.not_executed.iter().map(|n| n.call_id.as_str()).collect();
     assert_eq!(not, ["queued", "later"], "exactly the calls that never started");
     let log = board.log();
@@ -303,12 +303,12 @@ async fn a_repeated_call_id_does_not_join_a_parallel_group() {
 /// Marks `par.write` parallel-safe (its writes commute, say) and allows every call.
 struct CommutingWrites;
 
-impl tool_core::Policy for CommutingWrites {
+impl tool_core::policy::Policy for CommutingWrites {
     fn decide(&self, _: &PolicyRequest<'_>) -> PolicyDecision {
         PolicyDecision::Allow
     }
-    fn parallel_safe(&self, tool: &tool_core::ToolDefinition) -> bool {
-        tool.effect() == tool_core::Effect::Read || tool.name() == "par.write"
+    fn parallel_safe(&self, tool: &tool_core::definition::ToolDefinition) -> bool {
+        tool.effect() == tool_core::definition::Effect::Read || tool.name() == "par.write"
     }
 }
 

@@ -2,7 +2,9 @@
 //! its reply, and a run counts such repairs per tool, `invalid_arguments` included, against its limit.
 
 use serde_json::{Value, json};
-use tool_core::{Decision, Executor, Provider, Registry, Run, StopPolicy, ToolCall, ToolError, ToolResult, tool};
+use tool_core::events::Decision;
+use tool_core::runs::{Run, StopPolicy};
+use tool_core::{Executor, Provider, Registry, ToolCall, ToolError, ToolResult, tool};
 
 /// Books the meeting room for a day (ISO date); days before 2026-01-01 are past.
 #[tool(effect = "read", version = "1.0")]
@@ -79,6 +81,6 @@ async fn the_limit_is_the_runs_own() {
 
 #[test]
 fn retry_is_an_executor_code_no_tool_can_take() {
-    assert!(tool_core::RESERVED_CODES.contains(&"retry"));
-    assert!(tool_core::ToolCode::parse("retry".to_owned()).is_err());
+    assert!(tool_core::results::RESERVED_CODES.contains(&"retry"));
+    assert!(tool_core::results::ToolCode::parse("retry".to_owned()).is_err());
 }

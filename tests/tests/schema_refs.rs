@@ -8,7 +8,10 @@ use std::io::{Read, Write};
 
 use keel_tests::schema_host::{SERVED_SCHEMA, SchemaHost};
 use serde_json::{Value, json};
-use tool_core::{CompiledSchema, Registry, RegistryProblem, ToolDefinition};
+use tool_core::Registry;
+use tool_core::definition::ToolDefinition;
+use tool_core::registry::RegistryProblem;
+use tool_core::schema::CompiledSchema;
 
 /// Object schemas whose property `a` refers outside the schema: absolute, with a fragment, through `$defs`, relative
 /// to an `$id` on the host, through `allOf`, and to a file on disk.

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use keel_tests::http::{RawClient, SESSION_REVISION, call_request};
 use serde_json::{Value, json};
 use tool_cli::Cli;
-use tool_core::{Approval, CallOptions, Executor, Provider, Registry, ToolCall, ToolResult};
+use tool_core::executor::CallOptions;
+use tool_core::{Approval, Executor, Provider, Registry, ToolCall, ToolResult};
 use tool_mcp::{HttpConfig, McpServer};
 
 tool_core::link_tools!(examples);
@@ -147,10 +148,10 @@ async fn mcp_tools_list_and_calls_answer_the_same_messages() {
 
 /// A tool whose argument schema uses JSON Schema 2020-12 beyond what schemars writes: `$anchor`, `$defs` and `$ref`,
 /// `allOf`, `if`/`then`/`else`.
-fn json_schema_2020_12_tool() -> tool_core::ToolDefinition {
-    tool_core::ToolDefinition::builder("incident.escalate")
+fn json_schema_2020_12_tool() -> tool_core::definition::ToolDefinition {
+    tool_core::definition::ToolDefinition::builder("incident.escalate")
         .description("Escalate an incident to the team that owns it.")
-        .effect(tool_core::Effect::Write)
+        .effect(tool_core::definition::Effect::Write)
         .input_schema(json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",

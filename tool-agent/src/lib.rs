@@ -1,4 +1,4 @@
-//! keel's agent loop: a model proposes tool calls, keel's [`Run`](tool_core::Run) decides what runs, and the
+//! keel's agent loop: a model proposes tool calls, keel's [`Run`](tool_core::runs::Run) decides what runs, and the
 //! results go back to the model, until it answers or the run's rules stop it.
 //!
 //! One trait, three models, one loop:
@@ -13,7 +13,7 @@
 //! the calls and writes the replies, so what the model is shown and what it sends back meet in one object.
 //!
 //! [`Agent::run`] is the only loop. It sends the conversation and exactly the executor's view, runs each reply's
-//! calls through [`Run::process_batch`](tool_core::Run::process_batch) (a decision after every
+//! calls through [`Run::process_batch`](tool_core::runs::Run::process_batch) (a decision after every
 //! observation, the rest of a batch not executed after a terminal decision, steps counting executed calls only),
 //! appends the results as `role: tool` messages (Ollama: `tool_name` and `tool_call_id`; OpenAI: `tool_call_id`)
 //! and asks again, until the model answers without tool calls (`done`), the decider stops the run, or
@@ -21,7 +21,8 @@
 //!
 //! ```no_run
 //! use tool_agent::{Agent, Message, OllamaClient};
-//! use tool_core::{Executor, Registry, Run};
+//! use tool_core::{Executor, Registry};
+//! use tool_core::runs::Run;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let registry = Registry::from_inventory()?;

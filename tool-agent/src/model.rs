@@ -314,7 +314,7 @@ pub enum ModelError {
         /// What is wrong, e.g. "the response has no `message` object".
         message: String,
         /// The parser's error when one said so (serde_json's for a body that is not JSON, the codec's
-        /// [`MessageError`](tool_core::MessageError) for an assistant message of the wrong shape); `None` otherwise.
+        /// [`MessageError`](tool_core::codecs::MessageError) for an assistant message of the wrong shape); `None` otherwise.
         source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
     },
     /// A replay script has no response left for this turn.

@@ -162,7 +162,7 @@ mod tests {
         let body = json!({"message": {"content": "", "tool_calls": {}}});
         let e = parse_ollama(&body, &ToolView::new(Vec::new()), 0, Mode::Live).unwrap_err();
         let source = std::error::Error::source(&e).expect("the codec's error is kept");
-        let codec = source.downcast_ref::<tool_core::MessageError>().expect("a MessageError");
+        let codec = source.downcast_ref::<tool_core::codecs::MessageError>().expect("a MessageError");
         assert_eq!(e.to_string(), format!("malformed model response: the assistant message: {codec}"));
         assert!(matches!(&e, ModelError::Malformed { source: Some(_), .. }));
         // Found wrong by the client itself: no source.

@@ -10,7 +10,8 @@ use opentelemetry_sdk::trace::{InMemorySpanExporterBuilder, SdkTracerProvider, S
 use serde_json::json;
 use tool_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
 use tool_agent::{Agent, Message, OpenAiClient};
-use tool_core::{Executor, Registry, Run, tool};
+use tool_core::runs::Run;
+use tool_core::{Executor, Registry, tool};
 
 /// Look up one incident.
 #[tool(name = "incident.lookup", effect = "read", version = "1.0")]

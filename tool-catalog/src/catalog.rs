@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
-use tool_core::{Executor, ExecutorError, Registry, ToolView};
+use tool_core::executor::ExecutorError;
+use tool_core::{Executor, Registry, ToolView};
 use tool_mcp::server::McpServerError;
 use tool_mcp::{HealthReport, HttpConfig, McpServer};
 

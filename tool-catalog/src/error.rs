@@ -10,7 +10,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-use tool_core::Effect;
+use tool_core::definition::Effect;
 
 /// Which row an error is about: its SQLite `rowid`, name and tenant, as far as the row could be read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -64,8 +64,8 @@ pub enum RowError {
         /// What is wrong.
         reason: String,
         /// The error that found it, when another component did: serde_json's for a column that is not JSON,
-        /// tool-core's [`NameError`](tool_core::name::NameError), [`DefinitionError`](tool_core::DefinitionError)
-        /// or [`ExecutorError`](tool_core::ExecutorError) for a name, definition or schema they refuse.
+        /// tool-core's [`NameError`](tool_core::name::NameError), [`DefinitionError`](tool_core::definition::DefinitionError)
+        /// or [`ExecutorError`](tool_core::executor::ExecutorError) for a name, definition or schema they refuse.
         source: Option<Arc<dyn Error + Send + Sync + 'static>>,
     },
     /// `kind` is neither `local` nor `remote`.
@@ -384,7 +384,7 @@ pub enum CatalogError {
     /// [`source`](Error::source).
     Row(Box<RowError>),
     /// Building the executor or the MCP server over a view failed: tool-core's
-    /// [`ExecutorError`](tool_core::ExecutorError) or tool-mcp's
+    /// [`ExecutorError`](tool_core::executor::ExecutorError) or tool-mcp's
     /// [`McpServerError`](tool_mcp::server::McpServerError).
     Serve(Arc<dyn Error + Send + Sync + 'static>),
 }

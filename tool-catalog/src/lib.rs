@@ -7,7 +7,7 @@
 //!
 //! | kind | locator | resolved to |
 //! |---|---|---|
-//! | `local` | a tool compiled into this binary: its tool name (`get_service_status`) or the Rust path of its fn (`my_app::status::get_service_status`) | the registry's own [`ToolDefinition`](tool_core::ToolDefinition): the same `Arc`, not a copy |
+//! | `local` | a tool compiled into this binary: its tool name (`get_service_status`) or the Rust path of its fn (`my_app::status::get_service_status`) | the registry's own [`ToolDefinition`](tool_core::definition::ToolDefinition): the same `Arc`, not a copy |
 //! | `remote` | an MCP endpoint: a Streamable HTTP URL (`http://127.0.0.1:8931/mcp`) or `stdio:<command line>`, plus `extra.origin_name`, the tool's name there | a [`Forwarder`](tool_mcp::Forwarder) that sends `tools/call` over a shared MCP connection, the same instance every time |
 //!
 //! A third recipe, code text to evaluate, is refused outright: whoever could write the table could then run code
@@ -150,8 +150,8 @@
 //! `schema_widens` with the JSON pointer). A row that keeps the compiled contract (same name, description, schema
 //! and effect) is served as the registry's very definition; a row that renames, re-describes, narrows or makes the
 //! effect stricter is served as a definition *derived* from it
-//! ([`ToolDefinition::derived`](tool_core::ToolDefinition::derived)): the model sees and the executor validates
-//! the row's contract, and the handler, version, origin and result schema are the compiled tool's.
+//! ([`ToolDefinition::derived`](tool_core::definition::ToolDefinition::derived)): the model sees and the executor
+//! validates the row's contract, and the handler, version, origin and result schema are the compiled tool's.
 //! [`Resolved::Local`] gives both, `target` being the registry's `Arc`.
 //!
 //! **Remote rows**: the row's input schema is the only description of the arguments, and it is what the model

@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use tool_core::{Origin, Registry, ToolDefinition};
+use tool_core::Registry;
+use tool_core::definition::{Origin, ToolDefinition};
 
 use crate::locator::{LocalTarget, RustPath};
 

@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
-use tool_core::DynHandler;
-use tool_core::{CallContext, Effect, Executor, ToolDefinition, ToolError, ToolView};
+use tool_core::definition::DynHandler;
+use tool_core::definition::{Effect, ToolDefinition};
+use tool_core::{CallContext, Executor, ToolError, ToolView};
 use tool_mcp::{Forwarder, RemoteServer};
 
 use crate::error::{RowError, RowRef};
@@ -121,7 +122,7 @@ pub(crate) struct Resolver {
 struct Unreachable;
 
 impl DynHandler for Unreachable {
-    fn call(&self, _: Value, _: CallContext) -> tool_core::BoxFuture<Result<Value, ToolError>> {
+    fn call(&self, _: Value, _: CallContext) -> tool_core::definition::BoxFuture<Result<Value, ToolError>> {
         Box::pin(async { Err(ToolError::internal(std::io::Error::other("a check-only definition was called"))) })
     }
 }
@@ -144,7 +145,7 @@ fn bad_from(
 fn compiles(row: &RowRef, def: &Arc<ToolDefinition>) -> Result<(), RowError> {
     Executor::new(ToolView::new(vec![def.clone()])).map(|_| ()).map_err(|e| {
         let detail = match e.problems().first() {
-            Some(tool_core::ExecutorProblem::Schema { problem, .. }) => problem.clone(),
+            Some(tool_core::executor::ExecutorProblem::Schema { problem, .. }) => problem.clone(),
             _ => e.to_string(),
         };
         bad_from(row, "input_schema", format!("does not compile as a JSON Schema ({detail})"), e)
@@ -399,7 +400,7 @@ impl Resolver {
         handler: Arc<dyn DynHandler>,
         source: &str,
     ) -> Result<ToolDefinition, RowError> {
-        let output = row.output_schema.clone().unwrap_or_else(tool_core::content_schema);
+        let output = row.output_schema.clone().unwrap_or_else(tool_core::content::content_schema);
         let idempotent = row.extra.get("idempotent").and_then(Value::as_bool).unwrap_or(effect == Effect::Read);
         let mut builder = ToolDefinition::builder(row.name.clone())
             .description(row.description.clone())

@@ -9,7 +9,10 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use tokio::sync::mpsc;
 use tool_agent::{Agent, ChatModel, ChoicePolicy, Message, OllamaClient, OpenAiClient, Replay, ToolChoice};
-use tool_core::{Decision, ErrorBody, ErrorCode, Event, EventSink, PendingCall, Resolution, Run, ToolResult};
+use tool_core::ToolResult;
+use tool_core::events::{Decision, Event, EventSink};
+use tool_core::results::{ErrorBody, ErrorCode};
+use tool_core::runs::{PendingCall, Resolution, Run};
 
 use crate::failure::{Failure, Outcome, fail, io};
 

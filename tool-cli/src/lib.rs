@@ -51,7 +51,8 @@ use failure::{Failure, Outcome, fail, io};
 use serde_json::{Value, json};
 use tool_contract::lint::{Finding, Severity, lint_all};
 use tool_contract::lock::{self, Lock, ToolStatus};
-use tool_core::{Approval, CallOptions, Executor, ExecutorBuilder, Provider, Registry, ToolCall, ToolView};
+use tool_core::executor::{CallOptions, ExecutorBuilder};
+use tool_core::{Approval, Executor, Provider, Registry, ToolCall, ToolView};
 
 /// The `keel` command over the tools linked into this binary: `tool_cli::main()` in a binary's `main`.
 pub fn main() -> ExitCode {

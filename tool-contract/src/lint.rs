@@ -31,7 +31,9 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
-use tool_core::{Loss, LossKind, Provider, ToolDefinition};
+use tool_core::Provider;
+use tool_core::codecs::{Loss, LossKind};
+use tool_core::definition::ToolDefinition;
 
 /// Descriptions longer than this many characters get a warning: they are sent with every request.
 pub const MAX_DESCRIPTION: usize = 1024;

@@ -8,7 +8,8 @@
 //! ```
 //! use serde_json::json;
 //! use tool_contract::lock;
-//! use tool_core::{Registry, ToolDefinition, ToolError};
+//! use tool_core::{Registry, ToolError};
+//! use tool_core::definition::ToolDefinition;
 //!
 //! fn search(version: &'static str, schema: serde_json::Value) -> ToolDefinition {
 //!     ToolDefinition::builder("incident.search")
@@ -76,8 +77,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use tool_core::Registry;
+use tool_core::definition::ToolDefinition;
 use tool_core::name::parse_version;
-use tool_core::{Registry, ToolDefinition};
 use tool_schema::canonical::canonical_json;
 use tool_schema::vocabulary::{self, MAX_DEPTH};
 

@@ -10,11 +10,11 @@ pub use ::std::boxed::Box;
 pub use ::std::sync::OnceLock;
 pub use ::std::vec::Vec;
 
-pub use crate::context::{Args, CallContext, FromCallContext, Requirements};
-pub use crate::definition::{BoxFuture, Handler, SourceLocation, StaticTool, TaskStart, TaskSupport};
+pub use crate::call_context::{Args, CallContext, FromCallContext, Requirements};
 pub use crate::effect::Effect;
 pub use crate::error::ToolError;
 pub use crate::params::{ArgSchema, Kind, ParamInfo, Plan};
+pub use crate::tool_definition::{BoxFuture, Handler, SourceLocation, StaticTool, TaskStart, TaskSupport};
 pub use tool_schema::Limits;
 
 use std::marker::PhantomData;
@@ -61,7 +61,7 @@ pub fn schema_for<T: schemars::JsonSchema>() -> Value {
     {
         map.shift_remove("title");
     }
-    crate::schema::plain_schema(&mut schema);
+    crate::tool_schemas::plain_schema(&mut schema);
     schema
 }
 
@@ -506,7 +506,7 @@ mod tests {
     /// Which incidents to search, as [`Query`] says.
     #[derive(JsonSchema)]
     struct SearchArgs {
-        /// Where, e.g. [`Place::Office`](crate::Effect).
+        /// Where, e.g. [`Place::Office`](crate::definition::Effect).
         place: Place,
     }
 
@@ -515,7 +515,7 @@ mod tests {
     enum Place {
         /// The [`Office`][o].
         ///
-        /// [o]: crate::Effect
+        /// [o]: crate::definition::Effect
         Office,
         /// At home.
         Home,

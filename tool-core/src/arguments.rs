@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::definition::ToolDefinition;
+use crate::tool_definition::ToolDefinition;
 use tool_schema::transform::accepts_null;
 use tool_schema::vocabulary::{MAX_DEPTH, resolve};
 

@@ -6,9 +6,9 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::call::ToolCall;
-use crate::definition::ToolDefinition;
 use crate::result::ToolResult;
-use crate::schema::Provider;
+use crate::tool_definition::ToolDefinition;
+use crate::tool_schemas::Provider;
 use crate::view::ToolView;
 use tool_schema::Limits;
 
@@ -194,7 +194,7 @@ impl Codec {
     }
 
     /// The same list as [`Codec::tools`], borrowed: each entry is the tool's own cached rendering, shared by every
-    /// view of the tool, so getting it costs nothing (see [`ToolList`](crate::ToolList)).
+    /// view of the tool, so getting it costs nothing (see [`ToolList`](crate::registry::ToolList)).
     pub fn tool_list(&self) -> crate::view::ToolList<'_> {
         self.view.tool_list(self.provider)
     }

@@ -1,31 +1,6 @@
-//! [`Content`]: a tool result made of MCP content blocks instead of JSON data.
-//!
-//! Most tools return data (`T: Serialize + JsonSchema`), which MCP serves as `structuredContent` plus the same
-//! JSON as text. A tool that produces text for people, an image, audio, a document or a mix of them returns
-//! [`Content`] instead:
-//!
-//! ```
-//! use tool_core::{tool, Content, ContentBlock, EmbeddedResource};
-//!
-//! /// Renders the incident's timeline chart.
-//! #[tool(effect = "read", version = "1.0")]
-//! fn timeline_chart(incident_id: String) -> Content {
-//!     Content::text(format!("Timeline of {incident_id}:"))
-//!         .with(ContentBlock::image_bytes(&[0x89, b'P', b'N', b'G'], "image/png"))
-//!         .with(ContentBlock::resource(EmbeddedResource::text("incident://INC-1/log", "text/plain", "...")))
-//! }
-//! ```
-//!
-//! [`Content`] serializes as the array of MCP content blocks (`[{"type": "text", "text": "..."}, {"type":
-//! "image", "data": "<base64>", "mimeType": "image/png"}, ...]`). Its JSON Schema is that array, marked with
-//! `"x-keel-content": true` (`x-keel-content`): the MCP layer sees the marker on the tool's result schema and
-//! serves the blocks as the `content` of the `CallToolResult` (no `structuredContent`, no `outputSchema`); every
-//! other provider receives the JSON text of the blocks, as for any other result. The executor validates the value
-//! against the schema like any result.
-//!
-//! Binary data (images, audio, blobs) travels base64-encoded, as MCP requires: give already-encoded text
-//! ([`ContentBlock::image`]) or raw bytes ([`ContentBlock::image_bytes`], encoded here with the standard alphabet
-//! and padding).
+//! Tool results made of MCP content blocks instead of JSON data: [`Content`], its [`ContentBlock`]s (text, image,
+//! audio, [`EmbeddedResource`], resource link), and the result schema that marks such a tool for the MCP layer
+//! ([`content_schema`], [`is_content_schema`]).
 
 use std::borrow::Cow;
 
@@ -34,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// The key that marks a result schema as [`Content`]: `"x-keel-content": true` at the schema's top level.
-pub const CONTENT_MARKER: &str = "x-keel-content";
+const CONTENT_MARKER: &str = "x-keel-content";
 
 /// Whether a tool's result schema is [`Content`]'s (carries `x-keel-content` set to `true` at its top level).
 pub fn is_content_schema(schema: &Value) -> bool {
@@ -45,6 +20,34 @@ pub fn is_content_schema(schema: &Value) -> bool {
 ///
 /// Build one with [`Content::text`], [`Content::image`], ... or from blocks ([`Content::from_blocks`],
 /// [`Content::with`], [`FromIterator`]). Serializes as the array of blocks.
+///
+/// Most tools return data (`T: Serialize + JsonSchema`), which MCP serves as `structuredContent` plus the same
+/// JSON as text. A tool that produces text for people, an image, audio, a document or a mix of them returns
+/// [`Content`] instead:
+///
+/// ```
+/// use tool_core::tool;
+/// use tool_core::content::{Content, ContentBlock, EmbeddedResource};
+///
+/// /// Renders the incident's timeline chart.
+/// #[tool(effect = "read", version = "1.0")]
+/// fn timeline_chart(incident_id: String) -> Content {
+///     Content::text(format!("Timeline of {incident_id}:"))
+///         .with(ContentBlock::image_bytes(&[0x89, b'P', b'N', b'G'], "image/png"))
+///         .with(ContentBlock::resource(EmbeddedResource::text("incident://INC-1/log", "text/plain", "...")))
+/// }
+/// ```
+///
+/// [`Content`] serializes as the array of MCP content blocks (`[{"type": "text", "text": "..."}, {"type":
+/// "image", "data": "<base64>", "mimeType": "image/png"}, ...]`). Its JSON Schema is that array, marked with
+/// `"x-keel-content": true` (`x-keel-content`): the MCP layer sees the marker on the tool's result schema and
+/// serves the blocks as the `content` of the `CallToolResult` (no `structuredContent`, no `outputSchema`); every
+/// other provider receives the JSON text of the blocks, as for any other result. The executor validates the value
+/// against the schema like any result.
+///
+/// Binary data (images, audio, blobs) travels base64-encoded, as MCP requires: give already-encoded text
+/// ([`ContentBlock::image`]) or raw bytes ([`ContentBlock::image_bytes`], encoded here with the standard alphabet
+/// and padding).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Content {
@@ -338,7 +341,7 @@ impl JsonSchema for Content {
 const BASE64_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// Standard base64 (RFC 4648, with padding) of `bytes`.
-pub fn base64_encode(bytes: &[u8]) -> String {
+fn base64_encode(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];

@@ -69,9 +69,9 @@ executor_codes! {
     NotExecuted => "not_executed",
     /// The handler asks the model to call again differently, and says why ([`ToolError::retry`]).
     Retry => "retry",
-    /// A human denied the pending call ([`Resolution::Deny`](crate::Resolution::Deny)); the message says why.
+    /// A human denied the pending call ([`Resolution::Deny`](crate::runs::Resolution::Deny)); the message says why.
     ApprovalDenied => "approval_denied",
-    /// The approval came after the pending call expired ([`PendingCall`](crate::PendingCall)).
+    /// The approval came after the pending call expired ([`PendingCall`](crate::runs::PendingCall)).
     ApprovalExpired => "approval_expired",
     /// The tool's version or contract changed after the pending call was made; it must be asked for again.
     ApprovalStale => "approval_stale",
@@ -208,12 +208,12 @@ impl ToolCode {
     /// [`tool_error!`](crate::tool_error)), where an invalid or reserved code is a compile error:
     ///
     /// ```
-    /// use tool_core::ToolCode;
+    /// use tool_core::results::ToolCode;
     /// const NOT_FOUND: ToolCode = ToolCode::from_static("not_found");
     /// ```
     ///
     /// ```compile_fail
-    /// use tool_core::ToolCode;
+    /// use tool_core::results::ToolCode;
     /// const TIMEOUT: ToolCode = ToolCode::from_static("timeout"); // reserved for the executor
     /// ```
     ///
@@ -314,8 +314,8 @@ impl ToolError {
     /// A repair signal: the call was understood but cannot be served as it is, and the model should call again
     /// differently, as `reason` says (a date in the past, an id that does not exist yet, a query too broad). The
     /// model reads `reason` as the message of a `retry` error; a run counts these per tool
-    /// ([`RunState::retries`](crate::RunState::retries)), with `invalid_arguments`, against
-    /// [`StopPolicy::max_retries`](crate::StopPolicy::max_retries).
+    /// ([`RunState::retries`](crate::runs::RunState::retries)), with `invalid_arguments`, against
+    /// [`StopPolicy::max_retries`](crate::runs::StopPolicy::max_retries).
     ///
     /// ```
     /// use tool_core::ToolError;
@@ -379,7 +379,7 @@ impl ToolError {
 macro_rules! tool_error {
     ($code:literal, $($message:tt)+) => {
         $crate::ToolError::new(
-            { const CODE: $crate::ToolCode = $crate::ToolCode::from_static($code); CODE },
+            { const CODE: $crate::results::ToolCode = $crate::results::ToolCode::from_static($code); CODE },
             ::std::format!($($message)+),
         )
     };

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 /// [`InternalFailure`]: what the operator learns of a call that failed inside keel's boundary, through the
-/// executor's hook ([`ExecutorBuilder::on_internal_failure`](crate::ExecutorBuilder::on_internal_failure)).
+/// executor's hook ([`ExecutorBuilder::on_internal_failure`](crate::executor::ExecutorBuilder::on_internal_failure)).
 ///
 /// The model only ever reads `tool_internal_error` (or `invalid_tool_output`) and the call id; everything else (the
 /// error's whole source chain, a panic's text, the violations of a result) goes to the hook. The default hook emits

@@ -1,7 +1,7 @@
 //! What a handler can ask the client for while it runs: the user's input (elicitation), a completion from the
 //! client's LLM (sampling), the client's roots. A [`CallContext`](crate::CallContext) asks through the
-//! [`ClientInput`] its transport installed ([`CallOptions::client_input`](crate::CallOptions::client_input)); a call
-//! without one (in process, from a model) gets [`InputError::Unavailable`].
+//! [`ClientInput`] its transport installed ([`CallOptions::client_input`](crate::executor::CallOptions::client_input));
+//! a call without one (in process, from a model) gets [`InputError::Unavailable`].
 //!
 //! Two ways to answer, one handler code:
 //!

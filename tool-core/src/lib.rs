@@ -56,11 +56,26 @@
 //! result) go to [`ExecutorBuilder::on_internal_failure`], by default a `tracing` event at `ERROR` level with
 //! target `tool_core::internal`, and never to the model.
 //!
+//! # Where things are
+//!
+//! The root holds what a tool author needs: [`macro@tool`], [`Registry`], [`ToolView`], [`Executor`], [`ToolCall`],
+//! [`ToolResult`], [`ToolError`] and [`tool_error!`], the extractors [`CallContext`], [`State`] and [`Args`],
+//! [`Approval`], [`Provider`] and [`Codec`]. The rest is grouped by what it is used for: [`definition`],
+//! [`registry`], [`executor`], [`context`], [`results`], [`content`], [`runs`], [`policy`], [`events`], [`codecs`]
+//! and [`schema`]; [`name`] is the tool-name grammar.
+//!
 //! # Crate features
 //!
 //! | feature | default | what it brings |
 //! |---|---|---|
 //! | `macros` | yes | the `#[tool]` attribute (compiles `syn`); without it, define tools with [`ToolDefinition::builder`] |
+//!
+//! [`FromCallContext`]: context::FromCallContext
+//! [`ToolDefinition::canonical_arguments`]: definition::ToolDefinition::canonical_arguments
+//! [`ExecutorBuilder::build`]: executor::ExecutorBuilder::build
+//! [`ErrorCode`]: results::ErrorCode
+//! [`ExecutorBuilder::on_internal_failure`]: executor::ExecutorBuilder::on_internal_failure
+//! [`ToolDefinition::builder`]: definition::ToolDefinition::builder
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -68,35 +83,35 @@
 extern crate self as tool_core;
 
 // The modules form layers; each imports only the ones above it in this list (checked by the `layers` test of `tests/`):
-//   effect, error, failure, clock -> input -> call, context, content -> params, result
-//   -> schema (canonical schemas) -> definition -> arguments -> view -> codec -> registry -> policy
-//   -> executor -> event, pending -> run.
+//   effect, error, failure, clock -> input -> call, call_context, content -> params, result
+//   -> tool_schemas (canonical schemas) -> tool_definition -> arguments -> view -> codec -> tool_registry
+//   -> call_policy -> execution -> event, pending -> run.
 // The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `tool-schema` crate;
 // the contract tools (the schema lock and the provider lint) are `tool-contract`.
-// The core modules are private: each of their public items has one path, at the root. `canonical`, `name` and
-// `vocabulary` are toolboxes whose items are only there.
+// The core modules are private. Each of their public items has one public path: the root for what a tool author
+// needs, else one of the modules below, which group the rest by what it is used for (`content` is its own module).
 mod arguments;
 mod call;
+mod call_context;
+mod call_policy;
 mod clock;
 mod codec;
-mod content;
-mod context;
-mod definition;
+pub mod content;
 mod effect;
 mod error;
 mod event;
-mod executor;
+mod execution;
 mod failure;
 mod input;
 #[cfg(feature = "otel")]
 mod otel;
 mod params;
 mod pending;
-mod policy;
-mod registry;
 mod result;
 mod run;
-mod schema;
+mod tool_definition;
+mod tool_registry;
+mod tool_schemas;
 mod view;
 
 #[doc(hidden)]
@@ -107,32 +122,104 @@ pub mod name {
     pub use tool_names::{MAX_NAME_LEN, NameError, from_wire, is_valid_version, parse_version, to_wire, validate};
 }
 
-pub use call::{ArgumentsError, ToolCall};
-pub use codec::{Codec, Loss, LossKind, MessageError, ParsedMessage};
-pub use content::{Content, ContentBlock, EmbeddedResource, content_schema, is_content_schema};
-pub use context::{
-    Args, CallContext, CallContextBuilder, FromCallContext, LogLevel, MissingState, Notifier, Requirements, State,
-    StateMap,
-};
-pub use definition::{
-    BoxFuture, DefinitionError, DynHandler, Handler, IntoDynHandler, Origin, SourceLocation, TaskStart, TaskSupport,
-    ToolDefinition, ToolDefinitionBuilder,
-};
-pub use effect::Effect;
-pub use error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode, ToolError};
-pub use event::{Decision, Event, EventKind, EventLog, EventSink, JsonLinesWriter, NotExecuted};
-pub use executor::{CallOptions, Executor, ExecutorBuilder, ExecutorError, ExecutorProblem};
-pub use failure::{FailureKind, InternalFailure};
-pub use input::{ClientInput, Elicitation, InputError, InputFuture, InputKind, InputRequest};
-pub use pending::{ApprovalKey, ApprovalKeyError, FileStore, PendingCall, PendingStore, PendingStoreError, Resolution};
-pub use policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
-pub use registry::{Registry, RegistryBuilder, RegistryError, RegistryProblem};
-pub use result::{ErrorBody, HandlerState, Outcome, ToolResult};
-pub use run::{BatchOutcome, Concurrency, Decider, DefaultDecider, Run, RunBuilder, RunState, StopPolicy};
-pub use schema::{Provider, ToolSchemas};
-pub use tokio_util::sync::CancellationToken;
-pub use tool_schema::{CompiledSchema, Limits, SchemaError, Violation, canonical, vocabulary};
-pub use view::{ExecutorEntry, ToolDescriptions, ToolList, ToolView, UnknownTools, ViewBuilder};
+pub mod definition {
+    //! What a tool is: its [`ToolDefinition`] (made by `#[tool]`, or by hand with a [`ToolDefinitionBuilder`]), its
+    //! [`Effect`] and schemas ([`ToolSchemas`]), where it came from ([`Origin`]), and the erased [`Handler`] the
+    //! executor runs.
+    pub use crate::effect::Effect;
+    pub use crate::tool_definition::{
+        BoxFuture, DefinitionError, DynHandler, Handler, IntoDynHandler, Origin, SourceLocation, TaskStart,
+        TaskSupport, ToolDefinition, ToolDefinitionBuilder,
+    };
+    pub use crate::tool_schemas::ToolSchemas;
+}
+
+pub mod registry {
+    //! Building a [`Registry`](crate::Registry) by hand ([`RegistryBuilder`]) and narrowing it to the
+    //! [`ToolView`](crate::ToolView) of a run or turn ([`ViewBuilder`]), with what each can report:
+    //! [`RegistryError`], [`UnknownTools`], and the listings [`ToolList`] and [`ToolDescriptions`].
+    pub use crate::tool_registry::{RegistryBuilder, RegistryError, RegistryProblem};
+    pub use crate::view::{ExecutorEntry, ToolDescriptions, ToolList, UnknownTools, ViewBuilder};
+}
+
+pub mod executor {
+    //! Configuring an [`Executor`](crate::Executor) ([`ExecutorBuilder`]) and one call ([`CallOptions`], with its
+    //! [`CancellationToken`]), and what goes wrong: [`ExecutorError`] when the executor is built, and the
+    //! [`InternalFailure`] the operator (never the model) learns of a call that failed inside keel.
+    pub use crate::execution::{CallOptions, ExecutorBuilder, ExecutorError, ExecutorProblem};
+    pub use crate::failure::{FailureKind, InternalFailure};
+    pub use tokio_util::sync::CancellationToken;
+}
+
+pub mod context {
+    //! What a handler can be given besides its arguments, beyond [`CallContext`](crate::CallContext) and
+    //! [`State`](crate::State): custom extractors ([`FromCallContext`], [`Requirements`]), progress and log
+    //! notifications ([`Notifier`]), input asked of the client while the call runs ([`ClientInput`],
+    //! [`InputRequest`]), and a context built outside the executor, as tests do ([`CallContextBuilder`]).
+    pub use crate::call_context::{
+        CallContextBuilder, FromCallContext, LogLevel, MissingState, Notifier, Requirements, StateMap,
+    };
+    pub use crate::input::{ClientInput, Elicitation, InputError, InputFuture, InputKind, InputRequest};
+}
+
+pub mod results {
+    //! Reading a [`ToolResult`](crate::ToolResult): its [`Outcome`], the [`ErrorBody`] of a failed call with its
+    //! stable [`ErrorCode`], and the codes a tool gives its own errors ([`ToolCode`], never one of the
+    //! [`RESERVED_CODES`]). [`ArgumentsError`] says why a call's arguments cannot be used.
+    pub use crate::call::ArgumentsError;
+    pub use crate::error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode};
+    pub use crate::result::{ErrorBody, HandlerState, Outcome};
+}
+
+pub mod runs {
+    //! An agent run over many model turns ([`Run`], its [`Decider`], [`Concurrency`] and [`StopPolicy`]), and the
+    //! calls that wait for a human: each kept as a signed [`PendingCall`] in a [`PendingStore`] such as the
+    //! [`FileStore`], under an [`ApprovalKey`], until its [`Resolution`].
+    pub use crate::pending::{
+        ApprovalKey, ApprovalKeyError, FileStore, PendingCall, PendingStore, PendingStoreError, Resolution,
+    };
+    pub use crate::run::{BatchOutcome, Concurrency, Decider, DefaultDecider, Run, RunBuilder, RunState, StopPolicy};
+}
+
+pub mod policy {
+    //! Which calls may run: a [`Policy`] answers each [`PolicyRequest`] with a [`PolicyDecision`]. The default,
+    //! [`EffectPolicy`], runs `read` tools and asks for an [`Approval`](crate::Approval) of the exact arguments of
+    //! the others, which a call carries in its [`Approvals`].
+    pub use crate::call_policy::{Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
+}
+
+pub mod events {
+    //! The event log of a run: what was observed, in order, each [`Event`] ([`EventKind`]) tied to its call id,
+    //! with the run's [`Decision`] after each observation and the calls [`NotExecuted`] once it stopped. An
+    //! [`EventLog`] keeps them; an [`EventSink`] such as the [`JsonLinesWriter`] receives each as it is appended.
+    pub use crate::event::{Decision, Event, EventKind, EventLog, EventSink, JsonLinesWriter, NotExecuted};
+}
+
+pub mod codecs {
+    //! What a [`Codec`](crate::Codec) hands back: the [`ParsedMessage`] it reads from a provider's assistant
+    //! message, the [`MessageError`] of one it cannot read, and each [`Loss`] ([`LossKind`]): what a provider's
+    //! format does not carry of a tool's contract.
+    pub use crate::codec::{Loss, LossKind, MessageError, ParsedMessage};
+}
+
+pub mod schema {
+    //! The JSON Schema engine keel validates with (the `tool-schema` crate): a [`CompiledSchema`], the
+    //! [`Violation`]s of a value that fails it, the [`SchemaError`] of a schema that does not compile, and the
+    //! [`Limits`] on the size and depth of untrusted values. The toolboxes [`canonical`] (one byte-exact text, and
+    //! hashes, per JSON value) and [`vocabulary`] (every keyword, and where it holds subschemas) are here too.
+    pub use tool_schema::{CompiledSchema, Limits, SchemaError, Violation, canonical, vocabulary};
+}
+
+pub use call::ToolCall;
+pub use call_context::{Args, CallContext, State};
+pub use call_policy::Approval;
+pub use codec::Codec;
+pub use error::ToolError;
+pub use execution::Executor;
+pub use result::ToolResult;
+pub use tool_registry::Registry;
+pub use tool_schemas::Provider;
+pub use view::ToolView;
 
 #[cfg(feature = "macros")]
 pub use tool_macros::tool;

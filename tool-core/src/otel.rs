@@ -5,7 +5,7 @@
 //! may have made up), kind `INTERNAL`, the current context as parent. Attributes: `gen_ai.operation.name`
 //! (`execute_tool`), `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type` (`function`),
 //! `gen_ai.tool.description`; on failure `error.type` with keel's code and an error status with the message the
-//! model reads; with [`ExecutorBuilder::otel_content`](crate::ExecutorBuilder::otel_content),
+//! model reads; with [`ExecutorBuilder::otel_content`](crate::executor::ExecutorBuilder::otel_content),
 //! `gen_ai.tool.call.arguments` and `gen_ai.tool.call.result` too.
 
 use std::sync::OnceLock;
@@ -14,8 +14,8 @@ use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, InstrumentationScope, KeyValue, global};
 use serde_json::Value;
 
-use crate::definition::ToolDefinition;
 use crate::result::ToolResult;
+use crate::tool_definition::ToolDefinition;
 
 /// The name a span shows for a tool the view does not hold is cut to this many bytes.
 const MAX_NAME: usize = 128;

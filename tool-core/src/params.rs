@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::context::Requirements;
+use crate::call_context::Requirements;
 
 /// A parameter's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

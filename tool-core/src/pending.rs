@@ -9,7 +9,9 @@
 //!
 //! ```
 //! # use std::time::Duration;
-//! # use tool_core::{tool, ApprovalKey, Executor, Registry, ToolCall, CallOptions, PendingCall, Resolution};
+//! # use tool_core::{tool, Executor, Registry, ToolCall};
+//! # use tool_core::runs::{ApprovalKey, PendingCall, Resolution};
+//! # use tool_core::executor::CallOptions;
 //! /// Close a ticket.
 //! #[tool(effect = "write", version = "1.0")]
 //! fn close_ticket(ticket: String) -> String { format!("closed {ticket}") }
@@ -53,9 +55,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::call::ToolCall;
+use crate::call_policy::Approval;
 use crate::error::ErrorCode;
-use crate::executor::{CallOptions, Executor, ExecutorBuilder};
-use crate::policy::Approval;
+use crate::execution::{CallOptions, Executor, ExecutorBuilder};
 use crate::result::{ErrorBody, ToolResult};
 use tool_schema::canonical::{Fnv1a128, canonical_json};
 
@@ -79,7 +81,8 @@ pub struct PendingCall {
     pub tool_name: String,
     /// The tool's version when the call was made.
     pub tool_version: String,
-    /// The fingerprint of the tool's contract then ([`ToolDefinition::contract_fingerprint`](crate::ToolDefinition::contract_fingerprint)).
+    /// The fingerprint of the tool's contract then
+    /// ([`ToolDefinition::contract_fingerprint`](crate::definition::ToolDefinition::contract_fingerprint)).
     pub contract: String,
     /// The validated arguments, exactly those an approval is for.
     pub arguments: Value,
@@ -299,7 +302,8 @@ impl ExecutorBuilder {
     /// [`PendingStore`] are built with the same key; rotate with [`ApprovalKey::with_previous`].
     ///
     /// ```
-    /// # use tool_core::{ApprovalKey, Executor, Registry};
+    /// # use tool_core::{Executor, Registry};
+    /// # use tool_core::runs::ApprovalKey;
     /// # let view = Registry::builder().without_inventory().build().unwrap().view().build().unwrap();
     /// let old = ApprovalKey::new([1u8; 32]).unwrap(); // both from the secret store
     /// let new = ApprovalKey::new([2u8; 32]).unwrap();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::call::ToolCall;
 use crate::error::ErrorCode;
 use crate::event::{Decision, EventKind, EventLog, EventSink, NotExecuted};
-use crate::executor::{CallOptions, Executor};
+use crate::execution::{CallOptions, Executor};
 use crate::pending::{PendingCall, Resolution};
 use crate::result::ErrorBody;
 use crate::result::ToolResult;
@@ -223,7 +223,9 @@ static RUN_COUNTER: AtomicU64 = AtomicU64::new(1);
 /// calls only: a call rejected before its handler is not a step.
 ///
 /// ```
-/// # use tool_core::{tool, Registry, Executor, ToolCall, Run, Decision};
+/// # use tool_core::{tool, Registry, Executor, ToolCall};
+/// # use tool_core::runs::Run;
+/// # use tool_core::events::Decision;
 /// /// Reads the task cards.
 /// #[tool(effect = "read", version = "1.0")]
 /// fn read_cards() -> Vec<String> { vec!["card-1".into()] }

@@ -7,9 +7,9 @@ use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::definition::{Effect, ToolDefinition};
 use crate::name;
-use crate::schema::Provider;
+use crate::tool_definition::{Effect, ToolDefinition};
+use crate::tool_schemas::Provider;
 
 /// [`ToolView`]: the tools one run or turn may see, which are exactly the tools it may call.
 ///
@@ -381,7 +381,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::schema::fixtures::definition;
+    use crate::tool_schemas::fixtures::definition;
 
     fn base() -> ToolView {
         let schema = json!({"type": "object", "properties": {"q": {"type": "string", "description": "Words."}}});

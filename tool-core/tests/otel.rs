@@ -9,7 +9,8 @@ use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, global};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, InMemorySpanExporterBuilder, SdkTracerProvider, SpanData};
 use serde_json::json;
-use tool_core::{Concurrency, Executor, Registry, Run, ToolCall, tool};
+use tool_core::runs::{Concurrency, Run};
+use tool_core::{Executor, Registry, ToolCall, tool};
 
 /// Look up one incident.
 #[tool(name = "otel.lookup", effect = "read", version = "1.0")]

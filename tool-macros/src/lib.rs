@@ -71,10 +71,10 @@ use quote::quote;
 /// Each parameter's role comes from what its type implements, never from how it is spelled, so aliases and
 /// renamed imports work:
 ///
-/// - **Injected**: a type that implements `tool_core::FromCallContext` is filled from the call and never appears
-///   in a schema: `CallContext` (call id, tenant, cancellation, progress and log notifications), `State<T>`
-///   (shared state given to the executor with `.state(value)`; an executor without it does not build), and your
-///   own extractors (a tenant newtype, a database handle). Patterns are fine: `State(db): State<Db>`.
+/// - **Injected**: a type that implements `tool_core::context::FromCallContext` is filled from the call and never
+///   appears in a schema: `CallContext` (call id, tenant, cancellation, progress and log notifications), `State<T>`
+///   (shared state given to the executor with `.state(value)`; an executor without it does not build), and your own
+///   extractors (a tenant newtype, a database handle). Patterns are fine: `State(db): State<Db>`.
 /// - **The whole arguments**: `Args<T>` takes the model's arguments as one `T: Deserialize + JsonSchema`
 ///   (`Args(query): Args<Query>`). A lone argument parameter whose type is a struct is the same (as
 ///   `args: LookupArgs` above). A tool with the whole arguments has no other argument parameters.

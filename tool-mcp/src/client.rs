@@ -18,7 +18,7 @@
 //! imported under two namespaces cannot collide with each other or with local tools. Its schemas are the server's
 //! `tools/list` entry: the executor validates arguments against `inputSchema` *before* forwarding (an invalid call
 //! never reaches the server), and results against `outputSchema` when there is one (`invalid_tool_output`
-//! otherwise). A tool without `outputSchema` returns its content blocks as a [`Content`](tool_core::Content)
+//! otherwise). A tool without `outputSchema` returns its content blocks as a [`Content`](tool_core::content::Content)
 //! value, so serving the registry again over MCP passes them through unchanged.
 //! Each definition is tagged `mcp` and `mcp:<namespace>` (for views), its version is the server's
 //! `serverInfo.version` when that reads `MAJOR.MINOR[.PATCH]` (else `1.0`), and its description is the remote's.
@@ -49,8 +49,9 @@ use rmcp::model::{
 use rmcp::service::{ClientServiceExt, RunningService, ServiceError};
 use rmcp::{ClientHandler, ClientLifecycleMode, Peer, RoleClient};
 use serde_json::Value;
-use tool_core::{BoxFuture, DynHandler};
-use tool_core::{CallContext, DefinitionError, Effect, ToolDefinition, ToolError};
+use tool_core::definition::{BoxFuture, DynHandler};
+use tool_core::definition::{DefinitionError, Effect, ToolDefinition};
+use tool_core::{CallContext, ToolError};
 
 use crate::names::{self, NameMappingError};
 use crate::render;
@@ -102,7 +103,7 @@ pub enum ImportProblem {
     InvalidDefinition {
         /// The remote name.
         origin: String,
-        /// What is wrong: the definition builder's error (a [`tool_core::DefinitionError`]).
+        /// What is wrong: the definition builder's error (a [`tool_core::definition::DefinitionError`]).
         source: Arc<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// An [`Importer::effect`] override names a tool the server does not list.
@@ -359,7 +360,7 @@ impl RemoteServer {
     /// A forwarder for remote tool `origin` (its MCP name) under the keel name `name`, without asking the server's
     /// `tools/list`: for callers that describe the tool themselves, such as a catalogue row that supplies its own
     /// schemas. `structured` says whether the tool has an `outputSchema`: its result is then the remote's
-    /// `structuredContent`, otherwise its content blocks as a [`Content`](tool_core::Content) value.
+    /// `structuredContent`, otherwise its content blocks as a [`Content`](tool_core::content::Content) value.
     ///
     /// Each call makes a new forwarder (with its own counters); hold on to it to keep per-tool state. The
     /// connection is shared with every other forwarder of this server.
@@ -492,7 +493,7 @@ impl Importer {
             .unwrap_or(effect == Effect::Read);
         let output = match &tool.output_schema {
             Some(s) => Value::Object((**s).clone()),
-            None => tool_core::content_schema(),
+            None => tool_core::content::content_schema(),
         };
         let mut builder = ToolDefinition::builder(name.to_owned())
             .description(description)
@@ -530,7 +531,7 @@ impl RemoteTools {
     pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
         self.forwarders.keys().map(String::as_str)
     }
-    /// The definitions, to add with [`RegistryBuilder::tools`](tool_core::RegistryBuilder::tools).
+    /// The definitions, to add with [`RegistryBuilder::tools`](tool_core::registry::RegistryBuilder::tools).
     pub fn definitions(&self) -> &[ToolDefinition] {
         &self.definitions
     }

@@ -24,7 +24,7 @@ use rmcp::model::{ClientCapabilities, ClientResult, InputRequests, RequestStateC
 use rmcp::{Peer, RoleServer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tool_core::{ClientInput, InputError, InputFuture, InputKind, InputRequest};
+use tool_core::context::{ClientInput, InputError, InputFuture, InputKind, InputRequest};
 
 /// How long a sealed `requestState` stays valid: the time a user has to answer.
 pub(crate) const REQUEST_STATE_TTL: Duration = Duration::from_secs(15 * 60);
@@ -197,7 +197,7 @@ pub(crate) fn binding(tenant: Option<&str>, principal: Option<&str>, tool: &str,
         aad.extend_from_slice(&(part.len() as u64).to_le_bytes());
         aad.extend_from_slice(part);
     }
-    let arguments = tool_core::canonical::canonical_json(arguments);
+    let arguments = tool_core::schema::canonical::canonical_json(arguments);
     let mut aad = Vec::with_capacity(tool.len() + arguments.len() + 96);
     aad.extend_from_slice(b"keel/tools/call/2\0");
     for who in [tenant, principal] {

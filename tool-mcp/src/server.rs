@@ -10,15 +10,15 @@
 //! |---|---|
 //! | unknown tool | JSON-RPC error `-32602` with the executor's `unknown_tool` message |
 //! | `invalid_arguments`, `approval_required`, `policy_denied`, business errors, `tool_internal_error`, `timeout`, `invalid_tool_output` | `CallToolResult` with `isError: true`, the error as JSON text, and as `structuredContent` when the tool has no `outputSchema` |
-//! | success | `structuredContent` (an object) and the same JSON as text; a [`Content`](tool_core::Content) tool's blocks as `content` |
+//! | success | `structuredContent` (an object) and the same JSON as text; a [`Content`](tool_core::content::Content) tool's blocks as `content` |
 //!
-//! Each call's [`CallContext`](tool_core::CallContext) gets a [`Notifier`](tool_core::Notifier) bound to the session:
-//! [`CallContext::log`](tool_core::CallContext::log) sends `notifications/message` at or above the level the client
-//! chose with `logging/setLevel` (default `info`; a stateless request gets messages only when its `_meta` names a
-//! level), and [`CallContext::progress`](tool_core::CallContext::progress) sends `notifications/progress` only when
-//! the request carried a `progressToken`, with strictly increasing values. Notifications are sent in order and
-//! flushed before the result. `notifications/cancelled`, an HTTP client that closes its connection and a closed
-//! stdin (after rmcp's 5 s drain) cancel the call's context.
+//! Each call's [`CallContext`](tool_core::CallContext) gets a [`Notifier`](tool_core::context::Notifier) bound to the
+//! session: [`CallContext::log`](tool_core::CallContext::log) sends `notifications/message` at or above the level the
+//! client chose with `logging/setLevel` (default `info`; a stateless request gets messages only when its `_meta` names
+//! a level), and [`CallContext::progress`](tool_core::CallContext::progress) sends `notifications/progress` only when
+//! the request carried a `progressToken`, with strictly increasing values. Notifications are sent in order and flushed
+//! before the result. `notifications/cancelled`, an HTTP client that closes its connection and a closed stdin (after
+//! rmcp's 5 s drain) cancel the call's context.
 //!
 //! # Both protocol eras
 //!
@@ -31,7 +31,7 @@
 //! call's tenant and principal (from [`McpServerBuilder::call_options`]) when it has them. The retry runs the
 //! handler again from the start. A client that lacks the capability gets `-32021`; a state that fails
 //! verification (altered, expired, or replayed for another call, tenant or principal), `-32602`, and no handler
-//! runs. See [`tool_core::ClientInput`] for the contract a handler relies on.
+//! runs. See [`tool_core::context::ClientInput`] for the contract a handler relies on.
 //!
 //! A `requestState` is integrity-protected and bound, but **readable by the client**: it is signed, not
 //! encrypted. Never put a secret in a handler's round state
@@ -103,7 +103,7 @@ use std::time::Duration;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolRequestParams, RequestStateCodec, ServerConfig};
 use rmcp::service::{RequestContext, RunningService, ServiceExt};
-use tool_core::CallOptions;
+use tool_core::executor::CallOptions;
 
 use crate::compose::Rest;
 

@@ -20,7 +20,9 @@
 //! 6. a reply to each call (success and failure) is written without panicking, and a batch of replies too.
 
 use serde_json::{Value, json};
-use tool_core::{Codec, ErrorBody, ErrorCode, Limits, Provider, ToolCall, ToolResult};
+use tool_core::results::{ErrorBody, ErrorCode};
+use tool_core::schema::Limits;
+use tool_core::{Codec, Provider, ToolCall, ToolResult};
 
 use crate::{Harness, depth};
 

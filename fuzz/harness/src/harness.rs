@@ -9,7 +9,9 @@ use proptest::prelude::*;
 use proptest::strategy::{SBoxedStrategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::Value;
-use tool_core::{Approval, CallOptions, Effect, Executor, Handler, Registry, ToolCall, ToolResult, ToolView};
+use tool_core::definition::{Effect, Handler};
+use tool_core::executor::CallOptions;
+use tool_core::{Approval, Executor, Registry, ToolCall, ToolResult, ToolView};
 
 use crate::input::{Approve, Args, Input, SHAPES, deliver, delivery, short};
 use crate::instance::instance;
@@ -313,5 +315,5 @@ impl Default for Harness {
 
 /// Exact JSON identity as approvals compare it: canonical text (so `1` and `1.0` differ).
 fn json_identical(a: &Value, b: &Value) -> bool {
-    tool_core::canonical::canonical_json(a) == tool_core::canonical::canonical_json(b)
+    tool_core::schema::canonical::canonical_json(a) == tool_core::schema::canonical::canonical_json(b)
 }

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tool_core::{CallContext, Effect, ToolDefinition, ToolError, tool};
+use tool_core::definition::{Effect, ToolDefinition};
+use tool_core::{CallContext, ToolError, tool};
 
 use crate::oracle::Oracle;
 use crate::record::invoked;

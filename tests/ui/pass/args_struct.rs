@@ -1,6 +1,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tool_core::{Effect, Registry, ToolError, tool};
+use tool_core::definition::Effect;
+use tool_core::{Registry, ToolError, tool};
 
 /// What to look up.
 #[derive(Deserialize, JsonSchema)]

@@ -1,4 +1,5 @@
-use tool_core::{Effect, Registry, ToolError, tool};
+use tool_core::definition::Effect;
+use tool_core::{Registry, ToolError, tool};
 
 /// Pages the on-call engineer.
 #[tool(effect = "write", version = "1.0")]

@@ -1,4 +1,5 @@
-use tool_core::{Handler, Registry, tool};
+use tool_core::definition::Handler;
+use tool_core::{Registry, tool};
 
 /// Adds two numbers.
 #[tool(effect = "read", version = "1.0")]

@@ -1,7 +1,9 @@
 //! The user's own extractors: a tenant newtype, and a database handle that needs shared state.
 use std::sync::Arc;
 
-use tool_core::{CallContext, CallOptions, Executor, FromCallContext, Registry, Requirements, ToolCall, ToolError, tool};
+use tool_core::context::{FromCallContext, Requirements};
+use tool_core::executor::CallOptions;
+use tool_core::{CallContext, Executor, Registry, ToolCall, ToolError, tool};
 
 struct Tenant(String);
 

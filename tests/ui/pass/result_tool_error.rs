@@ -9,5 +9,5 @@ fn close_incident(id: String) -> Result<(), ToolError> {
 fn main() {
     let registry = Registry::from_inventory().expect("unique tool names");
     let tool = registry.get("close_incident").expect("close_incident is registered");
-    assert_eq!(tool.effect(), tool_core::Effect::Destructive);
+    assert_eq!(tool.effect(), tool_core::definition::Effect::Destructive);
 }

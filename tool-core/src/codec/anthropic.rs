@@ -11,8 +11,8 @@ use super::loss::wire_name_loss;
 use super::message::{arguments_or_empty, has_id, object, string_field};
 use super::{Codec, MessageError, ParsedMessage};
 use crate::call::{ToolCall, id_or_generated, object_arguments};
-use crate::definition::ToolDefinition;
 use crate::result::ToolResult;
+use crate::tool_definition::ToolDefinition;
 
 /// [`Provider::Anthropic`](crate::Provider::Anthropic).
 pub(super) struct Anthropic;

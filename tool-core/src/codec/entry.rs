@@ -18,8 +18,8 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use super::format;
-use crate::definition::ToolDefinition;
-use crate::schema::Provider;
+use crate::tool_definition::ToolDefinition;
+use crate::tool_schemas::Provider;
 use crate::view::{ExecutorEntry, ToolDescriptions, ToolView};
 use tool_schema::vocabulary;
 
@@ -43,8 +43,8 @@ impl ToolDefinition {
     }
 
     /// [`render`](ToolDefinition::render) as compact JSON text (exactly `serde_json::to_string` of it), made once
-    /// and cached: what [`ToolList::to_json`](crate::ToolList::to_json) joins, for a request body written as text
-    /// without walking or copying the tree again.
+    /// and cached: what [`ToolList::to_json`](crate::registry::ToolList::to_json) joins, for a request body written as
+    /// text without walking or copying the tree again.
     pub fn render_json(&self, provider: Provider) -> &str {
         self.schemas().rendered_json[provider.slot()].get_or_init(|| {
             // Serialising a `Value` cannot fail (its keys are strings); `null` keeps this total all the same.

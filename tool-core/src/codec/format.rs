@@ -5,8 +5,8 @@ use serde_json::Value;
 
 use super::{Codec, LossKind, MessageError, ParsedMessage};
 use crate::call::ToolCall;
-use crate::definition::ToolDefinition;
 use crate::result::ToolResult;
+use crate::tool_definition::ToolDefinition;
 
 /// Where a [`Format`] reports a loss: `(at, kind, message)`; the caller fills in the provider and the tool.
 pub(super) type Push<'a> = dyn FnMut(String, LossKind, String) + 'a;

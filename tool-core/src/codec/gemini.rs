@@ -11,8 +11,8 @@ use super::format::{Format, Push};
 use super::message::{arguments_or_empty, object, string_field};
 use super::{Codec, MessageError, ParsedMessage};
 use crate::call::{ToolCall, id_or_generated, is_generated_call_id, object_or_null_arguments};
-use crate::definition::ToolDefinition;
 use crate::result::{ToolResult, error_body_json};
+use crate::tool_definition::ToolDefinition;
 
 /// [`Provider::Gemini`](crate::Provider::Gemini).
 pub(super) struct Gemini;

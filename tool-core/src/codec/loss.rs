@@ -6,8 +6,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::format::Push;
-use crate::definition::ToolDefinition;
-use crate::schema::Provider;
+use crate::tool_definition::ToolDefinition;
+use crate::tool_schemas::Provider;
 use tool_schema::vocabulary::{self, MAX_DEPTH};
 
 /// Something of a tool's contract that a provider's format does not carry to the model as the canonical schema

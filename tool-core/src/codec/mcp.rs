@@ -10,9 +10,9 @@ use super::message::{arguments_or_empty, string_field};
 use super::{Codec, LossKind, MessageError, ParsedMessage};
 use crate::call::{ToolCall, id_or_generated, object_or_null_arguments};
 use crate::content::is_content_schema;
-use crate::definition::ToolDefinition;
 use crate::result::{ToolResult, error_body_json};
-use crate::schema::Provider;
+use crate::tool_definition::ToolDefinition;
+use crate::tool_schemas::Provider;
 
 /// [`Provider::Mcp`].
 pub(super) struct Mcp;
@@ -97,8 +97,9 @@ impl Format for Mcp {
     /// A `CallToolResult`: `{"content": [{"type": "text", "text": <text>}], "structuredContent": ..., "isError":
     /// <bool>}`.
     ///
-    /// - Success of a [`Content`](crate::Content) tool (its result schema is [`content_schema`](crate::content_schema)):
-    ///   the blocks are the `content`, with no `structuredContent`.
+    /// - Success of a [`Content`](crate::content::Content) tool (its result schema is
+    ///   [`content_schema`](crate::content::content_schema)): the blocks are the `content`, with no
+    ///   `structuredContent`.
     /// - Other success: `structuredContent` is `data` when it is a JSON object (MCP requires an object there), and
     ///   `content` is one text block with the same data as JSON.
     /// - Failure: `isError: true`, a text block with `{"error": {"code", "message", "details"}}`, and the same object

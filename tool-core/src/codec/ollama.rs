@@ -11,8 +11,8 @@ use super::format::{Format, Push};
 use super::message::{arguments_or_empty, chat_assistant, chat_message, string_field};
 use super::{Codec, MessageError, ParsedMessage};
 use crate::call::{ToolCall, id_or_generated, object_or_null_arguments};
-use crate::definition::ToolDefinition;
 use crate::result::ToolResult;
+use crate::tool_definition::ToolDefinition;
 
 /// [`Provider::Ollama`](crate::Provider::Ollama).
 pub(super) struct Ollama;

@@ -2,8 +2,8 @@
 //! entry's `parameters`, in strict mode whenever the schema allows it ([`strict`]), and what an entry loses.
 //!
 //! Both APIs take the same `parameters` and `strict` flag; they differ only in the envelope (Chat nests them under
-//! `function`). Names are [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name)s (`incident.search` is sent as `incident-search`), as
-//! OpenAI only accepts `[A-Za-z0-9_-]{1,64}`.
+//! `function`). Names are [`ToolDefinition::wire_name`](crate::definition::ToolDefinition::wire_name)s
+//! (`incident.search` is sent as `incident-search`), as OpenAI only accepts `[A-Za-z0-9_-]{1,64}`.
 
 mod chat;
 mod responses;
@@ -18,8 +18,8 @@ use strict::{FOLDED, STRICT_FORMATS};
 use super::LossKind;
 use super::format::Push;
 use super::loss::{join_keywords, nearest, show_path, walk, wire_name_loss};
-use crate::definition::ToolDefinition;
-use crate::schema::{Provider, ToolSchemas};
+use crate::tool_definition::ToolDefinition;
+use crate::tool_schemas::{Provider, ToolSchemas};
 use tool_schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
 use tool_schema::vocabulary;
 

@@ -271,7 +271,8 @@ fn mcp_reply() {
 
 fn view() -> ToolView {
     let schema = json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]});
-    let defs = ["notes.search", "plain_tool"].map(|n| Arc::new(crate::schema::fixtures::definition(n, schema.clone())));
+    let defs =
+        ["notes.search", "plain_tool"].map(|n| Arc::new(crate::tool_schemas::fixtures::definition(n, schema.clone())));
     ToolView::new(defs.into())
 }
 
@@ -462,7 +463,7 @@ fn losses_point_into_the_entries_they_concern() {
         "to": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
         "q": {"type": "string"}
     }, "required": ["to"]});
-    let def = crate::schema::fixtures::definition("mail.send", nested);
+    let def = crate::tool_schemas::fixtures::definition("mail.send", nested);
     let view = ToolView::new(vec![Arc::new(def)]);
     let codec = view.codec(Provider::Ollama);
     assert_eq!(codec.tool("mail.send"), codec.tools().first());
@@ -486,7 +487,7 @@ fn losses_point_into_the_entries_they_concern() {
 
 #[test]
 fn every_loss_points_into_its_entry() {
-    use crate::schema::fixtures::{self, Everything, Flattened, Labelled, Node, Strictable};
+    use crate::tool_schemas::fixtures::{self, Everything, Flattened, Labelled, Node, Strictable};
     let mut schemas = vec![
         fixtures::schema::<Everything>(),
         fixtures::schema::<Node>(),

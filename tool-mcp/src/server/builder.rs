@@ -7,7 +7,9 @@ use std::time::Duration;
 use rmcp::model::{CallToolRequestParams, Implementation, RequestStateCodec, ServerConfig};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
-use tool_core::{CallOptions, Executor, TaskSupport};
+use tool_core::Executor;
+use tool_core::definition::TaskSupport;
+use tool_core::executor::CallOptions;
 
 use super::error::OtherProblem;
 use super::listing::duration_ms;

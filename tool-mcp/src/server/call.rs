@@ -8,7 +8,10 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, InputRequiredResult, 
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer};
 use serde_json::Value;
-use tool_core::{CallOptions, InputError, InputKind, TaskStart, TaskSupport, ToolCall};
+use tool_core::ToolCall;
+use tool_core::context::{InputError, InputKind};
+use tool_core::definition::{TaskStart, TaskSupport};
+use tool_core::executor::CallOptions;
 
 use super::listing::Listing;
 use super::notifier::{NO_LOGS, PeerNotifier, mcp_level_rank};
@@ -106,7 +109,7 @@ impl McpSession {
         // with the round's answers and sealed state, when stateless.
         let capabilities = context.client_capabilities().unwrap_or_default();
         let mut call_id = context.id.to_string();
-        let (direct, stateless): (Arc<dyn tool_core::ClientInput>, _) = if is_stateless(&context) {
+        let (direct, stateless): (Arc<dyn tool_core::context::ClientInput>, _) = if is_stateless(&context) {
             let binding =
                 crate::input::binding(options.get_tenant(), options.get_principal(), &request.name, &arguments);
             let mut round = match request.request_state.as_deref() {
@@ -160,7 +163,7 @@ impl McpSession {
             if task_start == TaskStart::Admission {
                 let input = input.clone();
                 options = options.on_admitted(move || {
-                    tool_core::ClientInput::begin_task(&*input);
+                    tool_core::context::ClientInput::begin_task(&*input);
                 });
             }
             let executor = listing.executor.clone();

@@ -7,7 +7,7 @@ use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressNotific
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
-use tool_core::{LogLevel, Notifier};
+use tool_core::context::{LogLevel, Notifier};
 
 /// How long the server waits, after a call, for its notifications to be written before sending the result.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);

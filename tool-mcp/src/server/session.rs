@@ -11,7 +11,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use tool_core::LogLevel;
+use tool_core::context::LogLevel;
 
 use super::notifier::{level_rank, mcp_level_rank};
 use super::{McpServer, Shared};

@@ -2,7 +2,8 @@
 //!
 //! Anthropic takes JSON Schema as it is, so `input_schema` is the canonical input schema with references inlined
 //! (a recursive type keeps its definition under `$defs`) and without `$schema`. The name is the
-//! [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name): Anthropic accepts only `^[a-zA-Z0-9_-]{1,64}$`.
+//! [`ToolDefinition::wire_name`](crate::definition::ToolDefinition::wire_name): Anthropic accepts only
+//! `^[a-zA-Z0-9_-]{1,64}$`.
 
 use serde_json::{Value, json};
 
@@ -21,8 +22,8 @@ pub(super) fn tool(wire_name: &str, description: &str, canonical: &Value) -> Val
 mod tests {
     use serde_json::json;
 
-    use crate::schema::Provider;
-    use crate::schema::fixtures::{self, Everything, Node};
+    use crate::tool_schemas::Provider;
+    use crate::tool_schemas::fixtures::{self, Everything, Node};
 
     #[test]
     fn wire_name_and_inlined_input_schema() {

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::codec::LossKind;
 use crate::codec::format::Push;
 use crate::codec::loss::{join_keywords, show_path, walk, wire_name_loss};
-use crate::definition::ToolDefinition;
+use crate::tool_definition::ToolDefinition;
 use tool_schema::transform::NUMERIC_FORMATS;
 use tool_schema::vocabulary;
 

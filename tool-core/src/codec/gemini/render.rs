@@ -11,7 +11,7 @@
 //! "low" = Nobody is paged; "high" = Everyone is paged.`), and any other `const` (the tag of a data enum's variant)
 //! a one-value `enum`.
 //!
-//! The name is the [`ToolDefinition::wire_name`](crate::ToolDefinition::wire_name).
+//! The name is the [`ToolDefinition::wire_name`](crate::definition::ToolDefinition::wire_name).
 
 use serde_json::{Value, json};
 
@@ -57,8 +57,8 @@ fn parameters(canonical: &Value) -> Value {
 mod tests {
     use serde_json::json;
 
-    use crate::schema::Provider;
-    use crate::schema::fixtures::{self, Everything};
+    use crate::Provider;
+    use crate::tool_schemas::fixtures::{self, Everything};
 
     #[test]
     fn wire_name_and_inlined_json_schema() {

@@ -87,10 +87,10 @@ fn is_object_schema(schema: &Value) -> bool {
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::definition::ToolDefinition;
     use crate::effect::Effect;
-    use crate::schema::Provider;
-    use crate::schema::fixtures::{self, Address, Everything};
+    use crate::tool_definition::ToolDefinition;
+    use crate::tool_schemas::Provider;
+    use crate::tool_schemas::fixtures::{self, Address, Everything};
 
     fn def(effect: Effect, idempotent: Option<bool>, output: Option<Value>) -> ToolDefinition {
         let mut b = ToolDefinition::builder("incident.search")

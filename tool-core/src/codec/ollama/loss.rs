@@ -7,7 +7,7 @@ use super::render;
 use crate::codec::LossKind;
 use crate::codec::format::Push;
 use crate::codec::loss::{child_path, join_keywords, segment, show_path};
-use crate::definition::ToolDefinition;
+use crate::tool_definition::ToolDefinition;
 use tool_schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
 use tool_schema::vocabulary::{self, MAX_DEPTH};
 

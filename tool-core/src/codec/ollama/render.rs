@@ -64,11 +64,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::schema::fixtures::{self, Everything, Node, walk_schemas};
+    use crate::tool_schemas::fixtures::{self, Everything, Node, walk_schemas};
 
     fn params_of<T: schemars::JsonSchema>() -> Value {
         let def = fixtures::definition("incident.search", fixtures::schema::<T>());
-        let rendered = def.render(crate::schema::Provider::Ollama).clone();
+        let rendered = def.render(crate::Provider::Ollama).clone();
         assert_eq!(rendered["type"], "function");
         assert_eq!(rendered["function"]["name"], "incident.search");
         assert!(rendered["function"]["description"].as_str().is_some_and(|d| d.starts_with("Searches incidents.")));
@@ -78,7 +78,7 @@ mod tests {
     #[test]
     fn the_arguments_description_joins_the_tool_description() {
         let def = fixtures::definition("incident.search", fixtures::schema::<Everything>());
-        let function = &def.render(crate::schema::Provider::Ollama)["function"];
+        let function = &def.render(crate::Provider::Ollama)["function"];
         assert_eq!(
             function["description"],
             "Searches incidents.\n\nArguments: Search arguments exercising most of what schemars emits."
@@ -87,14 +87,14 @@ mod tests {
         // The notes folded into the top level travel with it.
         let def = fixtures::definition("shape.put", fixtures::schema::<fixtures::Flattened>());
         assert_eq!(
-            def.render(crate::schema::Provider::Ollama)["function"]["description"],
+            def.render(crate::Provider::Ollama)["function"]["description"],
             "Searches incidents.\n\nArguments: A struct with a flattened internally tagged enum. One of: {kind: \"circle\", \
              radius} (A circle) | {kind: \"square\", side} (A square)."
         );
         // Without one, the tool's description is all there is.
         let def =
             fixtures::definition("plain.tool", json!({"type": "object", "properties": {"a": {"type": "string"}}}));
-        assert_eq!(def.render(crate::schema::Provider::Ollama)["function"]["description"], "Searches incidents.");
+        assert_eq!(def.render(crate::Provider::Ollama)["function"]["description"], "Searches incidents.");
         let mut same = json!({"type": "object", "description": " Searches incidents. "});
         assert_eq!(with_arguments_description("Searches incidents.", &mut same), "Searches incidents.");
         let mut odd = json!({"type": "object", "description": 7});

@@ -9,8 +9,8 @@ use crate::codec::entry::model_input;
 use crate::codec::format::{Format, Push};
 use crate::codec::message::{arguments_or_empty, chat_assistant, chat_message, string_field};
 use crate::codec::{Codec, MessageError, ParsedMessage};
-use crate::definition::ToolDefinition;
 use crate::result::ToolResult;
+use crate::tool_definition::ToolDefinition;
 
 /// Where the parts of an entry are.
 const ENVELOPE: Envelope =

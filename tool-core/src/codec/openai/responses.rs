@@ -8,9 +8,9 @@ use crate::call::{ToolCall, id_or_generated, text_or_object_arguments};
 use crate::codec::format::{Format, Push};
 use crate::codec::message::{arguments_or_empty, has_id, string_field};
 use crate::codec::{Codec, MessageError, ParsedMessage};
-use crate::definition::ToolDefinition;
 use crate::result::ToolResult;
-use crate::schema::Provider;
+use crate::tool_definition::ToolDefinition;
+use crate::tool_schemas::Provider;
 
 /// Where the parts of an entry are.
 const ENVELOPE: Envelope = Envelope { name: "/name", parameters: "/parameters", strict: "/strict" };

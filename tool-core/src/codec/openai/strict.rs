@@ -11,9 +11,9 @@ mod tests {
     use tool_schema::transform;
 
     use super::*;
+    use crate::Provider;
     use crate::definition::ToolDefinition;
-    use crate::schema::Provider;
-    use crate::schema::fixtures::{self, Everything, Labelled, Node, Strictable, walk_schemas};
+    use crate::tool_schemas::fixtures::{self, Everything, Labelled, Node, Strictable, walk_schemas};
 
     /// Every object closed, every property required, no keyword strict mode rejects.
     fn assert_strict_rules(schema: &Value) {

@@ -10,13 +10,13 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::context::{CallContext, Requirements};
+use crate::call_context::{CallContext, Requirements};
 pub(crate) use crate::effect::Effect;
 use crate::error::ToolError;
 use crate::name::{self, NameError};
 use crate::params::{Kind, ParamInfo, Plan};
-use crate::schema::ToolSchemas;
-use crate::schema::{self as render};
+use crate::tool_schemas::ToolSchemas;
+use crate::tool_schemas::{self as render};
 use tool_schema::validate::CompiledSchema;
 
 /// Where a compiled tool is declared.
@@ -341,7 +341,7 @@ impl ToolDefinition {
     }
     /// `fnv1a128:` and 32 hex digits: the 128-bit FNV-1a hash of the canonical JSON of the tool's contract (its
     /// name, version, effect, argument schema and result schema). An approval kept for later
-    /// ([`PendingCall`](crate::PendingCall)) holds it, so that a changed contract is told from the one approved.
+    /// ([`PendingCall`](crate::runs::PendingCall)) holds it, so that a changed contract is told from the one approved.
     pub fn contract_fingerprint(&self) -> String {
         let contract = serde_json::json!({
             "name": self.name(),
@@ -698,14 +698,14 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::schema::Provider;
-    use crate::schema::fixtures::contains_key_anywhere;
     use crate::tool;
+    use crate::tool_schemas::Provider;
+    use crate::tool_schemas::fixtures::contains_key_anywhere;
 
     /// Which report to build, for [`report_fixture`].
     #[derive(Deserialize, JsonSchema)]
     struct ReportArgs {
-        /// Include [done](crate::Effect) cards too, as [`Self`] says.
+        /// Include [done](crate::definition::Effect) cards too, as [`Self`] says.
         include_done: Option<bool>,
     }
 

@@ -183,7 +183,7 @@ impl CallContext {
         self.inner.tenant.as_deref()
     }
     /// Who the call is made for within its tenant (a user, an API client), if the caller said
-    /// ([`CallOptions::principal`](crate::CallOptions::principal)).
+    /// ([`CallOptions::principal`](crate::executor::CallOptions::principal)).
     pub fn principal(&self) -> Option<&str> {
         self.inner.principal.as_deref()
     }
@@ -191,13 +191,12 @@ impl CallContext {
     /// stable 128-bit hash (the same in every process and version).
     ///
     /// Two calls share a key exactly when they have the same tool, call id, tenant, principal and stream (the
-    /// stream of requests the call came on: [`CallOptions::stream`](crate::CallOptions::stream)). A call id is
-    /// unique only within its stream (a JSON-RPC id restarts in every MCP session, an id keel generates for a
-    /// provider that sends none restarts in every conversation), so within one stream a repeated call id is a
-    /// retry of the same call (a transport's retry, a replayed transcript, a run resumed with its stream after a
-    /// restart), and calls on two streams, or for two tenants or principals, never share a key. That is what
-    /// makes it safe to answer a repeated key with the first attempt's result: the caller who gets it is the
-    /// caller who made the first attempt.
+    /// stream of requests the call came on: [`CallOptions::stream`](crate::executor::CallOptions::stream)). A call id
+    /// is unique only within its stream (a JSON-RPC id restarts in every MCP session, an id keel generates for a
+    /// provider that sends none restarts in every conversation), so within one stream a repeated call id is a retry of
+    /// the same call (a transport's retry, a replayed transcript, a run resumed with its stream after a restart), and
+    /// calls on two streams, or for two tenants or principals, never share a key. That is what makes it safe to answer
+    /// a repeated key with the first attempt's result: the caller who gets it is the caller who made the first attempt.
     ///
     /// * Every keel transport names the stream: each MCP session (stdio, HTTP, any transport) is one, and each
     ///   stateless MCP request is one of its own (see `tool-mcp`'s server).
@@ -207,8 +206,8 @@ impl CallContext {
     /// * A call made with no stream whose id keel generated
     ///   ([`ToolCall::is_generated_id`](crate::ToolCall::is_generated_id): the provider sent none, and such ids
     ///   repeat from one conversation to the next) gets a key no call made with another
-    ///   [`CallOptions`](crate::CallOptions) value shares, a clone included. A [`Run`](crate::Run) (and so the
-    ///   agent loop) makes its calls with its own value, and a run never repeats a call id: such a key is never
+    ///   [`CallOptions`](crate::executor::CallOptions) value shares, a clone included. A [`Run`](crate::runs::Run) (and
+    ///   so the agent loop) makes its calls with its own value, and a run never repeats a call id: such a key is never
     ///   shared. A conversation resumed after a restart gets new keys for them, unless it names its stream.
     ///
     /// The key does not depend on the arguments, so a retry is recognised even when the model spelled its
@@ -228,8 +227,8 @@ impl CallContext {
         })
     }
     /// Cancelled when the call times out (at the deadline, before the grace period: see
-    /// [`ExecutorBuilder::timeout_grace`](crate::ExecutorBuilder::timeout_grace)), the run is cancelled or the
-    /// client goes away.
+    /// [`ExecutorBuilder::timeout_grace`](crate::executor::ExecutorBuilder::timeout_grace)), the run is cancelled or
+    /// the client goes away.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.inner.cancellation
     }
@@ -264,7 +263,7 @@ impl CallContext {
         self.inner.input.as_ref().is_some_and(|i| i.supports(kind))
     }
 
-    /// Asks the client for input; see [the input module](crate::ClientInput) for how a session and a stateless
+    /// Asks the client for input; see [the input module](crate::context::ClientInput) for how a session and a stateless
     /// transport answer. `key` names the request within the call (unique, non-empty). Propagate
     /// [`InputError::Pending`] with `?`: the call ends and resumes when the client answers.
     pub async fn ask(&self, key: &str, request: InputRequest) -> Result<Value, InputError> {
@@ -496,7 +495,8 @@ impl Requirements {
 /// argument. [`CallContext`] and [`State<T>`] implement it; so can your own types:
 ///
 /// ```
-/// use tool_core::{CallContext, FromCallContext, Requirements, ToolError};
+/// use tool_core::{CallContext, ToolError};
+/// use tool_core::context::{FromCallContext, Requirements};
 ///
 /// /// The tenant a call runs for; calls without one are refused before the handler runs.
 /// struct Tenant(String);

@@ -11,14 +11,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
 
 use crate::call::ToolCall;
+use crate::call_context::{CallContext, Notifier, StateMap};
+use crate::call_policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 use crate::codec::Codec;
-use crate::context::{CallContext, Notifier, StateMap};
-use crate::definition::{CompiledTool, Handler, ToolDefinition, compiled};
 use crate::effect::Effect;
 use crate::failure::{FailureHook, InternalFailure, trace_failure};
 use crate::input::ClientInput;
-use crate::policy::{Approval, Approvals, EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 use crate::result::ToolResult;
+use crate::tool_definition::{CompiledTool, Handler, ToolDefinition, compiled};
 use crate::view::ToolView;
 use tool_schema::Limits;
 use tool_schema::validate::{check_limits, check_limits_scan};
@@ -259,7 +259,8 @@ impl ExecutorBuilder {
     /// is cancelled ([`CallContext::cancellation`]); a handler that returns within the grace period is answered
     /// as usual, its result included. One that has not is answered `timeout` and is not dropped: it keeps running
     /// to its end (its effects are not cut between two steps), and the result's details say so (`"handler":
-    /// "running"`; see [`HandlerState`](crate::HandlerState)). A caller's cancellation is handled the same way.
+    /// "running"`; see [`HandlerState`](crate::results::HandlerState)). A caller's cancellation is handled the same
+    /// way.
     pub fn timeout_grace(mut self, grace: Duration) -> Self {
         self.timeout_grace = Some(grace);
         self
@@ -362,7 +363,8 @@ impl ExecutorBuilder {
 /// requests it came on, approvals, cancellation, notifications.
 ///
 /// ```
-/// use tool_core::{tool, CallContext, CallOptions, CancellationToken, Executor, Registry, ToolCall};
+/// use tool_core::{tool, CallContext, Executor, Registry, ToolCall};
+/// use tool_core::executor::{CallOptions, CancellationToken};
 ///
 /// /// Says whom the call runs for.
 /// #[tool(effect = "read", version = "1.0")]
@@ -432,7 +434,7 @@ impl CallOptions {
     /// by its tenant, principal, tool and call id (the host owns its ids), and a call whose id keel generated
     /// ([`ToolCall::is_generated_id`]: the provider sent none, and such ids repeat from one conversation to the
     /// next) is keyed to this `CallOptions` value: a key no call made with another value shares, not even with a
-    /// clone of this one. A [`Run`](crate::Run) makes its calls with its own value;
+    /// clone of this one. A [`Run`](crate::runs::Run) makes its calls with its own value;
     /// [`Executor::call`] makes every call with the same one, so give it no generated ids of two conversations.
     pub fn stream(mut self, stream: impl Into<Arc<str>>) -> Self {
         self.stream = Some(stream.into());
@@ -471,7 +473,7 @@ impl CallOptions {
         self
     }
     /// How the handler asks its client for input ([`CallContext::ask`](crate::CallContext::ask)); without it, a
-    /// request fails with [`InputError::Unavailable`](crate::InputError::Unavailable).
+    /// request fails with [`InputError::Unavailable`](crate::context::InputError::Unavailable).
     pub fn client_input(mut self, input: Arc<dyn ClientInput>) -> Self {
         self.input = Some(input);
         self
@@ -502,12 +504,12 @@ impl CallOptions {
     /// context has ([`CallContext::idempotency_key`](crate::CallContext::idempotency_key)).
     pub(crate) fn idempotency_key(&self, tool: &str, call_id: &str) -> String {
         let stream = self.key_stream(call_id);
-        let scope = crate::context::KeyScope {
+        let scope = crate::call_context::KeyScope {
             tenant: self.tenant.as_deref(),
             principal: self.principal.as_deref(),
             stream: stream.as_deref(),
         };
-        crate::context::idempotency_key(scope, tool, call_id)
+        crate::call_context::idempotency_key(scope, tool, call_id)
     }
 }
 
@@ -586,7 +588,7 @@ impl Executor {
 
     /// The codec of `provider` for this executor's view, holding argument text to this executor's
     /// [`limits`](Executor::limits) before it is parsed.
-    pub fn codec(&self, provider: crate::schema::Provider) -> Codec {
+    pub fn codec(&self, provider: crate::tool_schemas::Provider) -> Codec {
         self.inner.view.codec(provider).with_limits(self.inner.limits)
     }
 

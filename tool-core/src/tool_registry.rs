@@ -3,8 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::definition::{StaticTool, ToolDefinition, compiled};
 use crate::name;
+use crate::tool_definition::{StaticTool, ToolDefinition, compiled};
 use crate::view::{ToolView, ViewBuilder};
 
 /// The [`Registry`]: every tool this process may list or run, built once and immutable afterwards.
@@ -108,9 +108,10 @@ impl RegistryBuilder {
 
     /// Leaves compiling the schemas to the executors. [`build`](Self::build) still checks names, uniqueness and
     /// every tool's parameters; each schema is compiled (once per definition, shared by every view) when an
-    /// executor over a view that holds the tool is built ([`ExecutorBuilder::build`](crate::ExecutorBuilder::build)),
-    /// and a schema that does not compile fails that build, with the tool named. So nothing reaches a call
-    /// unchecked either way; what moves is *when* a broken schema is reported.
+    /// executor over a view that holds the tool is built
+    /// ([`ExecutorBuilder::build`](crate::executor::ExecutorBuilder::build)), and a schema that does not compile fails
+    /// that build, with the tool named. So nothing reaches a call unchecked either way; what moves is *when* a broken
+    /// schema is reported.
     ///
     /// For registries far larger than any one view, e.g. thousands of run-time tools of which each turn sees a
     /// few hundred: compiling a tool's two schemas costs about 240 µs, so a 10,000-tool registry takes seconds to
@@ -349,7 +350,7 @@ mod tests {
         let mut d = def("placeholder", source);
         d.name = name.into();
         d.wire_name = name::to_wire(name);
-        d.input_schema = crate::definition::SchemaSource::Value(input);
+        d.input_schema = crate::tool_definition::SchemaSource::Value(input);
         d
     }
 

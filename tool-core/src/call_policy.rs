@@ -5,8 +5,8 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::definition::ToolDefinition;
 use crate::effect::Effect;
+use crate::tool_definition::ToolDefinition;
 use tool_schema::canonical::canonical_json;
 
 /// A human's (or a higher authority's) consent to run one tool with one set of arguments.
@@ -16,7 +16,8 @@ use tool_schema::canonical::canonical_json;
 ///
 /// ```
 /// use serde_json::json;
-/// use tool_core::{tool, Approval, CallOptions, Executor, Registry, ToolCall};
+/// use tool_core::{tool, Approval, Executor, Registry, ToolCall};
+/// use tool_core::executor::CallOptions;
 ///
 /// /// Close an incident.
 /// #[tool(effect = "write", version = "1.0")]
@@ -192,8 +193,8 @@ pub trait Policy: Send + Sync + 'static {
     /// The decision for one call. Must not block.
     fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision;
 
-    /// Whether calls of `tool` may overlap with other calls of the same batch, in a [`Run`](crate::Run) that
-    /// allows concurrency ([`Concurrency`](crate::Concurrency)). Default: only `read` tools. A tool that is not
+    /// Whether calls of `tool` may overlap with other calls of the same batch, in a [`Run`](crate::runs::Run) that
+    /// allows concurrency ([`Concurrency`](crate::runs::Concurrency)). Default: only `read` tools. A tool that is not
     /// parallel-safe runs alone, after the calls before it and before the calls after it.
     fn parallel_safe(&self, tool: &ToolDefinition) -> bool {
         tool.effect() == Effect::Read

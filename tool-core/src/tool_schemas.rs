@@ -11,7 +11,7 @@ pub(crate) use tool_schema::rustdoc::{plain as plain_text, plain_schema};
 use tool_schema::transform;
 
 /// The providers keel speaks to. Each has a [`Codec`](crate::Codec): its tool list entries
-/// ([`ToolDefinition::render`](crate::ToolDefinition::render)), the calls its models send, its replies.
+/// ([`ToolDefinition::render`](crate::definition::ToolDefinition::render)), the calls its models send, its replies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Provider {
@@ -166,7 +166,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::schema::fixtures::{self, Address, Everything};
+    use crate::tool_schemas::fixtures::{self, Address, Everything};
 
     #[test]
     fn canonical_input_closes_objects_and_keeps_definitions() {

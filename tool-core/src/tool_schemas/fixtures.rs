@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::definition::ToolDefinition;
+use crate::tool_definition::ToolDefinition;
 use tool_schema::vocabulary;
 
 /// Where someone lives.

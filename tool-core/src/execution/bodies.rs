@@ -9,10 +9,10 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{CallOptions, Executor, TARGET};
-use crate::definition::ToolDefinition;
 use crate::error::{ErrorCode, Repr, ToolError};
 use crate::failure::{FailureKind, InternalFailure};
 use crate::result::{ErrorBody, HandlerState, ToolResult};
+use crate::tool_definition::ToolDefinition;
 use tool_schema::validate::{Violation, summary};
 
 /// The longest requested name echoed back in an `unknown_tool` result.

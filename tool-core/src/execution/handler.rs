@@ -16,11 +16,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::TARGET;
+use crate::call_context::CallContext;
 use crate::clock::{Stopwatch, Timing};
-use crate::context::CallContext;
-use crate::definition::{BoxFuture, Handler};
 use crate::error::ToolError;
 use crate::result::HandlerState;
+use crate::tool_definition::{BoxFuture, Handler};
 
 /// How a handler run ended, before output validation: with its value, or without one.
 pub(super) type HandlerOutcome = Result<Value, Fault>;
