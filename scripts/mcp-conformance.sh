@@ -13,7 +13,8 @@
 #    and fails on any failed check or warning;
 # 4. runs tests/mcp/python_client.py (official Python SDK, stdio) against the example, and tests/mcp/python_eras.py
 #    (the SDK's `Client` in both eras, over stdio and Streamable HTTP: a call, an input round trip, a task,
-#    list-changed);
+#    list-changed), and tests/mcp/python_keel_serve.py (the SDK's `Client` against `keel serve` of the demo
+#    `keel-demo`, over stdio in both eras and Streamable HTTP: tools/list, a call, the refusals);
 # 5. runs the Rust MCP integration tests (tests/tests/mcp_server.rs, mcp_forwarder.rs) with KEEL_REQUIRE_PEERS=1,
 #    so the forwarder tests against server-everything and against the example binary run, and fail if a peer is
 #    missing, instead of being skipped.
@@ -72,9 +73,10 @@ echo "== mcp: pip install (target/ci-venv)"
 timeout 600 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$PY_MCP_VERSION"
 
 echo "== mcp: build the example server"
-cargo build --quiet -p examples --example conformance_server
+cargo build --quiet -p examples --example conformance_server --bin keel-demo
 SERVER_BIN=$TARGET_DIR/debug/examples/conformance_server
-test -x "$SERVER_BIN"
+KEEL_BIN=$TARGET_DIR/debug/keel-demo
+test -x "$SERVER_BIN" && test -x "$KEEL_BIN"
 
 SERVER_PID=
 stop_server() {
@@ -134,6 +136,8 @@ timeout 180 "$VENV/bin/python" tests/mcp/python_client.py --server-stderr "$OUT/
 echo "== mcp: python client in both eras (mcp==$PY_MCP_VERSION, stdio and Streamable HTTP)"
 timeout 300 "$VENV/bin/python" tests/mcp/python_eras.py --server-stderr "$OUT/python-eras-server.err" -- "$SERVER_BIN" \
     || status=1
+echo "== mcp: python client against keel serve (mcp==$PY_MCP_VERSION, stdio in both eras, Streamable HTTP)"
+timeout 300 "$VENV/bin/python" tests/mcp/python_keel_serve.py -- "$KEEL_BIN" || status=1
 
 if [ "${MCP_SKIP_RUST_TESTS:-0}" != 1 ]; then
     echo "== mcp: Rust MCP tests (server-everything $EVERYTHING_VERSION, the example binary)"

@@ -50,4 +50,4 @@ for target in executor codecs codec_ollama codec_openai_chat codec_openai_respon
 done
 
 echo "== schema lock"
-cargo run -q -p tool-cli --bin keel -- lock --check --strict
+cargo run -q -p examples --bin keel-demo -- lock --check --strict

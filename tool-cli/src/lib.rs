@@ -11,11 +11,21 @@
 //! keel chat --url URL --model M [--api openai|ollama] [--tool-choice C] [--then-tool-choice C]
 //!           [--temperature T] [--seed N] [--max-tokens N] [--approve NAME]... [--transcript FILE] PROMPT
 //! keel chat --replay FILE PROMPT
+//! keel serve --stdio | --http ADDR [--path /mcp] [--tag T]... [--name NAME]
 //! ```
 //!
+//! `keel serve` serves the tools as an MCP server with [`tool_mcp::McpServer`], in both protocol eras
+//! (`initialize` sessions and stateless 2026-07-28 requests): over stdio for an MCP host that starts it
+//! (`{"mcpServers": {"my-tools": {"command": "keel", "args": ["serve", "--stdio"]}}}`), or over Streamable HTTP
+//! (`http://ADDR/mcp`, loopback `Host` and `Origin` only). Logs go to stderr; Ctrl-C, or stdin closing under
+//! `--stdio`, ends it.
+//!
 //! `#[tool]` registers through `inventory`, so the command sees exactly the tools of the crates its binary links.
-//! Build it over your own tools with a two-line `main` (in `src/bin/keel.rs` of your workspace, depending on
-//! `tool-cli`, `tool-core` and your tool crates):
+//! The installed binary (`cargo install tool-cli`, or `--path tool-cli` in a checkout) links none: run in your
+//! package, it builds `keel` over the package's library and runs it ([`runner`]: `keel list`, `keel serve --stdio`
+//! in your crate's folder, or `keel --manifest-path PATH/Cargo.toml -p NAME ...`). Or build it yourself with a
+//! two-line `main` (in `src/bin/keel.rs` of your package, depending on `tool-cli` and `tool-core`), which the
+//! installed `keel` then runs in its place:
 //!
 //! ```ignore
 //! tool_core::link_tools!(my_tools);
@@ -45,6 +55,8 @@ use std::process::ExitCode;
 
 mod chat;
 mod failure;
+pub mod runner;
+mod serve;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use failure::{Failure, Outcome, fail, io};
@@ -84,7 +96,8 @@ impl std::fmt::Debug for Cli {
 #[command(
     name = "keel",
     version,
-    about = "List, inspect, call, check and lock the keel tools linked into this binary, and chat with a model over them"
+    about = "List, inspect, call, check and lock the keel tools linked into this binary, chat with a model over them, and \
+             serve them over MCP"
 )]
 struct Args {
     #[command(subcommand)]
@@ -141,6 +154,8 @@ enum Command {
     /// Run the agent loop over the linked tools against a model server: the events as they happen on stderr,
     /// the transcript on stdout; exits 0 when the model answered, 1 when the run stopped otherwise.
     Chat(Box<chat::ChatArgs>),
+    /// Serve the tools as an MCP server, over stdio (`--stdio`) or Streamable HTTP (`--http ADDR`).
+    Serve(serve::ServeArgs),
     /// Write the schema lock, or check the tools against it (`--check`).
     Lock {
         /// Check instead of writing: exit 1 when a schema changed without the version bump it needs, or a tool
@@ -202,13 +217,15 @@ impl Cli {
 
     /// Runs with the process's arguments, printing to stdout and stderr.
     pub fn main(self) -> ExitCode {
-        let stdout = std::io::stdout();
-        let stderr = std::io::stderr();
-        let code = self.run(std::env::args_os(), &mut stdout.lock(), &mut stderr.lock());
+        // Not locked for the whole run: `keel serve --stdio` writes to stdout from the server's threads.
+        let code = self.run(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr());
         ExitCode::from(code)
     }
 
     /// Runs with `args` (the first is the program name), writing to `out` and `err`; returns the exit code.
+    ///
+    /// `serve --stdio` speaks MCP on the process's own stdin and stdout whatever `out` is: do not hold a lock on
+    /// stdout or stderr (`std::io::stdout().lock()`) as `out` or `err` when running it.
     pub fn run<I, T>(&self, args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
     where
         I: IntoIterator<Item = T>,
@@ -243,6 +260,9 @@ impl Cli {
             Command::Lock { check: true, strict, path, .. } => lock_check(&registry, &path, strict, out),
             Command::Lock { check: false, force, path, .. } => lock_write(&registry, &path, force, out),
             Command::Chat(chat) => self.build_executor(&registry).and_then(|e| chat::chat(e, *chat, out, err)),
+            Command::Serve(args) => view(&registry, args.tags())
+                .and_then(|v| self.executor_over(v))
+                .and_then(|e| serve::serve(e, args, err)),
         };
         match result {
             Ok(code) => code,
@@ -254,7 +274,11 @@ impl Cli {
     }
 
     fn build_executor(&self, registry: &Registry) -> Result<Executor, Failure> {
-        let mut builder = Executor::builder(registry.all().clone());
+        self.executor_over(registry.all().clone())
+    }
+
+    fn executor_over(&self, view: ToolView) -> Result<Executor, Failure> {
+        let mut builder = Executor::builder(view);
         if let Some(configure) = &self.configure {
             builder = configure(builder);
         }

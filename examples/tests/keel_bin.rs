@@ -1,11 +1,12 @@
-//! The `keel` binary itself, run from the repository root the way CI runs it.
+//! This repository's demo `keel` (`src/bin/keel-demo.rs`, over the example tools), run from the repository root
+//! the way CI runs it.
 
 use std::path::Path;
 use std::process::Command;
 
 fn keel(args: &[&str]) -> (i32, String, String) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root");
-    let out = Command::new(env!("CARGO_BIN_EXE_keel")).args(args).current_dir(root).output().expect("keel runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_keel-demo")).args(args).current_dir(root).output().expect("keel runs");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into(),
@@ -58,7 +59,7 @@ fn chat_asks_at_a_terminal_and_the_answer_decides() {
         stub.respond(OPENAI_CHAT, StubResponse::json(&done));
         let command = format!(
             "{} chat --url {}/v1 --model m 'Open a ticket for INC-001.'",
-            env!("CARGO_BIN_EXE_keel"),
+            env!("CARGO_BIN_EXE_keel-demo"),
             stub.url()
         );
         let mut child = Command::new("script")
