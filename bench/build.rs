@@ -15,7 +15,7 @@ fn main() {
             src,
             r#"
 /// Generated tool {i:03}: searches the incidents of shard {i} (a benchmark fixture).
-#[::tool_core::tool(name = "generated.tool_{i:03}", effect = "read", version = "1.0")]
+#[::keel_tools_core::tool(name = "generated.tool_{i:03}", effect = "read", version = "1.0")]
 pub fn generated_tool_{i:03}(args: crate::fixture::SearchArgs) -> crate::fixture::Incident {{
     crate::fixture::search(args)
 }}"#

@@ -34,9 +34,9 @@ echo "== cargo test --workspace"
 CI="${CI:-true}" KEEL_REQUIRE_PEERS=1 cargo test --workspace
 
 echo "== OpenTelemetry spans (feature otel, off in the workspace build), against in-memory exporters"
-cargo test --quiet -p tool-core --features otel --test otel
-cargo test --quiet -p tool-agent --features otel,stub --test otel
-cargo test --quiet -p tool-mcp --features otel,client,server --lib --test otel
+cargo test --quiet -p keel-tools-core --features otel --test otel
+cargo test --quiet -p keel-tools-agent --features otel,stub --test otel
+cargo test --quiet -p keel-tools-mcp --features otel,client,server --lib --test otel
 
 echo "== the fuzz targets: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
 # Without fuzzing: libFuzzer runs the target on each file given and exits non-zero if any breaks an invariant.

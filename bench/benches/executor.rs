@@ -18,11 +18,11 @@ use keel_bench::fixture;
 use keel_bench::floor;
 use keel_bench::keel;
 use keel_bench::rmcp_peer::RmcpHarness;
+use keel_tools_core::events::JsonLinesWriter;
+use keel_tools_core::runs::{Run, StopPolicy};
+use keel_tools_core::{Executor, ToolCall};
 use serde_json::Value;
 use tokio::runtime::Runtime;
-use tool_core::events::JsonLinesWriter;
-use tool_core::runs::{Run, StopPolicy};
-use tool_core::{Executor, ToolCall};
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread().enable_time().enable_io().build().expect("a Tokio runtime")

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use keel_bench::{dynamic, generated};
-use tool_core::{Provider, Registry};
+use keel_tools_core::{Provider, Registry};
 
 const SIZES: [usize; 2] = [1_000, 10_000];
 

@@ -5,7 +5,7 @@
 writes three library crates, each its own workspace (so the enclosing repository's workspace is not involved):
 
 - `OUT_DIR/plain`: TOOLS tool fns, each with its own 5-field args struct deriving Debug, Clone, Serialize,
-  Deserialize and JsonSchema, in MODULES files; no attribute on the fns. Depends on tool-core like `keel`, so the two
+  Deserialize and JsonSchema, in MODULES files; no attribute on the fns. Depends on keel-tools-core like `keel`, so the two
   differ only by the `#[tool]` lines.
 - `OUT_DIR/hand`: `plain` plus, per tool, the glue `#[tool]` generates written by hand: a thunk
   (`serde_json::from_value` -> fn -> `serde_json::to_value`), input and output schema fns (schemars), and a static
@@ -15,7 +15,7 @@ writes three library crates, each its own workspace (so the enclosing repository
 - `OUT_DIR/rmcp`: the same tools as rmcp `#[tool]` methods, one `#[tool_router]` impl block per file, combined into
   one `ToolRouter` in lib.rs.
 
-KEEL_DIR holds the tool-core (and tool-macros, tool-names, tool-schema) the crates depend on by path.
+KEEL_DIR holds the keel-tools-core (and keel-tools-macros, keel-tools-names, keel-tools-schema) the crates depend on by path.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ BODY = """\
 
 FN = """\
 /// Searches the incidents of shard {i} (tool {i:03} of the compile-time benchmark).
-{attr}pub fn tool_{i:03}(args: Args{i:03}) -> Result<crate::Incident, ::tool_core::ToolError> {{
+{attr}pub fn tool_{i:03}(args: Args{i:03}) -> Result<crate::Incident, ::keel_tools_core::ToolError> {{
     Ok({{
 {body}
     }})
@@ -76,9 +76,9 @@ RMCP_METHOD = """\
 """
 
 HAND = """\
-fn call_{i:03}(value: ::serde_json::Value) -> Result<::serde_json::Value, ::tool_core::ToolError> {{
-    let args: Args{i:03} = ::serde_json::from_value(value).map_err(::tool_core::ToolError::internal)?;
-    ::serde_json::to_value(tool_{i:03}(args)?).map_err(::tool_core::ToolError::internal)
+fn call_{i:03}(value: ::serde_json::Value) -> Result<::serde_json::Value, ::keel_tools_core::ToolError> {{
+    let args: Args{i:03} = ::serde_json::from_value(value).map_err(::keel_tools_core::ToolError::internal)?;
+    ::serde_json::to_value(tool_{i:03}(args)?).map_err(::keel_tools_core::ToolError::internal)
 }}
 fn input_schema_{i:03}() -> ::serde_json::Value {{
     ::schemars::generate::SchemaSettings::draft2020_12().into_generator().into_root_schema_for::<Args{i:03}>().to_value()
@@ -108,7 +108,7 @@ pub struct HandTool {
     /// The result schema.
     pub output_schema: fn() -> ::serde_json::Value,
     /// Deserialize, run, serialize.
-    pub call: fn(::serde_json::Value) -> Result<::serde_json::Value, ::tool_core::ToolError>,
+    pub call: fn(::serde_json::Value) -> Result<::serde_json::Value, ::keel_tools_core::ToolError>,
 }
 
 /// Every tool, by hand.
@@ -185,9 +185,9 @@ def main() -> None:
     groups = [g for g in groups if g]
     mods = [f"m{m:02}" for m in range(len(groups))]
     body = lambda i: BODY.format(i=i)  # noqa: E731
-    tool_core = f'tool-core = {{ path = "{keel_dir / "tool-core"}" }}'
+    keel_tools_core = f'keel-tools-core = {{ path = "{keel_dir / "tool-core"}" }}'
 
-    for variant, attr in [("plain", ""), ("hand", ""), ("keel", '#[::tool_core::tool(effect = "read", version = "1.0")]\n')]:
+    for variant, attr in [("plain", ""), ("hand", ""), ("keel", '#[::keel_tools_core::tool(effect = "read", version = "1.0")]\n')]:
         glue = HAND if variant == "hand" else ""
         files = {
             mod: "".join(
@@ -201,7 +201,7 @@ def main() -> None:
             lib += HAND_TABLE_HEAD + "".join(
                 f"    {m}::TOOL_{i:03},\n" for m, group in zip(mods, groups) for i in group
             ) + "];\n"
-        write_crate(out / variant, f"ct_{variant}", tool_core, lib, files, lock)
+        write_crate(out / variant, f"ct_{variant}", keel_tools_core, lib, files, lock)
 
     files = {}
     for mod, group in zip(mods, groups):

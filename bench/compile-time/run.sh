@@ -13,7 +13,7 @@
 # - incremental rebuild: change one statement in one tool body of one file (module m05), then `cargo build`.
 #
 # Runs are interleaved (plain, hand, keel, rmcp, plain, ...) so that load changes hit all variants alike; the median
-# of RUNS runs is reported. tool-core is copied to target/compile-time/keel-snapshot first, so concurrent edits of the
+# of RUNS runs is reported. keel-tools-core is copied to target/compile-time/keel-snapshot first, so concurrent edits of the
 # repository cannot trigger rebuilds of it mid-measurement. Slow (10+ minutes); run by hand, not in CI.
 set -euo pipefail
 

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use keel_bench::rmcp_peer::RmcpHarness;
 use keel_bench::{fixture, floor, keel};
+use keel_tools_core::runs::{Run, StopPolicy};
+use keel_tools_core::{Executor, ToolCall};
 use serde_json::Value;
 use tokio::runtime::Runtime;
-use tool_core::runs::{Run, StopPolicy};
-use tool_core::{Executor, ToolCall};
 
 /// The system allocator, counting `alloc`, `realloc` and `dealloc` calls (of every thread) while [`COUNTING`] is set.
 ///

@@ -1,4 +1,4 @@
-//! MCP over Streamable HTTP, end to end: keel's server (`tool_mcp::McpServer::serve_http`) against a bare rmcp
+//! MCP over Streamable HTTP, end to end: keel's server (`keel_tools_mcp::McpServer::serve_http`) against a bare rmcp
 //! server with the same tool (`test_simple_text`, one fixed text) and the same transport settings, in one sitting.
 //!
 //! ```sh
@@ -47,10 +47,10 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
+use keel_tools_core::content::Content;
+use keel_tools_core::{Executor, Registry, tool};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tool_core::content::Content;
-use tool_core::{Executor, Registry, tool};
 
 /// The text the tool returns, and what every answer is checked for.
 const TEXT: &str = "This is a simple text response for testing.";
@@ -172,7 +172,7 @@ async fn serve_keel(listener: TcpListener, shutdown: CancellationToken) -> Resul
     let registry = Registry::from_inventory().map_err(|e| e.to_string())?;
     let view = registry.view().names([TOOL]).build().map_err(|e| e.to_string())?;
     let executor = Executor::new(view).map_err(|e| e.to_string())?;
-    let server = tool_mcp::McpServer::new(executor).map_err(|e| e.to_string())?;
+    let server = keel_tools_mcp::McpServer::new(executor).map_err(|e| e.to_string())?;
     server.serve_http(listener, PATH, shutdown).await.map_err(|e| e.to_string())
 }
 

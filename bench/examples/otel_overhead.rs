@@ -10,11 +10,11 @@
 
 use std::time::Instant;
 
+use keel_tools_core::{Executor, Registry, ToolCall, tool};
 use opentelemetry::global;
 use opentelemetry::trace::noop::NoopTracerProvider;
 use opentelemetry_sdk::trace::{InMemorySpanExporterBuilder, SdkTracerProvider};
 use serde_json::json;
-use tool_core::{Executor, Registry, ToolCall, tool};
 
 /// Look up one incident by its id.
 #[tool(name = "bench.lookup", effect = "read", version = "1.0")]

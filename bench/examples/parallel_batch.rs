@@ -12,9 +12,9 @@
 
 use std::time::{Duration, Instant};
 
+use keel_tools_core::runs::{Concurrency, Run, StopPolicy};
+use keel_tools_core::{Executor, Registry, ToolCall, tool};
 use serde_json::json;
-use tool_core::runs::{Concurrency, Run, StopPolicy};
-use tool_core::{Executor, Registry, ToolCall, tool};
 
 /// Waits `ms` milliseconds, as a slow read would, and says so (with 0, returns at once: no timer).
 #[tool(name = "bench.slow_read", effect = "read", version = "1.0")]

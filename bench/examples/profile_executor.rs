@@ -21,10 +21,10 @@ use std::task::{Context, Poll};
 
 use keel_bench::rmcp_peer::RmcpHarness;
 use keel_bench::{fixture, floor, keel};
+use keel_tools_core::runs::{Run, StopPolicy};
+use keel_tools_core::{Codec, Executor, Provider, ToolCall, ToolResult};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData};
 use serde_json::Value;
-use tool_core::runs::{Run, StopPolicy};
-use tool_core::{Codec, Executor, Provider, ToolCall, ToolResult};
 
 /// Polls `fut` in a frame of its own (never inlined), so that a profiler can attribute exactly the work done
 /// while polling it: building the future happens inside this frame too, as the future is made lazily.
@@ -36,24 +36,24 @@ fn timed_poll<F: Future>(fut: std::pin::Pin<&mut F>, cx: &mut Context<'_>) -> Po
 /// One turn's tool list in a frame of its own: a view of `names` chosen from `registry`, its Ollama list, and
 /// that list serialised as a request body carries it. Returns the body's length.
 #[inline(never)]
-fn timed_poll_view_turn(registry: &tool_core::Registry, names: &[&str]) -> usize {
+fn timed_poll_view_turn(registry: &keel_tools_core::Registry, names: &[&str]) -> usize {
     let view = registry.view().names(names.iter().copied()).build().expect("known names");
-    let codec = view.codec(tool_core::Provider::Ollama);
+    let codec = view.codec(keel_tools_core::Provider::Ollama);
     serde_json::to_vec(codec.tools()).map_or(0, |body| body.len())
 }
 
 /// The same turn with the borrowed list: a view of `names`, its Ollama list as the JSON text a request carries
 /// (each tool's cached text joined). Returns the text's length.
 #[inline(never)]
-fn timed_poll_view_list_turn(registry: &tool_core::Registry, names: &[&str]) -> usize {
+fn timed_poll_view_list_turn(registry: &keel_tools_core::Registry, names: &[&str]) -> usize {
     let view = registry.view().names(names.iter().copied()).build().expect("known names");
-    view.tool_list(tool_core::Provider::Ollama).to_json().len()
+    view.tool_list(keel_tools_core::Provider::Ollama).to_json().len()
 }
 
 /// Builds a registry of `defs` in a frame of its own (matched by the same `--toggle-collect` pattern).
 #[inline(never)]
-fn timed_poll_registry_build(defs: Vec<tool_core::definition::ToolDefinition>) -> tool_core::Registry {
-    tool_core::Registry::builder().without_inventory().tools(defs).build().expect("unique names")
+fn timed_poll_registry_build(defs: Vec<keel_tools_core::definition::ToolDefinition>) -> keel_tools_core::Registry {
+    keel_tools_core::Registry::builder().without_inventory().tools(defs).build().expect("unique names")
 }
 
 async fn timed<F: Future>(make: impl FnOnce() -> F) -> F::Output {
@@ -71,10 +71,10 @@ async fn timed_keel(executor: &Executor, call: ToolCall) -> ToolResult {
 }
 
 /// The call and its MCP rendering, as keel's MCP server answers `tools/call`: `Executor::call`, then
-/// `tool_mcp::render::call_tool_result` with the MCP codec of the executor's view (the server's, built once). The
+/// `keel_tools_mcp::render::call_tool_result` with the MCP codec of the executor's view (the server's, built once). The
 /// `ToolResult` is dropped inside the timed region, as the server drops it; the rendered result is the output.
 async fn timed_keel_mcp(executor: &Executor, codec: &Codec, call: ToolCall) -> CallToolResult {
-    timed(|| async move { tool_mcp::render::call_tool_result(&executor.call(call).await, codec) }).await
+    timed(|| async move { keel_tools_mcp::render::call_tool_result(&executor.call(call).await, codec) }).await
 }
 
 async fn timed_floor(arguments: Value) -> Result<Value, String> {
@@ -102,7 +102,7 @@ fn main() {
     }
     if contender == "view" || contender == "view-list" {
         // `n` turns, each a new view of the 200 compiled tools (rendered once, untimed, before the first turn).
-        let registry = tool_core::Registry::from_inventory().expect("unique names");
+        let registry = keel_tools_core::Registry::from_inventory().expect("unique names");
         black_box(registry.ollama_schemas().len());
         let names: Vec<&str> = registry.names().filter(|n| n.starts_with("generated.")).collect();
         assert_eq!(names.len(), keel_bench::generated::COUNT);

@@ -28,11 +28,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
+use keel_tools_core::content::Content;
+use keel_tools_core::{Executor, Registry, tool};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tool_core::content::Content;
-use tool_core::{Executor, Registry, tool};
 
 /// The text the tool returns, and what every answer is checked for.
 const TEXT: &str = "This is a simple text response for testing.";
@@ -55,7 +55,7 @@ fn main() {
     let addr = server_rt.block_on(async {
         let registry = Registry::from_inventory().expect("registry");
         let executor = Executor::new(registry.view().names(["test_simple_text"]).build().unwrap()).unwrap();
-        let server = tool_mcp::McpServer::new(executor).expect("server");
+        let server = keel_tools_mcp::McpServer::new(executor).expect("server");
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = shutdown.clone();

@@ -105,7 +105,7 @@ pub mod fixture {
 pub mod keel {
     //! The keel side: the same handler body declared with `#[tool]`, once per handler kind.
 
-    use tool_core::{Executor, Registry, ToolError, tool};
+    use keel_tools_core::{Executor, Registry, ToolError, tool};
 
     use crate::fixture::{Incident, SearchArgs, search};
 
@@ -234,9 +234,9 @@ pub mod dynamic {
 
     use std::sync::Arc;
 
+    use keel_tools_core::CallContext;
+    use keel_tools_core::definition::{DynHandler, ToolDefinition};
     use serde_json::Value;
-    use tool_core::CallContext;
-    use tool_core::definition::{DynHandler, ToolDefinition};
 
     use crate::fixture::{Incident, SearchArgs};
 
@@ -256,7 +256,7 @@ pub mod dynamic {
     /// handler, built with `ToolDefinition::builder`.
     pub fn definitions(n: usize, input: &Value, output: &Value) -> Vec<ToolDefinition> {
         let handler: Arc<dyn DynHandler> = Arc::new(|_args: Value, _ctx: CallContext| async {
-            Err::<Value, _>(tool_core::tool_error!("unused", "unused"))
+            Err::<Value, _>(keel_tools_core::tool_error!("unused", "unused"))
         });
         (0..n)
             .map(|i| {

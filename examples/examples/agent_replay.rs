@@ -8,11 +8,11 @@
 //! "qwen3")` or `OpenAiClient::builder("https://api.openai.com/v1", "gpt-4.1-mini").api_key(..)`.
 
 use examples::desk;
+use keel_tools_agent::{Agent, Message, Replay, transcript};
+use keel_tools_core::Approval;
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::runs::Run;
 use serde_json::json;
-use tool_agent::{Agent, Message, Replay, transcript};
-use tool_core::Approval;
-use tool_core::executor::CallOptions;
-use tool_core::runs::Run;
 
 /// Recorded responses: a lookup and a ticket in one response, then a final answer.
 const SCRIPT: &str = include_str!("../../tests/fixtures/agent/desk.jsonl");
@@ -23,7 +23,7 @@ const QUESTION: &str = "Login keeps returning 502. Look at INC-001 and open a ti
 async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "tool_core=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "keel_tools_core=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -47,7 +47,7 @@ async fn main() {
     print(&replay, &messages, &run, &outcome);
 }
 
-fn print(replay: &Replay, messages: &[Message], run: &Run, outcome: &tool_agent::AgentOutcome) {
+fn print(replay: &Replay, messages: &[Message], run: &Run, outcome: &keel_tools_agent::AgentOutcome) {
     for line in transcript(replay, messages) {
         println!("{line}");
     }

@@ -14,20 +14,20 @@
 use std::error::Error;
 use std::sync::Arc;
 
+use keel_tools_catalog::{Catalog, Resolved, ToolRow};
+use keel_tools_core::definition::Effect;
+use keel_tools_core::{Executor, Registry, ToolCall};
+use keel_tools_mcp::McpServer;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tool_catalog::{Catalog, Resolved, ToolRow};
-use tool_core::definition::Effect;
-use tool_core::{Executor, Registry, ToolCall};
-use tool_mcp::McpServer;
 
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "tool_core=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "keel_tools_core=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -133,7 +133,7 @@ async fn demo(registry: &Registry, db: &std::path::Path, endpoint: &str, addr: &
     println!("  the same forwarder instance on a second resolution:\n    {same}");
     println!(
         "  what the model sees (the row's schema; the forwarder alone takes any arguments):\n    {}",
-        serde_json::to_string(&definition.render(tool_core::Provider::Ollama)["function"]["parameters"])?
+        serde_json::to_string(&definition.render(keel_tools_core::Provider::Ollama)["function"]["parameters"])?
     );
     let r = executor.call(ToolCall::new("c2", "incident.search", json!({"service": "payments", "limit": 1}))).await;
     println!("  call over the MCP connection:\n    {}", serde_json::to_string(&r.data())?);

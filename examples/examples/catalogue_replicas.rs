@@ -28,21 +28,21 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use examples::replicas::{Replica, now_us, quantile};
+use keel_tools_catalog::{Catalog, CatalogServer, ToolRow};
+use keel_tools_core::Registry;
+use keel_tools_mcp::rmcp::ServiceExt;
+use keel_tools_mcp::{HttpConfig, McpServer};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
-use tool_catalog::{Catalog, CatalogServer, ToolRow};
-use tool_core::Registry;
-use tool_mcp::rmcp::ServiceExt;
-use tool_mcp::{HttpConfig, McpServer};
 
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
 /// A slow tool of the replicas' own, for calls that are still running when a replica is killed.
 pub mod replica_tools {
+    use keel_tools_core::{ToolError, tool};
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
-    use tool_core::{ToolError, tool};
 
     /// How long to wait.
     #[derive(Debug, Deserialize, JsonSchema)]
@@ -72,7 +72,7 @@ pub mod replica_tools {
 async fn main() -> Result<(), Box<dyn Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "tool_catalog=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "keel_tools_catalog=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -209,7 +209,7 @@ async fn admin(conninfo: &str, sql: &str) -> Result<(), Box<dyn Error>> {
 }
 
 async fn tool_names(url: &str) -> Result<Vec<String>, Box<dyn Error>> {
-    let transport = tool_mcp::rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
+    let transport = keel_tools_mcp::rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
     let client = ().serve(transport).await?;
     let mut names: Vec<String> = client.peer().list_all_tools().await?.iter().map(|t| t.name.to_string()).collect();
     names.sort();

@@ -18,14 +18,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use tool_core::content::{Content, ContentBlock, EmbeddedResource};
-use tool_core::context::{InputKind, LogLevel};
-use tool_core::{CallContext, Executor, Registry, State, ToolError, tool};
-use tool_mcp::McpServer;
-use tool_mcp::rmcp::model::{
+use keel_tools_core::content::{Content, ContentBlock, EmbeddedResource};
+use keel_tools_core::context::{InputKind, LogLevel};
+use keel_tools_core::{CallContext, Executor, Registry, State, ToolError, tool};
+use keel_tools_mcp::McpServer;
+use keel_tools_mcp::rmcp::model::{
     CacheScope, CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock as McpBlock,
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, ImageContent, InputRequest, InputRequests,
     InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
@@ -33,8 +30,11 @@ use tool_mcp::rmcp::model::{
     Reference, Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
     SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use tool_mcp::rmcp::service::{RequestContext, SubscriptionContext, SubscriptionSink};
-use tool_mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
+use keel_tools_mcp::rmcp::service::{RequestContext, SubscriptionContext, SubscriptionSink};
+use keel_tools_mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 /// A 1x1 red PNG.
 const RED_PIXEL_PNG: &str =
@@ -159,7 +159,7 @@ async fn test_tool_with_logging(ctx: CallContext) -> Content {
 /// Always fails with a business error.
 #[tool(effect = "read", version = "1.0")]
 fn test_error_handling() -> Result<Content, ToolError> {
-    Err(tool_core::tool_error!("intentional_error", "This tool intentionally returns an error for testing"))
+    Err(keel_tools_core::tool_error!("intentional_error", "This tool intentionally returns an error for testing"))
 }
 
 /// Reports progress 0, 50 and 100 of 100, 50 ms apart (when the request carries a progress token).
@@ -293,7 +293,8 @@ fn json_schema_2020_12_tool(args: Json2020Args) -> Content {
 /// the `subscriptions/listen` streams that asked for it).
 #[tool(effect = "read", version = "1.0")]
 async fn test_trigger_tool_change(listeners: State<Listeners>) -> Result<Content, ToolError> {
-    let server = listeners.server.get().ok_or_else(|| tool_core::tool_error!("not_ready", "the server is starting"))?;
+    let server =
+        listeners.server.get().ok_or_else(|| keel_tools_core::tool_error!("not_ready", "the server is starting"))?;
     let sent = server.notify_tool_list_changed().await;
     Ok(Content::text(format!("Tool list change sent to {sent} client(s)")))
 }
@@ -325,7 +326,7 @@ fn one_string(name: &str) -> Value {
 }
 
 /// The `content` string `name` of an accepted elicitation.
-fn answered(answer: &tool_core::context::Elicitation, name: &str) -> String {
+fn answered(answer: &keel_tools_core::context::Elicitation, name: &str) -> String {
     answer.content.as_ref().and_then(|c| c.get(name)).and_then(Value::as_str).unwrap_or("(none)").to_owned()
 }
 
@@ -461,7 +462,7 @@ async fn slow_compute(
     let label = label.unwrap_or_else(|| "compute".to_owned());
     tokio::select! {
         () = tokio::time::sleep(Duration::from_secs_f64(seconds)) => Ok(format!("slow_compute({label}) done after {seconds}s")),
-        () = ctx.cancellation().cancelled() => Err(tool_core::tool_error!("stopped", "slow_compute was stopped")),
+        () = ctx.cancellation().cancelled() => Err(keel_tools_core::tool_error!("stopped", "slow_compute was stopped")),
     }
 }
 
@@ -469,7 +470,7 @@ async fn slow_compute(
 #[tool(effect = "read", version = "1.0", task = "required")]
 async fn failing_job() -> Result<String, ToolError> {
     tokio::time::sleep(Duration::from_secs(1)).await;
-    Err(tool_core::tool_error!("job_failed", "failing_job: intentional tool execution error"))
+    Err(keel_tools_core::tool_error!("job_failed", "failing_job: intentional tool execution error"))
 }
 
 /// Fails with an internal error after 200 ms: a task ends `failed`.
@@ -529,7 +530,7 @@ fn add_numbers(
 ) -> Result<Sum, ToolError> {
     a.checked_add(b)
         .map(|sum| Sum { sum })
-        .ok_or_else(|| tool_core::tool_error!("overflow", "the sum does not fit in 64 bits"))
+        .ok_or_else(|| keel_tools_core::tool_error!("overflow", "the sum does not fit in 64 bits"))
 }
 
 /// Echoes a message (a plain string result).
@@ -553,7 +554,7 @@ fn lookup_note(#[arg(description = "The note id, e.g. n1")] id: String) -> Resul
     if id == "n1" {
         Ok(Note { id, text: "remember the milk".to_owned() })
     } else {
-        Err(tool_core::tool_error!("not_found", "no note {id:?}").with_details(json!({"known": ["n1"]})))
+        Err(keel_tools_core::tool_error!("not_found", "no note {id:?}").with_details(json!({"known": ["n1"]})))
     }
 }
 

@@ -5,14 +5,14 @@
 //! ```
 
 use examples::{cards, desk};
-use tool_core::Registry;
+use keel_tools_core::Registry;
 
 #[tokio::main]
 async fn main() {
-    // Handler failures are logged here, never sent to the model. Set RUST_LOG=tool_core=info to see every call.
+    // Handler failures are logged here, never sent to the model. Set RUST_LOG=keel_tools_core=info to see every call.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "tool_core=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "keel_tools_core=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();

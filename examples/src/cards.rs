@@ -2,12 +2,12 @@
 
 use std::sync::Mutex;
 
+use keel_tools_core::events::Decision;
+use keel_tools_core::runs::{BatchOutcome, Decider, DefaultDecider, Run, RunState, StopPolicy};
+use keel_tools_core::{Executor, Registry, State, ToolCall, ToolError, ToolResult, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tool_core::events::Decision;
-use tool_core::runs::{BatchOutcome, Decider, DefaultDecider, Run, RunState, StopPolicy};
-use tool_core::{Executor, Registry, State, ToolCall, ToolError, ToolResult, tool};
 
 /// The cards a bureau works on; `available: false` simulates the missing file.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ pub struct TaskCard {
 }
 
 fn cards_unavailable() -> ToolError {
-    tool_core::tool_error!("cards_unavailable", "the task cards are unavailable")
+    keel_tools_core::tool_error!("cards_unavailable", "the task cards are unavailable")
 }
 
 /// Read every task card of the bureau.
@@ -54,7 +54,7 @@ pub fn validate_task_card(
         return Err(cards_unavailable());
     }
     if !store.cards.iter().any(|c| c.task_id == task_id) {
-        return Err(tool_core::tool_error!("card_not_found", "there is no card with that id")
+        return Err(keel_tools_core::tool_error!("card_not_found", "there is no card with that id")
             .with_details(json!({ "task_id": task_id })));
     }
     store.validated.lock().unwrap_or_else(|p| p.into_inner()).push(task_id);

@@ -1,9 +1,9 @@
 //! The incident desk: one read tool and one write tool behind one executor.
 
+use keel_tools_core::{Executor, Registry, ToolCall, ToolError, ToolResult, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tool_core::{Executor, Registry, ToolCall, ToolError, ToolResult, tool};
 
 /// Which incident to look up.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -49,7 +49,7 @@ pub async fn lookup_incident(args: LookupArgs) -> Result<Incident, ToolError> {
             symptom: "login keeps returning 502".into(),
             evidence: vec!["auth-api timeout".into(), "database pool exhausted".into()],
         }),
-        other => Err(tool_core::tool_error!("incident_not_found", "there is no incident {other}")),
+        other => Err(keel_tools_core::tool_error!("incident_not_found", "there is no incident {other}")),
     }
 }
 

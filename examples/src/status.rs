@@ -4,9 +4,9 @@
 //! - [`search_incidents`]: served by the demo's MCP server; the catalogue's remote row `incident.search` forwards
 //!   to it under this, its origin name.
 
+use keel_tools_core::{ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tool_core::{ToolError, tool};
 
 /// Which service to report on.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -33,7 +33,7 @@ pub fn get_service_status(args: StatusArgs) -> Result<ServiceStatus, ToolError> 
     let (status, owner) = match args.service_name.as_str() {
         "auth-api" => ("degraded", "identity-team"),
         "payments" => ("ok", "payments-team"),
-        other => return Err(tool_core::tool_error!("service_not_found", "there is no service {other:?}")),
+        other => return Err(keel_tools_core::tool_error!("service_not_found", "there is no service {other:?}")),
     };
     Ok(ServiceStatus { service_name: args.service_name, status: status.into(), owner: owner.into() })
 }

@@ -26,7 +26,7 @@ fn list_format_ollama_is_ollama_schemas() {
     let (code, out, err) = keel(&["list", "--format", "ollama"]);
     assert_eq!(code, 0, "{err}");
     let printed: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let registry = tool_core::Registry::from_inventory().unwrap();
+    let registry = keel_tools_core::Registry::from_inventory().unwrap();
     // This test binary links the same tools as `keel`.
     assert_eq!(printed, serde_json::Value::Array(registry.ollama_schemas().to_vec()));
     assert_eq!(registry.len(), 8);
@@ -40,13 +40,13 @@ fn check_has_no_errors_on_the_demo_tools() {
     assert_eq!(code, 0);
 }
 
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
 /// `keel chat` on a terminal (a pseudo-terminal from util-linux's `script`): a call that needs an approval is
 /// shown with its exact arguments, and what is typed at the prompt decides it.
 #[test]
 fn chat_asks_at_a_terminal_and_the_answer_decides() {
-    use tool_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
+    use keel_tools_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root");
     for (typed, expected) in [("y", "TCK-001"), ("n", "approval_denied")] {

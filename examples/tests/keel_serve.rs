@@ -8,12 +8,12 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use keel_tools_core::{Provider, Registry};
+use keel_tools_mcp::RemoteServer;
+use keel_tools_mcp::rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
-use tool_core::{Provider, Registry};
-use tool_mcp::RemoteServer;
-use tool_mcp::rmcp::model::ProtocolVersion;
 
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
 const WAIT: Duration = Duration::from_secs(60);
 

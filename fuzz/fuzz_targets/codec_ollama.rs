@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tool_core::Provider;
+use keel_tools_core::Provider;
 
 fuzz_target!(|data: &[u8]| {
     keel_fuzz_harness::check_codec(Provider::Ollama, data);

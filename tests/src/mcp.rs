@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-use tool_mcp::McpServer;
-use tool_mcp::rmcp::model::{
+use keel_tools_mcp::McpServer;
+use keel_tools_mcp::rmcp::model::{
     CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
 };
-use tool_mcp::rmcp::service::{ClientServiceExt, NotificationContext, RunningService};
-use tool_mcp::rmcp::{ClientHandler, ClientLifecycleMode, RoleClient};
+use keel_tools_mcp::rmcp::service::{ClientServiceExt, NotificationContext, RunningService};
+use keel_tools_mcp::rmcp::{ClientHandler, ClientLifecycleMode, RoleClient};
+use tokio::sync::mpsc;
 
 /// Serves `server` on an in-process pipe and connects `client` on `version`: through `initialize` when the
 /// revision has it, else through `server/discover` (stateless).

@@ -21,14 +21,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use keel_tools_agent::{Agent, ChoicePolicy, Message, OpenAiClient, ToolChoice};
+use keel_tools_core::events::Decision;
+use keel_tools_core::results::ErrorCode;
+use keel_tools_core::runs::Run;
+use keel_tools_core::{Executor, Registry, ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tool_agent::{Agent, ChoicePolicy, Message, OpenAiClient, ToolChoice};
-use tool_core::events::Decision;
-use tool_core::results::ErrorCode;
-use tool_core::runs::Run;
-use tool_core::{Executor, Registry, ToolError, tool};
 
 /// What the handlers were called with, in order: `(tool, incident id)`.
 static RAN: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
@@ -226,7 +226,7 @@ async fn a_real_model_server() {
         let args = ["keel", "chat", "--url", &url, "--model", "smollm2", "--tool-choice", "incident.lookup"];
         let more = ["--then-tool-choice", "none", "--temperature", "0", "--seed", "1", "--max-tokens", "96"];
         let args = args.iter().chain(&more).copied().chain(["Look up incident INC-001."]);
-        let code = tool_cli::Cli::new().run(args, &mut out, &mut err);
+        let code = keel_tools_cli::Cli::new().run(args, &mut out, &mut err);
         (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
     })
     .await

@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use examples::cards;
+use keel_tools_agent::stub::{OLLAMA_CHAT, StubResponse, StubServer};
+use keel_tools_agent::{Agent, AgentError, Message, ModelError, OllamaClient};
 use serde_json::{Value, json};
-use tool_agent::stub::{OLLAMA_CHAT, StubResponse, StubServer};
-use tool_agent::{Agent, AgentError, Message, ModelError, OllamaClient};
 
-use tool_core::events::{Decision, EventKind};
-use tool_core::runs::Run;
+use keel_tools_core::events::{Decision, EventKind};
+use keel_tools_core::runs::Run;
 
 const FIXTURE: &str = include_str!("../fixtures/agent/ollama_cards.jsonl");
 
@@ -76,7 +76,7 @@ async fn two_calls_in_one_response_then_a_final_answer() {
         assistant["tool_calls"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 2);
     assert_ne!(ids[0], ids[1]);
-    assert!(ids.iter().all(|id| tool_core::ToolCall::is_generated_id(id)), "{ids:?}");
+    assert!(ids.iter().all(|id| keel_tools_core::ToolCall::is_generated_id(id)), "{ids:?}");
     assert_eq!(
         assistant["tool_calls"][1]["function"],
         json!({"name": "validate_task_card", "arguments": {"task_id": "T-1"}})
@@ -110,7 +110,7 @@ async fn two_calls_in_one_response_then_a_final_answer() {
     );
 
     // The transcript (the same messages, provider-neutral) is marked live.
-    let transcript = tool_agent::transcript(&model, &messages);
+    let transcript = keel_tools_agent::transcript(&model, &messages);
     assert_eq!(transcript[0], "mode: live");
     assert!(transcript.iter().any(|l| l.starts_with("assistant (live): tool calls: ")), "{transcript:#?}");
 }

@@ -2,12 +2,12 @@
 //! recorded responses: wire names out and back, `arguments` as JSON text, `tool_call_id` on every result.
 
 use examples::cards::{self, CardStore};
+use keel_tools_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
+use keel_tools_agent::{Agent, Message, OpenAiClient};
+use keel_tools_core::events::Decision;
+use keel_tools_core::runs::Run;
+use keel_tools_core::{Provider, State, tool};
 use serde_json::{Value, json};
-use tool_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
-use tool_agent::{Agent, Message, OpenAiClient};
-use tool_core::events::Decision;
-use tool_core::runs::Run;
-use tool_core::{Provider, State, tool};
 
 /// Count the task cards that have a given status.
 #[tool(name = "cards.count", effect = "read", version = "1.0", tags = ["cards"])]

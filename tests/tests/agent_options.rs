@@ -2,12 +2,12 @@
 //! as its wire name), temperature, seed and the most tokens, and what Ollama's `/api/chat` cannot do.
 
 use examples::cards::{self, CardStore};
+use keel_tools_agent::stub::{OLLAMA_CHAT, OPENAI_CHAT, StubServer};
+use keel_tools_agent::{Agent, AgentError, ChoicePolicy, Message, ModelError, OllamaClient, OpenAiClient, ToolChoice};
+use keel_tools_core::events::Decision;
+use keel_tools_core::runs::Run;
+use keel_tools_core::{State, tool};
 use serde_json::json;
-use tool_agent::stub::{OLLAMA_CHAT, OPENAI_CHAT, StubServer};
-use tool_agent::{Agent, AgentError, ChoicePolicy, Message, ModelError, OllamaClient, OpenAiClient, ToolChoice};
-use tool_core::events::Decision;
-use tool_core::runs::Run;
-use tool_core::{State, tool};
 
 /// Count the task cards that have a given status.
 #[tool(name = "cards.count", effect = "read", version = "1.0", tags = ["cards"])]
@@ -50,7 +50,7 @@ async fn openai_forces_the_first_turn_by_wire_name_and_leaves_the_next_to_the_mo
     assert_eq!(outcome.terminal, Decision::Done);
     let requests = stub.requests();
     assert_eq!(requests.len(), 2);
-    let wire = tool_core::name::to_wire(&forced);
+    let wire = keel_tools_core::name::to_wire(&forced);
     assert_ne!(wire, forced);
     assert_eq!(requests[0].body["tool_choice"], json!({"type": "function", "function": {"name": wire}}));
     assert_eq!(requests[1].body["tool_choice"], "auto");

@@ -1,15 +1,15 @@
 //! The replay model drives the same loop without a server, and says so.
 
 use examples::{cards, desk};
-use serde_json::json;
-use tool_agent::stub::{OLLAMA_CHAT, StubServer};
-use tool_agent::{
+use keel_tools_agent::stub::{OLLAMA_CHAT, StubServer};
+use keel_tools_agent::{
     Agent, AgentError, ChatModel, Message, Mode, ModelError, OllamaClient, Replay, ReplayOrigin, transcript,
 };
-use tool_core::Approval;
-use tool_core::events::Decision;
-use tool_core::executor::CallOptions;
-use tool_core::runs::Run;
+use keel_tools_core::Approval;
+use keel_tools_core::events::Decision;
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::runs::Run;
+use serde_json::json;
 
 const CARDS: &str = include_str!("../fixtures/agent/ollama_cards.jsonl");
 const DESK: &str = include_str!("../fixtures/agent/desk.jsonl");

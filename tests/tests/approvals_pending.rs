@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use keel_tools_core::definition::{Effect, ToolDefinition};
+use keel_tools_core::events::Decision;
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::runs::{ApprovalKey, FileStore, PendingCall, PendingStore, Resolution, Run};
+use keel_tools_core::{Executor, Registry, ToolCall, ToolError, ToolResult};
 use serde_json::{Value, json};
-use tool_core::definition::{Effect, ToolDefinition};
-use tool_core::events::Decision;
-use tool_core::executor::CallOptions;
-use tool_core::runs::{ApprovalKey, FileStore, PendingCall, PendingStore, Resolution, Run};
-use tool_core::{Executor, Registry, ToolCall, ToolError, ToolResult};
 
 const ROLE: &str = "KEEL_PENDING_ROLE";
 const DIR: &str = "KEEL_PENDING_DIR";
@@ -39,7 +39,7 @@ fn executor(dir: &Path, reopen_version: &'static str, key: Option<ApprovalKey>) 
                 "required": ["ticket"],
                 "additionalProperties": false
             }))
-            .handler(move |args: Value, ctx: tool_core::CallContext| {
+            .handler(move |args: Value, ctx: keel_tools_core::CallContext| {
                 let log = log.clone();
                 async move {
                     let line = format!("{name} {} {}\n", ctx.call_id(), args["ticket"].as_str().unwrap_or(""));
@@ -467,7 +467,10 @@ fn a_corrupt_entry_is_named_and_left_in_place() {
     let key = format!("pc-{}", "0".repeat(32));
     std::fs::write(dir.join(format!("{key}.json")), "{not json").unwrap();
     let err = store.list().unwrap_err();
-    assert!(matches!(err, tool_core::runs::PendingStoreError::Corrupt { ref entry, .. } if *entry == key), "{err}");
+    assert!(
+        matches!(err, keel_tools_core::runs::PendingStoreError::Corrupt { ref entry, .. } if *entry == key),
+        "{err}"
+    );
     assert!(std::error::Error::source(&err).is_some_and(|s| s.is::<serde_json::Error>()), "{err:?}");
     assert!(store.take(&key).is_err());
     assert!(dir.join(format!("{key}.json")).exists(), "still there for an operator");

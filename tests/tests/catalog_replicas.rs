@@ -1,4 +1,4 @@
-//! Replicas of one PostgreSQL catalogue (`tool-catalog`, feature `postgres`), in the cluster of
+//! Replicas of one PostgreSQL catalogue (`keel-tools-catalog`, feature `postgres`), in the cluster of
 //! `KEEL_TEST_POSTGRES` (started by `scripts/test-all.sh`): two MCP server processes (the example
 //! `catalogue_replicas` in replica mode) over one database, each test in a database of its own.
 //!
@@ -19,19 +19,19 @@ use std::time::Duration;
 
 use examples::replicas::{Replica, http_get, quantile};
 use keel_tests::http::{RawClient, STATELESS_REVISION, stateless_call_request};
+use keel_tools_catalog::postgres::PgStorage;
+use keel_tools_catalog::{Catalog, CatalogServer, ToolRow};
+use keel_tools_core::{Registry, ToolCall};
+use keel_tools_mcp::rmcp::ServiceExt;
+use keel_tools_mcp::{HttpConfig, McpServer};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tool_catalog::postgres::PgStorage;
-use tool_catalog::{Catalog, CatalogServer, ToolRow};
-use tool_core::{Registry, ToolCall};
-use tool_mcp::rmcp::ServiceExt;
-use tool_mcp::{HttpConfig, McpServer};
 
 use keel_tests::mcp::{ListWatcher, next_change};
 use keel_tests::pg::PgDatabase;
 
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
 fn required() -> bool {
     keel_tests::peers_required()
@@ -172,7 +172,8 @@ async fn legacy_session_clients_of_both_replicas_receive_list_changed() {
         let Some((_db, mut a, mut b)) = two_replicas("list_changed").await else { return };
         let (tx_a, mut rx_a) = mpsc::unbounded_channel();
         let (tx_b, mut rx_b) = mpsc::unbounded_channel();
-        let transport = |url: &str| tool_mcp::rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
+        let transport =
+            |url: &str| keel_tools_mcp::rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
         let client_a = ListWatcher { tx: tx_a }.serve(transport(&a.url)).await.expect("session with a");
         let client_b = ListWatcher { tx: tx_b }.serve(transport(&b.url)).await.expect("session with b");
         assert!(client_a.peer().list_all_tools().await.unwrap().is_empty());

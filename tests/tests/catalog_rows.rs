@@ -1,4 +1,4 @@
-//! The tool catalogue (`tool-catalog`): rows in a real SQLite file resolved to compiled tools or MCP forwarders.
+//! The tool catalogue (`keel-tools-catalog`): rows in a real SQLite file resolved to compiled tools or MCP forwarders.
 //!
 //! One test per error code; the instrumented lookup that bad rows never reach; edits by another SQLite connection
 //! showing in the next view; disabled rows neither listed nor callable; tenant scopes; a remote row called over a
@@ -10,27 +10,27 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tool_catalog::{
+use keel_tools_catalog::{
     Catalog, CatalogBuilder, CatalogServer, LocalTarget, Lookup, RegistryLookup, Resolved, RowError, ToolLookup,
     ToolRow,
 };
-use tool_core::definition::Effect;
-use tool_core::{Executor, Registry, ToolCall};
-use tool_mcp::McpServer;
-use tool_mcp::rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
-use tool_mcp::rmcp::service::ClientServiceExt;
-use tool_mcp::rmcp::{ClientLifecycleMode, ServiceExt};
+use keel_tools_core::definition::Effect;
+use keel_tools_core::{Executor, Registry, ToolCall};
+use keel_tools_mcp::McpServer;
+use keel_tools_mcp::rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+use keel_tools_mcp::rmcp::service::ClientServiceExt;
+use keel_tools_mcp::rmcp::{ClientLifecycleMode, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use keel_tests::mcp::{ListWatcher, next_change};
 use keel_tests::pg::PgDatabase;
 
 // The incident desk's tools (`examples::desk`), outside the catalogues' allowed modules.
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
 // ---- Helpers ----
 
@@ -385,7 +385,7 @@ async fn schema_widens_is_refused_and_narrowing_applies(db: Db) {
         let row = ToolRow::local("get_service_status", "Status.", schema, "examples::status::get_service_status");
         let e = c.put_async(&row).await.unwrap_err();
         assert_eq!(e.code(), "schema_widens", "{label}: {e}");
-        let tool_catalog::CatalogError::Row(e) = e else { unreachable!() };
+        let keel_tools_catalog::CatalogError::Row(e) = e else { unreachable!() };
         let RowError::SchemaWidens { pointer: p, .. } = &*e else { panic!("{e:?}") };
         assert_eq!(p, pointer, "{label}: {e}");
         assert!(e.to_string().contains("\"get_service_status\"") && e.to_string().contains("never widen"), "{e}");
@@ -610,7 +610,7 @@ async fn tenants_see_their_rows_and_the_shared_ones(db: Db) {
     c.put_async(&status_row().tenant("globex").enabled(false)).await.unwrap();
     c.put_async(&ToolRow { description: "Acme's status tool.".into(), ..status_row().tenant("acme") }).await.unwrap();
 
-    let names = |v: &tool_catalog::CatalogView| v.view().names().map(str::to_owned).collect::<Vec<_>>();
+    let names = |v: &keel_tools_catalog::CatalogView| v.view().names().map(str::to_owned).collect::<Vec<_>>();
     let acme = c.view_for("acme").await.unwrap();
     assert_eq!(names(&acme), ["get_service_status", "incidents"]);
     assert_eq!(acme.view().get("get_service_status").unwrap().description(), "Acme's status tool.");
@@ -661,7 +661,7 @@ async fn a_seed_shaped_table_is_migrated_on_open() {
     assert_eq!(view.view().get("get_service_status").unwrap().effect(), Effect::Destructive);
     let version: i64 =
         rusqlite::Connection::open(dir.db()).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, tool_catalog::SCHEMA_VERSION);
+    assert_eq!(version, keel_tools_catalog::SCHEMA_VERSION);
     drop(c);
     catalog(&dir.db()); // opening again is a no-op
 }
@@ -742,8 +742,9 @@ async fn a_served_view_sends_list_changed_on_refresh(db: Db) {
         let client = ListWatcher { tx }.serve(client_io).await.expect("handshake");
         let caps = client.peer_info().unwrap().capabilities.tools.clone().unwrap();
         assert_eq!(caps.list_changed, Some(true));
-        let names =
-            |tools: Vec<tool_mcp::rmcp::model::Tool>| tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>();
+        let names = |tools: Vec<keel_tools_mcp::rmcp::model::Tool>| {
+            tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
+        };
         assert_eq!(names(client.peer().list_all_tools().await.unwrap()), ["get_service_status"]);
 
         // Nothing changed: no notification.
@@ -764,7 +765,7 @@ async fn a_served_view_sends_list_changed_on_refresh(db: Db) {
         let gone = client
             .peer()
             .call_tool(
-                tool_mcp::rmcp::model::CallToolRequestParams::new("get_service_status")
+                keel_tools_mcp::rmcp::model::CallToolRequestParams::new("get_service_status")
                     .with_arguments(json!({"service_name": "auth-api"}).as_object().cloned().unwrap()),
             )
             .await;
@@ -791,7 +792,7 @@ async fn follow_notifies_http_and_subscribed_clients_of_edits(db: Db) {
         let http_stop = stop.clone();
         tokio::spawn(async move { server.serve_http(listener, "/mcp", http_stop).await });
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let transport = tool_mcp::rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+        let transport = keel_tools_mcp::rmcp::transport::StreamableHttpClientTransport::from_uri(url);
         let http_client = ListWatcher { tx }.serve(transport).await.expect("http handshake");
 
         // A protocol 2026-07-28 client, which asks for the notification with subscriptions/listen.

@@ -3,9 +3,9 @@
 
 use std::sync::Mutex;
 
+use keel_tools_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
+use keel_tools_core::{ToolError, tool};
 use serde_json::{Value, json};
-use tool_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
-use tool_core::{ToolError, tool};
 
 /// What the ticket tool closed, in order.
 static CLOSED: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -35,7 +35,7 @@ fn reply_with_text() -> Value {
 
 fn keel(args: &[&str]) -> (u8, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = tool_cli::Cli::new().run(std::iter::once("keel").chain(args.iter().copied()), &mut out, &mut err);
+    let code = keel_tools_cli::Cli::new().run(std::iter::once("keel").chain(args.iter().copied()), &mut out, &mut err);
     (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
 }
 

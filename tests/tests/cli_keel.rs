@@ -1,13 +1,13 @@
-//! The `keel` command over the example tools (the same tools the `keel` binary links), through `tool_cli::Cli`.
+//! The `keel` command over the example tools (the same tools the `keel` binary links), through `keel_tools_cli::Cli`.
 
 use std::path::PathBuf;
 
+use keel_tools_cli::Cli;
+use keel_tools_core::definition::ToolDefinition;
+use keel_tools_core::{Provider, Registry, ToolError};
 use serde_json::{Value, json};
-use tool_cli::Cli;
-use tool_core::definition::ToolDefinition;
-use tool_core::{Provider, Registry, ToolError};
 
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
 fn keel(cli: &Cli, args: &[&str]) -> (u8, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -73,7 +73,7 @@ fn schema_prints_the_canonical_contract() {
     assert_eq!(&v["input"], def.input_schema());
     assert_eq!(v["output"], *def.output_schema().unwrap());
     assert_eq!(v["openai_strict"], true);
-    assert_eq!(v["fingerprints"]["input"], tool_contract::lock::fingerprint(def.input_schema()));
+    assert_eq!(v["fingerprints"]["input"], keel_tools_contract::lock::fingerprint(def.input_schema()));
 
     let (code, _, err) = keel(&demo(), &["schema", "nope"]);
     assert_eq!(code, 1);
@@ -241,7 +241,7 @@ fn usage_errors_exit_2_and_help_goes_to_stdout() {
 
 /// A dotted read tool and a write tool, each echoing its arguments.
 fn replay_cli() -> Cli {
-    let echo = |name: &'static str, effect: tool_core::definition::Effect| {
+    let echo = |name: &'static str, effect: keel_tools_core::definition::Effect| {
         ToolDefinition::builder(name)
             .description("Echoes its query.")
             .effect(effect)
@@ -252,8 +252,8 @@ fn replay_cli() -> Cli {
             .unwrap()
     };
     cli_with(vec![
-        echo("notes.search", tool_core::definition::Effect::Read),
-        echo("notes.write", tool_core::definition::Effect::Write),
+        echo("notes.search", keel_tools_core::definition::Effect::Read),
+        echo("notes.write", keel_tools_core::definition::Effect::Write),
     ])
 }
 

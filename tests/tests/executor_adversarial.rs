@@ -4,11 +4,11 @@
 
 use std::sync::Mutex;
 
+use keel_tools_core::schema::Limits;
+use keel_tools_core::{CallContext, Executor, Registry, ToolCall, ToolResult, tool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tool_core::schema::Limits;
-use tool_core::{CallContext, Executor, Registry, ToolCall, ToolResult, tool};
 
 /// The call id of every run of `lookup_incident` and `delete_incident`.
 static RUNS: Mutex<Vec<String>> = Mutex::new(Vec::new());

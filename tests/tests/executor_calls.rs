@@ -5,12 +5,14 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::policy::PolicyDecision;
+use keel_tools_core::{
+    Approval, CallContext, Executor, Registry, State, ToolCall, ToolError, ToolResult, ToolView, tool,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tool_core::executor::CallOptions;
-use tool_core::policy::PolicyDecision;
-use tool_core::{Approval, CallContext, Executor, Registry, State, ToolCall, ToolError, ToolResult, ToolView, tool};
 
 /// The call id of every run of a recording handler.
 static RUNS: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -52,7 +54,7 @@ enum Severity {
 async fn lookup_incident(args: LookupArgs, ctx: CallContext) -> Result<Incident, ToolError> {
     record(&ctx);
     if args.incident_id != "INC-001" {
-        return Err(tool_core::tool_error!("not_found", "no incident {}", args.incident_id));
+        return Err(keel_tools_core::tool_error!("not_found", "no incident {}", args.incident_id));
     }
     Ok(Incident {
         incident_id: "INC-001".into(),
@@ -119,7 +121,7 @@ fn fails_internally() -> Result<String, std::io::Error> {
 /// Computes a reserved code at run time: making the `ToolCode` fails, so the model never sees it.
 #[tool(effect = "read", version = "1.0")]
 fn claims_unknown_tool() -> Result<String, ToolError> {
-    let code = tool_core::results::ToolCode::parse(String::from("unknown_tool"))?;
+    let code = keel_tools_core::results::ToolCode::parse(String::from("unknown_tool"))?;
     Err(ToolError::new(code, "pretending"))
 }
 
@@ -340,7 +342,7 @@ async fn faulty_handlers_get_their_codes_and_later_calls_still_succeed() {
 #[tokio::test]
 async fn output_is_validated_against_the_result_schema() {
     // A dynamic tool declares a result schema and returns something else.
-    let def = tool_core::definition::ToolDefinition::builder("liar")
+    let def = keel_tools_core::definition::ToolDefinition::builder("liar")
         .description("Claims to return an object.")
         .output_schema(json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}))
         .handler(|_a, _c| async { Ok(json!({"n": "not a number"})) })
@@ -367,7 +369,7 @@ async fn shared_state_and_context_are_injected() {
 #[tokio::test]
 async fn a_custom_policy_sees_tenant_and_can_deny() {
     let ex = Executor::builder(view(&["lookup_incident"]))
-        .policy(|r: &tool_core::policy::PolicyRequest<'_>| match r.tenant {
+        .policy(|r: &keel_tools_core::policy::PolicyRequest<'_>| match r.tenant {
             Some("blocked") => PolicyDecision::Deny { reason: "tenant `blocked` may not use tools".into() },
             _ => PolicyDecision::Allow,
         })
@@ -480,7 +482,10 @@ async fn an_executor_without_a_tools_state_does_not_build() {
     let problem = &err.problems()[0];
     assert_eq!(
         problem,
-        &tool_core::executor::ExecutorProblem::MissingState { tool: "needs_missing_state".into(), type_name: "u128" }
+        &keel_tools_core::executor::ExecutorProblem::MissingState {
+            tool: "needs_missing_state".into(),
+            type_name: "u128"
+        }
     );
     assert_eq!(problem.code(), "missing_state");
     let text = problem.to_string();
@@ -495,7 +500,7 @@ async fn an_executor_without_a_tools_state_does_not_build() {
 async fn an_extractor_that_fails_ends_the_call_before_the_handler() {
     // A context built by hand without the state: the extractor's failure is internal and nothing ran.
     let def = registry().get("needs_missing_state").unwrap().clone();
-    let tool_core::definition::Handler::Inline(f) = def.handler().clone() else {
+    let keel_tools_core::definition::Handler::Inline(f) = def.handler().clone() else {
         panic!("a plain fn runs inline by default")
     };
     let err = f(json!({}), &CallContext::new("c1", "needs_missing_state")).unwrap_err();
@@ -512,9 +517,11 @@ async fn an_extractor_that_fails_ends_the_call_before_the_handler() {
 
 struct Tenant(String);
 
-impl tool_core::context::FromCallContext for Tenant {
+impl keel_tools_core::context::FromCallContext for Tenant {
     fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError> {
-        ctx.tenant().map(|t| Tenant(t.to_owned())).ok_or_else(|| tool_core::tool_error!("tenant_required", "no tenant"))
+        ctx.tenant()
+            .map(|t| Tenant(t.to_owned()))
+            .ok_or_else(|| keel_tools_core::tool_error!("tenant_required", "no tenant"))
     }
 }
 

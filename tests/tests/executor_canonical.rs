@@ -4,11 +4,11 @@
 
 use std::sync::Mutex;
 
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::{Approval, CallContext, Executor, Provider, Registry, ToolCall, ToolResult, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tool_core::executor::CallOptions;
-use tool_core::{Approval, CallContext, Executor, Provider, Registry, ToolCall, ToolResult, tool};
 
 // `Serialize` lets schemars state the default in the schema (`"default": "normal"`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -15,13 +15,13 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use keel_tools_core::definition::ToolDefinition;
+use keel_tools_core::events::{Decision, EventKind};
+use keel_tools_core::runs::{Run, StopPolicy};
+use keel_tools_core::{CallContext, Executor, Registry, ToolCall, ToolResult, tool};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tool_core::definition::ToolDefinition;
-use tool_core::events::{Decision, EventKind};
-use tool_core::runs::{Run, StopPolicy};
-use tool_core::{CallContext, Executor, Registry, ToolCall, ToolResult, tool};
 
 /// The bound on a quick call made while faulty calls are in flight.
 const RESPONSIVE: Duration = Duration::from_millis(500);
@@ -174,7 +174,7 @@ fn wrong_type() -> ToolDefinition {
 fn panics_dynamic() -> ToolDefinition {
     ToolDefinition::builder("fx.panics")
         .description("Panics before returning a future.")
-        .handler(|_args: Value, ctx: CallContext| -> std::future::Ready<Result<Value, tool_core::ToolError>> {
+        .handler(|_args: Value, ctx: CallContext| -> std::future::Ready<Result<Value, keel_tools_core::ToolError>> {
             started(&ctx);
             panic!("dynamic secret std::sync::PoisonError at src/remote.rs:7");
         })
@@ -271,7 +271,7 @@ fn every_fault_gets_its_code_and_the_executor_stays_responsive() {
 
         // One after another, in a run that goes on after every failure.
         let mut run = Run::builder(ex.clone())
-            .decider(|_: &ToolResult, _: &tool_core::runs::RunState, _: &StopPolicy| Decision::Continue)
+            .decider(|_: &ToolResult, _: &keel_tools_core::runs::RunState, _: &StopPolicy| Decision::Continue)
             .stop_policy(StopPolicy { max_steps: 100, max_retries: 100 })
             .build();
         let calls: Vec<ToolCall> = FAULTS

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use keel_tests::memory_kib;
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::{Approval, CallContext, Executor, Registry, ToolCall, ToolResult, tool};
 use serde_json::json;
-use tool_core::executor::CallOptions;
-use tool_core::{Approval, CallContext, Executor, Registry, ToolCall, ToolResult, tool};
 
 const TASKS: usize = 1_000;
 const CALLS_PER_TASK: usize = 100;

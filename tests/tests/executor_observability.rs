@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use keel_tools_core::{Executor, Registry, ToolCall, ToolResult, tool};
 use serde_json::json;
-use tool_core::{Executor, Registry, ToolCall, ToolResult, tool};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};

@@ -128,7 +128,9 @@ fn approvals_are_bound_to_the_exact_arguments() {
     let effectful: Vec<_> = h
         .valid
         .iter()
-        .filter(|(name, _)| h.registry.get(name).is_some_and(|d| d.effect() != tool_core::definition::Effect::Read))
+        .filter(|(name, _)| {
+            h.registry.get(name).is_some_and(|d| d.effect() != keel_tools_core::definition::Effect::Read)
+        })
         .map(|(name, s)| (Just(*name), s.clone(), s.clone()))
         .collect();
     assert_eq!(effectful.len(), 3, "create_ticket, delete_incident, fx.transfer");
@@ -463,9 +465,9 @@ fn escaped_input_next_to_colons_is_not_taken_for_a_leak() {
 /// the same text when the result copies it from the input whole.
 #[test]
 fn the_leak_check_catches_internals() {
+    use keel_tools_core::ToolResult;
+    use keel_tools_core::results::ErrorBody;
     use serde_json::json;
-    use tool_core::ToolResult;
-    use tool_core::results::ErrorBody;
     let with_args = |args: Value| Input {
         id: "x".into(),
         name: "ping".into(),
@@ -479,7 +481,7 @@ fn the_leak_check_catches_internals() {
             "ping",
             Some("1.0".into()),
             true,
-            ErrorBody::new(tool_core::results::ErrorCode::ToolInternalError, message),
+            ErrorBody::new(keel_tools_core::results::ErrorCode::ToolInternalError, message),
         )
     };
     let clean = |r: &ToolResult, input: &Input| {

@@ -4,20 +4,20 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::policy::PolicyDecision;
+use keel_tools_core::results::HandlerState;
+use keel_tools_core::{CallContext, Executor, Registry, ToolCall, ToolError, ToolResult, tool};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tool_core::executor::CallOptions;
-use tool_core::policy::PolicyDecision;
-use tool_core::results::HandlerState;
-use tool_core::{CallContext, Executor, Registry, ToolCall, ToolError, ToolResult, tool};
 
 fn executor(
     names: &[&str],
-    configure: impl FnOnce(tool_core::executor::ExecutorBuilder) -> tool_core::executor::ExecutorBuilder,
+    configure: impl FnOnce(keel_tools_core::executor::ExecutorBuilder) -> keel_tools_core::executor::ExecutorBuilder,
 ) -> Executor {
     let view = Registry::from_inventory().unwrap().view().names(names.iter().copied()).build().unwrap();
     // The effect policy is not under test: every call is allowed.
-    configure(Executor::builder(view).policy(|_: &tool_core::policy::PolicyRequest<'_>| PolicyDecision::Allow))
+    configure(Executor::builder(view).policy(|_: &keel_tools_core::policy::PolicyRequest<'_>| PolicyDecision::Allow))
         .build()
         .unwrap()
 }
@@ -109,7 +109,7 @@ async fn watches_cancellation(ctx: CallContext) -> Result<String, ToolError> {
     tokio::select! {
         () = tokio::time::sleep(Duration::from_secs(10)) => Ok("never".into()),
         () = ctx.cancellation().cancelled() => {
-            Err(tool_core::tool_error!("stopped", "stopped after {} ms", started.elapsed().as_millis()))
+            Err(keel_tools_core::tool_error!("stopped", "stopped after {} ms", started.elapsed().as_millis()))
         }
     }
 }

@@ -245,7 +245,7 @@ fn broken(krate: &Crate, graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Stri
         }
     }
     // A layer that names a module the crate no longer has is a stale design. (A module written inline in the
-    // root, such as tool-core's `name`, has no file and so no entry in the graph.)
+    // root, such as keel-tools-core's `name`, has no file and so no entry in the graph.)
     let root = std::fs::read_to_string(workspace().join(krate.dir).join("src/lib.rs")).unwrap();
     let inline: Vec<String> = syn::parse_file(&root)
         .unwrap()

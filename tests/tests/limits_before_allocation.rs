@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
+use keel_tools_core::schema::Limits;
+use keel_tools_core::{Executor, Provider, Registry, ToolCall, tool};
+use keel_tools_mcp::McpServer;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tool_core::schema::Limits;
-use tool_core::{Executor, Provider, Registry, ToolCall, tool};
-use tool_mcp::McpServer;
 
 #[global_allocator]
 static ALLOCATOR: keel_tests::alloc::Counting = keel_tests::alloc::Counting;

@@ -1,11 +1,11 @@
-//! The schema lock as a user's test uses it: `tool_contract::lock::check` against a lock's text.
+//! The schema lock as a user's test uses it: `keel_tools_contract::lock::check` against a lock's text.
 
+use keel_tools_contract::lock::{self, ChangeLevel, Lock, ToolStatus};
+use keel_tools_core::definition::ToolDefinition;
+use keel_tools_core::{Registry, ToolError};
 use serde_json::{Value, json};
-use tool_contract::lock::{self, ChangeLevel, Lock, ToolStatus};
-use tool_core::definition::ToolDefinition;
-use tool_core::{Registry, ToolError};
 
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
 fn tool(name: &'static str, version: &'static str, input: Value, output: Option<Value>) -> ToolDefinition {
     let mut b = ToolDefinition::builder(name)

@@ -17,21 +17,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use keel_tests::http::{RawClient, SESSION_REVISION, STATELESS_REVISION, call_request};
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::runs::Run;
+use keel_tools_core::{CallContext, Executor, Registry, ToolCall, ToolError, tool};
+use keel_tools_mcp::rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ElicitRequestParams, ElicitResult, GetTaskParams,
+    Implementation, InitializeRequestParams, ProtocolVersion,
+};
+use keel_tools_mcp::rmcp::service::{RequestContext, RunningService};
+use keel_tools_mcp::rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServiceError};
+use keel_tools_mcp::{HttpConfig, McpServer};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
-use tool_core::executor::CallOptions;
-use tool_core::runs::Run;
-use tool_core::{CallContext, Executor, Registry, ToolCall, ToolError, tool};
-use tool_mcp::rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ElicitRequestParams, ElicitResult, GetTaskParams,
-    Implementation, InitializeRequestParams, ProtocolVersion,
-};
-use tool_mcp::rmcp::service::{RequestContext, RunningService};
-use tool_mcp::rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServiceError};
-use tool_mcp::{HttpConfig, McpServer};
 
 /// A call's idempotency key, and the key of its first round (from its round state) when it had rounds.
 #[derive(Serialize, JsonSchema)]
@@ -404,7 +404,7 @@ async fn past_max_tasks_a_task_call_is_refused_with_a_retry_hint_and_the_admitte
 
         let err = client.peer().call_tool_once(call("bind_slow", json!({"ms": 1}))).await.expect_err("full");
         let ServiceError::McpError(err) = err else { panic!("expected a JSON-RPC error: {err:?}") };
-        assert_eq!(err.code.0, tool_mcp::server::TOO_MANY_TASKS, "{err:?}");
+        assert_eq!(err.code.0, keel_tools_mcp::server::TOO_MANY_TASKS, "{err:?}");
         let data = err.data.clone().unwrap_or_default();
         assert_eq!((data["code"].as_str(), data["max_tasks"].as_u64()), (Some("too_many_tasks"), Some(1)), "{data}");
         assert!(data["retry_after_s"].as_u64().is_some_and(|s| s > 0), "{data}");

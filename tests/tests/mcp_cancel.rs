@@ -6,12 +6,12 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
+use keel_tools_core::{CallContext, Executor, Registry, ToolError, tool};
+use keel_tools_mcp::McpServer;
+use keel_tools_mcp::rmcp::ServiceExt;
+use keel_tools_mcp::rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tool_core::{CallContext, Executor, Registry, ToolError, tool};
-use tool_mcp::McpServer;
-use tool_mcp::rmcp::ServiceExt;
-use tool_mcp::rmcp::model::CallToolRequestParams;
 
 /// What each `cancel_wait` call saw, by its `label` argument: `started`, then `cancelled` or `finished`.
 static SEEN: LazyLock<Mutex<HashMap<String, Vec<&'static str>>>> = LazyLock::new(Default::default);
@@ -42,7 +42,7 @@ async fn cancel_wait(ctx: CallContext, label: String) -> Result<String, ToolErro
     tokio::select! {
         () = ctx.cancellation().cancelled() => {
             saw(&label, "cancelled");
-            Err(tool_core::tool_error!("stopped", "stopped"))
+            Err(keel_tools_core::tool_error!("stopped", "stopped"))
         }
         () = tokio::time::sleep(Duration::from_secs(20)) => {
             saw(&label, "finished");

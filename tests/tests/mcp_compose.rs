@@ -10,21 +10,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
-use tool_core::context::LogLevel;
-use tool_core::{CallContext, Executor, Registry, tool};
-use tool_mcp::McpServer;
-use tool_mcp::rmcp::model::{
+use keel_tools_core::context::LogLevel;
+use keel_tools_core::{CallContext, Executor, Registry, tool};
+use keel_tools_mcp::McpServer;
+use keel_tools_mcp::rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, ClientCapabilities, GetPromptRequestParams, GetPromptResponse,
     GetPromptResult, Implementation, InitializeRequestParams, ListPromptsResult, ListToolsResult,
     LoggingMessageNotificationParam, PaginatedRequestParams, Prompt, PromptMessage, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents, Role, ServerCapabilities,
     ServerConfig, ServerNotification, SubscriptionFilter, Tool,
 };
-use tool_mcp::rmcp::service::{
+use keel_tools_mcp::rmcp::service::{
     NotificationContext, RequestContext, RunningService, SubscriptionContext, SubscriptionSink,
 };
-use tool_mcp::rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler};
+use keel_tools_mcp::rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler};
+use serde_json::json;
 
 /// Adds two integers.
 #[tool(effect = "read", version = "1.0")]
@@ -223,15 +223,15 @@ async fn tools_list_cache_hints_follow_whether_the_view_changes() {
     let test = async {
         let (client, _) = connect(&server, ProtocolVersion::V_2026_07_28).await;
         let listed = client.peer().list_tools(None).await.expect("tools/list");
-        assert_eq!(listed.ttl_ms, Some(tool_mcp::server::STATIC_LIST_TTL.as_millis() as u64));
+        assert_eq!(listed.ttl_ms, Some(keel_tools_mcp::server::STATIC_LIST_TTL.as_millis() as u64));
         assert_eq!(listed.cache_scope, Some(CacheScope::Public));
         server.update(executor(&["cmp_add", "cmp_log"])).await.expect("update");
-        assert_eq!(server.list_ttl(), tool_mcp::server::DYNAMIC_LIST_TTL);
+        assert_eq!(server.list_ttl(), keel_tools_mcp::server::DYNAMIC_LIST_TTL);
         let _ = client.cancel().await;
         let (client, _) = connect(&server, ProtocolVersion::V_2026_07_28).await;
         let listed = client.peer().list_tools(None).await.expect("tools/list");
         assert_eq!(listed.tools.len(), 2);
-        assert_eq!(listed.ttl_ms, Some(tool_mcp::server::DYNAMIC_LIST_TTL.as_millis() as u64));
+        assert_eq!(listed.ttl_ms, Some(keel_tools_mcp::server::DYNAMIC_LIST_TTL.as_millis() as u64));
         let _ = client.cancel().await;
     };
     tokio::time::timeout(Duration::from_secs(30), test).await.expect("test timed out");

@@ -13,17 +13,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use tool_core::content::Content;
-use tool_core::{CallContext, Executor, Provider, Registry, ToolError, tool};
-use tool_mcp::McpServer;
-use tool_mcp::rmcp::model::{
+use keel_tools_core::content::Content;
+use keel_tools_core::{CallContext, Executor, Provider, Registry, ToolError, tool};
+use keel_tools_mcp::McpServer;
+use keel_tools_mcp::rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequestParams, ElicitResult, GetTaskParams, Implementation, InitializeRequestParams,
     ProtocolVersion, SamplingMessage, UpdateTaskParams,
 };
-use tool_mcp::rmcp::service::{RequestContext, RunningService};
-use tool_mcp::rmcp::{ClientHandler, ErrorData, RoleClient, ServiceError};
+use keel_tools_mcp::rmcp::service::{RequestContext, RunningService};
+use keel_tools_mcp::rmcp::{ClientHandler, ErrorData, RoleClient, ServiceError};
+use serde_json::{Value, json};
 
 static ROUNDS: AtomicUsize = AtomicUsize::new(0);
 static CANCELLED: AtomicUsize = AtomicUsize::new(0);
@@ -32,7 +32,7 @@ fn form(field: &str) -> Value {
     json!({"type": "object", "properties": {field: {"type": "string"}}, "required": [field]})
 }
 
-fn field(answer: &tool_core::context::Elicitation, name: &str) -> String {
+fn field(answer: &keel_tools_core::context::Elicitation, name: &str) -> String {
     answer.content.as_ref().and_then(|c| c.get(name)).and_then(Value::as_str).unwrap_or("?").to_owned()
 }
 
@@ -62,7 +62,7 @@ async fn era_slow(ctx: CallContext, #[arg(description = "Milliseconds")] ms: u64
         () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(Content::text(format!("slept {ms}"))),
         () = ctx.cancellation().cancelled() => {
             CANCELLED.fetch_add(1, Ordering::SeqCst);
-            Err(tool_core::tool_error!("stopped", "stopped"))
+            Err(keel_tools_core::tool_error!("stopped", "stopped"))
         }
     }
 }

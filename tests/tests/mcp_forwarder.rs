@@ -1,9 +1,9 @@
-//! Remote MCP tools imported as keel tools (`tool_mcp::client`): namespaced names, schemas from `tools/list`,
+//! Remote MCP tools imported as keel tools (`keel_tools_mcp::client`): namespaced names, schemas from `tools/list`,
 //! arguments validated locally before forwarding, results validated against `outputSchema`, one forwarder per
 //! tool held by the registry.
 //!
 //! Peers:
-//! - our own server (`tool_mcp::McpServer`) over Streamable HTTP on a loopback port, and a misbehaving server
+//! - our own server (`keel_tools_mcp::McpServer`) over Streamable HTTP on a loopback port, and a misbehaving server
 //!   written against rmcp directly, in process — always run;
 //! - the example `examples/examples/conformance_server.rs`, spawned over stdio;
 //! - the reference `@modelcontextprotocol/server-everything` (npm), spawned over stdio with `node`.
@@ -23,24 +23,24 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::Serialize;
-use serde_json::{Value, json};
-use tool_core::content::{Content, ContentBlock};
-use tool_core::definition::Handler;
-use tool_core::definition::{Effect, Origin};
-use tool_core::executor::CallOptions;
-use tool_core::registry::RegistryProblem;
-use tool_core::{Approval, Executor, Registry, ToolCall, ToolError, ToolResult, tool};
-use tool_mcp::client::{Era, ImportProblem, RemoteServer, RemoteTools};
-use tool_mcp::names::NameMappingError;
-use tool_mcp::rmcp::model::{
+use keel_tools_core::content::{Content, ContentBlock};
+use keel_tools_core::definition::Handler;
+use keel_tools_core::definition::{Effect, Origin};
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::registry::RegistryProblem;
+use keel_tools_core::{Approval, Executor, Registry, ToolCall, ToolError, ToolResult, tool};
+use keel_tools_mcp::client::{Era, ImportProblem, RemoteServer, RemoteTools};
+use keel_tools_mcp::names::NameMappingError;
+use keel_tools_mcp::rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig, Tool,
 };
-use tool_mcp::rmcp::service::RequestContext;
-use tool_mcp::rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use tool_mcp::{Forwarder, McpServer};
+use keel_tools_mcp::rmcp::service::RequestContext;
+use keel_tools_mcp::rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use keel_tools_mcp::{Forwarder, McpServer};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
 
 // ---- The tools our own server serves (the "remote" side) ----
 
@@ -64,7 +64,7 @@ fn fw_add(a: i64, b: i64) -> Sum {
 /// Looks up a record; none exists.
 #[tool(effect = "read", version = "2.0")]
 fn fw_lookup(id: String) -> Result<Sum, ToolError> {
-    Err(tool_core::tool_error!("not_found", "no record {id:?}").with_details(json!({"id": id})))
+    Err(keel_tools_core::tool_error!("not_found", "no record {id:?}").with_details(json!({"id": id})))
 }
 
 /// Deletes a record.
@@ -289,7 +289,7 @@ async fn own_server_over_http() {
 }
 
 /// Another definition with the same contract and the same forwarder (definitions are not `Clone`).
-fn clone_def(d: &tool_core::definition::ToolDefinition) -> tool_core::definition::ToolDefinition {
+fn clone_def(d: &keel_tools_core::definition::ToolDefinition) -> keel_tools_core::definition::ToolDefinition {
     d.renamed(d.name().to_owned()).expect("valid name")
 }
 
@@ -456,7 +456,7 @@ async fn example_server_over_stdio() {
         cmd.env("RUST_LOG", "off");
         let conformance = RemoteServer::connect_child("conformance", cmd).await.expect("connect");
         // keel's server answers `server/discover`: the forwarder speaks the stateless era to it.
-        assert_eq!(conformance.protocol_version(), Some(tool_mcp::rmcp::model::ProtocolVersion::V_2026_07_28));
+        assert_eq!(conformance.protocol_version(), Some(keel_tools_mcp::rmcp::model::ProtocolVersion::V_2026_07_28));
         let remote = conformance.import().await.expect("import");
         for name in
             ["conformance.add_numbers", "conformance.test_image_content", "conformance.json_schema_2020_12_tool"]
@@ -506,7 +506,7 @@ async fn example_server_over_stdio() {
 
 /// Connects to `cmd` in `era` and checks the revision agreed.
 async fn connect_era(namespace: &str, cmd: tokio::process::Command, era: Era, expected: &str) -> RemoteServer {
-    let transport = tool_mcp::rmcp::transport::TokioChildProcess::new(cmd).expect("spawn");
+    let transport = keel_tools_mcp::rmcp::transport::TokioChildProcess::new(cmd).expect("spawn");
     let remote = RemoteServer::connect_with(namespace, transport, era).await.expect("connect");
     assert_eq!(remote.protocol_version().map(|v| v.as_str().to_owned()).as_deref(), Some(expected), "{era:?}");
     remote
@@ -583,7 +583,7 @@ async fn server_everything_over_stdio() {
         cmd.arg(&script).arg("stdio");
         let everything = RemoteServer::connect_child("everything", cmd).await.expect("connect");
         // The pinned server-everything knows no `server/discover`: the forwarder fell back to `initialize`.
-        assert_eq!(everything.protocol_version(), Some(tool_mcp::rmcp::model::ProtocolVersion::V_2025_11_25));
+        assert_eq!(everything.protocol_version(), Some(keel_tools_mcp::rmcp::model::ProtocolVersion::V_2025_11_25));
         let listed = everything.list_tools().await.expect("tools/list");
         let remote = everything.import().await.expect("import");
         assert_eq!(remote.names().count(), listed.len(), "every tool imported");

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
 use keel_tests::http::{Answer, RawClient, SESSION_REVISION, call_request, initialize_request, stateless_call_request};
+use keel_tools_core::{Executor, Registry, tool};
+use keel_tools_mcp::{HealthReport, HttpConfig, McpHttpService, McpServer};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -20,8 +22,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tool_core::{Executor, Registry, tool};
-use tool_mcp::{HealthReport, HttpConfig, McpHttpService, McpServer};
 
 #[global_allocator]
 static ALLOCATOR: keel_tests::alloc::Counting = keel_tests::alloc::Counting;
@@ -209,10 +209,14 @@ async fn a_thousand_connections_that_never_finish_their_headers_are_closed_while
             refused += 1;
         }
     }
-    assert_eq!(timed_out, tool_mcp::http::DEFAULT_MAX_CONNECTIONS_PER_CLIENT, "admitted up to the per-client cap");
+    assert_eq!(
+        timed_out,
+        keel_tools_mcp::http::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        "admitted up to the per-client cap"
+    );
     assert_eq!(refused, 1000 - timed_out);
     assert!(
-        closed_after >= tool_mcp::http::DEFAULT_HEADER_READ_TIMEOUT,
+        closed_after >= keel_tools_mcp::http::DEFAULT_HEADER_READ_TIMEOUT,
         "the admitted ones were closed by the timeout, not before: {closed_after:?}"
     );
     assert!(calls >= 10, "the normal client kept calling: {calls} calls");
@@ -370,7 +374,11 @@ async fn send_raw(addr: SocketAddr, head: String, body: &[u8]) -> Vec<u8> {
 #[tokio::test(flavor = "current_thread")]
 async fn a_body_past_the_limit_is_refused_before_it_is_parsed() {
     let service = server().http_service(HttpConfig::default());
-    assert_eq!(service.max_body_bytes(), tool_core::schema::Limits::DEFAULT.max_bytes, "the executor's argument limit");
+    assert_eq!(
+        service.max_body_bytes(),
+        keel_tools_core::schema::Limits::DEFAULT.max_bytes,
+        "the executor's argument limit"
+    );
     let (addr, shutdown) = serve(service).await;
 
     // 2 MiB of small objects: parsed into a `Value`, each would be an allocation of its own.

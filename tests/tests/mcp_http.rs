@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use keel_tests::http::{RawClient, SESSION_REVISION, call_request, initialize_request, stateless_call_request};
 use keel_tests::sockets::tcp_sockets;
+use keel_tools_core::{CallContext, Executor, Registry, ToolCall, tool};
+use keel_tools_mcp::rmcp::ServiceExt;
+use keel_tools_mcp::rmcp::model::CallToolRequestParams;
+use keel_tools_mcp::rmcp::transport::StreamableHttpClientTransport;
+use keel_tools_mcp::{HttpConfig, McpHttpService, McpServer, RemoteServer};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::{Barrier, Notify, Semaphore};
-use tool_core::{CallContext, Executor, Registry, ToolCall, tool};
-use tool_mcp::rmcp::ServiceExt;
-use tool_mcp::rmcp::model::CallToolRequestParams;
-use tool_mcp::rmcp::transport::StreamableHttpClientTransport;
-use tool_mcp::{HttpConfig, McpHttpService, McpServer, RemoteServer};
 
 #[derive(Serialize, JsonSchema)]
 struct Sum {
@@ -281,6 +281,6 @@ async fn an_idle_session_expires_and_its_client_is_told_to_start_again() {
 #[test]
 fn default_limits_are_stated() {
     let config = HttpConfig::default();
-    assert_eq!(config.get_max_sessions(), tool_mcp::http::DEFAULT_MAX_SESSIONS);
-    assert_eq!(config.get_session_idle_timeout(), Some(tool_mcp::http::DEFAULT_SESSION_IDLE_TIMEOUT));
+    assert_eq!(config.get_max_sessions(), keel_tools_mcp::http::DEFAULT_MAX_SESSIONS);
+    assert_eq!(config.get_session_idle_timeout(), Some(keel_tools_mcp::http::DEFAULT_SESSION_IDLE_TIMEOUT));
 }

@@ -1,4 +1,4 @@
-//! Load over the wire: `tool_mcp::McpServer::serve_http` on a loopback port, in process on the multi-threaded
+//! Load over the wire: `keel_tools_mcp::McpServer::serve_http` on a loopback port, in process on the multi-threaded
 //! runtime (2 workers), under 100 concurrent rmcp Streamable HTTP clients, each with its own session (protocol
 //! 2025-11-25, the last revision with sessions) and two calls in flight, calling in a loop for `KEEL_HTTP_LOAD_SECS`
 //! seconds (default 5; the first fifth is the warm-up).
@@ -28,18 +28,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use keel_tests::memory_kib;
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::{Approval, Executor, Registry, ToolError, tool};
+use keel_tools_mcp::McpServer;
+use keel_tools_mcp::rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
+};
+use keel_tools_mcp::rmcp::service::{RequestContext, ServiceError};
+use keel_tools_mcp::rmcp::transport::StreamableHttpClientTransport;
+use keel_tools_mcp::rmcp::{ClientHandler, Peer, RoleServer, ServiceExt};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
-use tool_core::executor::CallOptions;
-use tool_core::{Approval, Executor, Registry, ToolError, tool};
-use tool_mcp::McpServer;
-use tool_mcp::rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion,
-};
-use tool_mcp::rmcp::service::{RequestContext, ServiceError};
-use tool_mcp::rmcp::transport::StreamableHttpClientTransport;
-use tool_mcp::rmcp::{ClientHandler, Peer, RoleServer, ServiceExt};
 
 const CLIENTS: usize = 100;
 /// Calls each client keeps in flight at once, over its one session (the lanes of [`run_client`]).
@@ -155,7 +155,7 @@ async fn hl_slow(client: u32, seq: u64) -> Key {
 #[tool(effect = "read", version = "1.0")]
 fn hl_refuse(client: u32, seq: u64) -> Result<Key, ToolError> {
     ran(client, seq);
-    Err(tool_core::tool_error!("not_found", "no record {client}/{seq}")
+    Err(keel_tools_core::tool_error!("not_found", "no record {client}/{seq}")
         .with_details(json!({"client": client, "seq": seq})))
 }
 
@@ -265,7 +265,7 @@ fn planned_outcome(expect: Expect) -> &'static str {
 
 /// The server's ledger of answers: a `tracing` layer that sees the executor's `tool_call` span (and nothing else) and,
 /// when the span records its `outcome`, counts one answer for the request the server is serving on that task (its
-/// session's client and its JSON-RPC id, from `tool_mcp::current_request`, mapped to the key the call-options hook
+/// session's client and its JSON-RPC id, from `keel_tools_mcp::current_request`, mapped to the key the call-options hook
 /// recorded), and notes an outcome that is not the planned one.
 struct Answers;
 
@@ -309,7 +309,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Answers {
         values.record(&mut outcome);
         let Some(outcome) = outcome.0 else { return };
         let l = ledger();
-        let key = tool_mcp::current_request().and_then(|request| {
+        let key = keel_tools_mcp::current_request().and_then(|request| {
             let info = request.peer.peer_info()?;
             let client: u64 = info.client_info.name.strip_prefix("hl-client-")?.parse().ok()?;
             let seq = *l.keys.lock().unwrap().get(&(client, request.id.to_string()))?;

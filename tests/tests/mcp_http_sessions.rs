@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use keel_tests::http::{RawClient, SESSION_REVISION, call_request};
 use keel_tests::memory_kib;
+use keel_tools_core::{Executor, Registry, tool};
+use keel_tools_mcp::http::DEFAULT_MAX_SESSIONS;
+use keel_tools_mcp::{HttpConfig, McpServer};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
-use tool_core::{Executor, Registry, tool};
-use tool_mcp::http::DEFAULT_MAX_SESSIONS;
-use tool_mcp::{HttpConfig, McpServer};
 
 const INITIALIZES: usize = 100_000;
 const CONNECTIONS: usize = 8;

@@ -1,4 +1,4 @@
-//! `tool_mcp::McpServer` over the wire, driven by rmcp's client: the listing is the view, calls go through the
+//! `keel_tools_mcp::McpServer` over the wire, driven by rmcp's client: the listing is the view, calls go through the
 //! executor in its fixed order, and every outcome has its MCP form. In process (a duplex pipe) and over
 //! Streamable HTTP on a loopback port; needs nothing installed.
 
@@ -9,20 +9,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::Serialize;
-use serde_json::{Value, json};
-use tool_core::content::{Content, ContentBlock, EmbeddedResource};
-use tool_core::context::LogLevel;
-use tool_core::executor::CallOptions;
-use tool_core::{Approval, CallContext, Executor, Provider, Registry, ToolError, tool};
-use tool_mcp::McpServer;
-use tool_mcp::rmcp::model::{
+use keel_tools_core::content::{Content, ContentBlock, EmbeddedResource};
+use keel_tools_core::context::LogLevel;
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::{Approval, CallContext, Executor, Provider, Registry, ToolError, tool};
+use keel_tools_mcp::McpServer;
+use keel_tools_mcp::rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, Implementation, InitializeRequestParams, LoggingLevel,
     LoggingMessageNotificationParam, ProgressNotificationParam, SetLevelRequestParams,
 };
-use tool_mcp::rmcp::service::{NotificationContext, RunningService, ServiceError};
-use tool_mcp::rmcp::{ClientHandler, RoleClient, ServiceExt};
+use keel_tools_mcp::rmcp::service::{NotificationContext, RunningService, ServiceError};
+use keel_tools_mcp::rmcp::{ClientHandler, RoleClient, ServiceExt};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
 
 static DELETES: AtomicUsize = AtomicUsize::new(0);
 
@@ -49,7 +49,7 @@ fn srv_echo(message: String) -> String {
 /// Looks up a record; only `r1` exists.
 #[tool(effect = "read", version = "1.0")]
 fn srv_lookup(id: String) -> Result<Sum, ToolError> {
-    if id == "r1" { Ok(Sum { sum: 1 }) } else { Err(tool_core::tool_error!("not_found", "no record {id:?}")) }
+    if id == "r1" { Ok(Sum { sum: 1 }) } else { Err(keel_tools_core::tool_error!("not_found", "no record {id:?}")) }
 }
 
 /// Deletes a record (destructive).
@@ -348,7 +348,7 @@ async fn streamable_http_on_loopback() {
     };
     let test = async {
         let url = format!("http://{addr}/mcp");
-        let transport = tool_mcp::rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+        let transport = keel_tools_mcp::rmcp::transport::StreamableHttpClientTransport::from_uri(url);
         let recorder = Recorder::default();
         let client = recorder.clone().serve(transport).await.expect("handshake");
         let tools = client.peer().list_all_tools().await.expect("tools/list");
@@ -383,7 +383,7 @@ async fn streamable_http_on_loopback() {
 
 /// A client that speaks exactly one protocol revision.
 #[derive(Clone)]
-struct Versioned(tool_mcp::rmcp::model::ProtocolVersion);
+struct Versioned(keel_tools_mcp::rmcp::model::ProtocolVersion);
 
 impl ClientHandler for Versioned {
     fn get_info(&self) -> InitializeRequestParams {
@@ -394,9 +394,9 @@ impl ClientHandler for Versioned {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_protocol_revision_of_the_sdk() {
-    use tool_mcp::rmcp::ClientLifecycleMode;
-    use tool_mcp::rmcp::model::ProtocolVersion;
-    use tool_mcp::rmcp::service::ClientServiceExt;
+    use keel_tools_mcp::rmcp::ClientLifecycleMode;
+    use keel_tools_mcp::rmcp::model::ProtocolVersion;
+    use keel_tools_mcp::rmcp::service::ClientServiceExt;
 
     let server = McpServer::new(executor()).expect("server");
     for version in ProtocolVersion::KNOWN_VERSIONS {

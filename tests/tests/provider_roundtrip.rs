@@ -25,14 +25,14 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use keel_fuzz_harness::{Oracle, block_on, instance};
+use keel_tools_core::definition::{Effect, ToolDefinition};
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::{Approval, Codec, Executor, Provider, Registry, ToolCall, ToolResult, ToolView};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
-use tool_core::definition::{Effect, ToolDefinition};
-use tool_core::executor::CallOptions;
-use tool_core::{Approval, Codec, Executor, Provider, Registry, ToolCall, ToolResult, ToolView};
 
-tool_core::link_tools!(tools_rich);
+keel_tools_core::link_tools!(tools_rich);
 
 const CASES: u32 = 48;
 

@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use keel_tools_core::definition::{Origin, ToolDefinition};
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::{Approval, Executor, Provider, Registry, ToolCall, ToolResult, ToolView};
 use serde_json::{Map, Value, json};
-use tool_core::definition::{Origin, ToolDefinition};
-use tool_core::executor::CallOptions;
-use tool_core::{Approval, Executor, Provider, Registry, ToolCall, ToolResult, ToolView};
 
-tool_core::link_tools!(examples, tools_rich);
+keel_tools_core::link_tools!(examples, tools_rich);
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()

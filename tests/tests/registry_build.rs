@@ -2,11 +2,11 @@
 //! and where it is defined, so that a broken tool never reaches its first call. (Its own test binary: these tools
 //! make every registry built from this binary's inventory fail.)
 
+use keel_tools_core::executor::ExecutorProblem;
+use keel_tools_core::registry::RegistryProblem;
+use keel_tools_core::{Args, Executor, Registry, tool};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tool_core::executor::ExecutorProblem;
-use tool_core::registry::RegistryProblem;
-use tool_core::{Args, Executor, Registry, tool};
 
 /// What to search for.
 #[derive(Deserialize, JsonSchema)]

@@ -1,10 +1,10 @@
 //! Two linked library crates declare the same tool name: the macro cannot see across crates, so building the
 //! registry fails with an error that names every definition site.
 
-use tool_core::Registry;
-use tool_core::registry::RegistryProblem;
+use keel_tools_core::Registry;
+use keel_tools_core::registry::RegistryProblem;
 
-tool_core::link_tools!(tools_alpha, tools_dup);
+keel_tools_core::link_tools!(tools_alpha, tools_dup);
 
 #[test]
 fn registry_build_names_both_definition_sites() {
@@ -27,7 +27,7 @@ fn registry_build_names_both_definition_sites() {
 
 #[test]
 fn an_explicit_override_settles_the_conflict() {
-    let winner = tool_core::definition::ToolDefinition::builder("service_status")
+    let winner = keel_tools_core::definition::ToolDefinition::builder("service_status")
         .description("The one status tool this binary keeps.")
         .source("binary override")
         .handler(|_args, _ctx| async { Ok(serde_json::json!("up")) })

@@ -3,15 +3,15 @@
 
 use std::collections::BTreeSet;
 
-use tool_core::definition::{Effect, ToolDefinition};
-use tool_core::{Executor, Provider, Registry, ToolError, tool};
+use keel_tools_core::definition::{Effect, ToolDefinition};
+use keel_tools_core::{Executor, Provider, Registry, ToolError, tool};
 
-tool_core::link_tools!(tools_alpha, tools_beta);
+keel_tools_core::link_tools!(tools_alpha, tools_beta);
 
 mod incidents {
+    use keel_tools_core::{ToolError, tool};
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
-    use tool_core::{ToolError, tool};
 
     /// Arguments of `lookup_incident`.
     #[derive(Debug, Deserialize, JsonSchema)]
@@ -37,7 +37,7 @@ mod incidents {
 }
 
 mod tickets {
-    use tool_core::tool;
+    use keel_tools_core::tool;
 
     /// Open a ticket for an incident.
     #[tool(effect = "write", version = "1.2", name = "ticket.create", tags = ["incident", "ticket"])]
@@ -153,7 +153,7 @@ fn dotted_names_round_trip_through_wire_names() {
     assert_eq!(registry.all().get_by_wire_name("alpha-page_oncall").unwrap().name(), "alpha.page_oncall");
     let openai = registry.all().schemas(Provider::OpenAiChat);
     let entry = openai.iter().find(|e| e["function"]["name"] == "ticket-create").expect("wire name in openai list");
-    let back = tool_core::name::from_wire(entry["function"]["name"].as_str().unwrap()).unwrap();
+    let back = keel_tools_core::name::from_wire(entry["function"]["name"].as_str().unwrap()).unwrap();
     assert_eq!(back, "ticket.create");
     for e in openai {
         let n = e["function"]["name"].as_str().unwrap();
@@ -178,7 +178,10 @@ fn duplicates_fail_unless_replaced_explicitly() {
     assert!(text.contains("fn lookup_incident at") && text.contains("dynamic definition from test"), "{text}");
 
     let replaced = Registry::builder().replace(dynamic("lookup_incident")).build().unwrap();
-    assert!(matches!(replaced.get("lookup_incident").unwrap().origin(), tool_core::definition::Origin::Dynamic { .. }));
+    assert!(matches!(
+        replaced.get("lookup_incident").unwrap().origin(),
+        keel_tools_core::definition::Origin::Dynamic { .. }
+    ));
 
     let err = Registry::builder().replace(dynamic("not_there")).build().unwrap_err();
     assert!(err.to_string().contains("no tool of that name exists"), "{err}");
@@ -188,6 +191,6 @@ fn duplicates_fail_unless_replaced_explicitly() {
 fn registry_is_send_sync_and_cheap_to_share() {
     fn assert_send_sync<T: Send + Sync + Clone>() {}
     assert_send_sync::<Registry>();
-    assert_send_sync::<tool_core::ToolView>();
+    assert_send_sync::<keel_tools_core::ToolView>();
     assert_send_sync::<Executor>();
 }

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use examples::cards;
+use keel_tools_core::ToolCall;
+use keel_tools_core::events::{Decision, EventKind, JsonLinesWriter};
+use keel_tools_core::runs::Run;
 use serde_json::json;
-use tool_core::ToolCall;
-use tool_core::events::{Decision, EventKind, JsonLinesWriter};
-use tool_core::runs::Run;
 
 fn lines(run: &Run) -> Vec<String> {
     run.log().events().iter().map(|e| e.display_line()).collect()
@@ -138,7 +138,7 @@ async fn a_calls_events_share_its_strings_and_a_long_unknown_name_is_observed_cu
 #[tokio::test]
 async fn steps_count_executed_calls_only_and_max_steps_stops_the_run() {
     let mut run = Run::builder(cards::executor(cards::store(true)))
-        .stop_policy(tool_core::runs::StopPolicy { max_steps: 2, max_retries: 1 })
+        .stop_policy(keel_tools_core::runs::StopPolicy { max_steps: 2, max_retries: 1 })
         .build();
     let b = run
         .process_batch(vec![

@@ -9,12 +9,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use keel_tools_core::events::{Decision, EventKind};
+use keel_tools_core::policy::{PolicyDecision, PolicyRequest};
+use keel_tools_core::runs::{Concurrency, Run};
+use keel_tools_core::{CallContext, Executor, Registry, State, ToolCall, ToolError, tool};
 use serde_json::json;
 use tokio::sync::Barrier;
-use tool_core::events::{Decision, EventKind};
-use tool_core::policy::{PolicyDecision, PolicyRequest};
-use tool_core::runs::{Concurrency, Run};
-use tool_core::{CallContext, Executor, Registry, State, ToolCall, ToolError, tool};
 
 /// What the handlers of one test share: a log of starts and ends, the calls in flight, and barriers by name.
 #[derive(Default)]
@@ -131,7 +131,7 @@ fn call(id: &str, tool: &str, how: &str) -> ToolCall {
     ToolCall::new(id, tool, json!({"label": id, "how": how}))
 }
 
-fn codes(results: &[tool_core::ToolResult]) -> Vec<(String, String)> {
+fn codes(results: &[keel_tools_core::ToolResult]) -> Vec<(String, String)> {
     results.iter().map(|r| (r.call_id.clone(), r.code().unwrap_or("ok").to_owned())).collect()
 }
 
@@ -262,7 +262,7 @@ async fn after_a_terminal_decision_nothing_starts_and_running_calls_are_cancelle
         codes(&batch.results),
         [("ok", "ok"), ("denied", "policy_denied"), ("running", "cancelled")].map(|(a, b)| (a.into(), b.into()))
     );
-    assert_eq!(batch.results[2].handler_state(), Some(tool_core::results::HandlerState::Running), "not finished");
+    assert_eq!(batch.results[2].handler_state(), Some(keel_tools_core::results::HandlerState::Running), "not finished");
     let not: Vec<&str> = batch.not_executed.iter().map(|n| n.call_id.as_str()).collect();
     assert_eq!(not, ["queued", "later"], "exactly the calls that never started");
     let log = board.log();
@@ -303,12 +303,12 @@ async fn a_repeated_call_id_does_not_join_a_parallel_group() {
 /// Marks `par.write` parallel-safe (its writes commute, say) and allows every call.
 struct CommutingWrites;
 
-impl tool_core::policy::Policy for CommutingWrites {
+impl keel_tools_core::policy::Policy for CommutingWrites {
     fn decide(&self, _: &PolicyRequest<'_>) -> PolicyDecision {
         PolicyDecision::Allow
     }
-    fn parallel_safe(&self, tool: &tool_core::definition::ToolDefinition) -> bool {
-        tool.effect() == tool_core::definition::Effect::Read || tool.name() == "par.write"
+    fn parallel_safe(&self, tool: &keel_tools_core::definition::ToolDefinition) -> bool {
+        tool.effect() == keel_tools_core::definition::Effect::Read || tool.name() == "par.write"
     }
 }
 

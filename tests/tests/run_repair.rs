@@ -1,10 +1,10 @@
 //! The repair signal: a handler answers "call again differently, because ...", the model reads the reason in
 //! its reply, and a run counts such repairs per tool, `invalid_arguments` included, against its limit.
 
+use keel_tools_core::events::Decision;
+use keel_tools_core::runs::{Run, StopPolicy};
+use keel_tools_core::{Executor, Provider, Registry, ToolCall, ToolError, ToolResult, tool};
 use serde_json::{Value, json};
-use tool_core::events::Decision;
-use tool_core::runs::{Run, StopPolicy};
-use tool_core::{Executor, Provider, Registry, ToolCall, ToolError, ToolResult, tool};
 
 /// Books the meeting room for a day (ISO date); days before 2026-01-01 are past.
 #[tool(effect = "read", version = "1.0")]
@@ -81,6 +81,6 @@ async fn the_limit_is_the_runs_own() {
 
 #[test]
 fn retry_is_an_executor_code_no_tool_can_take() {
-    assert!(tool_core::results::RESERVED_CODES.contains(&"retry"));
-    assert!(tool_core::results::ToolCode::parse("retry".to_owned()).is_err());
+    assert!(keel_tools_core::results::RESERVED_CODES.contains(&"retry"));
+    assert!(keel_tools_core::results::ToolCode::parse("retry".to_owned()).is_err());
 }

@@ -7,11 +7,11 @@
 use std::io::{Read, Write};
 
 use keel_tests::schema_host::{SERVED_SCHEMA, SchemaHost};
+use keel_tools_core::Registry;
+use keel_tools_core::definition::ToolDefinition;
+use keel_tools_core::registry::RegistryProblem;
+use keel_tools_core::schema::CompiledSchema;
 use serde_json::{Value, json};
-use tool_core::Registry;
-use tool_core::definition::ToolDefinition;
-use tool_core::registry::RegistryProblem;
-use tool_core::schema::CompiledSchema;
 
 /// Object schemas whose property `a` refers outside the schema: absolute, with a fragment, through `$defs`, relative
 /// to an `$id` on the host, through `allOf`, and to a file on disk.

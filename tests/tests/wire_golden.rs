@@ -8,13 +8,13 @@
 use std::path::PathBuf;
 
 use keel_tests::http::{RawClient, SESSION_REVISION, call_request};
+use keel_tools_cli::Cli;
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::{Approval, Executor, Provider, Registry, ToolCall, ToolResult};
+use keel_tools_mcp::{HttpConfig, McpServer};
 use serde_json::{Value, json};
-use tool_cli::Cli;
-use tool_core::executor::CallOptions;
-use tool_core::{Approval, Executor, Provider, Registry, ToolCall, ToolResult};
-use tool_mcp::{HttpConfig, McpServer};
 
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
 fn golden(name: &str, actual: &str) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("golden").join(name);
@@ -148,10 +148,10 @@ async fn mcp_tools_list_and_calls_answer_the_same_messages() {
 
 /// A tool whose argument schema uses JSON Schema 2020-12 beyond what schemars writes: `$anchor`, `$defs` and `$ref`,
 /// `allOf`, `if`/`then`/`else`.
-fn json_schema_2020_12_tool() -> tool_core::definition::ToolDefinition {
-    tool_core::definition::ToolDefinition::builder("incident.escalate")
+fn json_schema_2020_12_tool() -> keel_tools_core::definition::ToolDefinition {
+    keel_tools_core::definition::ToolDefinition::builder("incident.escalate")
         .description("Escalate an incident to the team that owns it.")
-        .effect(tool_core::definition::Effect::Write)
+        .effect(keel_tools_core::definition::Effect::Write)
         .input_schema(json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",
@@ -171,7 +171,7 @@ fn json_schema_2020_12_tool() -> tool_core::definition::ToolDefinition {
                 "Owned": {"required": ["team"]}
             }
         }))
-        .handler(|_args, _ctx| async { Ok::<_, tool_core::ToolError>(json!({"escalated": true})) })
+        .handler(|_args, _ctx| async { Ok::<_, keel_tools_core::ToolError>(json!({"escalated": true})) })
         .build()
         .unwrap()
 }
@@ -183,13 +183,13 @@ async fn mcp_keeps_json_schema_2020_12_and_the_others_get_their_subsets() {
     let registry = Registry::builder().without_inventory().tool(json_schema_2020_12_tool()).build().unwrap();
     let def = registry.get("incident.escalate").unwrap();
     let mut out = String::new();
-    for provider in tool_core::Provider::ALL {
+    for provider in keel_tools_core::Provider::ALL {
         let rendered = serde_json::to_string_pretty(def.render(provider)).unwrap();
         out.push_str(&format!("# {}\n{rendered}\n", provider.as_str()));
     }
     golden("render-json-schema-2020-12.txt", &out);
 
-    let input = &def.render(tool_core::Provider::Mcp)["inputSchema"];
+    let input = &def.render(keel_tools_core::Provider::Mcp)["inputSchema"];
     for pointer in
         ["/allOf/0/$ref", "/if", "/then", "/else/not", "/$defs/IncidentId/$anchor", "/properties/incident_id/$ref"]
     {

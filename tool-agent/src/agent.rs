@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use tool_core::events::{Decision, EventKind, NotExecuted};
-use tool_core::runs::Run;
+use keel_tools_core::events::{Decision, EventKind, NotExecuted};
+use keel_tools_core::runs::Run;
 
 use crate::model::{ChatModel, Message, Mode, ModelError, Turn};
 
@@ -26,10 +26,10 @@ use crate::model::{ChatModel, Message, Mode, ModelError, Turn};
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// use tool_agent::{Agent, Message, Replay};
-/// use tool_core::{Executor, Registry};
-/// use tool_core::events::Decision;
-/// use tool_core::runs::Run;
+/// use keel_tools_agent::{Agent, Message, Replay};
+/// use keel_tools_core::{Executor, Registry};
+/// use keel_tools_core::events::Decision;
+/// use keel_tools_core::runs::Run;
 ///
 /// let replay = Replay::from_jsonl(r#"{"message": {"role": "assistant", "content": "Nothing to do."}}"#, "inline")
 ///     .unwrap();

@@ -46,7 +46,7 @@ pub(crate) fn base_url(base: &str) -> Result<String, ModelError> {
     }
     if trimmed.starts_with("https://") && !cfg!(feature = "rustls") {
         return Err(ModelError::config(format!(
-            "base URL {base:?} needs HTTPS; enable tool-agent's `rustls` feature (this build speaks plain HTTP only)"
+            "base URL {base:?} needs HTTPS; enable keel-tools-agent's `rustls` feature (this build speaks plain HTTP only)"
         )));
     }
     Ok(trimmed.to_owned())

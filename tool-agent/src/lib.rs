@@ -1,11 +1,11 @@
-//! keel's agent loop: a model proposes tool calls, keel's [`Run`](tool_core::runs::Run) decides what runs, and the
+//! keel's agent loop: a model proposes tool calls, keel's [`Run`](keel_tools_core::runs::Run) decides what runs, and the
 //! results go back to the model, until it answers or the run's rules stop it.
 //!
 //! One trait, three models, one loop:
 //!
 //! | model | speaks | through | call names | `arguments` |
 //! |---|---|---|---|---|
-//! | [`OllamaClient`] | Ollama `POST /api/chat` | the Ollama [`Codec`](tool_core::Codec) | as registered | object; `id` generated when missing |
+//! | [`OllamaClient`] | Ollama `POST /api/chat` | the Ollama [`Codec`](keel_tools_core::Codec) | as registered | object; `id` generated when missing |
 //! | [`OpenAiClient`] | Chat Completions `POST {base}/chat/completions` (OpenAI, Ollama's `/v1`, ...) | the OpenAI Chat codec | wire names, mapped back | JSON text |
 //! | [`Replay`] | recorded responses of either kind, JSON Lines | (recorded) | as above | as above |
 //!
@@ -13,16 +13,16 @@
 //! the calls and writes the replies, so what the model is shown and what it sends back meet in one object.
 //!
 //! [`Agent::run`] is the only loop. It sends the conversation and exactly the executor's view, runs each reply's
-//! calls through [`Run::process_batch`](tool_core::runs::Run::process_batch) (a decision after every
+//! calls through [`Run::process_batch`](keel_tools_core::runs::Run::process_batch) (a decision after every
 //! observation, the rest of a batch not executed after a terminal decision, steps counting executed calls only),
 //! appends the results as `role: tool` messages (Ollama: `tool_name` and `tool_call_id`; OpenAI: `tool_call_id`)
 //! and asks again, until the model answers without tool calls (`done`), the decider stops the run, or
 //! `max_turns` is reached (`error`).
 //!
 //! ```no_run
-//! use tool_agent::{Agent, Message, OllamaClient};
-//! use tool_core::{Executor, Registry};
-//! use tool_core::runs::Run;
+//! use keel_tools_agent::{Agent, Message, OllamaClient};
+//! use keel_tools_core::{Executor, Registry};
+//! use keel_tools_core::runs::Run;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let registry = Registry::from_inventory()?;
@@ -48,6 +48,7 @@
 //! |---|---|---|
 //! | `rustls` | no | HTTPS, through reqwest's rustls backend (with its own crypto provider); without it only `http://` base URLs work, which is enough for a local Ollama |
 //! | `stub` | no | [`stub::StubServer`], a local HTTP server answering from recorded responses, for tests |
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use keel_tools_core::{ToolCall, ToolResult, ToolView};
 use serde_json::{Value, json};
-use tool_core::{ToolCall, ToolResult, ToolView};
 
 /// The future a [`ChatModel`] returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -55,7 +55,7 @@ pub struct AssistantMessage {
     /// The text (empty when the model only called tools).
     pub content: String,
     /// The tool calls, in order: ids filled in where the server sent none (deterministic, see
-    /// [`tool_core::ToolCall::generated_id`]), names as the registry knows them (wire names mapped back).
+    /// [`keel_tools_core::ToolCall::generated_id`]), names as the registry knows them (wire names mapped back).
     pub calls: Vec<ToolCall>,
     /// The message in its provider's format, as received, with generated ids filled in; echoed back verbatim
     /// in the next request.
@@ -314,7 +314,7 @@ pub enum ModelError {
         /// What is wrong, e.g. "the response has no `message` object".
         message: String,
         /// The parser's error when one said so (serde_json's for a body that is not JSON, the codec's
-        /// [`MessageError`](tool_core::codecs::MessageError) for an assistant message of the wrong shape); `None` otherwise.
+        /// [`MessageError`](keel_tools_core::codecs::MessageError) for an assistant message of the wrong shape); `None` otherwise.
         source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
     },
     /// A replay script has no response left for this turn.

@@ -1,7 +1,7 @@
 //! [`OllamaClient`]: Ollama's native `/api/chat`.
 
+use keel_tools_core::Provider;
 use serde_json::{Map, Value};
-use tool_core::Provider;
 
 use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
@@ -10,14 +10,14 @@ use crate::wire;
 
 /// A client for Ollama's `POST /api/chat` with `"stream": false`.
 ///
-/// Each turn sends the conversation, the view's [`ollama_schemas`](tool_core::ToolView::ollama_schemas) as
+/// Each turn sends the conversation, the view's [`ollama_schemas`](keel_tools_core::ToolView::ollama_schemas) as
 /// `tools` (omitted when the view is empty), and any `options`; it reads `message.content` and
 /// `message.tool_calls` (arguments are an object; a missing `id`, as on servers older than late 2025, becomes a
 /// stable generated one). Results go back as `{"role": "tool", "tool_name", "tool_call_id", "content"}`.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), tool_agent::ModelError> {
-/// let model = tool_agent::OllamaClient::builder("http://localhost:11434", "qwen3")
+/// # async fn demo() -> Result<(), keel_tools_agent::ModelError> {
+/// let model = keel_tools_agent::OllamaClient::builder("http://localhost:11434", "qwen3")
 ///     .timeout(std::time::Duration::from_secs(60))
 ///     .option("temperature", 0)
 ///     .build()?;

@@ -2,8 +2,8 @@
 
 use std::fmt;
 
+use keel_tools_core::Provider;
 use serde_json::{Map, Value, json};
-use tool_core::Provider;
 
 use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
@@ -12,17 +12,17 @@ use crate::wire;
 
 /// A client for `POST {base}/chat/completions`.
 ///
-/// Everything OpenAI-shaped goes through the OpenAI Chat [`Codec`](tool_core::Codec) of the turn's view: each
+/// Everything OpenAI-shaped goes through the OpenAI Chat [`Codec`](keel_tools_core::Codec) of the turn's view: each
 /// turn sends the conversation and the codec's tool list (wire names such as `incident-search`, strict mode where
 /// the schema allows); tool calls come back with wire names and `arguments` as JSON text, and the codec maps the
 /// names back; results go back as the codec's `{"role": "tool", "tool_call_id", "content"}` replies.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), tool_agent::ModelError> {
+/// # async fn demo() -> Result<(), keel_tools_agent::ModelError> {
 /// // Ollama speaks Chat Completions under /v1 too.
-/// let model = tool_agent::OpenAiClient::builder("http://localhost:11434/v1", "qwen3").build()?;
-/// // HTTPS needs tool-agent's `rustls` feature.
-/// let openai = tool_agent::OpenAiClient::builder("https://api.openai.com/v1", "gpt-4.1-mini")
+/// let model = keel_tools_agent::OpenAiClient::builder("http://localhost:11434/v1", "qwen3").build()?;
+/// // HTTPS needs keel-tools-agent's `rustls` feature.
+/// let openai = keel_tools_agent::OpenAiClient::builder("https://api.openai.com/v1", "gpt-4.1-mini")
 ///     .api_key(std::env::var("OPENAI_API_KEY").unwrap_or_default())
 ///     .build()?;
 /// # Ok(()) }

@@ -3,11 +3,11 @@
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! use tool_agent::stub::{OLLAMA_CHAT, StubServer};
+//! use keel_tools_agent::stub::{OLLAMA_CHAT, StubServer};
 //!
 //! let stub = StubServer::start().await.unwrap();
 //! stub.respond_jsonl(OLLAMA_CHAT, r#"{"message": {"role": "assistant", "content": "hi"}, "done": true}"#).unwrap();
-//! let model = tool_agent::OllamaClient::new(stub.url(), "recorded").unwrap();
+//! let model = keel_tools_agent::OllamaClient::new(stub.url(), "recorded").unwrap();
 //! // ... run an Agent over `model`, then look at what it sent:
 //! assert!(stub.requests().is_empty());
 //! # });

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use keel_tools_core::{Codec, Provider, ToolView};
 use serde_json::{Map, Value, json};
-use tool_core::{Codec, Provider, ToolView};
 
 use crate::model::{AssistantMessage, Message, Mode, ModelError, WireFormat};
 
@@ -41,8 +41,8 @@ fn response_message<'a>(body: &'a Value, pointer: &str, what: &str) -> Result<&'
 /// An Ollama `/api/chat` response body (`stream: false`): `{"message": {"role": "assistant", "content": ...,
 /// "tool_calls": [{"function": {"name", "arguments": {...}}}]}, "done": true, ...}`.
 ///
-/// The message is read by the Ollama [`Codec`](tool_core::Codec) of the turn's view; calls without an id (a
-/// server older than late 2025) get [`ToolCall::generated_id`](tool_core::ToolCall::generated_id) at index
+/// The message is read by the Ollama [`Codec`](keel_tools_core::Codec) of the turn's view; calls without an id (a
+/// server older than late 2025) get [`ToolCall::generated_id`](keel_tools_core::ToolCall::generated_id) at index
 /// `first_index + i`, deterministic and unique across the turns of a conversation.
 pub(crate) fn parse_ollama(
     body: &Value,
@@ -57,7 +57,7 @@ pub(crate) fn parse_ollama(
 /// An OpenAI Chat Completions response body: `{"choices": [{"message": {"role": "assistant", "content": ...,
 /// "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": "<JSON text>"}}]}}]}`.
 ///
-/// The message is read by the OpenAI Chat [`Codec`](tool_core::Codec) of the turn's view: wire names
+/// The message is read by the OpenAI Chat [`Codec`](keel_tools_core::Codec) of the turn's view: wire names
 /// (`incident-search`) are mapped back to the registered names; a name that maps to nothing is kept as sent (the
 /// executor answers `unknown_tool`).
 pub(crate) fn parse_openai(
@@ -113,8 +113,8 @@ pub(crate) fn openai_messages(view: &ToolView, conversation: &[Message]) -> Vec<
 
 #[cfg(test)]
 mod tests {
+    use keel_tools_core::ToolCall;
     use serde_json::json;
-    use tool_core::ToolCall;
 
     use super::*;
 
@@ -162,7 +162,7 @@ mod tests {
         let body = json!({"message": {"content": "", "tool_calls": {}}});
         let e = parse_ollama(&body, &ToolView::new(Vec::new()), 0, Mode::Live).unwrap_err();
         let source = std::error::Error::source(&e).expect("the codec's error is kept");
-        let codec = source.downcast_ref::<tool_core::codecs::MessageError>().expect("a MessageError");
+        let codec = source.downcast_ref::<keel_tools_core::codecs::MessageError>().expect("a MessageError");
         assert_eq!(e.to_string(), format!("malformed model response: the assistant message: {codec}"));
         assert!(matches!(&e, ModelError::Malformed { source: Some(_), .. }));
         // Found wrong by the client itself: no source.

@@ -2,16 +2,16 @@
 //! in-memory exporter: a `chat {model}` span per turn and an `execute_tool` span per call, siblings under the
 //! caller's span, in the order they ran.
 //!
-//! `cargo test -p tool-agent --features otel,stub --test otel`
+//! `cargo test -p keel-tools-agent --features otel,stub --test otel`
 
+use keel_tools_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
+use keel_tools_agent::{Agent, Message, OpenAiClient};
+use keel_tools_core::runs::Run;
+use keel_tools_core::{Executor, Registry, tool};
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, global};
 use opentelemetry_sdk::trace::{InMemorySpanExporterBuilder, SdkTracerProvider, SpanData};
 use serde_json::json;
-use tool_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
-use tool_agent::{Agent, Message, OpenAiClient};
-use tool_core::runs::Run;
-use tool_core::{Executor, Registry, tool};
 
 /// Look up one incident.
 #[tool(name = "incident.lookup", effect = "read", version = "1.0")]

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use keel_tools_core::executor::ExecutorError;
+use keel_tools_core::{Executor, Registry, ToolView};
+use keel_tools_mcp::server::McpServerError;
+use keel_tools_mcp::{HealthReport, HttpConfig, McpServer};
 use tokio_util::sync::CancellationToken;
-use tool_core::executor::ExecutorError;
-use tool_core::{Executor, Registry, ToolView};
-use tool_mcp::server::McpServerError;
-use tool_mcp::{HealthReport, HttpConfig, McpServer};
 
 use crate::error::{CatalogError, RowError};
 use crate::locator::{self, Endpoint, RustPath};
@@ -728,7 +728,7 @@ impl CatalogServer {
     }
 
     /// Serves MCP over Streamable HTTP at `path` and the [health report](CatalogServer::health) at `GET /health`
-    /// on `listener`, until `shutdown` is cancelled; see [`tool_mcp::McpHttpService::serve`].
+    /// on `listener`, until `shutdown` is cancelled; see [`keel_tools_mcp::McpHttpService::serve`].
     pub async fn serve_http(
         &self,
         listener: tokio::net::TcpListener,
@@ -863,8 +863,10 @@ mod tests {
         let view = c.shared_view().await.unwrap();
         let [e] = view.problems() else { panic!("{view:?}") };
         assert_eq!(e.code(), "endpoint_unreachable", "{e}");
-        let connect =
-            e.source().and_then(|s| s.downcast_ref::<tool_mcp::client::ConnectError>()).expect("the ConnectError");
+        let connect = e
+            .source()
+            .and_then(|s| s.downcast_ref::<keel_tools_mcp::client::ConnectError>())
+            .expect("the ConnectError");
         let io = connect.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the io::Error");
         assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
         assert!(e.to_string().contains(&format!("failed ({connect})")), "{e}");
@@ -878,7 +880,7 @@ mod tests {
         assert_eq!(e.code(), "bad_row", "{e}");
         let row = e.source().and_then(|s| s.downcast_ref::<RowError>()).expect("the RowError");
         assert!(matches!(row, RowError::BadRow { column: "name", .. }), "{row:?}");
-        assert!(row.source().is_some_and(|s| s.is::<tool_core::name::NameError>()), "{row:?}");
+        assert!(row.source().is_some_and(|s| s.is::<keel_tools_core::name::NameError>()), "{row:?}");
         // Found by the catalogue: no source.
         let e = c.view_for("").await.unwrap_err();
         assert_eq!(e.code(), "config_error");

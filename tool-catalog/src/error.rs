@@ -10,7 +10,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-use tool_core::definition::Effect;
+use keel_tools_core::definition::Effect;
 
 /// Which row an error is about: its SQLite `rowid`, name and tenant, as far as the row could be read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -64,8 +64,8 @@ pub enum RowError {
         /// What is wrong.
         reason: String,
         /// The error that found it, when another component did: serde_json's for a column that is not JSON,
-        /// tool-core's [`NameError`](tool_core::name::NameError), [`DefinitionError`](tool_core::definition::DefinitionError)
-        /// or [`ExecutorError`](tool_core::executor::ExecutorError) for a name, definition or schema they refuse.
+        /// keel-tools-core's [`NameError`](keel_tools_core::name::NameError), [`DefinitionError`](keel_tools_core::definition::DefinitionError)
+        /// or [`ExecutorError`](keel_tools_core::executor::ExecutorError) for a name, definition or schema they refuse.
         source: Option<Arc<dyn Error + Send + Sync + 'static>>,
     },
     /// `kind` is neither `local` nor `remote`.
@@ -150,7 +150,7 @@ pub enum RowError {
         row: RowRef,
         /// The endpoint.
         endpoint: String,
-        /// Why: the MCP client's [`ConnectError`](tool_mcp::client::ConnectError), or a `std::io::Error` of kind
+        /// Why: the MCP client's [`ConnectError`](keel_tools_mcp::client::ConnectError), or a `std::io::Error` of kind
         /// [`TimedOut`](std::io::ErrorKind::TimedOut) when the endpoint did not answer within the connect timeout.
         source: Arc<dyn Error + Send + Sync + 'static>,
     },
@@ -383,9 +383,9 @@ pub enum CatalogError {
     /// A write was refused because the row would not resolve; nothing was written. The [`RowError`] is also the
     /// [`source`](Error::source).
     Row(Box<RowError>),
-    /// Building the executor or the MCP server over a view failed: tool-core's
-    /// [`ExecutorError`](tool_core::executor::ExecutorError) or tool-mcp's
-    /// [`McpServerError`](tool_mcp::server::McpServerError).
+    /// Building the executor or the MCP server over a view failed: keel-tools-core's
+    /// [`ExecutorError`](keel_tools_core::executor::ExecutorError) or keel-tools-mcp's
+    /// [`McpServerError`](keel_tools_mcp::server::McpServerError).
     Serve(Arc<dyn Error + Send + Sync + 'static>),
 }
 

@@ -7,16 +7,16 @@
 //!
 //! | kind | locator | resolved to |
 //! |---|---|---|
-//! | `local` | a tool compiled into this binary: its tool name (`get_service_status`) or the Rust path of its fn (`my_app::status::get_service_status`) | the registry's own [`ToolDefinition`](tool_core::definition::ToolDefinition): the same `Arc`, not a copy |
-//! | `remote` | an MCP endpoint: a Streamable HTTP URL (`http://127.0.0.1:8931/mcp`) or `stdio:<command line>`, plus `extra.origin_name`, the tool's name there | a [`Forwarder`](tool_mcp::Forwarder) that sends `tools/call` over a shared MCP connection, the same instance every time |
+//! | `local` | a tool compiled into this binary: its tool name (`get_service_status`) or the Rust path of its fn (`my_app::status::get_service_status`) | the registry's own [`ToolDefinition`](keel_tools_core::definition::ToolDefinition): the same `Arc`, not a copy |
+//! | `remote` | an MCP endpoint: a Streamable HTTP URL (`http://127.0.0.1:8931/mcp`) or `stdio:<command line>`, plus `extra.origin_name`, the tool's name there | a [`Forwarder`](keel_tools_mcp::Forwarder) that sends `tools/call` over a shared MCP connection, the same instance every time |
 //!
 //! A third recipe, code text to evaluate, is refused outright: whoever could write the table could then run code
 //! in this process. Custom logic belongs out of process, behind an MCP server, added as a `remote` row.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use tool_catalog::{Catalog, ToolRow};
-//! use tool_core::{Registry, ToolCall};
+//! use keel_tools_catalog::{Catalog, ToolRow};
+//! use keel_tools_core::{Registry, ToolCall};
 //!
 //! let registry = Registry::from_inventory()?;
 //! let catalog = Catalog::builder(&registry)
@@ -150,7 +150,7 @@
 //! `schema_widens` with the JSON pointer). A row that keeps the compiled contract (same name, description, schema
 //! and effect) is served as the registry's very definition; a row that renames, re-describes, narrows or makes the
 //! effect stricter is served as a definition *derived* from it
-//! ([`ToolDefinition::derived`](tool_core::definition::ToolDefinition::derived)): the model sees and the executor
+//! ([`ToolDefinition::derived`](keel_tools_core::definition::ToolDefinition::derived)): the model sees and the executor
 //! validates the row's contract, and the handler, version, origin and result schema are the compiled tool's.
 //! [`Resolved::Local`] gives both, `target` being the registry's `Arc`.
 //!
@@ -163,7 +163,7 @@
 //!
 //! [`Catalog::view_for`]`(tenant)` reads the rows of that tenant and of every tenant (`tenant IS NULL`) fresh
 //! from the file; for each name the tenant's row wins over the shared one, even when it is disabled (so a tenant
-//! can switch a shared tool off). Enabled rows are resolved and form one [`ToolView`](tool_core::ToolView): the
+//! can switch a shared tool off). Enabled rows are resolved and form one [`ToolView`](keel_tools_core::ToolView): the
 //! model-visible list and the executor's allowlist, from the same rows. A disabled row is neither listed nor
 //! callable (`unknown_tool`); a bad row is left out and reported in [`CatalogView::problems`], never failing the
 //! view. Enabling, disabling or editing a row, by any connection, shows in the next view without a restart.
@@ -172,12 +172,13 @@
 //! forwarder (per-tool counters, limits and metrics stay with one instance); editing its endpoint, origin name or
 //! output schema yields a new forwarder. Views are snapshots: one taken before an edit keeps what it had.
 //!
-//! [`CatalogServer`] serves a tenant's view over MCP ([`tool_mcp::McpServer`]) and keeps it current: a
+//! [`CatalogServer`] serves a tenant's view over MCP ([`keel_tools_mcp::McpServer`]) and keeps it current: a
 //! [`refresh`](CatalogServer::refresh) swaps the new view in and sends `notifications/tools/list_changed` to the
 //! connected clients; [`follow`](CatalogServer::follow) refreshes whenever the [change feed](Catalog::changes)
 //! passes the served token (pushed by PostgreSQL, polled from a SQLite file), and [`watch`](CatalogServer::watch)
 //! polls [`Catalog::change_token`] at an interval of its own. [`CatalogServer::serve_http`] serves MCP and
 //! `GET /health` ([`Health`]).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -116,7 +116,7 @@ pub fn parse_local(locator: &str) -> Result<LocalTarget, String> {
                     a tool name"
             .into());
     }
-    match tool_core::name::validate(locator) {
+    match keel_tools_core::name::validate(locator) {
         Ok(()) => Ok(LocalTarget::Name(locator.to_owned())),
         Err(e) => Err(format!(
             "is neither a tool name nor a Rust path ({}); a local locator is `tool_name` or `crate::module::function`",

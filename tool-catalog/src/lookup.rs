@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use tool_core::Registry;
-use tool_core::definition::{Origin, ToolDefinition};
+use keel_tools_core::Registry;
+use keel_tools_core::definition::{Origin, ToolDefinition};
 
 use crate::locator::{LocalTarget, RustPath};
 

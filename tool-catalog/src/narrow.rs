@@ -27,11 +27,11 @@
 use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 
+use keel_tools_core::schema::CompiledSchema;
 use serde_json::{Map, Value};
-use tool_core::schema::CompiledSchema;
 
 /// How deep the check descends before it gives up (and rejects): the vocabulary's one limit.
-use tool_core::schema::vocabulary::MAX_DEPTH;
+use keel_tools_core::schema::vocabulary::MAX_DEPTH;
 
 /// Where and why a row's schema accepts more than the compiled one (or could not be shown not to).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +80,7 @@ fn escape(segment: &str) -> String {
 
 /// Keywords that carry no assertion (annotations and core keywords) are ignored on both sides.
 fn is_annotation(k: &str) -> bool {
-    tool_core::schema::vocabulary::asserts_nothing(k)
+    keel_tools_core::schema::vocabulary::asserts_nothing(k)
 }
 
 /// The schema's assertion keywords (annotations dropped).
@@ -120,7 +120,7 @@ fn equal_kw(r: &Map<String, Value>, c: &Map<String, Value>, k: &str) -> bool {
 
 /// Resolves a local `$ref` (`#`, `#/$defs/X`) against `root`: the target and its (decoded) pointer.
 fn resolve<'a>(root: &'a Value, reference: &str) -> Option<(&'a Value, String)> {
-    tool_core::schema::vocabulary::resolve_ref(root, reference)
+    keel_tools_core::schema::vocabulary::resolve_ref(root, reference)
 }
 
 /// The set of JSON types a schema's `type` names (`None`: any type).
@@ -201,7 +201,8 @@ fn counts(r: &Map<String, Value>, c: &Map<String, Value>, ptr: &str, min: &str, 
     // The vocabulary's subset question, per keyword; a row without a minimum allows 0, without a maximum anything.
     let narrows = |k: &str, row: Option<u64>, compiled: u64| {
         row.is_some_and(|rv| {
-            tool_core::schema::vocabulary::constraint_narrows(k, &Value::from(rv), &Value::from(compiled)) == Some(true)
+            keel_tools_core::schema::vocabulary::constraint_narrows(k, &Value::from(rv), &Value::from(compiled))
+                == Some(true)
         })
     };
     if let Some(cm) = count(c, min)

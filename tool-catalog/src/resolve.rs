@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use keel_tools_core::definition::DynHandler;
+use keel_tools_core::definition::{Effect, ToolDefinition};
+use keel_tools_core::{CallContext, Executor, ToolError, ToolView};
+use keel_tools_mcp::{Forwarder, RemoteServer};
 use serde_json::Value;
-use tool_core::definition::DynHandler;
-use tool_core::definition::{Effect, ToolDefinition};
-use tool_core::{CallContext, Executor, ToolError, ToolView};
-use tool_mcp::{Forwarder, RemoteServer};
 
 use crate::error::{RowError, RowRef};
 use crate::locator::{self, Endpoint, LocalTarget, RustPath};
@@ -122,7 +122,7 @@ pub(crate) struct Resolver {
 struct Unreachable;
 
 impl DynHandler for Unreachable {
-    fn call(&self, _: Value, _: CallContext) -> tool_core::definition::BoxFuture<Result<Value, ToolError>> {
+    fn call(&self, _: Value, _: CallContext) -> keel_tools_core::definition::BoxFuture<Result<Value, ToolError>> {
         Box::pin(async { Err(ToolError::internal(std::io::Error::other("a check-only definition was called"))) })
     }
 }
@@ -145,7 +145,7 @@ fn bad_from(
 fn compiles(row: &RowRef, def: &Arc<ToolDefinition>) -> Result<(), RowError> {
     Executor::new(ToolView::new(vec![def.clone()])).map(|_| ()).map_err(|e| {
         let detail = match e.problems().first() {
-            Some(tool_core::executor::ExecutorProblem::Schema { problem, .. }) => problem.clone(),
+            Some(keel_tools_core::executor::ExecutorProblem::Schema { problem, .. }) => problem.clone(),
             _ => e.to_string(),
         };
         bad_from(row, "input_schema", format!("does not compile as a JSON Schema ({detail})"), e)
@@ -154,7 +154,7 @@ fn compiles(row: &RowRef, def: &Arc<ToolDefinition>) -> Result<(), RowError> {
 
 /// What every row must satisfy whatever its kind; returns the parsed kind and effect.
 fn check_data(r: &RowRef, row: &ToolRow) -> Result<(Kind, Effect), RowError> {
-    if let Err(e) = tool_core::name::validate(&row.name) {
+    if let Err(e) = keel_tools_core::name::validate(&row.name) {
         return Err(bad_from(r, "name", e.to_string(), e));
     }
     if row.tenant.as_deref() == Some("") {
@@ -163,7 +163,7 @@ fn check_data(r: &RowRef, row: &ToolRow) -> Result<(Kind, Effect), RowError> {
     if row.description.trim().is_empty() {
         return Err(bad(r, "description", "is empty; the model needs it to decide when to call the tool"));
     }
-    if !tool_core::name::is_valid_version(&row.version) {
+    if !keel_tools_core::name::is_valid_version(&row.version) {
         return Err(bad(r, "version", format!("{:?} is not MAJOR.MINOR or MAJOR.MINOR.PATCH", row.version)));
     }
     let Some(effect) = Effect::parse(&row.effect) else {
@@ -257,7 +257,9 @@ fn remote_recipe(r: &RowRef, row: &ToolRow, policy: &Policy) -> Result<(Endpoint
 /// Whether a compiled contract of version `compiled` serves a row written for version `row`: the same breaking
 /// series (major, or minor under 0.x) and not older than the row.
 fn version_serves(row: &str, compiled: &str) -> bool {
-    let (Some(r), Some(c)) = (tool_core::name::parse_version(row), tool_core::name::parse_version(compiled)) else {
+    let (Some(r), Some(c)) =
+        (keel_tools_core::name::parse_version(row), keel_tools_core::name::parse_version(compiled))
+    else {
         return false;
     };
     let series = |v: (u32, u32, u32)| if v.0 == 0 { (0, v.1) } else { (v.0, 0) };
@@ -400,7 +402,7 @@ impl Resolver {
         handler: Arc<dyn DynHandler>,
         source: &str,
     ) -> Result<ToolDefinition, RowError> {
-        let output = row.output_schema.clone().unwrap_or_else(tool_core::content::content_schema);
+        let output = row.output_schema.clone().unwrap_or_else(keel_tools_core::content::content_schema);
         let idempotent = row.extra.get("idempotent").and_then(Value::as_bool).unwrap_or(effect == Effect::Read);
         let mut builder = ToolDefinition::builder(row.name.clone())
             .description(row.description.clone())

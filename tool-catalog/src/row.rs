@@ -1,7 +1,7 @@
 //! [`ToolRow`]: one row of the `tools` table — a recipe for a callable, never the callable itself.
 
+use keel_tools_core::definition::Effect;
 use serde_json::{Map, Value, json};
-use tool_core::definition::Effect;
 
 use crate::error::RowRef;
 

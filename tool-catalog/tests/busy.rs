@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use keel_tools_catalog::{Catalog, ToolRow};
+use keel_tools_core::Registry;
 use serde_json::json;
-use tool_catalog::{Catalog, ToolRow};
-use tool_core::Registry;
 
 const ORIGIN: &str = "http://127.0.0.1:9";
 
@@ -143,7 +143,7 @@ fn a_short_busy_timeout_is_the_bound_and_zero_tries_once() {
     let start = Instant::now();
     let e = c.put(&row("a", "x")).unwrap_err();
     let waited = start.elapsed();
-    let tool_catalog::CatalogError::Busy { attempts, waited: reported, .. } = &e else { panic!("{e:?}") };
+    let keel_tools_catalog::CatalogError::Busy { attempts, waited: reported, .. } = &e else { panic!("{e:?}") };
     assert!(*attempts > 1, "{e}");
     assert!(waited >= Duration::from_millis(200) && waited < Duration::from_millis(600), "{waited:?}");
     assert!(*reported >= Duration::from_millis(200), "{e}");
@@ -153,7 +153,7 @@ fn a_short_busy_timeout_is_the_bound_and_zero_tries_once() {
     let start = Instant::now();
     let e = once.set_enabled("a", None, false).unwrap_err();
     assert!(start.elapsed() < Duration::from_millis(100), "{:?}", start.elapsed());
-    assert!(matches!(e, tool_catalog::CatalogError::Busy { attempts: 1, .. }), "{e:?}");
+    assert!(matches!(e, keel_tools_catalog::CatalogError::Busy { attempts: 1, .. }), "{e:?}");
     assert!(e.is_busy());
     drop(other);
     assert!(!once.set_enabled("a", None, false).unwrap(), "free again; the row does not exist");
@@ -216,7 +216,7 @@ fn a_version_1_file_gains_the_change_counter() {
     c.put(&row("a", "one")).unwrap();
     let version: i64 =
         rusqlite::Connection::open(dir.db()).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, tool_catalog::SCHEMA_VERSION);
+    assert_eq!(version, keel_tools_catalog::SCHEMA_VERSION);
     assert_eq!(c.change_token().unwrap().generation(), 1);
     // A file from a newer build is refused, with a structured error.
     rusqlite::Connection::open(dir.db()).unwrap().execute_batch("PRAGMA user_version = 99").unwrap();
@@ -266,8 +266,8 @@ fn a_change_feed_asked_for_outside_a_runtime_says_why_and_does_not_panic() {
     let dir = std::env::temp_dir().join(format!("keel-feed-no-runtime-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let registry = tool_core::Registry::builder().without_inventory().build().unwrap();
-    let catalog = tool_catalog::Catalog::builder(&registry).open(dir.join("tools.db")).unwrap();
+    let registry = keel_tools_core::Registry::builder().without_inventory().build().unwrap();
+    let catalog = keel_tools_catalog::Catalog::builder(&registry).open(dir.join("tools.db")).unwrap();
     let feed = catalog.changes();
     assert!(feed.health().is_degraded(), "{feed:?}");
     assert_eq!(feed.token(), None);

@@ -20,9 +20,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use keel_tools_catalog::{Catalog, CatalogError, ToolRow};
+use keel_tools_core::Registry;
 use serde_json::{Value, json};
-use tool_catalog::{Catalog, CatalogError, ToolRow};
-use tool_core::Registry;
 
 const ORIGIN: &str = "http://127.0.0.1:9";
 const NAMES: [&str; 6] = ["t0", "t1", "t2", "t3", "t4", "t5"];

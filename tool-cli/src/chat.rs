@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
+use keel_tools_agent::{Agent, ChatModel, ChoicePolicy, Message, OllamaClient, OpenAiClient, Replay, ToolChoice};
+use keel_tools_core::ToolResult;
+use keel_tools_core::events::{Decision, Event, EventSink};
+use keel_tools_core::results::{ErrorBody, ErrorCode};
+use keel_tools_core::runs::{PendingCall, Resolution, Run};
 use tokio::sync::mpsc;
-use tool_agent::{Agent, ChatModel, ChoicePolicy, Message, OllamaClient, OpenAiClient, Replay, ToolChoice};
-use tool_core::ToolResult;
-use tool_core::events::{Decision, Event, EventSink};
-use tool_core::results::{ErrorBody, ErrorCode};
-use tool_core::runs::{PendingCall, Resolution, Run};
 
 use crate::failure::{Failure, Outcome, fail, io};
 
@@ -60,7 +60,7 @@ pub(crate) struct ChatArgs {
     /// A system message first.
     #[arg(long)]
     system: Option<String>,
-    /// Write the model's responses to this file as JSON Lines, which `--replay` (and `tool_agent::Replay`) reads.
+    /// Write the model's responses to this file as JSON Lines, which `--replay` (and `keel_tools_agent::Replay`) reads.
     #[arg(long, value_name = "FILE")]
     transcript: Option<PathBuf>,
     /// Answer from a recorded script (JSON Lines of responses) instead of a server.
@@ -147,7 +147,12 @@ fn decide(args: &ChatArgs, pending: &PendingCall, err: &mut dyn Write) -> Option
     })
 }
 
-pub(crate) fn chat(executor: tool_core::Executor, args: ChatArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(crate) fn chat(
+    executor: keel_tools_core::Executor,
+    args: ChatArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Outcome {
     let model = model(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -217,11 +222,11 @@ pub(crate) fn chat(executor: tool_core::Executor, args: ChatArgs, out: &mut dyn 
             messages.push(Message::Tool(reply));
         }
         if run.terminal().is_some() {
-            break tool_agent::AgentOutcome { terminal: run.terminal().unwrap_or(Decision::Error), ..outcome };
+            break keel_tools_agent::AgentOutcome { terminal: run.terminal().unwrap_or(Decision::Error), ..outcome };
         }
     };
     write_transcript(&args, &messages)?;
-    for line in tool_agent::transcript(&model, &messages) {
+    for line in keel_tools_agent::transcript(&model, &messages) {
         writeln!(out, "{line}").map_err(io)?;
     }
     writeln!(out, "run: {} ({}), {turns} turns, {} steps", outcome.terminal, outcome.reason, outcome.steps)

@@ -14,37 +14,38 @@
 //! keel serve --stdio | --http ADDR [--path /mcp] [--tag T]... [--name NAME]
 //! ```
 //!
-//! `keel serve` serves the tools as an MCP server with [`tool_mcp::McpServer`], in both protocol eras
+//! `keel serve` serves the tools as an MCP server with [`keel_tools_mcp::McpServer`], in both protocol eras
 //! (`initialize` sessions and stateless 2026-07-28 requests): over stdio for an MCP host that starts it
 //! (`{"mcpServers": {"my-tools": {"command": "keel", "args": ["serve", "--stdio"]}}}`), or over Streamable HTTP
 //! (`http://ADDR/mcp`, loopback `Host` and `Origin` only). Logs go to stderr; Ctrl-C, or stdin closing under
 //! `--stdio`, ends it.
 //!
 //! `#[tool]` registers through `inventory`, so the command sees exactly the tools of the crates its binary links.
-//! The installed binary (`cargo install tool-cli`, or `--path tool-cli` in a checkout) links none: run in your
+//! The installed binary (`cargo install keel-tools-cli`, or `--path keel-tools-cli` in a checkout) links none: run in your
 //! package, it builds `keel` over the package's library and runs it ([`runner`]: `keel list`, `keel serve --stdio`
 //! in your crate's folder, or `keel --manifest-path PATH/Cargo.toml -p NAME ...`). Or build it yourself with a
-//! two-line `main` (in `src/bin/keel.rs` of your package, depending on `tool-cli` and `tool-core`), which the
+//! two-line `main` (in `src/bin/keel.rs` of your package, depending on `keel-tools-cli` and `keel-tools-core`), which the
 //! installed `keel` then runs in its place:
 //!
 //! ```ignore
-//! tool_core::link_tools!(my_tools);
-//! fn main() -> std::process::ExitCode { tool_cli::main() }
+//! keel_tools_core::link_tools!(my_tools);
+//! fn main() -> std::process::ExitCode { keel_tools_cli::main() }
 //! ```
 //!
-//! Tools that take [`State<T>`](tool_core::State) need that state to run under `keel call`; give it with
+//! Tools that take [`State<T>`](keel_tools_core::State) need that state to run under `keel call`; give it with
 //! [`Cli::executor`]:
 //!
 //! ```ignore
-//! tool_core::link_tools!(my_tools);
+//! keel_tools_core::link_tools!(my_tools);
 //! fn main() -> std::process::ExitCode {
-//!     tool_cli::Cli::new().executor(|b| b.state(my_tools::Store::open_readonly())).main()
+//!     keel_tools_cli::Cli::new().executor(|b| b.state(my_tools::Store::open_readonly())).main()
 //! }
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failed check, a lock violation, a tool call that did not succeed, an unknown tool;
 //! 2 a usage error.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -60,13 +61,13 @@ mod serve;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use failure::{Failure, Outcome, fail, io};
+use keel_tools_contract::lint::{Finding, Severity, lint_all};
+use keel_tools_contract::lock::{self, Lock, ToolStatus};
+use keel_tools_core::executor::{CallOptions, ExecutorBuilder};
+use keel_tools_core::{Approval, Executor, Provider, Registry, ToolCall, ToolView};
 use serde_json::{Value, json};
-use tool_contract::lint::{Finding, Severity, lint_all};
-use tool_contract::lock::{self, Lock, ToolStatus};
-use tool_core::executor::{CallOptions, ExecutorBuilder};
-use tool_core::{Approval, Executor, Provider, Registry, ToolCall, ToolView};
 
-/// The `keel` command over the tools linked into this binary: `tool_cli::main()` in a binary's `main`.
+/// The `keel` command over the tools linked into this binary: `keel_tools_cli::main()` in a binary's `main`.
 pub fn main() -> ExitCode {
     Cli::new().main()
 }
@@ -323,7 +324,7 @@ impl Cli {
 }
 
 /// Runs one call (approved for exactly its arguments with `approve`) on a one-thread runtime.
-fn run(executor: &Executor, call: ToolCall, approve: bool) -> Result<tool_core::ToolResult, Failure> {
+fn run(executor: &Executor, call: ToolCall, approve: bool) -> Result<keel_tools_core::ToolResult, Failure> {
     let mut options = CallOptions::new();
     if approve && let Ok(arguments) = call.arguments() {
         options = options.approve(Approval::new(call.name(), arguments));

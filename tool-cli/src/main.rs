@@ -1,6 +1,6 @@
-//! The installed `keel` (`cargo install tool-cli`): run in a cargo package, it builds and runs `keel` over that
-//! package's tools (see `tool_cli::runner`).
+//! The installed `keel` (`cargo install keel-tools-cli`): run in a cargo package, it builds and runs `keel` over that
+//! package's tools (see `keel_tools_cli::runner`).
 
 fn main() -> std::process::ExitCode {
-    tool_cli::runner::main()
+    keel_tools_cli::runner::main()
 }

@@ -5,15 +5,15 @@
 //! `cargo fuzz` and `cargo expand` work inside your crate:
 //!
 //! 1. `cargo metadata` finds the package (the one of the current directory, `--manifest-path`, or `--package` in
-//!    a workspace), its library, the workspace's target directory and the `tool-core` the package resolves to.
+//!    a workspace), its library, the workspace's target directory and the `keel-tools-core` the package resolves to.
 //! 2. When the package has a bin target named `keel` (your own two-line `main`, say one that gives
 //!    [`Cli::executor`](crate::Cli::executor) the state your tools read), or names one in its manifest
 //!    (`[package.metadata.keel]` `bin = "my-keel"`), that binary is built and run.
 //! 3. Otherwise a shim crate is written under `<target dir>/keel/shim-<package>/`: it depends on your package by
-//!    path and on `tool-cli` from where your `tool-core` comes from (the `tool-cli` next to a path `tool-core`,
-//!    the same git revision, or the registry version `=<tool-core's>`), with your `Cargo.lock` copied next to it
-//!    so that both resolve to one `tool-core` (a second copy would see none of your tools), and its `main` is
-//!    `use your_crate as _; fn main() -> std::process::ExitCode { tool_cli::main() }`. It is built with
+//!    path and on `keel-tools-cli` from where your `keel-tools-core` comes from (the `keel-tools-cli` next to a path `keel-tools-core`,
+//!    the same git revision, or the registry version `=<keel-tools-core's>`), with your `Cargo.lock` copied next to it
+//!    so that both resolve to one `keel-tools-core` (a second copy would see none of your tools), and its `main` is
+//!    `use your_crate as _; fn main() -> std::process::ExitCode { keel_tools_cli::main() }`. It is built with
 //!    `cargo build --target-dir <target dir>/keel` (cargo rebuilds only what changed) and run.
 //!
 //! The binary runs with the remaining arguments, the same stdin, stdout and stderr, and its exit code is `keel`'s
@@ -22,7 +22,7 @@
 //!
 //! The runner's own options come before the command: `keel [--manifest-path PATH] [-p NAME] [--offline]
 //! [--release] COMMAND ...`. It exits 2, saying why, when there is no cargo package here, the package has no
-//! library, it does not depend on `tool-core`, cargo cannot be run, or the build fails (cargo's errors are shown).
+//! library, it does not depend on `keel-tools-core`, cargo cannot be run, or the build fails (cargo's errors are shown).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -34,18 +34,18 @@ use serde_json::Value;
 use crate::failure::{Failure, fail};
 
 /// Set in the environment of the binary the runner runs: a runner started under it (a package whose `keel` bin
-/// is this runner, such as `tool-cli` itself) stops instead of running itself again.
+/// is this runner, such as `keel-tools-cli` itself) stops instead of running itself again.
 const NESTED: &str = "KEEL_RUNNER";
 
 const OPTIONS_HELP: &str = "\
-Installed keel (cargo install tool-cli): run in your crate, it builds and runs keel over that crate's tools.
+Installed keel (cargo install keel-tools-cli): run in your crate, it builds and runs keel over that crate's tools.
 Its options come before the command:
       --manifest-path PATH  The package's Cargo.toml (default: the one cargo finds from the current directory)
   -p, --package NAME        The workspace member whose tools to serve (needed at a virtual workspace's root)
       --offline             Build without the network (cargo's --offline; CARGO_NET_OFFLINE=true does the same)
       --release             Build the tools with the release profile
-The package needs a library target that depends on tool-core. If it has a bin named `keel` (your own
-`fn main() -> std::process::ExitCode { tool_cli::main() }`, e.g. to give the tools their state), or names one
+The package needs a library target that depends on keel-tools-core. If it has a bin named `keel` (your own
+`fn main() -> std::process::ExitCode { keel_tools_cli::main() }`, e.g. to give the tools their state), or names one
 with `[package.metadata.keel] bin = \"NAME\"`, that bin runs; otherwise keel builds one under
 <target dir>/keel/shim-<package>/. Example: keel -p my-tools serve --stdio";
 
@@ -108,15 +108,18 @@ fn run(args: Vec<OsString>) -> Result<ExitCode, Failure> {
     if std::env::var_os(NESTED).is_some() {
         return Err(fail(
             2,
-            "the package's `keel` bin is this runner itself (is this tool-cli's own package?); run keel in a package \
+            "the package's `keel` bin is this runner itself (is this keel-tools-cli's own package?); run keel in a package \
              whose tools it should serve",
         ));
     }
     let cargo = Cargo::new(&options);
     let metadata = cargo.metadata()?;
     let package = Package::select(&metadata, options.package.as_deref())?;
-    if package.name == "tool-cli" {
-        return Err(fail(2, "tool-cli has no tools of its own: run keel in a package whose tools it should serve"));
+    if package.name == "keel-tools-cli" {
+        return Err(fail(
+            2,
+            "keel-tools-cli has no tools of its own: run keel in a package whose tools it should serve",
+        ));
     }
     let exe = if let Some(bin) = package.own_bin()? {
         cargo.build(&package.manifest_path, &["--bin", &bin], None, &bin)?
@@ -325,9 +328,9 @@ impl Metadata {
             .collect()
     }
 
-    /// The `tool-core` package `id` links: its own dependency, else the one it reaches through its dependencies.
+    /// The `keel-tools-core` package `id` links: its own dependency, else the one it reaches through its dependencies.
     fn tool_core(&self, id: &str) -> Option<&Value> {
-        let is_core = |p: &&Value| p["name"] == "tool-core";
+        let is_core = |p: &&Value| p["name"] == "keel-tools-core";
         let direct = self.deps(id);
         if let Some(core) = direct.iter().filter_map(|d| self.package(d)).find(is_core) {
             return Some(core);
@@ -375,7 +378,7 @@ impl Package {
                 return Err(fail(
                     2,
                     format!(
-                        "{} is a virtual workspace: pass --package NAME (the members that depend on tool-core: {})",
+                        "{} is a virtual workspace: pass --package NAME (the members that depend on keel-tools-core: {})",
                         metadata.workspace_root.display(),
                         names(&with_tools)
                     ),
@@ -445,7 +448,7 @@ impl Shim {
                 format!(
                     "{} has no library target: keel links the tools of a library, so move the #[tool] functions into \
                      src/lib.rs, or give the package a bin named `keel` (src/bin/keel.rs: \
-                     `fn main() -> std::process::ExitCode {{ tool_cli::main() }}`)",
+                     `fn main() -> std::process::ExitCode {{ keel_tools_cli::main() }}`)",
                     package.name
                 ),
             )
@@ -454,8 +457,8 @@ impl Shim {
             fail(
                 2,
                 format!(
-                    "{} does not depend on tool-core, so it has no #[tool] for keel to serve; add tool-core to its \
-                     [dependencies]",
+                    "{} does not depend on keel-tools (or keel-tools-core), so it has no #[tool] for keel to serve; add \
+                     keel-tools to its [dependencies]",
                     package.name
                 ),
             )
@@ -465,7 +468,7 @@ impl Shim {
         let manifest = format!(
             "# Written by keel: the `keel` command over the tools of {name}. Rewritten when it changes.\n\
              [package]\nname = {bin_q}\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-             [dependencies]\n{name_key} = {{ path = {dir} }}\ntool-cli = {cli}\n\n\
+             [dependencies]\n{name_key} = {{ path = {dir} }}\nkeel-tools-cli = {cli}\n\n\
              # A workspace of its own: it is no member of the package's workspace.\n[workspace]\n",
             name = package.name,
             bin_q = quote(&bin),
@@ -474,7 +477,7 @@ impl Shim {
         );
         let main = format!(
             "// Written by keel: links {name}'s tools and runs the `keel` command over them.\n\
-             use {lib} as _;\n\nfn main() -> std::process::ExitCode {{\n    tool_cli::main()\n}}\n",
+             use {lib} as _;\n\nfn main() -> std::process::ExitCode {{\n    keel_tools_cli::main()\n}}\n",
             name = package.name
         );
         let lock = Some(metadata.workspace_root.join("Cargo.lock")).filter(|p| p.is_file());
@@ -490,7 +493,7 @@ impl Shim {
         write_if_changed(&src.join("main.rs"), self.main.as_bytes())?;
         if let Some(lock) = &self.lock {
             // The package's lock, copied when it changed (the copy kept beside it says which it was): between
-            // changes, the shim's own lock keeps what cargo added for tool-cli, so nothing is resolved again.
+            // changes, the shim's own lock keeps what cargo added for keel-tools-cli, so nothing is resolved again.
             let theirs = std::fs::read(lock).map_err(|e| fail(2, format!("cannot read {}: {e}", lock.display())))?;
             let seen = self.dir.join("Cargo.lock.package");
             if std::fs::read(&seen).ok().as_deref() != Some(theirs.as_slice()) {
@@ -514,7 +517,7 @@ fn quote(text: &str) -> String {
     Value::String(text.to_owned()).to_string()
 }
 
-/// Where tool-cli comes from, as a dependency table: the same source as the package's `tool-core`.
+/// Where keel-tools-cli comes from, as a dependency table: the same source as the package's `keel-tools-core`.
 fn tool_cli_dependency(core: &Value) -> Result<String, Failure> {
     let version = core["version"].as_str().unwrap_or_default();
     let manifest = PathBuf::from(core["manifest_path"].as_str().unwrap_or_default());
@@ -525,8 +528,8 @@ fn tool_cli_dependency(core: &Value) -> Result<String, Failure> {
                 return Err(fail(
                     2,
                     format!(
-                        "tool-core is a path dependency ({}) with no tool-cli next to it ({}); give the package a \
-                         bin named `keel` that depends on tool-cli",
+                        "keel-tools-core is a path dependency ({}) with no keel-tools-cli next to it ({}); give the package a \
+                         bin named `keel` that depends on keel-tools-cli",
                         manifest.display(),
                         dir.display()
                     ),
@@ -545,8 +548,8 @@ fn tool_cli_dependency(core: &Value) -> Result<String, Failure> {
         Some(source) => Err(fail(
             2,
             format!(
-                "tool-core comes from {source}, a source keel cannot build tool-cli from; give the package a bin \
-                 named `keel` that depends on tool-cli"
+                "keel-tools-core comes from {source}, a source keel cannot build keel-tools-cli from; give the package a bin \
+                 named `keel` that depends on keel-tools-cli"
             ),
         )),
     }
@@ -593,7 +596,7 @@ mod tests {
         assert_eq!(tool_cli_dependency(&other).err().map(|f| f.code), Some(2));
         let path = serde_json::json!({"version": "0.2.0", "manifest_path": "/nowhere/keel/tool-core/Cargo.toml",
             "source": null});
-        assert!(tool_cli_dependency(&path).err().unwrap().message.contains("no tool-cli next to it"));
+        assert!(tool_cli_dependency(&path).err().unwrap().message.contains("no keel-tools-cli next to it"));
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! `keel serve`: the linked tools as an MCP server, over stdio or Streamable HTTP, in both protocol eras, with
-//! tool-mcp's server (`McpServer`) as it is.
+//! keel-tools-mcp's server (`McpServer`) as it is.
 
 use std::io::Write;
 
 use clap::{ArgGroup, Args as ClapArgs};
+use keel_tools_core::Executor;
+use keel_tools_mcp::McpServer;
 use tokio_util::sync::CancellationToken;
-use tool_core::Executor;
-use tool_mcp::McpServer;
 
 use crate::failure::{Outcome, fail};
 

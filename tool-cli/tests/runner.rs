@@ -1,7 +1,7 @@
 //! The installed `keel` (this package's binary) run in crates of their own, outside this workspace, the way a user
 //! runs it in theirs.
 //!
-//! `runs_over_the_tools_of_a_scratch_crate` builds a crate and keel over it: it is slow the first time (tool-cli and
+//! `runs_over_the_tools_of_a_scratch_crate` builds a crate and keel over it: it is slow the first time (keel-tools-cli and
 //! its dependencies, a few minutes on two cores) and incremental after, since its target directory is kept under
 //! this workspace's target directory. It builds offline, from the workspace's `Cargo.lock` and what cargo has
 //! already downloaded for this workspace.
@@ -56,12 +56,13 @@ impl Drop for Scratch {
     }
 }
 
-/// A package named `name` depending on this workspace's tool-core, with `lib` as its `src/lib.rs`.
+/// A package named `name` depending on this workspace's keel-tools (the facade, as `cargo add keel-tools` gives),
+/// with `lib` as its `src/lib.rs`.
 fn package(name: &str, lib: &str) -> Scratch {
     let manifest = format!(
         "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
-         [dependencies]\ntool-core = {{ path = {core} }}\n\n[workspace]\n",
-        core = serde_json::Value::String(workspace().join("tool-core").display().to_string()),
+         [dependencies]\nkeel-tools = {{ path = {core} }}\n\n[workspace]\n",
+        core = serde_json::Value::String(workspace().join("keel-tools").display().to_string()),
     );
     let lock = std::fs::read_to_string(workspace().join("Cargo.lock")).unwrap();
     Scratch::new(name, &[("Cargo.toml", &manifest), ("src/lib.rs", lib), ("Cargo.lock", &lock)])
@@ -70,7 +71,7 @@ fn package(name: &str, lib: &str) -> Scratch {
 const TOOLS: &str = r#"//! One tool.
 
 /// Adds two numbers.
-#[tool_core::tool(effect = "read", version = "1.0")]
+#[keel_tools::tool(effect = "read", version = "1.0")]
 pub fn scratch_add(a: i64, b: i64) -> i64 {
     a + b
 }
@@ -127,7 +128,7 @@ fn says_why_it_cannot_run() {
     );
     let (code, _, err) = no_core.keel(&["--offline", "list"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("no-core does not depend on tool-core"), "{err}");
+    assert!(err.contains("no-core does not depend on keel-tools (or keel-tools-core)"), "{err}");
 
     let (code, _, err) =
         no_core.keel_with(Command::new(env!("CARGO_BIN_EXE_keel")).env("CARGO", "/nonexistent/cargo").arg("list"));

@@ -7,10 +7,11 @@
 //! - [`lint`]: what each provider will silently drop or reject from a tool, found before a model sees it.
 //!
 //! ```no_run
-//! # fn registry() -> tool_core::Registry { unimplemented!() }
+//! # fn registry() -> keel_tools_core::Registry { unimplemented!() }
 //! // In a test of the crate that links your tools:
-//! tool_contract::lock::assert_lock(&registry(), include_str!("../../keel.lock"));
+//! keel_tools_contract::lock::assert_lock(&registry(), include_str!("../../keel.lock"));
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

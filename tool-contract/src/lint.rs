@@ -3,7 +3,7 @@
 //! [`lint`] looks at one [`ToolDefinition`] and [`lint_all`] at a set of them (adding the per-request limits);
 //! both are pure and return [`Finding`]s, each with the provider, the tool, a [`Severity`] and a sentence. Lint
 //! knows no provider's format: besides the checks that hold for every provider, its findings are the
-//! [`Loss`]es each provider's [`Codec`](tool_core::Codec) reports ([`Codec::losses`](tool_core::Codec::losses)), projected
+//! [`Loss`]es each provider's [`Codec`](keel_tools_core::Codec) reports ([`Codec::losses`](keel_tools_core::Codec::losses)), projected
 //! by kind: adapted and ignored are info, dropped a warning, rejected an error.
 //!
 //! | provider | what is checked | severity |
@@ -31,9 +31,9 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
-use tool_core::Provider;
-use tool_core::codecs::{Loss, LossKind};
-use tool_core::definition::ToolDefinition;
+use keel_tools_core::Provider;
+use keel_tools_core::codecs::{Loss, LossKind};
+use keel_tools_core::definition::ToolDefinition;
 
 /// Descriptions longer than this many characters get a warning: they are sent with every request.
 pub const MAX_DESCRIPTION: usize = 1024;
@@ -191,7 +191,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use tool_core::ToolError;
+    use keel_tools_core::ToolError;
 
     fn def(name: &str, input: Value, output: Option<Value>) -> ToolDefinition {
         let mut b = ToolDefinition::builder(name.to_owned())
@@ -303,7 +303,7 @@ mod tests {
     }
 
     /// Searches incidents.
-    #[tool_core::tool(effect = "read", version = "1.0")]
+    #[keel_tools_core::tool(effect = "read", version = "1.0")]
     fn incident_search(
         #[arg(description = "How bad it is.")] severity: Urgency,
         secondary: Option<Urgency>,
@@ -316,7 +316,7 @@ mod tests {
 
     #[test]
     fn gemini_takes_documented_enums_as_plain_enums() {
-        let registry = tool_core::Registry::from_inventory().unwrap();
+        let registry = keel_tools_core::Registry::from_inventory().unwrap();
         let d = registry.all().get("incident_search").unwrap();
         let f = lint(d);
         let gemini: Vec<&Finding> = f.iter().filter(|f| f.provider == Some(Provider::Gemini)).collect();

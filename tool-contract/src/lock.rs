@@ -7,9 +7,9 @@
 //!
 //! ```
 //! use serde_json::json;
-//! use tool_contract::lock;
-//! use tool_core::{Registry, ToolError};
-//! use tool_core::definition::ToolDefinition;
+//! use keel_tools_contract::lock;
+//! use keel_tools_core::{Registry, ToolError};
+//! use keel_tools_core::definition::ToolDefinition;
 //!
 //! fn search(version: &'static str, schema: serde_json::Value) -> ToolDefinition {
 //!     ToolDefinition::builder("incident.search")
@@ -77,11 +77,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use tool_core::Registry;
-use tool_core::definition::ToolDefinition;
-use tool_core::name::parse_version;
-use tool_schema::canonical::canonical_json;
-use tool_schema::vocabulary::{self, MAX_DEPTH};
+use keel_tools_core::Registry;
+use keel_tools_core::definition::ToolDefinition;
+use keel_tools_core::name::parse_version;
+use keel_tools_schema::canonical::canonical_json;
+use keel_tools_schema::vocabulary::{self, MAX_DEPTH};
 
 /// The format number written in every lock file (`"keel_lock": 1`).
 pub const FORMAT: u32 = 1;
@@ -1124,8 +1124,8 @@ fn status(old: &LockEntry, new: &LockEntry) -> ToolStatus {
 /// ```ignore
 /// #[test]
 /// fn schema_lock() {
-///     let registry = tool_core::Registry::from_inventory().unwrap();
-///     tool_contract::lock::assert_lock(&registry, include_str!("../keel.lock"));
+///     let registry = keel_tools_core::Registry::from_inventory().unwrap();
+///     keel_tools_contract::lock::assert_lock(&registry, include_str!("../keel.lock"));
 /// }
 /// ```
 #[track_caller]

@@ -15,7 +15,7 @@ pub use crate::effect::Effect;
 pub use crate::error::ToolError;
 pub use crate::params::{ArgSchema, Kind, ParamInfo, Plan};
 pub use crate::tool_definition::{BoxFuture, Handler, SourceLocation, StaticTool, TaskStart, TaskSupport};
-pub use tool_schema::Limits;
+pub use keel_tools_schema::Limits;
 
 use std::marker::PhantomData;
 
@@ -114,14 +114,16 @@ pub fn output_limits(ctx: &CallContext) -> Limits {
 /// serializer's counts cannot vouch for is checked exactly here, so the executor does not check it again
 /// (`ToolDefinition::output_within_limits`).
 pub fn output<T: Serialize>(value: T, limits: Limits) -> Result<Value, ToolError> {
-    match tool_schema::bounded::to_value_within(&value, &limits) {
-        Ok((v, tool_schema::bounded::Within::Certainly)) => Ok(v),
-        Ok((v, tool_schema::bounded::Within::Unsure)) => match tool_schema::validate::check_limits(&v, &limits) {
-            Ok(()) => Ok(v),
-            Err(violation) => Err(ToolError::output_limit(violation.expected)),
-        },
-        Err(tool_schema::bounded::OutputError::Exceeded(what)) => Err(ToolError::output_limit(what)),
-        Err(tool_schema::bounded::OutputError::Serde(e)) => Err(ToolError::internal(e)),
+    match keel_tools_schema::bounded::to_value_within(&value, &limits) {
+        Ok((v, keel_tools_schema::bounded::Within::Certainly)) => Ok(v),
+        Ok((v, keel_tools_schema::bounded::Within::Unsure)) => {
+            match keel_tools_schema::validate::check_limits(&v, &limits) {
+                Ok(()) => Ok(v),
+                Err(violation) => Err(ToolError::output_limit(violation.expected)),
+            }
+        }
+        Err(keel_tools_schema::bounded::OutputError::Exceeded(what)) => Err(ToolError::output_limit(what)),
+        Err(keel_tools_schema::bounded::OutputError::Serde(e)) => Err(ToolError::internal(e)),
     }
 }
 
@@ -309,7 +311,7 @@ pub fn gathered_schema(generator: &mut schemars::SchemaGenerator, params: &[Para
             schemars::_private::insert_metadata_property_if_nonempty(&mut property, "description", description);
         }
         if let Some(header) = p.header {
-            property.insert(tool_schema::vocabulary::MCP_HEADER.to_owned(), Value::String(header.to_owned()));
+            property.insert(keel_tools_schema::vocabulary::MCP_HEADER.to_owned(), Value::String(header.to_owned()));
         }
         let optional = generator.contract().is_deserialize() && (arg.is_option)();
         schemars::_private::insert_object_property(&mut schema, p.name, optional, property);

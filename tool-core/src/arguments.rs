@@ -4,8 +4,8 @@
 use serde_json::{Map, Value};
 
 use crate::tool_definition::ToolDefinition;
-use tool_schema::transform::accepts_null;
-use tool_schema::vocabulary::{MAX_DEPTH, resolve};
+use keel_tools_schema::transform::accepts_null;
+use keel_tools_schema::vocabulary::{MAX_DEPTH, resolve};
 
 impl ToolDefinition {
     /// Brings `arguments` into their canonical form for this tool, in place; returns how many properties were
@@ -27,7 +27,7 @@ impl ToolDefinition {
     /// Everything else is kept as sent: required properties (even `null`), a `null` for an optional property
     /// whose default is not `null` (it means `None`, not the default), values that differ from the default,
     /// unknown properties (validation rejects them), and arrays. Key order carries no meaning: comparisons use
-    /// [`canonical JSON`](tool_schema::canonical).
+    /// [`canonical JSON`](keel_tools_schema::canonical).
     ///
     /// One caveat of the third rule: a schema's `default` is the value serde's default function returned when the
     /// schema was generated. A default that changes at run time (the current time, say) should not be stated in

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use tool_schema::Limits;
-use tool_schema::canonical::{Fnv1a, write_canonical};
+use keel_tools_schema::Limits;
+use keel_tools_schema::canonical::{Fnv1a, write_canonical};
 
 /// Why a call's arguments cannot be used: they are not a JSON object. The message is meant for the model; the JSON
 /// parser's own error, when the text was not JSON, is the [`source`](std::error::Error::source), for the operator.
@@ -162,7 +162,7 @@ impl ToolCall {
 /// The id given to a call that arrived without one: `call_<index>_<8 lowercase hex digits>`.
 ///
 /// The hex digits are the 64-bit FNV-1a hash (folded to 32 bits) of the index, the name and the canonical JSON
-/// ([`tool_schema::canonical`]) of the arguments (or of `null` when the arguments were unusable). Deterministic across
+/// ([`keel_tools_schema::canonical`]) of the arguments (or of `null` when the arguments were unusable). Deterministic across
 /// runs and platforms: replaying a conversation reproduces the ids.
 pub(crate) fn generated_call_id(index: usize, name: &str, arguments: Option<&Value>) -> String {
     let mut h = Fnv1a::new();

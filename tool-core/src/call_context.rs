@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
 use crate::input::{ClientInput, Elicitation, InputError, InputKind, InputRequest};
-use tool_schema::Limits;
-use tool_schema::canonical::Fnv1a128;
+use keel_tools_schema::Limits;
+use keel_tools_schema::canonical::Fnv1a128;
 
 /// Shared application state of type `T`, registered once on the executor (`.state(value)`) and handed to every
 /// handler that declares a `State<T>` parameter. Cloning is an `Arc` clone.
@@ -199,7 +199,7 @@ impl CallContext {
     /// a repeated key with the first attempt's result: the caller who gets it is the caller who made the first attempt.
     ///
     /// * Every keel transport names the stream: each MCP session (stdio, HTTP, any transport) is one, and each
-    ///   stateless MCP request is one of its own (see `tool-mcp`'s server).
+    ///   stateless MCP request is one of its own (see `keel-tools-mcp`'s server).
     /// * A call made with no stream whose id the host chose (`Executor::call_with` from the host's own code) is
     ///   keyed by tenant, principal, tool and call id: the host owns its ids, and a call id it reuses is the same
     ///   call. With no principal either, the key is the one keel derived before streams existed.
@@ -495,8 +495,8 @@ impl Requirements {
 /// argument. [`CallContext`] and [`State<T>`] implement it; so can your own types:
 ///
 /// ```
-/// use tool_core::{CallContext, ToolError};
-/// use tool_core::context::{FromCallContext, Requirements};
+/// use keel_tools_core::{CallContext, ToolError};
+/// use keel_tools_core::context::{FromCallContext, Requirements};
 ///
 /// /// The tenant a call runs for; calls without one are refused before the handler runs.
 /// struct Tenant(String);
@@ -505,7 +505,7 @@ impl Requirements {
 ///     fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError> {
 ///         match ctx.tenant() {
 ///             Some(t) => Ok(Tenant(t.to_owned())),
-///             None => Err(tool_core::tool_error!("tenant_required", "this tool runs only for a tenant")),
+///             None => Err(keel_tools_core::tool_error!("tenant_required", "this tool runs only for a tenant")),
 ///         }
 ///     }
 /// }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::effect::Effect;
 use crate::tool_definition::ToolDefinition;
-use tool_schema::canonical::canonical_json;
+use keel_tools_schema::canonical::canonical_json;
 
 /// A human's (or a higher authority's) consent to run one tool with one set of arguments.
 ///
@@ -16,8 +16,8 @@ use tool_schema::canonical::canonical_json;
 ///
 /// ```
 /// use serde_json::json;
-/// use tool_core::{tool, Approval, Executor, Registry, ToolCall};
-/// use tool_core::executor::CallOptions;
+/// use keel_tools_core::{tool, Approval, Executor, Registry, ToolCall};
+/// use keel_tools_core::executor::CallOptions;
 ///
 /// /// Close an incident.
 /// #[tool(effect = "write", version = "1.0")]

@@ -10,7 +10,7 @@ use crate::result::ToolResult;
 use crate::tool_definition::ToolDefinition;
 use crate::tool_schemas::Provider;
 use crate::view::ToolView;
-use tool_schema::Limits;
+use keel_tools_schema::Limits;
 
 use format::Format;
 pub use loss::{Loss, LossKind};
@@ -66,7 +66,7 @@ fn format(provider: Provider) -> &'static dyn Format {
 ///
 /// ```
 /// use serde_json::json;
-/// use tool_core::{tool, Executor, Provider, Registry};
+/// use keel_tools_core::{tool, Executor, Provider, Registry};
 ///
 /// /// Searches the notes.
 /// #[tool(name = "notes.search", effect = "read", version = "1.0")]
@@ -206,7 +206,7 @@ impl Codec {
 
     /// What this provider's format does not carry of the view's tools, as data: for each tool, what its entry
     /// adapts, drops or cannot carry, and what the provider's replies lose. `keel check` and
-    /// `tool_contract::lint` report these.
+    /// `keel_tools_contract::lint` report these.
     pub fn losses(&self) -> Vec<Loss> {
         let mut out: Vec<Loss> = self.view.iter().flat_map(|def| entry_losses(self.provider, def)).collect();
         out.extend(format_losses(self.provider));

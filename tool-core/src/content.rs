@@ -26,8 +26,8 @@ pub fn is_content_schema(schema: &Value) -> bool {
 /// [`Content`] instead:
 ///
 /// ```
-/// use tool_core::tool;
-/// use tool_core::content::{Content, ContentBlock, EmbeddedResource};
+/// use keel_tools_core::tool;
+/// use keel_tools_core::content::{Content, ContentBlock, EmbeddedResource};
 ///
 /// /// Renders the incident's timeline chart.
 /// #[tool(effect = "read", version = "1.0")]
@@ -326,7 +326,7 @@ impl JsonSchema for Content {
     }
 
     fn schema_id() -> Cow<'static, str> {
-        Cow::Borrowed("tool_core::content::Content")
+        Cow::Borrowed("keel_tools_core::content::Content")
     }
 
     fn json_schema(_generator: &mut SchemaGenerator) -> Schema {

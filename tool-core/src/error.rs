@@ -208,12 +208,12 @@ impl ToolCode {
     /// [`tool_error!`](crate::tool_error)), where an invalid or reserved code is a compile error:
     ///
     /// ```
-    /// use tool_core::results::ToolCode;
+    /// use keel_tools_core::results::ToolCode;
     /// const NOT_FOUND: ToolCode = ToolCode::from_static("not_found");
     /// ```
     ///
     /// ```compile_fail
-    /// use tool_core::results::ToolCode;
+    /// use keel_tools_core::results::ToolCode;
     /// const TIMEOUT: ToolCode = ToolCode::from_static("timeout"); // reserved for the executor
     /// ```
     ///
@@ -318,7 +318,7 @@ impl ToolError {
     /// [`StopPolicy::max_retries`](crate::runs::StopPolicy::max_retries).
     ///
     /// ```
-    /// use tool_core::ToolError;
+    /// use keel_tools_core::ToolError;
     /// let e = ToolError::retry("the date is in the past; give a date from today on");
     /// assert_eq!(e.code(), "retry");
     /// ```
@@ -363,7 +363,7 @@ impl ToolError {
 /// A business error with a literal code checked at compile time, and a message (with `format!` arguments):
 ///
 /// ```
-/// use tool_core::{tool_error, ToolError};
+/// use keel_tools_core::{tool_error, ToolError};
 /// fn missing(id: &str) -> ToolError {
 ///     tool_error!("incident_not_found", "there is no incident {id}")
 /// }
@@ -373,7 +373,7 @@ impl ToolError {
 /// A reserved or malformed code does not compile:
 ///
 /// ```compile_fail
-/// let e = tool_core::tool_error!("timeout", "too slow");
+/// let e = keel_tools_core::tool_error!("timeout", "too slow");
 /// ```
 #[macro_export]
 macro_rules! tool_error {

@@ -20,8 +20,8 @@ use crate::input::ClientInput;
 use crate::result::ToolResult;
 use crate::tool_definition::{CompiledTool, Handler, ToolDefinition, compiled};
 use crate::view::ToolView;
-use tool_schema::Limits;
-use tool_schema::validate::{check_limits, check_limits_scan};
+use keel_tools_schema::Limits;
+use keel_tools_schema::validate::{check_limits, check_limits_scan};
 
 mod bodies;
 mod handler;
@@ -173,7 +173,7 @@ struct Inner {
 /// [`ToolResult`]: the detail goes to a `tracing` event carrying the call id.
 ///
 /// ```
-/// # use tool_core::{tool, Registry, Executor, ToolCall};
+/// # use keel_tools_core::{tool, Registry, Executor, ToolCall};
 /// /// Adds two numbers.
 /// #[tool(effect = "read", version = "1.0")]
 /// fn add(a: i64, b: i64) -> i64 { a + b }
@@ -277,10 +277,10 @@ impl ExecutorBuilder {
         self
     }
     /// Where each internal failure goes: the call id, the tool and the whole error chain or panic text, which the
-    /// model never sees. The default emits a `tracing` event at `ERROR` level (target `tool_core::internal`).
+    /// model never sees. The default emits a `tracing` event at `ERROR` level (target `keel_tools_core::internal`).
     ///
     /// ```
-    /// # use tool_core::{tool, Executor, Registry, ToolCall};
+    /// # use keel_tools_core::{tool, Executor, Registry, ToolCall};
     /// /// Always fails.
     /// #[tool(effect = "read", version = "1.0")]
     /// fn flaky() -> Result<String, std::io::Error> {
@@ -363,8 +363,8 @@ impl ExecutorBuilder {
 /// requests it came on, approvals, cancellation, notifications.
 ///
 /// ```
-/// use tool_core::{tool, CallContext, Executor, Registry, ToolCall};
-/// use tool_core::executor::{CallOptions, CancellationToken};
+/// use keel_tools_core::{tool, CallContext, Executor, Registry, ToolCall};
+/// use keel_tools_core::executor::{CallOptions, CancellationToken};
 ///
 /// /// Says whom the call runs for.
 /// #[tool(effect = "read", version = "1.0")]

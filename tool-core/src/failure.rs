@@ -8,7 +8,7 @@ use std::sync::Arc;
 ///
 /// The model only ever reads `tool_internal_error` (or `invalid_tool_output`) and the call id; everything else (the
 /// error's whole source chain, a panic's text, the violations of a result) goes to the hook. The default hook emits
-/// one `tracing` event at `ERROR` level (target `tool_core::internal`) carrying the call id, the tool and the
+/// one `tracing` event at `ERROR` level (target `keel_tools_core::internal`) carrying the call id, the tool and the
 /// detail, so a binary with a `tracing` subscriber sees every failure without configuring anything.
 ///
 /// One internal failure of one call.
@@ -75,7 +75,7 @@ pub(crate) type FailureHook = Arc<dyn Fn(&InternalFailure<'_>) + Send + Sync>;
 /// The default hook: one `tracing` event per failure.
 pub(crate) fn trace_failure(failure: &InternalFailure<'_>) {
     tracing::error!(
-        target: "tool_core::internal",
+        target: "keel_tools_core::internal",
         call_id = failure.call_id,
         tool_name = failure.tool,
         kind = failure.kind_name(),

@@ -6,7 +6,7 @@
 //! cannot drift.
 //!
 //! ```
-//! use tool_core::{tool, Executor, Registry, ToolCall};
+//! use keel_tools_core::{tool, Executor, Registry, ToolCall};
 //!
 //! /// Adds two integers.
 //! #[tool(effect = "read", version = "1.0")]
@@ -54,7 +54,7 @@
 //! every tool whose `State<T>` (or other extractor's need) the executor lacks. At run time, each call ends with a
 //! stable [`ErrorCode`]; internal failures (an internal error with its source chain, a panic's text, an invalid
 //! result) go to [`ExecutorBuilder::on_internal_failure`], by default a `tracing` event at `ERROR` level with
-//! target `tool_core::internal`, and never to the model.
+//! target `keel_tools_core::internal`, and never to the model.
 //!
 //! # Where things are
 //!
@@ -76,18 +76,19 @@
 //! [`ErrorCode`]: results::ErrorCode
 //! [`ExecutorBuilder::on_internal_failure`]: executor::ExecutorBuilder::on_internal_failure
 //! [`ToolDefinition::builder`]: definition::ToolDefinition::builder
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-// Lets `::tool_core::...` paths in generated code resolve inside this crate's own tests and examples too.
-extern crate self as tool_core;
+// Lets `::keel_tools_core::...` paths in generated code resolve inside this crate's own tests and examples too.
+extern crate self as keel_tools_core;
 
 // The modules form layers; each imports only the ones above it in this list (checked by the `layers` test of `tests/`):
 //   effect, error, failure, clock -> input -> call, call_context, content -> params, result
 //   -> tool_schemas (canonical schemas) -> tool_definition -> arguments -> view -> codec -> tool_registry
 //   -> call_policy -> execution -> event, pending -> run.
-// The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `tool-schema` crate;
-// the contract tools (the schema lock and the provider lint) are `tool-contract`.
+// The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `keel-tools-schema` crate;
+// the contract tools (the schema lock and the provider lint) are `keel-tools-contract`.
 // The core modules are private. Each of their public items has one public path: the root for what a tool author
 // needs, else one of the modules below, which group the rest by what it is used for (`content` is its own module).
 mod arguments;
@@ -119,7 +120,9 @@ pub mod __private;
 
 /// The tool-name grammar: validation and the provider wire-name mapping.
 pub mod name {
-    pub use tool_names::{MAX_NAME_LEN, NameError, from_wire, is_valid_version, parse_version, to_wire, validate};
+    pub use keel_tools_names::{
+        MAX_NAME_LEN, NameError, from_wire, is_valid_version, parse_version, to_wire, validate,
+    };
 }
 
 pub mod definition {
@@ -203,11 +206,11 @@ pub mod codecs {
 }
 
 pub mod schema {
-    //! The JSON Schema engine keel validates with (the `tool-schema` crate): a [`CompiledSchema`], the
+    //! The JSON Schema engine keel validates with (the `keel-tools-schema` crate): a [`CompiledSchema`], the
     //! [`Violation`]s of a value that fails it, the [`SchemaError`] of a schema that does not compile, and the
     //! [`Limits`] on the size and depth of untrusted values. The toolboxes [`canonical`] (one byte-exact text, and
     //! hashes, per JSON value) and [`vocabulary`] (every keyword, and where it holds subschemas) are here too.
-    pub use tool_schema::{CompiledSchema, Limits, SchemaError, Violation, canonical, vocabulary};
+    pub use keel_tools_schema::{CompiledSchema, Limits, SchemaError, Violation, canonical, vocabulary};
 }
 
 pub use call::ToolCall;
@@ -222,7 +225,7 @@ pub use tool_schemas::Provider;
 pub use view::ToolView;
 
 #[cfg(feature = "macros")]
-pub use tool_macros::tool;
+pub use keel_tools_macros::tool;
 
 /// Makes sure the tools of library crates are collected into this binary's registry.
 ///
@@ -231,7 +234,7 @@ pub use tool_macros::tool;
 /// tool crate once, anywhere in the binary (typically next to `main`):
 ///
 /// ```ignore
-/// tool_core::link_tools!(incident_tools, billing_tools);
+/// keel_tools_core::link_tools!(incident_tools, billing_tools);
 /// ```
 ///
 /// This expands to `use incident_tools as _;` for each crate, which is enough for the linker to keep their

@@ -9,9 +9,9 @@
 //!
 //! ```
 //! # use std::time::Duration;
-//! # use tool_core::{tool, Executor, Registry, ToolCall};
-//! # use tool_core::runs::{ApprovalKey, PendingCall, Resolution};
-//! # use tool_core::executor::CallOptions;
+//! # use keel_tools_core::{tool, Executor, Registry, ToolCall};
+//! # use keel_tools_core::runs::{ApprovalKey, PendingCall, Resolution};
+//! # use keel_tools_core::executor::CallOptions;
 //! /// Close a ticket.
 //! #[tool(effect = "write", version = "1.0")]
 //! fn close_ticket(ticket: String) -> String { format!("closed {ticket}") }
@@ -59,7 +59,7 @@ use crate::call_policy::Approval;
 use crate::error::ErrorCode;
 use crate::execution::{CallOptions, Executor, ExecutorBuilder};
 use crate::result::{ErrorBody, ToolResult};
-use tool_schema::canonical::{Fnv1a128, canonical_json};
+use keel_tools_schema::canonical::{Fnv1a128, canonical_json};
 
 /// A call that waits for an approval: what was asked, of which contract, by whom, until when, signed.
 ///
@@ -302,8 +302,8 @@ impl ExecutorBuilder {
     /// [`PendingStore`] are built with the same key; rotate with [`ApprovalKey::with_previous`].
     ///
     /// ```
-    /// # use tool_core::{Executor, Registry};
-    /// # use tool_core::runs::ApprovalKey;
+    /// # use keel_tools_core::{Executor, Registry};
+    /// # use keel_tools_core::runs::ApprovalKey;
     /// # let view = Registry::builder().without_inventory().build().unwrap().view().build().unwrap();
     /// let old = ApprovalKey::new([1u8; 32]).unwrap(); // both from the secret store
     /// let new = ApprovalKey::new([2u8; 32]).unwrap();

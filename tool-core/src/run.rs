@@ -223,9 +223,9 @@ static RUN_COUNTER: AtomicU64 = AtomicU64::new(1);
 /// calls only: a call rejected before its handler is not a step.
 ///
 /// ```
-/// # use tool_core::{tool, Registry, Executor, ToolCall};
-/// # use tool_core::runs::Run;
-/// # use tool_core::events::Decision;
+/// # use keel_tools_core::{tool, Registry, Executor, ToolCall};
+/// # use keel_tools_core::runs::Run;
+/// # use keel_tools_core::events::Decision;
 /// /// Reads the task cards.
 /// #[tool(effect = "read", version = "1.0")]
 /// fn read_cards() -> Vec<String> { vec!["card-1".into()] }
@@ -538,7 +538,7 @@ impl Run {
         let decision = stopped.unwrap_or_else(|| self.decider.decide(result, &self.state, &self.stop));
         // The result names the call as it was requested, but for an unknown name too long to echo whole.
         let (call_id, requested_name) = requested;
-        let tool_name = if tool_schema::text::same(&requested_name, &result.tool_name) {
+        let tool_name = if keel_tools_schema::text::same(&requested_name, &result.tool_name) {
             requested_name
         } else {
             result.tool_name.as_str().into()

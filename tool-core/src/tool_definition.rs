@@ -17,7 +17,7 @@ use crate::name::{self, NameError};
 use crate::params::{Kind, ParamInfo, Plan};
 use crate::tool_schemas::ToolSchemas;
 use crate::tool_schemas::{self as render};
-use tool_schema::validate::CompiledSchema;
+use keel_tools_schema::validate::CompiledSchema;
 
 /// Where a compiled tool is declared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -350,8 +350,8 @@ impl ToolDefinition {
             "input": self.input_schema(),
             "output": self.output_schema(),
         });
-        let mut h = tool_schema::canonical::Fnv1a128::new();
-        h.update(tool_schema::canonical::canonical_json(&contract).as_bytes());
+        let mut h = keel_tools_schema::canonical::Fnv1a128::new();
+        h.update(keel_tools_schema::canonical::canonical_json(&contract).as_bytes());
         format!("fnv1a128:{:032x}", h.finish())
     }
     /// What the tool does to the world.
@@ -444,7 +444,7 @@ impl ToolDefinition {
     ///
     /// This is how a catalogue row narrows a compiled tool. The handler still deserializes what *this* tool's schema
     /// describes, so `input_schema` must accept no more than this tool's input schema; checking that is the
-    /// caller's job (`tool-catalog` does). Fails like [`ToolDefinitionBuilder::build`] on a bad name, an empty
+    /// caller's job (`keel-tools-catalog` does). Fails like [`ToolDefinitionBuilder::build`] on a bad name, an empty
     /// description or an input schema that is not an object schema.
     pub fn derived(
         &self,
@@ -676,7 +676,7 @@ pub(crate) fn compiled(def: &ToolDefinition) -> Result<&CompiledTool, &str> {
                             take an args struct or named parameters"
                     .to_owned());
             }
-            tool_schema::vocabulary::check_mcp_headers(input).map_err(|e| format!("argument schema: {e}"))?;
+            keel_tools_schema::vocabulary::check_mcp_headers(input).map_err(|e| format!("argument schema: {e}"))?;
             let input = CompiledSchema::compile(&def.schemas().input_for_validation())
                 .map_err(|e| format!("argument schema: {e}"))?;
             let output = match def.schemas().output_for_validation() {

@@ -14,7 +14,7 @@ use crate::view::{ToolView, ViewBuilder};
 /// every definition site, unless the builder is told to [`replace`](RegistryBuilder::replace) it.
 ///
 /// ```
-/// use tool_core::{tool, Registry, ToolError};
+/// use keel_tools_core::{tool, Registry, ToolError};
 ///
 /// /// Says hello.
 /// #[tool(effect = "read", version = "1.0")]

@@ -7,8 +7,8 @@ use serde_json::Value;
 #[cfg(test)]
 pub(crate) mod fixtures;
 
-pub(crate) use tool_schema::rustdoc::{plain as plain_text, plain_schema};
-use tool_schema::transform;
+pub(crate) use keel_tools_schema::rustdoc::{plain as plain_text, plain_schema};
+use keel_tools_schema::transform;
 
 /// The providers keel speaks to. Each has a [`Codec`](crate::Codec): its tool list entries
 /// ([`ToolDefinition::render`](crate::definition::ToolDefinition::render)), the calls its models send, its replies.
@@ -147,14 +147,16 @@ impl ToolSchemas {
     /// `null` are already in canonical form.
     pub(crate) fn states_defaults(&self) -> bool {
         fn walk(schema: &Value, depth: usize) -> bool {
-            if depth > tool_schema::vocabulary::MAX_DEPTH {
+            if depth > keel_tools_schema::vocabulary::MAX_DEPTH {
                 return true;
             }
             if schema.get("default").is_some() {
                 return true;
             }
             let mut found = false;
-            tool_schema::vocabulary::for_each_child(schema, |_, _, child| found = found || walk(child, depth + 1));
+            keel_tools_schema::vocabulary::for_each_child(schema, |_, _, child| {
+                found = found || walk(child, depth + 1)
+            });
             found
         }
         *self.defaults.get_or_init(|| walk(&self.input, 0))

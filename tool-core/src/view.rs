@@ -20,7 +20,7 @@ use crate::tool_schemas::Provider;
 /// A fixed set of tools: the model-visible list and the executor's allowlist, from the same definitions.
 ///
 /// ```
-/// use tool_core::{tool, Executor, Provider, Registry};
+/// use keel_tools_core::{tool, Executor, Provider, Registry};
 ///
 /// /// Reads the weather.
 /// #[tool(effect = "read", version = "1.0", tags = ["weather"])]
@@ -126,7 +126,7 @@ impl ToolView {
     /// ([`ToolList::to_json`]). The same entries as [`ToolView::schemas`], which copies them into a list of its own.
     ///
     /// ```
-    /// use tool_core::{tool, Provider, Registry};
+    /// use keel_tools_core::{tool, Provider, Registry};
     ///
     /// /// Reads the weather.
     /// #[tool(effect = "read", version = "1.0")]

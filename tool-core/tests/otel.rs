@@ -1,16 +1,16 @@
 //! The OpenTelemetry spans of feature `otel`, exported to an in-memory exporter: names, kinds, attributes, status
 //! and parent links, for calls one at a time and for a batch whose calls run concurrently.
 //!
-//! `cargo test -p tool-core --features otel --test otel`
+//! `cargo test -p keel-tools-core --features otel --test otel`
 
 use std::sync::OnceLock;
 
+use keel_tools_core::runs::{Concurrency, Run};
+use keel_tools_core::{Executor, Registry, ToolCall, tool};
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, global};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, InMemorySpanExporterBuilder, SdkTracerProvider, SpanData};
 use serde_json::json;
-use tool_core::runs::{Concurrency, Run};
-use tool_core::{Executor, Registry, ToolCall, tool};
 
 /// Look up one incident.
 #[tool(name = "otel.lookup", effect = "read", version = "1.0")]

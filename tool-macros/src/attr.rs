@@ -185,7 +185,7 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
             }
             "version" => {
                 let parsed = str_lit(cx, "version", v, "\"1.0\"").and_then(|s| {
-                    if tool_names::is_valid_version(&s.value) {
+                    if keel_tools_names::is_valid_version(&s.value) {
                         Some(s)
                     } else {
                         cx.error_at(
@@ -203,14 +203,16 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
             }
             "name" => {
                 let parsed =
-                    str_lit(cx, "name", v, "\"incident.search\"").and_then(|s| match tool_names::validate(&s.value) {
-                        Ok(()) => Some(s),
-                        Err(e) => {
-                            match tool_names::suggest(&s.value) {
-                                Some(fix) => cx.error_at(s.span, format_args!("{e}; did you mean \"{fix}\"?")),
-                                None => cx.error_at(s.span, e),
+                    str_lit(cx, "name", v, "\"incident.search\"").and_then(|s| {
+                        match keel_tools_names::validate(&s.value) {
+                            Ok(()) => Some(s),
+                            Err(e) => {
+                                match keel_tools_names::suggest(&s.value) {
+                                    Some(fix) => cx.error_at(s.span, format_args!("{e}; did you mean \"{fix}\"?")),
+                                    None => cx.error_at(s.span, e),
+                                }
+                                None
                             }
-                            None
                         }
                     });
                 set(&mut attr.name, parsed);
@@ -317,7 +319,7 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
                         Err(_) => {
                             cx.error_at(
                                 s.span,
-                                "`crate` takes the path of the tool-core dependency, e.g. `crate = \"keel\"`",
+                                "`crate` takes the path of the keel-tools-core dependency, e.g. `crate = \"keel\"`",
                             );
                             None
                         }

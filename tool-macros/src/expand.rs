@@ -157,7 +157,7 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
 
     // Spanned at the name so that E0428 for a duplicate points at both names, not at the attributes; the guard's
     // name reads as the error: "the name `duplicate_tool_name_search` is defined multiple times".
-    let guard = format_ident!("duplicate_tool_name_{}", tool_names::guard_suffix(name), span = tool.name_span);
+    let guard = format_ident!("duplicate_tool_name_{}", keel_tools_names::guard_suffix(name), span = tool.name_span);
     let guard_def = quote_spanned! {tool.name_span=>
         #[doc(hidden)]
         #[macro_export]

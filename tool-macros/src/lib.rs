@@ -1,5 +1,6 @@
-//! The `#[tool]` attribute of keel. Use it through `tool-core` (`use tool_core::tool;`), which provides
+//! The `#[tool]` attribute of keel. Use it through `keel-tools-core` (`use keel_tools_core::tool;`), which provides
 //! everything the generated code needs; [`macro@tool`] is its full reference.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 // Stages, each in its own module: `attr` parses `#[tool(...)]`, `model` checks the fn and builds the model,
@@ -18,12 +19,12 @@ use proc_macro::TokenStream;
 use quote::quote;
 
 /// Declares an LLM tool: the fn's signature and doc comment become the tool's contract (name, description,
-/// version, effect, argument and result JSON Schemas), registered for `tool_core::Registry::from_inventory`.
+/// version, effect, argument and result JSON Schemas), registered for `keel_tools_core::Registry::from_inventory`.
 ///
 /// ```
 /// use schemars::JsonSchema;
 /// use serde::{Deserialize, Serialize};
-/// use tool_core::{tool, tool_error, CallContext, ToolError};
+/// use keel_tools_core::{tool, tool_error, CallContext, ToolError};
 ///
 /// /// Which incident to look up.
 /// #[derive(Deserialize, JsonSchema)]
@@ -64,14 +65,14 @@ use quote::quote;
 /// | `timeout_ms = N` | no | the tool's own timeout in milliseconds (default: the executor's) |
 /// | `tags = ["..."]` | no | for choosing views (`registry.view().tag("incident")`) |
 /// | `blocking = true` | no | plain fns only: run on Tokio's blocking pool instead of inline (default: `false`, inline); see below |
-/// | `crate = "path"` | no | the path of tool-core when `Cargo.toml` does not name it (e.g. re-exported) |
+/// | `crate = "path"` | no | the path of keel-tools-core when `Cargo.toml` does not name it (e.g. re-exported) |
 ///
 /// # Parameters
 ///
 /// Each parameter's role comes from what its type implements, never from how it is spelled, so aliases and
 /// renamed imports work:
 ///
-/// - **Injected**: a type that implements `tool_core::context::FromCallContext` is filled from the call and never
+/// - **Injected**: a type that implements `keel_tools_core::context::FromCallContext` is filled from the call and never
 ///   appears in a schema: `CallContext` (call id, tenant, cancellation, progress and log notifications), `State<T>`
 ///   (shared state given to the executor with `.state(value)`; an executor without it does not build), and your own
 ///   extractors (a tenant newtype, a database handle). Patterns are fine: `State(db): State<Db>`.
@@ -85,7 +86,7 @@ use quote::quote;
 /// - **None**: the schema is an empty object.
 ///
 /// ```
-/// use tool_core::{tool, CallContext, State};
+/// use keel_tools_core::{tool, CallContext, State};
 ///
 /// struct Notes {
 ///     list: std::sync::Mutex<Vec<String>>,
@@ -130,7 +131,7 @@ use quote::quote;
 /// thread hand-off each way (tens of microseconds per call, 12 to 30 times a whole inline call).
 ///
 /// ```
-/// use tool_core::tool;
+/// use keel_tools_core::tool;
 ///
 /// /// Read a runbook from disk.
 /// #[tool(effect = "read", version = "1.0", blocking = true)]

@@ -9,7 +9,7 @@ use crate::attr::{Effect, ToolAttr};
 use crate::ctxt::Ctxt;
 
 /// One parameter of the fn, in call order. Its role (injected, a named argument, or the whole of the arguments)
-/// is not decided here: the generated code resolves it from the type's traits (see `tool_core::__private`), so an
+/// is not decided here: the generated code resolves it from the type's traits (see `keel_tools_core::__private`), so an
 /// alias, a renamed import or the user's own extractor is recognised for what it is.
 pub struct Param {
     /// The binding's name; `None` for a pattern (`State(db): State<Db>`).
@@ -276,12 +276,12 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
         None => {
             let n = sig.ident.to_string();
             let n = n.strip_prefix("r#").unwrap_or(&n).to_owned();
-            if let Err(e) = tool_names::validate(&n) {
+            if let Err(e) = keel_tools_names::validate(&n) {
                 cx.error_spanned_by(
                     &sig.ident,
                     format_args!(
                         "{e}; the fn name is the default tool name: rename the fn or add `name = \"{}\"`",
-                        tool_names::suggest(&n).unwrap_or_else(|| "...".to_owned())
+                        keel_tools_names::suggest(&n).unwrap_or_else(|| "...".to_owned())
                     ),
                 );
             }

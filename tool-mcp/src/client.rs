@@ -2,8 +2,8 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use tool_core::{Executor, Registry};
-//! use tool_mcp::client::RemoteServer;
+//! use keel_tools_core::{Executor, Registry};
+//! use keel_tools_mcp::client::RemoteServer;
 //!
 //! let mut cmd = tokio::process::Command::new("npx");
 //! cmd.args(["-y", "@modelcontextprotocol/server-everything"]);
@@ -18,7 +18,7 @@
 //! imported under two namespaces cannot collide with each other or with local tools. Its schemas are the server's
 //! `tools/list` entry: the executor validates arguments against `inputSchema` *before* forwarding (an invalid call
 //! never reaches the server), and results against `outputSchema` when there is one (`invalid_tool_output`
-//! otherwise). A tool without `outputSchema` returns its content blocks as a [`Content`](tool_core::content::Content)
+//! otherwise). A tool without `outputSchema` returns its content blocks as a [`Content`](keel_tools_core::content::Content)
 //! value, so serving the registry again over MCP passes them through unchanged.
 //! Each definition is tagged `mcp` and `mcp:<namespace>` (for views), its version is the server's
 //! `serverInfo.version` when that reads `MAJOR.MINOR[.PATCH]` (else `1.0`), and its description is the remote's.
@@ -43,15 +43,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use keel_tools_core::definition::{BoxFuture, DynHandler};
+use keel_tools_core::definition::{DefinitionError, Effect, ToolDefinition};
+use keel_tools_core::{CallContext, ToolError};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion, Tool,
 };
 use rmcp::service::{ClientServiceExt, RunningService, ServiceError};
 use rmcp::{ClientHandler, ClientLifecycleMode, Peer, RoleClient};
 use serde_json::Value;
-use tool_core::definition::{BoxFuture, DynHandler};
-use tool_core::definition::{DefinitionError, Effect, ToolDefinition};
-use tool_core::{CallContext, ToolError};
 
 use crate::names::{self, NameMappingError};
 use crate::render;
@@ -103,7 +103,7 @@ pub enum ImportProblem {
     InvalidDefinition {
         /// The remote name.
         origin: String,
-        /// What is wrong: the definition builder's error (a [`tool_core::definition::DefinitionError`]).
+        /// What is wrong: the definition builder's error (a [`keel_tools_core::definition::DefinitionError`]).
         source: Arc<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// An [`Importer::effect`] override names a tool the server does not list.
@@ -287,7 +287,7 @@ impl RemoteServer {
         let version = peer
             .peer_info()
             .and_then(|i| i.server_info.as_ref().map(|s| s.version.clone()))
-            .filter(|v| tool_core::name::is_valid_version(v))
+            .filter(|v| keel_tools_core::name::is_valid_version(v))
             .unwrap_or_else(|| "1.0".to_owned());
         Ok(RemoteServer {
             conn: Arc::new(Connection {
@@ -360,7 +360,7 @@ impl RemoteServer {
     /// A forwarder for remote tool `origin` (its MCP name) under the keel name `name`, without asking the server's
     /// `tools/list`: for callers that describe the tool themselves, such as a catalogue row that supplies its own
     /// schemas. `structured` says whether the tool has an `outputSchema`: its result is then the remote's
-    /// `structuredContent`, otherwise its content blocks as a [`Content`](tool_core::content::Content) value.
+    /// `structuredContent`, otherwise its content blocks as a [`Content`](keel_tools_core::content::Content) value.
     ///
     /// Each call makes a new forwarder (with its own counters); hold on to it to keep per-tool state. The
     /// connection is shared with every other forwarder of this server.
@@ -493,7 +493,7 @@ impl Importer {
             .unwrap_or(effect == Effect::Read);
         let output = match &tool.output_schema {
             Some(s) => Value::Object((**s).clone()),
-            None => tool_core::content::content_schema(),
+            None => keel_tools_core::content::content_schema(),
         };
         let mut builder = ToolDefinition::builder(name.to_owned())
             .description(description)
@@ -531,7 +531,7 @@ impl RemoteTools {
     pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
         self.forwarders.keys().map(String::as_str)
     }
-    /// The definitions, to add with [`RegistryBuilder::tools`](tool_core::registry::RegistryBuilder::tools).
+    /// The definitions, to add with [`RegistryBuilder::tools`](keel_tools_core::registry::RegistryBuilder::tools).
     pub fn definitions(&self) -> &[ToolDefinition] {
         &self.definitions
     }
@@ -625,14 +625,14 @@ impl ForwarderInner {
             // same code as a local tool's in the same case.
             Err(ServiceError::McpError(e)) if e.code == rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY => {
                 let required = e.data.as_ref().and_then(|d| d.get("requiredCapabilities")).cloned();
-                Err(tool_core::tool_error!(
+                Err(keel_tools_core::tool_error!(
                     "client_capability_missing",
                     "the MCP server's tool {:?} needs a client capability this connection does not offer",
                     self.origin
                 )
                 .with_details(serde_json::json!({"requiredCapabilities": required})))
             }
-            Err(ServiceError::McpError(e)) => Err(tool_core::tool_error!(
+            Err(ServiceError::McpError(e)) => Err(keel_tools_core::tool_error!(
                 "remote_rejected",
                 "the MCP server rejected the call to {:?} (JSON-RPC error {})",
                 self.origin,

@@ -36,7 +36,7 @@
 //! - **Too many calls at once.** At most [`HttpConfig::max_calls_per_session`] requests in flight on one session
 //!   (`429`), and [`HttpConfig::max_stateless_requests`] requests in flight without a session (`503`), each with
 //!   `Retry-After`. A JSON-RPC response or notification (a client answering the server) is never refused.
-//! - **Large bodies.** A body is read up to the executor's argument limit ([`tool_core::schema::Limits::max_bytes`],
+//! - **Large bodies.** A body is read up to the executor's argument limit ([`keel_tools_core::schema::Limits::max_bytes`],
 //!   1 MiB by default; [`HttpConfig::max_body_bytes`]) and refused with `413` past it, before any of it is parsed:
 //!   at once when its `Content-Length` says so, else as soon as the bytes read pass the limit.
 //!
@@ -132,7 +132,7 @@ pub type ResponseBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tool_mcp::HttpConfig;
+/// use keel_tools_mcp::HttpConfig;
 ///
 /// let config = HttpConfig::default()
 ///     .allowed_hosts(["mcp.example.com"])
@@ -314,7 +314,7 @@ impl HttpConfig {
     }
 
     /// The largest request body read (default: the executor's argument limit,
-    /// [`tool_core::schema::Limits::max_bytes`]); a larger one is answered `413 Payload Too Large` before any of it is
+    /// [`keel_tools_core::schema::Limits::max_bytes`]); a larger one is answered `413 Payload Too Large` before any of it is
     /// parsed. It replaces the SDK's own `max_request_body_bytes`.
     pub fn max_body_bytes(mut self, max: usize) -> Self {
         self.max_body_bytes = Some(max);

@@ -12,7 +12,7 @@
 //!
 //! A `requestState` is signed, not encrypted: the client can read all of it (the answers, the handler's round
 //! state). It cannot change it, or use it for another call or caller. Never put a secret in
-//! [`set_round_state`](tool_core::CallContext::set_round_state).
+//! [`set_round_state`](keel_tools_core::CallContext::set_round_state).
 
 #![allow(deprecated)] // Sampling and roots are deprecated by SEP-2577 from 2026-07-28 on, and still served.
 
@@ -20,11 +20,11 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use keel_tools_core::context::{ClientInput, InputError, InputFuture, InputKind, InputRequest};
 use rmcp::model::{ClientCapabilities, ClientResult, InputRequests, RequestStateCodec, SealOptions, ServerRequest};
 use rmcp::{Peer, RoleServer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tool_core::context::{ClientInput, InputError, InputFuture, InputKind, InputRequest};
 
 /// How long a sealed `requestState` stays valid: the time a user has to answer.
 pub(crate) const REQUEST_STATE_TTL: Duration = Duration::from_secs(15 * 60);
@@ -95,7 +95,7 @@ pub(crate) struct RoundState {
     /// Every answer so far, by key.
     #[serde(default)]
     pub(crate) answers: BTreeMap<String, Value>,
-    /// The handler's own state ([`tool_core::CallContext::set_round_state`]).
+    /// The handler's own state ([`keel_tools_core::CallContext::set_round_state`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) state: Option<Value>,
     /// What keeps the rounds of a call made for a principal one call: its first round's stream and call id.
@@ -197,7 +197,7 @@ pub(crate) fn binding(tenant: Option<&str>, principal: Option<&str>, tool: &str,
         aad.extend_from_slice(&(part.len() as u64).to_le_bytes());
         aad.extend_from_slice(part);
     }
-    let arguments = tool_core::schema::canonical::canonical_json(arguments);
+    let arguments = keel_tools_core::schema::canonical::canonical_json(arguments);
     let mut aad = Vec::with_capacity(tool.len() + arguments.len() + 96);
     aad.extend_from_slice(b"keel/tools/call/2\0");
     for who in [tenant, principal] {

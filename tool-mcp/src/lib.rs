@@ -1,8 +1,8 @@
 //! keel over MCP.
 //!
-//! * [`server`] (feature `server`, default): serve a [`ToolView`](tool_core::ToolView) as an MCP server over stdio,
+//! * [`server`] (feature `server`, default): serve a [`ToolView`](keel_tools_core::ToolView) as an MCP server over stdio,
 //!   and with the `http` feature over Streamable HTTP. `tools/list` is the view rendered for MCP, `tools/call` goes
-//!   through the [`Executor`](tool_core::Executor), so what clients see and what may run stay one thing.
+//!   through the [`Executor`](keel_tools_core::Executor), so what clients see and what may run stay one thing.
 //! * [`client`] (feature `client`): import a remote MCP server's tools into a registry as `<server>.<tool>`
 //!   definitions, each with its own forwarder; arguments are validated locally before forwarding.
 //! * [`names`]: the deterministic mapping from MCP tool names to keel names.
@@ -16,6 +16,7 @@
 //! | `client` | no | [`client::RemoteServer`], child-process (stdio) transport |
 //! | `http` | no | Streamable HTTP: [`server::McpServer::serve_http`] and [`http::McpHttpService`] (session cap, idle expiry, `TCP_NODELAY`) with `server`, `RemoteServer::connect_http` with `client` |
 //! | `elicitation` | no | rmcp's typed elicitation API on the session ([`server::current_request`]); `CallContext::elicit` needs none |
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

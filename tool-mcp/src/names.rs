@@ -17,7 +17,7 @@
 
 use std::fmt;
 
-use tool_core::name::{self, MAX_NAME_LEN};
+use keel_tools_core::name::{self, MAX_NAME_LEN};
 
 /// Why an MCP tool name has no keel name.
 #[derive(Debug, Clone, PartialEq, Eq)]

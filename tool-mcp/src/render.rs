@@ -1,16 +1,16 @@
 //! Between keel results and MCP `CallToolResult`s, in both directions.
 //!
 //! Serving ([`call_tool_result`]) converts the MCP [`Codec`]'s reply (see [`Codec::reply`]) into the SDK's type:
-//! a [`Content`](tool_core::content::Content) tool's blocks as `content`; other data as a text block and, when it is an
+//! a [`Content`](keel_tools_core::content::Content) tool's blocks as `content`; other data as a text block and, when it is an
 //! object, `structuredContent`; failures with `isError: true`.
 //!
 //! Importing ([`remote_outcome`]) maps a remote `CallToolResult` back to a handler outcome.
 
+use keel_tools_core::results::ErrorBody;
+use keel_tools_core::results::{ErrorCode, ToolCode};
+use keel_tools_core::{Codec, ToolError, ToolResult};
 use rmcp::model::{CallToolResult, ContentBlock, ResultType};
 use serde_json::{Map, Value, json};
-use tool_core::results::ErrorBody;
-use tool_core::results::{ErrorCode, ToolCode};
-use tool_core::{Codec, ToolError, ToolResult};
 
 /// Longest remote text carried into an error message, in characters.
 const MAX_REMOTE_TEXT: usize = 2000;
@@ -72,7 +72,7 @@ fn joined_text(r: &CallToolResult) -> String {
 ///   `remote_error` with the remote's text.
 /// * success of a tool with an `outputSchema` (`structured`): the `structuredContent` (`null` when missing, which
 ///   the executor's output check then rejects);
-/// * other success: the content blocks as JSON, i.e. a [`Content`](tool_core::content::Content) value.
+/// * other success: the content blocks as JSON, i.e. a [`Content`](keel_tools_core::content::Content) value.
 pub fn remote_outcome(r: CallToolResult, structured: bool) -> Result<Value, ToolError> {
     if r.is_error == Some(true) {
         return Err(remote_error(&r));
@@ -112,7 +112,7 @@ fn remote_error(r: &CallToolResult) -> ToolError {
     } else {
         truncate(&text, MAX_REMOTE_TEXT)
     };
-    tool_core::tool_error!("remote_error", "{message}")
+    keel_tools_core::tool_error!("remote_error", "{message}")
 }
 
 /// `{"code": ..., "message": ...}` of a remote JSON-RPC error, for a business error's details.
@@ -124,8 +124,8 @@ pub fn rpc_error_details(code: i32, message: &str) -> Value {
 mod tests {
     use std::sync::Arc;
 
-    use tool_core::definition::ToolDefinition;
-    use tool_core::{Provider, ToolView};
+    use keel_tools_core::definition::ToolDefinition;
+    use keel_tools_core::{Provider, ToolView};
 
     use super::*;
 
@@ -150,7 +150,7 @@ mod tests {
     }
 
     fn content() -> Codec {
-        codec(Some(tool_core::content::content_schema()))
+        codec(Some(keel_tools_core::content::content_schema()))
     }
 
     fn ok(data: Value) -> ToolResult {

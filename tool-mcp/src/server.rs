@@ -1,21 +1,21 @@
-//! Serving a [`ToolView`](tool_core::ToolView) as an MCP server.
+//! Serving a [`ToolView`](keel_tools_core::ToolView) as an MCP server.
 //!
-//! [`McpServer`] wraps an [`Executor`](tool_core::Executor): `tools/list` is the executor's view rendered for MCP
-//! ([`ToolView::schemas`](tool_core::ToolView::schemas)`(`[`Provider::Mcp`](tool_core::Provider::Mcp)`)`:
+//! [`McpServer`] wraps an [`Executor`](keel_tools_core::Executor): `tools/list` is the executor's view rendered for MCP
+//! ([`ToolView::schemas`](keel_tools_core::ToolView::schemas)`(`[`Provider::Mcp`](keel_tools_core::Provider::Mcp)`)`:
 //! `inputSchema`, `outputSchema`, the four annotations), and `tools/call` runs through
-//! [`Executor::call_with`](tool_core::Executor::call_with), so the fixed order (registered, arguments valid,
+//! [`Executor::call_with`](keel_tools_core::Executor::call_with), so the fixed order (registered, arguments valid,
 //! policy, handler, result valid) holds over the wire exactly as in process.
 //!
 //! | outcome | over MCP |
 //! |---|---|
 //! | unknown tool | JSON-RPC error `-32602` with the executor's `unknown_tool` message |
 //! | `invalid_arguments`, `approval_required`, `policy_denied`, business errors, `tool_internal_error`, `timeout`, `invalid_tool_output` | `CallToolResult` with `isError: true`, the error as JSON text, and as `structuredContent` when the tool has no `outputSchema` |
-//! | success | `structuredContent` (an object) and the same JSON as text; a [`Content`](tool_core::content::Content) tool's blocks as `content` |
+//! | success | `structuredContent` (an object) and the same JSON as text; a [`Content`](keel_tools_core::content::Content) tool's blocks as `content` |
 //!
-//! Each call's [`CallContext`](tool_core::CallContext) gets a [`Notifier`](tool_core::context::Notifier) bound to the
-//! session: [`CallContext::log`](tool_core::CallContext::log) sends `notifications/message` at or above the level the
+//! Each call's [`CallContext`](keel_tools_core::CallContext) gets a [`Notifier`](keel_tools_core::context::Notifier) bound to the
+//! session: [`CallContext::log`](keel_tools_core::CallContext::log) sends `notifications/message` at or above the level the
 //! client chose with `logging/setLevel` (default `info`; a stateless request gets messages only when its `_meta` names
-//! a level), and [`CallContext::progress`](tool_core::CallContext::progress) sends `notifications/progress` only when
+//! a level), and [`CallContext::progress`](keel_tools_core::CallContext::progress) sends `notifications/progress` only when
 //! the request carried a `progressToken`, with strictly increasing values. Notifications are sent in order and flushed
 //! before the result. `notifications/cancelled`, an HTTP client that closes its connection and a closed stdin (after
 //! rmcp's 5 s drain) cancel the call's context.
@@ -24,23 +24,23 @@
 //!
 //! Sessions (revisions up to 2025-11-25, `initialize`) and stateless requests (2026-07-28, `server/discover`, each
 //! request with its own `_meta`) are served side by side, by every transport. What a handler asks its client
-//! ([`CallContext::elicit`](tool_core::CallContext::elicit), `sample`, `roots`) is the same code in both: a
+//! ([`CallContext::elicit`](keel_tools_core::CallContext::elicit), `sample`, `roots`) is the same code in both: a
 //! session is asked there and then; a stateless call is answered with an input-required result whose
 //! `requestState` is sealed with the server's key ([`McpServerBuilder::request_state_key`]), carries every
 //! answer so far and the handler's round state, and is bound to the tool, its canonical arguments, and the
 //! call's tenant and principal (from [`McpServerBuilder::call_options`]) when it has them. The retry runs the
 //! handler again from the start. A client that lacks the capability gets `-32021`; a state that fails
 //! verification (altered, expired, or replayed for another call, tenant or principal), `-32602`, and no handler
-//! runs. See [`tool_core::context::ClientInput`] for the contract a handler relies on.
+//! runs. See [`keel_tools_core::context::ClientInput`] for the contract a handler relies on.
 //!
 //! A `requestState` is integrity-protected and bound, but **readable by the client**: it is signed, not
 //! encrypted. Never put a secret in a handler's round state
-//! ([`CallContext::set_round_state`](tool_core::CallContext::set_round_state)) or in what it asks for.
+//! ([`CallContext::set_round_state`](keel_tools_core::CallContext::set_round_state)) or in what it asks for.
 //!
 //! # Idempotency keys
 //!
 //! A JSON-RPC id is unique only within its session, so every `tools/call` is made on a stream of its own
-//! ([`CallOptions::stream`]), which its [`CallContext::idempotency_key`](tool_core::CallContext::idempotency_key)
+//! ([`CallOptions::stream`]), which its [`CallContext::idempotency_key`](keel_tools_core::CallContext::idempotency_key)
 //! is derived with; two clients never share a key:
 //!
 //! | request | stream |
@@ -75,14 +75,14 @@
 //! `tools/list` entries differ, sends `notifications/tools/list_changed` to every session (the server advertises
 //! `tools.listChanged: true`). Sessions opened with `initialize` get the notification directly; on protocol
 //! 2026-07-28, clients ask for it with `subscriptions/listen` and get it on that stream. A catalogue whose rows
-//! change at run time (`tool-catalog`) serves through this.
+//! change at run time (`keel-tools-catalog`) serves through this.
 //!
 //! Transports: stdio ([`McpServer::serve_stdio`]), any rmcp transport ([`McpServer::serve`]) and, with the `http`
 //! feature, Streamable HTTP ([`McpServer::serve_http`]). Every protocol revision the SDK knows is supported.
 //!
 //! ```no_run
-//! use tool_core::{Executor, Registry};
-//! use tool_mcp::McpServer;
+//! use keel_tools_core::{Executor, Registry};
+//! use keel_tools_mcp::McpServer;
 //!
 //! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
 //! let registry = Registry::from_inventory()?;
@@ -100,10 +100,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use keel_tools_core::executor::CallOptions;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolRequestParams, RequestStateCodec, ServerConfig};
 use rmcp::service::{RequestContext, RunningService, ServiceExt};
-use tool_core::executor::CallOptions;
 
 use crate::compose::Rest;
 

@@ -4,9 +4,9 @@
 //!
 //! The executor's fixed order holds: the call starts as any other, and becomes a task only once it has passed every
 //! check before its handler (registered, arguments valid, policy:
-//! [`CallOptions::on_admitted`](tool_core::executor::CallOptions::on_admitted)), or, for a tool declared
+//! [`CallOptions::on_admitted`](keel_tools_core::executor::CallOptions::on_admitted)), or, for a tool declared
 //! `task_start = "handler"`, when its handler calls
-//! [`CallContext::begin_task`](tool_core::CallContext::begin_task) (input asked for before that is asked in the
+//! [`CallContext::begin_task`](keel_tools_core::CallContext::begin_task) (input asked for before that is asked in the
 //! request itself). A call refused before its handler, or that ends before it becomes a task, is answered in the
 //! request. The task's result is the call's result, output validation included:
 //!
@@ -25,14 +25,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use keel_tools_core::context::{ClientInput, InputError, InputFuture, InputKind, InputRequest};
+use keel_tools_core::results::ErrorCode;
+use keel_tools_core::{Codec, ToolResult};
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ClientCapabilities, InputRequest as McpInputRequest};
 use rmcp::task_manager::{TaskContext, TaskExit};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
-use tool_core::context::{ClientInput, InputError, InputFuture, InputKind, InputRequest};
-use tool_core::results::ErrorCode;
-use tool_core::{Codec, ToolResult};
 
 use crate::input::supports;
 

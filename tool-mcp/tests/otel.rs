@@ -1,14 +1,14 @@
 //! W3C trace context over MCP (feature `otel`): a call forwarded to a remote keel server carries the forwarder's
 //! `execute_tool` span as `_meta.traceparent`, and the server's `execute_tool` span is its child, in one trace.
 //!
-//! `cargo test -p tool-mcp --features otel,client,server --test otel`
+//! `cargo test -p keel-tools-mcp --features otel,client,server --test otel`
 
+use keel_tools_core::{Executor, Registry, ToolCall, tool};
+use keel_tools_mcp::{McpServer, RemoteServer};
 use opentelemetry::trace::{TraceContextExt, Tracer};
 use opentelemetry::{Context, global};
 use opentelemetry_sdk::trace::{InMemorySpanExporterBuilder, SdkTracerProvider};
 use serde_json::json;
-use tool_core::{Executor, Registry, ToolCall, tool};
-use tool_mcp::{McpServer, RemoteServer};
 
 /// Look up one incident.
 #[tool(effect = "read", version = "1.0")]

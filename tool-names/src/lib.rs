@@ -9,6 +9,7 @@
 //! - the wire name, for providers that accept only `[A-Za-z0-9_-]{1,64}`: `.` becomes `-`
 //!   (`incident.search` -> `incident-search`), same length, reversible with [`from_wire`];
 //! - the identifier of the macro's per-crate duplicate guard: `.` becomes `__`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -1,4 +1,4 @@
-//! keel's JSON Schema engine, used by the runtime (`tool-core`), the catalogue and the contract tools.
+//! keel's JSON Schema engine, used by the runtime (`keel-tools-core`), the catalogue and the contract tools.
 //!
 //! Every tool's argument and result schema goes through this crate:
 //!
@@ -17,7 +17,7 @@
 //!
 //! ```
 //! use serde_json::json;
-//! use tool_schema::CompiledSchema;
+//! use keel_tools_schema::CompiledSchema;
 //!
 //! let schema = CompiledSchema::compile(&json!({
 //!     "type": "object",
@@ -29,6 +29,7 @@
 //! let violations = schema.validate(&json!({"id": 0})).unwrap_err();
 //! assert_eq!(violations[0].pointer, "/id");
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1,7 +1,7 @@
 //! The JSON Schema vocabulary, once: every keyword keel knows with its kind (validation, annotation, applicator,
 //! reference, core) and where it holds subschemas; one visitor over a schema's direct subschemas; one resolver of
 //! local `$ref`s (percent-decoded JSON pointers); one depth limit. The schema transforms, the provider lint, the
-//! schema lock and `tool-catalog`'s narrowing check all read schemas through this module.
+//! schema lock and `keel-tools-catalog`'s narrowing check all read schemas through this module.
 //!
 //! The table covers JSON Schema 2020-12 and the draft-07 spellings schemars and MCP peers still emit
 //! (`definitions`, `dependencies`, `additionalItems`, tuple `items`).

@@ -86,8 +86,8 @@ pub fn try_check_tools<T: Tools + ?Sized>(tools: &T) -> Result<Report, CheckErro
 /// or from inside an async test alike.
 ///
 /// ```
-/// use tool_core::{tool, Registry};
-/// use tool_testkit::ToolCheck;
+/// use keel_tools_core::{tool, Registry};
+/// use keel_tools_testkit::ToolCheck;
 ///
 /// /// Adds two small numbers.
 /// #[tool(effect = "read", version = "1.0")]
@@ -181,9 +181,9 @@ impl<'a> ToolCheck<'a> {
     /// a `policy` or `on_internal_failure` set here replaces those.
     ///
     /// ```no_run
-    /// # let registry = tool_core::Registry::from_inventory().unwrap();
+    /// # let registry = keel_tools_core::Registry::from_inventory().unwrap();
     /// # struct Store;
-    /// tool_testkit::ToolCheck::new(&registry).executor(|b| b.state(Store)).assert();
+    /// keel_tools_testkit::ToolCheck::new(&registry).executor(|b| b.state(Store)).assert();
     /// ```
     pub fn executor(mut self, configure: impl FnMut(ExecutorBuilder) -> ExecutorBuilder + 'a) -> Self {
         self.configure = Some(Box::new(configure));
@@ -229,7 +229,7 @@ impl<'a> ToolCheck<'a> {
         .map_err(|e| CheckError::Setup(format!("cannot start a Tokio runtime for the check: {e}")))?;
         let report = Report { seed, tools };
         for note in report.notes() {
-            eprintln!("tool-testkit: {note}");
+            eprintln!("keel-tools-testkit: {note}");
         }
         if report.failures().next().is_some() { Err(CheckError::Failed(report)) } else { Ok(report) }
     }
@@ -463,10 +463,10 @@ impl CheckError {
 impl fmt::Display for CheckError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CheckError::Setup(message) => write!(f, "tool-testkit: {message}"),
+            CheckError::Setup(message) => write!(f, "keel-tools-testkit: {message}"),
             CheckError::Executor(e) => write!(
                 f,
-                "tool-testkit: {e}\n(give the tools what they take with `ToolCheck::new(..).executor(|b| b.state(..))`)"
+                "keel-tools-testkit: {e}\n(give the tools what they take with `ToolCheck::new(..).executor(|b| b.state(..))`)"
             ),
             CheckError::Failed(report) => report.fmt(f),
         }
@@ -535,11 +535,11 @@ impl fmt::Display for Report {
         let failed: Vec<&Failure> = self.failures().collect();
         let tools_failed = self.tools.iter().filter(|t| t.failed()).count();
         if failed.is_empty() {
-            write!(f, "tool-testkit: {} tools checked, none failed (seed {})", self.tools.len(), self.seed)?;
+            write!(f, "keel-tools-testkit: {} tools checked, none failed (seed {})", self.tools.len(), self.seed)?;
         } else {
             write!(
                 f,
-                "tool-testkit: {tools_failed} of {} tools failed (seed {}; re-run with {SEED_VAR}={})",
+                "keel-tools-testkit: {tools_failed} of {} tools failed (seed {}; re-run with {SEED_VAR}={})",
                 self.tools.len(),
                 self.seed,
                 self.seed
@@ -664,7 +664,7 @@ impl fmt::Display for Problem {
             Problem::InternalError => "the tool failed internally (tool_internal_error)",
             Problem::InvalidOutput => "the tool's result breaks its own result schema (invalid_tool_output)",
             Problem::GeneratorBug => {
-                "tool-testkit generated arguments the executor refuses (invalid_arguments): a bug of the \
+                "keel-tools-testkit generated arguments the executor refuses (invalid_arguments): a bug of the \
                  testkit's generator, not of the tool; please report it, and leave the tool out with \
                  `ToolCheck::skip` meanwhile"
             }

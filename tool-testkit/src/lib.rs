@@ -2,7 +2,7 @@
 //! agent loop without a model server.
 //!
 //! ```standalone_crate
-//! use tool_core::{tool, Registry};
+//! use keel_tools_core::{tool, Registry};
 //!
 //! /// Splits a text into words.
 //! #[tool(effect = "read", version = "1.0")]
@@ -11,11 +11,11 @@
 //!     words.take(limit.map_or(usize::MAX, usize::from)).collect()
 //! }
 //!
-//! tool_testkit::check_tools(&Registry::from_inventory().unwrap());
+//! keel_tools_testkit::check_tools(&Registry::from_inventory().unwrap());
 //! ```
 //!
-//! [`check_tools`] runs every tool of a [`Registry`](tool_core::Registry) or a [`ToolView`](tool_core::ToolView)
-//! through a real [`Executor`](tool_core::Executor) with arguments generated from its argument schema, and checks
+//! [`check_tools`] runs every tool of a [`Registry`](keel_tools_core::Registry) or a [`ToolView`](keel_tools_core::ToolView)
+//! through a real [`Executor`](keel_tools_core::Executor) with arguments generated from its argument schema, and checks
 //! two properties:
 //!
 //! - valid arguments never end in `tool_internal_error` (an error or a panic inside the tool) or
@@ -30,10 +30,11 @@
 //! schema ([`schema`]); a tool whose schema the generator does not understand is skipped with a note, never
 //! failed.
 //!
-//! [`TestModel`] and [`ScriptedModel`] are [`ChatModel`](tool_agent::ChatModel)s for tests of the loop
-//! ([`Agent`](tool_agent::Agent)): the first calls every tool it is shown with generated arguments and then
+//! [`TestModel`] and [`ScriptedModel`] are [`ChatModel`](keel_tools_agent::ChatModel)s for tests of the loop
+//! ([`Agent`](keel_tools_agent::Agent)): the first calls every tool it is shown with generated arguments and then
 //! answers, the second plays the turns it is given. Both write their calls as a provider does (wire names,
 //! arguments as JSON text) and read them back through the view's codec.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

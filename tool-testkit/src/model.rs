@@ -109,10 +109,10 @@ fn reply(turn: &Turn<'_>, format: WireFormat, text: &str, calls: &[Call]) -> Res
 /// they go through the same path as a real model's. It records what it was given and what it sent.
 ///
 /// ```
-/// use tool_agent::{Agent, Message};
-/// use tool_core::{tool, Executor, Registry};
-/// use tool_core::runs::Run;
-/// use tool_testkit::TestModel;
+/// use keel_tools_agent::{Agent, Message};
+/// use keel_tools_core::{tool, Executor, Registry};
+/// use keel_tools_core::runs::Run;
+/// use keel_tools_testkit::TestModel;
 ///
 /// /// Looks up a user.
 /// #[tool(effect = "read", version = "1.0")]
@@ -329,11 +329,11 @@ impl ScriptedTurn {
 ///
 /// ```
 /// use serde_json::json;
-/// use tool_agent::{Agent, Message};
-/// use tool_core::{tool, Executor, Registry};
-/// use tool_core::events::Decision;
-/// use tool_core::runs::Run;
-/// use tool_testkit::ScriptedModel;
+/// use keel_tools_agent::{Agent, Message};
+/// use keel_tools_core::{tool, Executor, Registry};
+/// use keel_tools_core::events::Decision;
+/// use keel_tools_core::runs::Run;
+/// use keel_tools_testkit::ScriptedModel;
 ///
 /// /// Doubles a number.
 /// #[tool(effect = "read", version = "1.0")]

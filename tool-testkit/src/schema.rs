@@ -106,7 +106,7 @@ pub struct Invalid {
 ///     "required": ["n"],
 ///     "additionalProperties": false
 /// });
-/// let strategy = tool_testkit::schema::arguments(&schema).unwrap();
+/// let strategy = keel_tools_testkit::schema::arguments(&schema).unwrap();
 /// let value = strategy.new_tree(&mut TestRunner::deterministic()).unwrap().current();
 /// assert!((1..=9).contains(&value["n"].as_i64().unwrap()));
 /// ```

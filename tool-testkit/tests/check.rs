@@ -3,10 +3,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use keel_tools_core::policy::EffectPolicy;
+use keel_tools_core::{Registry, State, ToolError, ToolView, tool, tool_error};
+use keel_tools_testkit::{CheckError, Outcome, Problem, Property, SEED_VAR, ToolCheck};
 use serde_json::json;
-use tool_core::policy::EffectPolicy;
-use tool_core::{Registry, State, ToolError, ToolView, tool, tool_error};
-use tool_testkit::{CheckError, Outcome, Problem, Property, SEED_VAR, ToolCheck};
 
 fn view(names: &[&str]) -> ToolView {
     Registry::from_inventory().unwrap().view().names(names.iter().copied()).build().unwrap()
@@ -166,6 +166,6 @@ fn a_registry_is_checked_whole() {
     assert!(text.contains("arguments (shrunk): {\"n\":201}"), "{text}");
     assert!(text.contains("1 of 3 tools failed"), "{text}");
     // Without the state `slow_echo` takes, nothing runs.
-    let e = tool_testkit::try_check_tools(&registry).unwrap_err();
+    let e = keel_tools_testkit::try_check_tools(&registry).unwrap_err();
     assert!(matches!(e, CheckError::Executor(_)), "{e}");
 }

@@ -1,11 +1,11 @@
 //! The one-line check over keel's own example tools, and a tool that breaks its own result schema, which the check
 //! must catch.
 
+use keel_tools_core::{Registry, ToolView, tool};
+use keel_tools_testkit::{CheckError, Problem, Property, ToolCheck, try_check_tools};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
-use tool_core::{Registry, ToolView, tool};
-use tool_testkit::{CheckError, Problem, Property, ToolCheck, try_check_tools};
 
 /// The tools this file declares (this test crate is named `examples` too).
 const OWN_TOOLS: &[&str] = &["broken_count"];
@@ -32,13 +32,13 @@ fn every_example_tool_passes() {
     assert!(report.is_ok());
     for tool in report.tools() {
         assert!(
-            matches!(tool.valid_arguments(), tool_testkit::Outcome::Passed(_)),
+            matches!(tool.valid_arguments(), keel_tools_testkit::Outcome::Passed(_)),
             "{}: {:?}",
             tool.name(),
             tool.valid_arguments()
         );
         assert!(
-            matches!(tool.invalid_arguments(), tool_testkit::Outcome::Passed(_)),
+            matches!(tool.invalid_arguments(), keel_tools_testkit::Outcome::Passed(_)),
             "{}: {:?}",
             tool.name(),
             tool.invalid_arguments()
@@ -94,12 +94,12 @@ fn a_tool_that_breaks_its_result_schema_fails_with_a_seed() {
         assert!(text.contains(expected), "{expected:?} in:\n{text}");
     }
     // Invalid arguments are still refused before the handler.
-    assert!(matches!(report.tools()[0].invalid_arguments(), tool_testkit::Outcome::Passed(_)));
+    assert!(matches!(report.tools()[0].invalid_arguments(), keel_tools_testkit::Outcome::Passed(_)));
 }
 
 #[test]
 fn the_one_line_check_panics_on_it() {
-    let panic = std::panic::catch_unwind(|| tool_testkit::check_tools(&broken_view())).unwrap_err();
+    let panic = std::panic::catch_unwind(|| keel_tools_testkit::check_tools(&broken_view())).unwrap_err();
     let text = panic.downcast_ref::<String>().expect("a message");
     assert!(text.contains("invalid_tool_output") && text.contains("KEEL_TESTKIT_SEED="), "{text}");
 }

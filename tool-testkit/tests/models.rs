@@ -1,14 +1,14 @@
 //! TestModel and ScriptedModel through the agent loop.
 
+use keel_tools_agent::{Agent, AgentError, Message, ModelError, WireFormat};
+use keel_tools_core::definition::{Effect, ToolDefinition};
+use keel_tools_core::events::Decision;
+use keel_tools_core::runs::Run;
+use keel_tools_core::{Executor, Registry, ToolView, tool};
+use keel_tools_testkit::{ScriptedModel, ScriptedTurn, TestModel};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tool_agent::{Agent, AgentError, Message, ModelError, WireFormat};
-use tool_core::definition::{Effect, ToolDefinition};
-use tool_core::events::Decision;
-use tool_core::runs::Run;
-use tool_core::{Executor, Registry, ToolView, tool};
-use tool_testkit::{ScriptedModel, ScriptedTurn, TestModel};
 
 /// Searches the notes.
 #[tool(name = "notes.search", effect = "read", version = "1.0")]
@@ -77,7 +77,7 @@ async fn the_test_model_calls_every_tool_then_answers_with_the_results() {
     assert_eq!(seen[0].tools, ["notes.search", "word_count"]);
     assert_eq!(seen[1].messages.len(), 4);
     assert!(model.notes().is_empty());
-    assert!(tool_agent::transcript(&model, &messages)[1].contains("test model (seed 3)"));
+    assert!(keel_tools_agent::transcript(&model, &messages)[1].contains("test model (seed 3)"));
 }
 
 #[tokio::test]

@@ -7,15 +7,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 
+use keel_tools_core::definition::{Effect, ToolDefinition};
+use keel_tools_core::schema::CompiledSchema;
+use keel_tools_core::{Registry, ToolView, tool};
+use keel_tools_testkit::{Outcome, ToolCheck, schema};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tool_core::definition::{Effect, ToolDefinition};
-use tool_core::schema::CompiledSchema;
-use tool_core::{Registry, ToolView, tool};
-use tool_testkit::{Outcome, ToolCheck, schema};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -267,7 +267,7 @@ fn dynamic_view() -> ToolView {
     Registry::builder().without_inventory().tools(dynamic_tools()).build().unwrap().all().clone()
 }
 
-fn outcome<'r>(report: &'r tool_testkit::Report, tool: &str) -> (&'r Outcome, &'r Outcome) {
+fn outcome<'r>(report: &'r keel_tools_testkit::Report, tool: &str) -> (&'r Outcome, &'r Outcome) {
     let t = report.tools().iter().find(|t| t.name() == tool).unwrap();
     (t.valid_arguments(), t.invalid_arguments())
 }
@@ -316,7 +316,7 @@ fn hand_written_schemas_pass_or_are_skipped_with_a_note() {
 /// ranges spelled out), and every broken one invalid.
 fn sample(schema: &Value, n: usize) {
     let mut validated = schema.clone();
-    tool_schema::transform::bound_integers(&mut validated);
+    keel_tools_schema::transform::bound_integers(&mut validated);
     let compiled = CompiledSchema::compile(&validated).unwrap();
     let mut runner = TestRunner::deterministic();
     let valid = schema::arguments(schema).unwrap();

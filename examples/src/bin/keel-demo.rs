@@ -5,18 +5,18 @@
 //! cargo run -q -p examples --bin keel-demo -- list
 //! ```
 //!
-//! It is not named `keel`, since tool-cli's installed `keel` is built into the same target directory. The
+//! It is not named `keel`, since keel-tools-cli's installed `keel` is built into the same target directory. The
 //! installed `keel` runs it over this package all the same (`keel -p examples list` from the repository root):
 //! the package names it in `[package.metadata.keel] bin`. Over your own tools, the whole `main` is two lines:
 //!
 //! ```ignore
-//! tool_core::link_tools!(my_tools);
-//! fn main() -> std::process::ExitCode { tool_cli::main() }
+//! keel_tools_core::link_tools!(my_tools);
+//! fn main() -> std::process::ExitCode { keel_tools_cli::main() }
 //! ```
 
-tool_core::link_tools!(examples);
+keel_tools_core::link_tools!(examples);
 
 fn main() -> std::process::ExitCode {
     // The card tools read a `State<CardStore>`; give `keel call` the demo store.
-    tool_cli::Cli::new().executor(|b| b.state(examples::cards::store(true))).main()
+    keel_tools_cli::Cli::new().executor(|b| b.state(examples::cards::store(true))).main()
 }

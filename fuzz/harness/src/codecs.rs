@@ -19,10 +19,10 @@
 //!    same ids, names and arguments, and the same text;
 //! 6. a reply to each call (success and failure) is written without panicking, and a batch of replies too.
 
+use keel_tools_core::results::{ErrorBody, ErrorCode};
+use keel_tools_core::schema::Limits;
+use keel_tools_core::{Codec, Provider, ToolCall, ToolResult};
 use serde_json::{Value, json};
-use tool_core::results::{ErrorBody, ErrorCode};
-use tool_core::schema::Limits;
-use tool_core::{Codec, Provider, ToolCall, ToolResult};
 
 use crate::{Harness, depth};
 

@@ -5,13 +5,13 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use keel_tools_core::definition::{Effect, Handler};
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::{Approval, Executor, Registry, ToolCall, ToolResult, ToolView};
 use proptest::prelude::*;
 use proptest::strategy::{SBoxedStrategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::Value;
-use tool_core::definition::{Effect, Handler};
-use tool_core::executor::CallOptions;
-use tool_core::{Approval, Executor, Registry, ToolCall, ToolResult, ToolView};
 
 use crate::input::{Approve, Args, Input, SHAPES, deliver, delivery, short};
 use crate::instance::instance;
@@ -315,5 +315,5 @@ impl Default for Harness {
 
 /// Exact JSON identity as approvals compare it: canonical text (so `1` and `1.0` differ).
 fn json_identical(a: &Value, b: &Value) -> bool {
-    tool_core::schema::canonical::canonical_json(a) == tool_core::schema::canonical::canonical_json(b)
+    keel_tools_core::schema::canonical::canonical_json(a) == keel_tools_core::schema::canonical::canonical_json(b)
 }

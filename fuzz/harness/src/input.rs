@@ -2,9 +2,9 @@
 
 use std::fmt;
 
+use keel_tools_core::{Provider, ToolCall, ToolView};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use tool_core::{Provider, ToolCall, ToolView};
 
 /// How the arguments reach the executor.
 #[derive(Clone)]

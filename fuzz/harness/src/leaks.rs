@@ -1,7 +1,7 @@
 //! The leak check: nothing internal in a result unless the caller's own input held it.
 
+use keel_tools_core::{ToolCall, ToolResult};
 use serde_json::Value;
-use tool_core::{ToolCall, ToolResult};
 
 use crate::input::{Args, Input, short};
 
@@ -21,7 +21,7 @@ pub const NEEDLES: [&str; 29] = [
     "RUST_BACKTRACE",
     // Rust type paths: any `a::b` (see `rust_paths`; `std::` alone is a model's key `std:` before `: expected`)
     "serde_json",
-    "tool_core",
+    "keel_tools_core",
     "Some(",
     // serde wording
     "invalid type:",

@@ -31,7 +31,7 @@
 //!    back; the same text elsewhere in the input excuses nothing).
 //!
 //! The tools are declared with `#[tool]`, which registers through `inventory`: a binary sees them only if it names
-//! this crate (`use keel_fuzz_harness as _;` or `tool_core::link_tools!(keel_fuzz_harness);`), as both users do by
+//! this crate (`use keel_fuzz_harness as _;` or `keel_tools_core::link_tools!(keel_fuzz_harness);`), as both users do by
 //! importing from it.
 
 mod codecs;

@@ -22,9 +22,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use keel_tools_mcp::McpServer;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tool_mcp::McpServer;
 
 use crate::leaks::NEEDLES;
 use crate::{Harness, VIEW, block_on};
@@ -103,7 +103,7 @@ pub fn check_mcp(data: &[u8]) -> Option<McpSession> {
 
 /// One session: the handshake (or not), the input's lines, then `ping` and `tools/list`; the client's side is closed
 /// once both are answered or the server has closed its side.
-async fn run(executor: tool_core::Executor, handshake: bool, revision: &str, lines: &[&[u8]]) -> McpSession {
+async fn run(executor: keel_tools_core::Executor, handshake: bool, revision: &str, lines: &[&[u8]]) -> McpSession {
     let server = McpServer::new(executor).expect("the harness's view serves over MCP");
     let (client, server_io) = tokio::io::duplex(1 << 16);
     let (server_read, server_write) = tokio::io::split(server_io);

@@ -1,8 +1,8 @@
 //! The oracle: an independent validator for the schema subset the tools use.
 
+use keel_tools_core::definition::{Handler, ToolDefinition};
+use keel_tools_core::schema::vocabulary;
 use serde_json::{Value, json};
-use tool_core::definition::{Handler, ToolDefinition};
-use tool_core::schema::vocabulary;
 
 /// The executor's default argument limits (`Limits::DEFAULT`), restated.
 pub const MAX_DEPTH: usize = 64;

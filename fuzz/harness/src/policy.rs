@@ -1,6 +1,6 @@
 //! The policy: the default effect policy, a tenant-based denial, and a record of every decision.
 
-use tool_core::policy::{EffectPolicy, Policy, PolicyDecision, PolicyRequest};
+use keel_tools_core::policy::{EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 
 use crate::oracle::Oracle;
 use crate::record::{Decided, with_record};

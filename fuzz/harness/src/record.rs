@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use tool_core::CallContext;
+use keel_tools_core::CallContext;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decided {

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use keel_tools_core::definition::{Effect, ToolDefinition};
+use keel_tools_core::{CallContext, ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tool_core::definition::{Effect, ToolDefinition};
-use tool_core::{CallContext, ToolError, tool};
 
 use crate::oracle::Oracle;
 use crate::record::invoked;
@@ -58,7 +58,7 @@ pub struct Hit {
 async fn search_incidents(args: SearchArgs, ctx: CallContext) -> Result<Vec<Hit>, ToolError> {
     invoked(&ctx, None);
     if args.query.is_empty() {
-        return Err(tool_core::tool_error!("empty_query", "say what to search for"));
+        return Err(keel_tools_core::tool_error!("empty_query", "say what to search for"));
     }
     let n = args.tags.len() + usize::from(args.window.is_some());
     Ok((0..n.min(3)).map(|i| Hit { id: format!("INC-{i}"), severity: args.severity, score: 0.5 }).collect())
@@ -266,7 +266,7 @@ pub(crate) fn dynamic_tools() -> Vec<ToolDefinition> {
             let problem = Oracle::new(&schema, false).problem(&args);
             invoked(&ctx, problem);
             if args.get("count") == Some(&json!(13)) {
-                return Err(tool_core::tool_error!("unlucky_number", "13 is not accepted"));
+                return Err(keel_tools_core::tool_error!("unlucky_number", "13 is not accepted"));
             }
             Ok(json!({"received": args}))
         })

@@ -1,4 +1,4 @@
-use tool_core::{CallContext, tool};
+use keel_tools_core::{CallContext, tool};
 
 /// Looks up an incident.
 #[tool(effect = "read", version = "1.0")]

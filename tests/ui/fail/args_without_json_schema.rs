@@ -1,5 +1,5 @@
 use serde::Deserialize;
-use tool_core::tool;
+use keel_tools_core::tool;
 
 #[derive(Deserialize)]
 struct LookupArgs {

@@ -1,4 +1,4 @@
-use tool_core::tool;
+use keel_tools_core::tool;
 
 /// Looks up an incident.
 #[tool(effect = "read", version = "1.0", blocking = true)]

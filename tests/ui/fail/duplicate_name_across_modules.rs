@@ -1,5 +1,5 @@
 mod incidents {
-    use tool_core::tool;
+    use keel_tools_core::tool;
 
     /// Searches incidents.
     #[tool(effect = "read", version = "1.0")]
@@ -9,7 +9,7 @@ mod incidents {
 }
 
 mod tickets {
-    use tool_core::tool;
+    use keel_tools_core::tool;
 
     /// Searches tickets.
     #[tool(effect = "read", version = "1.0")]

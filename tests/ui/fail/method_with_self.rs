@@ -1,4 +1,4 @@
-use tool_core::tool;
+use keel_tools_core::tool;
 
 struct Incidents;
 

@@ -1,5 +1,5 @@
 use schemars::JsonSchema;
-use tool_core::tool;
+use keel_tools_core::tool;
 
 #[derive(JsonSchema)]
 struct Summary {

@@ -1,4 +1,4 @@
-use tool_core::{State, tool};
+use keel_tools_core::{State, tool};
 
 struct Db;
 

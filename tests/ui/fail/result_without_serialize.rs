@@ -1,5 +1,5 @@
 use schemars::JsonSchema;
-use tool_core::{ToolError, tool};
+use keel_tools_core::{ToolError, tool};
 
 #[derive(JsonSchema)]
 struct Incident {

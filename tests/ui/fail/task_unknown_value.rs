@@ -1,4 +1,4 @@
-use tool_core::tool;
+use keel_tools_core::tool;
 
 /// Rebuilds the search index.
 #[tool(effect = "write", version = "1.0", task = "always")]

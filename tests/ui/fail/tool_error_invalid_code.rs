@@ -1,4 +1,4 @@
-use tool_core::{ToolError, tool, tool_error};
+use keel_tools_core::{ToolError, tool, tool_error};
 
 /// Waits for a job.
 #[tool(effect = "read", version = "1.0")]

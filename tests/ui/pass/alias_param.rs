@@ -1,5 +1,5 @@
 //! A parameter whose type is an alias is known by what the alias names: here a named `string` argument.
-use tool_core::{Registry, tool};
+use keel_tools_core::{Registry, tool};
 
 type NoteId = String;
 

@@ -1,7 +1,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tool_core::definition::Effect;
-use tool_core::{Registry, ToolError, tool};
+use keel_tools_core::definition::Effect;
+use keel_tools_core::{Registry, ToolError, tool};
 
 /// What to look up.
 #[derive(Deserialize, JsonSchema)]

@@ -1,5 +1,5 @@
-use tool_core::definition::Effect;
-use tool_core::{Registry, ToolError, tool};
+use keel_tools_core::definition::Effect;
+use keel_tools_core::{Registry, ToolError, tool};
 
 /// Pages the on-call engineer.
 #[tool(effect = "write", version = "1.0")]

@@ -1,5 +1,5 @@
-use tool_core::definition::Handler;
-use tool_core::{Registry, tool};
+use keel_tools_core::definition::Handler;
+use keel_tools_core::{Registry, tool};
 
 /// Adds two numbers.
 #[tool(effect = "read", version = "1.0")]

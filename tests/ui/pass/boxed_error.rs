@@ -1,7 +1,7 @@
 //! Errors as they are written in Rust: a boxed error, `anyhow`, any `std::error::Error`.
 use std::error::Error;
 
-use tool_core::{Executor, Registry, ToolCall, tool};
+use keel_tools_core::{Executor, Registry, ToolCall, tool};
 
 /// Parses a port.
 #[tool(effect = "read", version = "1.0")]

@@ -1,7 +1,7 @@
-use tool_core::{Registry, tool};
+use keel_tools_core::{Registry, tool};
 
 /// Says hello.
-#[tool(effect = "read", version = "1.0", crate = "tool_core")]
+#[tool(effect = "read", version = "1.0", crate = "keel_tools_core")]
 fn greet(name: String) -> String {
     format!("hello, {name}")
 }

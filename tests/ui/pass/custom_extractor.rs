@@ -1,9 +1,9 @@
 //! The user's own extractors: a tenant newtype, and a database handle that needs shared state.
 use std::sync::Arc;
 
-use tool_core::context::{FromCallContext, Requirements};
-use tool_core::executor::CallOptions;
-use tool_core::{CallContext, Executor, Registry, ToolCall, ToolError, tool};
+use keel_tools_core::context::{FromCallContext, Requirements};
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::{CallContext, Executor, Registry, ToolCall, ToolError, tool};
 
 struct Tenant(String);
 
@@ -11,7 +11,7 @@ impl FromCallContext for Tenant {
     fn from_call_context(ctx: &CallContext) -> Result<Self, ToolError> {
         match ctx.tenant() {
             Some(t) => Ok(Tenant(t.to_owned())),
-            None => Err(tool_core::tool_error!("tenant_required", "this tool runs only for a tenant")),
+            None => Err(keel_tools_core::tool_error!("tenant_required", "this tool runs only for a tenant")),
         }
     }
 }

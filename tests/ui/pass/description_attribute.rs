@@ -1,4 +1,4 @@
-use tool_core::{Registry, tool};
+use keel_tools_core::{Registry, tool};
 
 #[tool(effect = "read", version = "1.0", description = "Lists the services of a team.")]
 fn list_services(team: String) -> Vec<String> {

@@ -1,6 +1,6 @@
 use std::sync::Mutex;
 
-use tool_core::{CallContext, Registry, State, ToolError, tool};
+use keel_tools_core::{CallContext, Registry, State, ToolError, tool};
 
 struct Store {
     notes: Mutex<Vec<String>>,
@@ -14,7 +14,7 @@ async fn add_note(
     store: State<Store>,
     text: String,
 ) -> Result<usize, ToolError> {
-    let mut notes = store.notes.lock().map_err(|_| tool_core::tool_error!("store_poisoned", "try again"))?;
+    let mut notes = store.notes.lock().map_err(|_| keel_tools_core::tool_error!("store_poisoned", "try again"))?;
     notes.push(format!("{} {id}: {text}", ctx.call_id()));
     Ok(notes.len())
 }

@@ -1,4 +1,4 @@
-use tool_core::{Registry, tool};
+use keel_tools_core::{Registry, tool};
 
 /// Names the team on call.
 #[tool(effect = "read", version = "1.0")]

@@ -1,6 +1,6 @@
 use schemars::JsonSchema;
 use serde::Serialize;
-use tool_core::{Registry, tool};
+use keel_tools_core::{Registry, tool};
 
 #[derive(Serialize, JsonSchema)]
 struct Summary {

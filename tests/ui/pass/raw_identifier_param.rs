@@ -1,4 +1,4 @@
-use tool_core::{Registry, tool};
+use keel_tools_core::{Registry, tool};
 
 /// Counts incidents of one type.
 #[tool(effect = "read", version = "1.0")]

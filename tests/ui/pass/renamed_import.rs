@@ -1,7 +1,7 @@
 //! An extractor imported under another name is still injected.
-use tool_core::CallContext as Ctx;
-use tool_core::State as Shared;
-use tool_core::{Executor, Registry, ToolCall, tool};
+use keel_tools_core::CallContext as Ctx;
+use keel_tools_core::State as Shared;
+use keel_tools_core::{Executor, Registry, ToolCall, tool};
 
 struct Prefix {
     text: &'static str,

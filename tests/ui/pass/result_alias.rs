@@ -1,4 +1,4 @@
-use tool_core::{Registry, ToolError, tool};
+use keel_tools_core::{Registry, ToolError, tool};
 
 type Result<T> = std::result::Result<T, ToolError>;
 

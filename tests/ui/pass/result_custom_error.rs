@@ -1,6 +1,6 @@
 use std::fmt;
 
-use tool_core::{Registry, tool};
+use keel_tools_core::{Registry, tool};
 
 #[derive(Debug)]
 struct StoreError;

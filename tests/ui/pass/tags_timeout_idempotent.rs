@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use tool_core::{Registry, tool};
+use keel_tools_core::{Registry, tool};
 
 /// Restarts a service.
 #[tool(effect = "write", version = "1.0", idempotent = true, timeout_ms = 5000, tags = ["ops", "oncall"])]

@@ -1,5 +1,5 @@
-use tool_core::definition::{TaskStart, TaskSupport};
-use tool_core::{CallContext, Registry, tool};
+use keel_tools_core::definition::{TaskStart, TaskSupport};
+use keel_tools_core::{CallContext, Registry, tool};
 
 /// Rebuilds the search index.
 #[tool(effect = "write", version = "1.0", task = "optional")]

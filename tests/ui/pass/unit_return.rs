@@ -1,4 +1,4 @@
-use tool_core::{Registry, tool};
+use keel_tools_core::{Registry, tool};
 
 /// Acknowledges an alert.
 #[tool(effect = "write", version = "1.0")]

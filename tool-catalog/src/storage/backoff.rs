@@ -34,6 +34,7 @@ impl Backoff {
     }
 
     /// Attempts that failed so far.
+    #[cfg(feature = "postgres")]
     pub(crate) fn attempts(&self) -> u32 {
         self.attempts
     }

@@ -2,8 +2,8 @@
 //! pushed to each of them with `LISTEN`/`NOTIFY`.
 //!
 //! ```no_run
-//! # async fn demo(registry: &tool_core::Registry) -> Result<(), tool_catalog::CatalogError> {
-//! use tool_catalog::Catalog;
+//! # async fn demo(registry: &keel_tools_core::Registry) -> Result<(), keel_tools_catalog::CatalogError> {
+//! use keel_tools_catalog::Catalog;
 //!
 //! let catalog = Catalog::builder(registry)
 //!     .allow_module("my_app::status")

@@ -21,7 +21,7 @@ use super::format;
 use crate::tool_definition::ToolDefinition;
 use crate::tool_schemas::Provider;
 use crate::view::{ExecutorEntry, ToolDescriptions, ToolView};
-use tool_schema::vocabulary;
+use keel_tools_schema::vocabulary;
 
 impl ToolDefinition {
     /// This tool in `provider`'s format, rendered once and cached (see [`Codec`](crate::Codec) for the rest of

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::format::Push;
 use crate::tool_definition::ToolDefinition;
 use crate::tool_schemas::Provider;
-use tool_schema::vocabulary::{self, MAX_DEPTH};
+use keel_tools_schema::vocabulary::{self, MAX_DEPTH};
 
 /// Something of a tool's contract that a provider's format does not carry to the model as the canonical schema
 /// says it, found by that provider's [`Codec`](crate::Codec) ([`Codec::losses`](crate::Codec::losses)).

@@ -20,8 +20,8 @@ use super::format::Push;
 use super::loss::{join_keywords, nearest, show_path, walk, wire_name_loss};
 use crate::tool_definition::ToolDefinition;
 use crate::tool_schemas::{Provider, ToolSchemas};
-use tool_schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
-use tool_schema::vocabulary;
+use keel_tools_schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
+use keel_tools_schema::vocabulary;
 
 impl ToolDefinition {
     /// Whether the tool is sent to OpenAI in strict mode: `Ok(())`, or why not. See

@@ -13,7 +13,7 @@ use crate::error::{ErrorCode, Repr, ToolError};
 use crate::failure::{FailureKind, InternalFailure};
 use crate::result::{ErrorBody, HandlerState, ToolResult};
 use crate::tool_definition::ToolDefinition;
-use tool_schema::validate::{Violation, summary};
+use keel_tools_schema::validate::{Violation, summary};
 
 /// The longest requested name echoed back in an `unknown_tool` result.
 const MAX_ECHOED_NAME: usize = 128;
@@ -220,7 +220,7 @@ impl Executor {
         &self,
         def: &ToolDefinition,
         call_id: &str,
-        output: &tool_schema::validate::CompiledSchema,
+        output: &keel_tools_schema::validate::CompiledSchema,
         value: &Value,
     ) -> ErrorBody {
         let violations = output.validate(value).err().unwrap_or_default();

@@ -9,7 +9,7 @@
 //! a name the model sends only reads the table, so no choice of names can lengthen the probes of others. The hash
 //! is fixed, and fast for short names rather than keyed.
 
-use tool_schema::text::{word4, word8};
+use keel_tools_schema::text::{word4, word8};
 
 /// A slot's position when it is empty.
 const EMPTY: usize = usize::MAX;
@@ -48,7 +48,7 @@ impl NameIndex {
             if position == EMPTY {
                 return None;
             }
-            if slot_hash == h && tool_schema::text::same(name_at(position), name) {
+            if slot_hash == h && keel_tools_schema::text::same(name_at(position), name) {
                 return Some(position);
             }
             i = (i + 1) & self.mask;

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::tool_definition::ToolDefinition;
-use tool_schema::vocabulary;
+use keel_tools_schema::vocabulary;
 
 /// Where someone lives.
 #[derive(JsonSchema, Deserialize)]

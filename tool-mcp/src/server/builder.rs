@@ -4,12 +4,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use keel_tools_core::Executor;
+use keel_tools_core::definition::TaskSupport;
+use keel_tools_core::executor::CallOptions;
 use rmcp::model::{CallToolRequestParams, Implementation, RequestStateCodec, ServerConfig};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
-use tool_core::Executor;
-use tool_core::definition::TaskSupport;
-use tool_core::executor::CallOptions;
 
 use super::error::OtherProblem;
 use super::listing::duration_ms;

@@ -4,14 +4,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use keel_tools_core::ToolCall;
+use keel_tools_core::context::{InputError, InputKind};
+use keel_tools_core::definition::{TaskStart, TaskSupport};
+use keel_tools_core::executor::CallOptions;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, InputRequiredResult, RequestId, RequestMetaObject};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer};
 use serde_json::Value;
-use tool_core::ToolCall;
-use tool_core::context::{InputError, InputKind};
-use tool_core::definition::{TaskStart, TaskSupport};
-use tool_core::executor::CallOptions;
 
 use super::listing::Listing;
 use super::notifier::{NO_LOGS, PeerNotifier, mcp_level_rank};
@@ -109,7 +109,7 @@ impl McpSession {
         // with the round's answers and sealed state, when stateless.
         let capabilities = context.client_capabilities().unwrap_or_default();
         let mut call_id = context.id.to_string();
-        let (direct, stateless): (Arc<dyn tool_core::context::ClientInput>, _) = if is_stateless(&context) {
+        let (direct, stateless): (Arc<dyn keel_tools_core::context::ClientInput>, _) = if is_stateless(&context) {
             let binding =
                 crate::input::binding(options.get_tenant(), options.get_principal(), &request.name, &arguments);
             let mut round = match request.request_state.as_deref() {
@@ -163,7 +163,7 @@ impl McpSession {
             if task_start == TaskStart::Admission {
                 let input = input.clone();
                 options = options.on_admitted(move || {
-                    tool_core::context::ClientInput::begin_task(&*input);
+                    keel_tools_core::context::ClientInput::begin_task(&*input);
                 });
             }
             let executor = listing.executor.clone();
@@ -226,7 +226,7 @@ impl McpSession {
     /// on, `tasks/cancel` cancels it, and its result becomes the task's.
     fn begin_task(
         &self,
-        running: tokio::task::JoinHandle<tool_core::ToolResult>,
+        running: tokio::task::JoinHandle<keel_tools_core::ToolResult>,
         bind: tokio::sync::watch::Sender<Option<rmcp::task_manager::TaskContext>>,
         token: tokio_util::sync::CancellationToken,
         listing: Arc<Listing>,

@@ -148,7 +148,7 @@ impl Error for ServeError {
 
 #[cfg(test)]
 mod tests {
-    use tool_core::{Executor, ToolView};
+    use keel_tools_core::{Executor, ToolView};
 
     use super::*;
     use crate::server::McpServer;

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use keel_tools_core::Codec;
+use keel_tools_core::{Executor, Provider, ToolView};
 use rmcp::model::Tool;
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
-use tool_core::Codec;
-use tool_core::{Executor, Provider, ToolView};
 
 use super::{DYNAMIC_LIST_TTL, InvalidToolEntry, McpServer, McpServerError};
 

@@ -3,11 +3,11 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use keel_tools_core::context::{LogLevel, Notifier};
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
-use tool_core::context::{LogLevel, Notifier};
 
 /// How long the server waits, after a call, for its notifications to be written before sending the result.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);

@@ -5,13 +5,13 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use keel_tools_core::context::LogLevel;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, InitializeRequestParams, InitializeResult, ListToolsResult,
     PaginatedRequestParams, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use tool_core::context::LogLevel;
 
 use super::notifier::{level_rank, mcp_level_rank};
 use super::{McpServer, Shared};

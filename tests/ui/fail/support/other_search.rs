@@ -1,6 +1,6 @@
 // Not a ui case: a module of `duplicate_name_across_files.rs`, included with `#[path]`.
 
-use tool_core::tool;
+use keel_tools_core::tool;
 
 /// Searches tickets.
 #[tool(effect = "read", version = "1.0")]

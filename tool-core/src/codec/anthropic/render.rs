@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use tool_schema::transform;
+use keel_tools_schema::transform;
 
 /// `{"name", "description", "input_schema"}`.
 pub(super) fn tool(wire_name: &str, description: &str, canonical: &Value) -> Value {

@@ -7,8 +7,8 @@ use crate::codec::LossKind;
 use crate::codec::format::Push;
 use crate::codec::loss::{join_keywords, show_path, walk, wire_name_loss};
 use crate::tool_definition::ToolDefinition;
-use tool_schema::transform::NUMERIC_FORMATS;
-use tool_schema::vocabulary;
+use keel_tools_schema::transform::NUMERIC_FORMATS;
+use keel_tools_schema::vocabulary;
 
 /// The keywords of Gemini's documented JSON Schema subset for `parametersJsonSchema`: `type` (string, number,
 /// integer, boolean, object, array, null), `title`, `description`; for objects `properties`, `required`,

@@ -15,8 +15,8 @@
 
 use serde_json::{Value, json};
 
-use tool_schema::transform;
-use tool_schema::vocabulary::{MAX_DEPTH, for_each_child_mut};
+use keel_tools_schema::transform;
+use keel_tools_schema::vocabulary::{MAX_DEPTH, for_each_child_mut};
 
 /// `{"name", "description", "parametersJsonSchema"}`.
 pub(super) fn declaration(wire_name: &str, description: &str, canonical: &Value) -> Value {

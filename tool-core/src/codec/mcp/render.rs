@@ -58,8 +58,8 @@ fn object_output(schema: &Value) -> Option<Value> {
     let unions: Vec<&Vec<Value>> =
         ["oneOf", "anyOf"].iter().filter_map(|k| map.get(*k).and_then(Value::as_array)).collect();
     let [branches] = unions.as_slice() else { return None };
-    let all_objects =
-        !branches.is_empty() && branches.iter().all(|b| is_object_schema(tool_schema::vocabulary::resolve(schema, b)));
+    let all_objects = !branches.is_empty()
+        && branches.iter().all(|b| is_object_schema(keel_tools_schema::vocabulary::resolve(schema, b)));
     if !all_objects {
         return None;
     }

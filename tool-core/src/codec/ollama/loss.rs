@@ -8,8 +8,8 @@ use crate::codec::LossKind;
 use crate::codec::format::Push;
 use crate::codec::loss::{child_path, join_keywords, segment, show_path};
 use crate::tool_definition::ToolDefinition;
-use tool_schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
-use tool_schema::vocabulary::{self, MAX_DEPTH};
+use keel_tools_schema::transform::{self, NUMERIC_FORMATS, OnRecursion};
+use keel_tools_schema::vocabulary::{self, MAX_DEPTH};
 
 /// What the ollama Python client keeps of a property of `parameters` (its `Tool.Function.Parameters.Property`):
 /// it re-reads every tool into that type before sending it.

@@ -26,7 +26,7 @@
 
 use serde_json::{Value, json};
 
-pub(super) use tool_schema::dialect::ollama::{DROPPED, parameters};
+pub(super) use keel_tools_schema::dialect::ollama::{DROPPED, parameters};
 
 /// `{"type": "function", "function": {"name", "description", "parameters"}}`.
 pub(super) fn tool(name: &str, description: &str, canonical: &Value) -> Value {

@@ -1,14 +1,14 @@
 //! Strict mode: the `parameters` both OpenAI APIs are sent, strict whenever the schema allows it. The conversion
-//! is [`tool_schema::dialect::openai_strict`]; these tests check it through the codec, on real Rust types.
+//! is [`keel_tools_schema::dialect::openai_strict`]; these tests check it through the codec, on real Rust types.
 
-pub(super) use tool_schema::dialect::openai_strict::{FOLDED, STRICT_FORMATS, parameters};
+pub(super) use keel_tools_schema::dialect::openai_strict::{FOLDED, STRICT_FORMATS, parameters};
 
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
+    use keel_tools_schema::transform;
     use serde_json::Value;
-    use tool_schema::transform;
 
     use super::*;
     use crate::Provider;
