@@ -2,13 +2,16 @@
 """Drives `keel serve` with the official Python SDK's `Client` (`mcp` on PyPI), as an MCP host would.
 
     python tests/mcp/python_keel_serve.py -- target/debug/keel-demo
+    python tests/mcp/python_keel_serve.py --tools scratch --cwd SCRATCH_CRATE -- target/debug/keel
 
-Everything after `--` is the `keel` command over the example tools (needs `pip install mcp==2.3.0`); the script
-adds `serve --stdio` or `serve --http 127.0.0.1:0`. Over stdio in both protocol eras (`mode="legacy"`: the
-2025-11-25 `initialize` session; `mode="auto"`: `server/discover`, then stateless 2026-07-28 requests) and over
-Streamable HTTP, checks `tools/list` (the demo's eight tools, or the tagged ones), a successful call, and the
-refusals: invalid arguments, an approval required, an unknown tool (JSON-RPC error -32602). Prints one line per
-check and exits non-zero if any failed. scripts/mcp-conformance.sh runs it.
+Everything after `--` is the `keel` command (needs `pip install mcp==2.3.0`); the script adds `serve --stdio` or
+`serve --http 127.0.0.1:0`. `--tools demo` (the default) expects the example tools of `keel-demo`; `--tools scratch`
+the two tools of the scratch crate that scripts/scratch-crate.sh writes, served by the installed `keel` run in that
+crate's folder (`--cwd`). Over stdio in both protocol eras (`mode="legacy"`: the 2025-11-25 `initialize` session;
+`mode="auto"`: `server/discover`, then stateless 2026-07-28 requests) and over Streamable HTTP, checks `tools/list`
+(every tool, or the tagged ones), a successful call, and the refusals: invalid arguments, an approval required, an
+unknown tool (JSON-RPC error -32602). Prints one line per check and exits non-zero if any failed.
+scripts/mcp-conformance.sh and scripts/scratch-crate.sh run it.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
 import warnings
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from mcp import Client, MCPDeprecationWarning, MCPError, StdioServerParameters
 
@@ -40,7 +45,40 @@ DEMO_TOOLS = {
     "search_incidents",
     "validate_task_card",
 }
-INCIDENT_TOOLS = {"create_ticket", "lookup_incident", "search_incidents"}
+
+
+@dataclass
+class Profile:
+    """The tools a `keel serve` is expected to list, and the calls that exercise them."""
+
+    tools: set[str]
+    tagged: tuple[str, set[str]]
+    call: tuple[str, dict[str, Any]]
+    call_ok: Callable[[dict[str, Any]], bool]
+    invalid: tuple[str, dict[str, Any]]
+    needs_approval: tuple[str, dict[str, Any]]
+
+
+PROFILES = {
+    "demo": Profile(
+        tools=DEMO_TOOLS,
+        tagged=("incident", {"create_ticket", "lookup_incident", "search_incidents"}),
+        call=("lookup_incident", {"incident_id": "INC-001"}),
+        call_ok=lambda r: (r.get("structuredContent") or {}).get("service") == "auth-api",
+        invalid=("lookup_incident", {"incident": "INC-001"}),
+        needs_approval=("create_ticket", {"incident_id": "INC-001", "title": "502"}),
+    ),
+    # The crate scripts/scratch-crate.sh writes: a read tool and a write tool, the read one tagged `math`.
+    "scratch": Profile(
+        tools={"scratch_add", "scratch_forget"},
+        tagged=("math", {"scratch_add"}),
+        call=("scratch_add", {"a": 2, "b": 3}),
+        # A result that is not an object travels as text only (structuredContent must be an object).
+        call_ok=lambda r: r.get("content") == [{"type": "text", "text": "5"}],
+        invalid=("scratch_add", {"a": "2", "b": 3}),
+        needs_approval=("scratch_forget", {"note": "n-1"}),
+    ),
+}
 
 
 def wire(model: Any) -> dict[str, Any]:
@@ -59,25 +97,28 @@ def code_of(result: dict[str, Any]) -> str:
         return ""
 
 
-async def session(label: str, server: Any, mode: str, version: str, tools: set[str], checks: Checks) -> None:
+async def session(label: str, server: Any, mode: str, version: str, tools: set[str], profile: Profile,
+                  checks: Checks) -> None:
     async with Client(server, mode=mode, read_timeout_seconds=30) as client:
         checks.check(f"{label}: protocol {version}", client.protocol_version == version, client.protocol_version)
 
         listed = {t["name"] for t in (wire(t) for t in (await client.list_tools()).tools)}
         checks.check(f"{label}: tools/list", listed == tools, sorted(listed))
 
-        r = wire(await client.call_tool("lookup_incident", {"incident_id": "INC-001"}))
+        r = wire(await client.call_tool(*profile.call))
         checks.check(
             f"{label}: a call",
-            r.get("isError") is not True and (r.get("structuredContent") or {}).get("service") == "auth-api",
+            r.get("isError") is not True and profile.call_ok(r),
             r,
         )
 
-        r = wire(await client.call_tool("lookup_incident", {"incident": "INC-001"}))
+        r = wire(await client.call_tool(*profile.invalid))
         checks.check(f"{label}: invalid arguments", r.get("isError") is True and code_of(r) == "invalid_arguments", r)
 
-        r = wire(await client.call_tool("create_ticket", {"incident_id": "INC-001", "title": "502"}))
-        checks.check(f"{label}: approval required", r.get("isError") is True and code_of(r) == "approval_required", r)
+        if profile.needs_approval[0] in tools:
+            r = wire(await client.call_tool(*profile.needs_approval))
+            checks.check(f"{label}: approval required",
+                         r.get("isError") is True and code_of(r) == "approval_required", r)
 
         try:
             r = wire(await client.call_tool("no_such_tool", {}))
@@ -86,23 +127,29 @@ async def session(label: str, server: Any, mode: str, version: str, tools: set[s
             checks.check(f"{label}: unknown tool, -32602", e.error.code == -32602, e.error)
 
 
-async def run(command: list[str], checks: Checks) -> None:
-    stdio = StdioServerParameters(command=command[0], args=[*command[1:], "serve", "--stdio"])
+async def run(command: list[str], profile: Profile, cwd: str | None, checks: Checks) -> None:
+    # The whole environment, as a host's config can give it (the SDK passes only a few variables by default): the
+    # installed keel builds with cargo, under the caller's CARGO_TARGET_DIR.
+    env = dict(os.environ)
+    stdio = StdioServerParameters(command=command[0], args=[*command[1:], "serve", "--stdio"], cwd=cwd, env=env)
     for mode, version in (("legacy", "2025-11-25"), ("auto", "2026-07-28")):
-        await asyncio.wait_for(session(f"stdio {mode}", stdio, mode, version, DEMO_TOOLS, checks), TIMEOUT_SECONDS)
-    tagged = StdioServerParameters(command=command[0], args=[*command[1:], "serve", "--stdio", "--tag", "incident"])
-    await asyncio.wait_for(session("stdio --tag", tagged, "auto", "2026-07-28", INCIDENT_TOOLS, checks),
+        await asyncio.wait_for(session(f"stdio {mode}", stdio, mode, version, profile.tools, profile, checks),
+                               TIMEOUT_SECONDS)
+    tag, tagged_tools = profile.tagged
+    tagged = StdioServerParameters(command=command[0], args=[*command[1:], "serve", "--stdio", "--tag", tag], cwd=cwd,
+                                    env=env)
+    await asyncio.wait_for(session("stdio --tag", tagged, "auto", "2026-07-28", tagged_tools, profile, checks),
                            TIMEOUT_SECONDS)
 
     http = subprocess.Popen([*command, "serve", "--http", "127.0.0.1:0"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
     try:
         line = http.stderr.readline() if http.stderr else ""
         match = re.search(r"at (http://\S+)", line)
         checks.check("http: the server started", match is not None, line)
         if match:
             for mode, version in (("legacy", "2025-11-25"), ("auto", "2026-07-28")):
-                await asyncio.wait_for(session(f"http {mode}", match.group(1), mode, version, DEMO_TOOLS, checks),
+                await asyncio.wait_for(session(f"http {mode}", match.group(1), mode, version, profile.tools, profile, checks),
                                        TIMEOUT_SECONDS)
     finally:
         http.send_signal(2)  # Ctrl-C
@@ -118,11 +165,13 @@ async def run(command: list[str], checks: Checks) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tools", choices=sorted(PROFILES), default="demo", help="which tools the command serves")
+    parser.add_argument("--cwd", help="the folder to run the command in (the crate whose tools it serves)")
     parser.add_argument("command", nargs="+", help="the keel command, after --")
     args = parser.parse_args()
     checks = Checks()
     try:
-        asyncio.run(run(args.command, checks))
+        asyncio.run(run(args.command, PROFILES[args.tools], args.cwd, checks))
     except Exception as e:  # a crash is a failed check, with what happened
         checks.check("the run completed", False, repr(e))
     print(f"python keel serve: {checks.passed} passed, {len(checks.failed)} failed")
