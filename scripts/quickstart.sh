@@ -4,8 +4,9 @@
 #
 # The blocks: between the `## Quick start` heading and the next `## ` heading, the first fenced block whose info
 # string is `toml` is the `Cargo.toml` (from `[dependencies]` on) and the first whose info string is `rust` (or
-# starts with `rust,`, e.g. `rust,no_run`) is `src/main.rs`. The Rust block may not hide lines (`# ...`): what
-# builds here is what the reader sees. The TOML block's `keel-tools-core = { path = "..." }` is pointed at this checkout.
+# starts with `rust,`, e.g. `rust,standalone_crate`) is `src/main.rs`. The Rust block may not hide lines (`# ...`):
+# what builds here is what the reader sees. The TOML block's `keel-tools = { path = "..." }` (the facade) is pointed
+# at this checkout's `keel-tools/`.
 #
 # The crate is written to target/quickstart/ (its Cargo.toml, lock and sources are rewritten on every run; its
 # build directory, target/quickstart/target, is kept as a cache). Its lock is seeded from the workspace's
@@ -45,16 +46,16 @@ if grep -qE '^[[:space:]]*#([[:space:]]|$)' <<<"$rust"; then
     exit 1
 fi
 
-# Point `keel-tools-core = { path = "..." }` at this checkout (the path is computed here, never written to the README).
+# Point `keel-tools = { path = "..." }` at this checkout (the path is computed here, never written to the README).
 toml="$(ROOT="$root" awk '
-    /^keel-tools-core[[:space:]]*=/ && match($0, /path[[:space:]]*=[[:space:]]*"[^"]*"/) {
-        $0 = substr($0, 1, RSTART - 1) "path = \"" ENVIRON["ROOT"] "/tool-core\"" substr($0, RSTART + RLENGTH)
+    /^keel-tools[[:space:]]*=/ && match($0, /path[[:space:]]*=[[:space:]]*"[^"]*"/) {
+        $0 = substr($0, 1, RSTART - 1) "path = \"" ENVIRON["ROOT"] "/keel-tools\"" substr($0, RSTART + RLENGTH)
         done = 1
     }
     { print }
     END { exit done ? 0 : 1 }
 ' <<<"$toml")" || {
-    echo "quickstart: the quick start's TOML block has no \`keel-tools-core = { path = \"...\" }\` line" >&2
+    echo "quickstart: the quick start's TOML block has no \`keel-tools = { path = \"...\" }\` line" >&2
     exit 1
 }
 

@@ -74,3 +74,8 @@ pub mod http;
 pub mod mcp;
 pub mod schema_host;
 pub mod sockets;
+
+/// Every Rust block of README.md, compiled (and, unless marked `no_run`, run) as a doctest of this crate.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
