@@ -21,11 +21,11 @@
 //! `--stdio`, ends it.
 //!
 //! `#[tool]` registers through `inventory`, so the command sees exactly the tools of the crates its binary links.
-//! The installed binary (`cargo install keel-tools-cli`, or `--path keel-tools-cli` in a checkout) links none: run in your
-//! package, it builds `keel` over the package's library and runs it ([`runner`]: `keel list`, `keel serve --stdio`
-//! in your crate's folder, or `keel --manifest-path PATH/Cargo.toml -p NAME ...`). Or build it yourself with a
-//! two-line `main` (in `src/bin/keel.rs` of your package, depending on `keel-tools-cli` and `keel-tools-core`), which the
-//! installed `keel` then runs in its place:
+//! The installed binary (`cargo install keel-tools-cli`, or `cargo install --path tool-cli` in a checkout) links
+//! none: run in your package, it builds `keel` over the package's library and runs it ([`runner`]: `keel list`,
+//! `keel serve --stdio` in your crate's folder, or `keel --manifest-path PATH/Cargo.toml -p NAME ...`). Or build it
+//! yourself with a two-line `main` (in `src/bin/keel.rs` of your package, depending on `keel-tools-cli` and
+//! `keel-tools`), which the installed `keel` then runs in its place:
 //!
 //! ```ignore
 //! keel_tools_core::link_tools!(my_tools);

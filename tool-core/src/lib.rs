@@ -248,7 +248,3 @@ macro_rules! link_tools {
         )+
     };
 }
-
-#[doc = include_str!("../../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeDoctests;
