@@ -52,17 +52,61 @@ pub(crate) fn base_url(base: &str) -> Result<String, ModelError> {
     Ok(trimmed.to_owned())
 }
 
-/// What both clients' `build` check: the base URL (see [`base_url`]) and a non-empty model name. Returns the
-/// trimmed base URL and the HTTP client.
-pub(crate) fn client_parts(base: &str, model: &str, config: HttpConfig) -> Result<(String, Http), ModelError> {
+/// What both clients' `build` check: the base URL (see [`base_url`]), a non-empty model name and the extra root
+/// certificates (PEM). Returns the trimmed base URL and the HTTP client.
+pub(crate) fn client_parts(
+    base: &str,
+    model: &str,
+    config: HttpConfig,
+    roots: &[Vec<u8>],
+) -> Result<(String, Http), ModelError> {
     let base = base_url(base)?;
     if model.trim().is_empty() {
         return Err(ModelError::config("the model name is empty"));
     }
-    Ok((base, Http::new(config)?))
+    Ok((base, Http::with_roots(config, roots)?))
 }
 
-/// The builder methods both clients share; the builder has `http: HttpConfig` and `extra: Map<String, Value>`.
+/// The TLS configuration of one client (feature `rustls`).
+///
+/// The crypto provider is rustls' `ring`, given to this configuration only: nothing is installed process-wide,
+/// so other rustls or reqwest users in the binary keep their own choice. The trusted roots are Mozilla's, compiled
+/// in from `webpki-roots`, plus `extra` (PEM, one or more certificates each). webpki-roots rather than the
+/// platform's store: the same roots on every machine, including containers without a CA bundle (where
+/// `rustls-platform-verifier` cannot be built at all, which would break plain `http://` clients too); a private
+/// CA is added with `add_root_certificate`.
+#[cfg(feature = "rustls")]
+pub(crate) fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, ModelError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    for (i, pem) in extra.iter().enumerate() {
+        let certs =
+            CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| ModelError::Config {
+                message: format!("root certificate {} is not PEM: {e}", i + 1),
+                source: Some(Arc::new(e)),
+            })?;
+        if certs.is_empty() {
+            return Err(ModelError::config(format!("root certificate {} holds no PEM certificate", i + 1)));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| ModelError::Config {
+                message: format!("root certificate {} is not a usable CA certificate: {e}", i + 1),
+                source: Some(Arc::new(e)),
+            })?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ModelError::Config { message: format!("cannot configure TLS: {e}"), source: Some(Arc::new(e)) })?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
+}
+
+/// The builder methods both clients share; the builder has `http: HttpConfig`, `roots: Vec<Vec<u8>>` and
+/// `extra: Map<String, Value>`.
 macro_rules! http_builder_methods {
     ($examples:literal, $reserved:literal) => {
         /// The whole-request timeout (default 120 s).
@@ -80,6 +124,15 @@ macro_rules! http_builder_methods {
             self.http.max_response_bytes = limit;
             self
         }
+        /// Trusts the CA certificate(s) in `pem` (PEM text, one or more `CERTIFICATE` blocks) for `https://`, in
+        /// addition to the built-in Mozilla roots: for a server whose certificate a private CA signed. Checked by
+        /// `build`, which fails with [`ModelError::Config`](crate::ModelError::Config) when `pem` holds no
+        /// certificate. Feature `rustls`.
+        #[cfg(feature = "rustls")]
+        pub fn add_root_certificate(mut self, pem: impl AsRef<[u8]>) -> Self {
+            self.roots.push(pem.as_ref().to_vec());
+            self
+        }
         #[doc = concat!("Another top-level request field (", $examples, ", ...). ", $reserved, " are set by the client.")]
         pub fn field(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
             self.extra.insert(key.into(), value.into());
@@ -90,15 +143,23 @@ macro_rules! http_builder_methods {
 pub(crate) use http_builder_methods;
 
 impl Http {
+    #[cfg(test)]
     pub(crate) fn new(config: HttpConfig) -> Result<Http, ModelError> {
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .map_err(|e| ModelError::Config {
-                message: format!("cannot build the HTTP client: {e}"),
-                source: Some(Arc::new(e)),
-            })?;
+        Http::with_roots(config, &[])
+    }
+
+    /// A client with `config`'s limits that also trusts the CA certificates `roots` (PEM; ignored without the
+    /// `rustls` feature, where no `https://` URL is accepted).
+    pub(crate) fn with_roots(config: HttpConfig, roots: &[Vec<u8>]) -> Result<Http, ModelError> {
+        let builder = reqwest::Client::builder().timeout(config.timeout).connect_timeout(config.connect_timeout);
+        #[cfg(feature = "rustls")]
+        let builder = builder.tls_backend_preconfigured(tls_config(roots)?);
+        #[cfg(not(feature = "rustls"))]
+        let _ = roots;
+        let client = builder.build().map_err(|e| ModelError::Config {
+            message: format!("cannot build the HTTP client: {e}"),
+            source: Some(Arc::new(e)),
+        })?;
         Ok(Http { client, config })
     }
 

@@ -41,6 +41,7 @@ pub struct OllamaBuilder {
     base: String,
     model: String,
     http: HttpConfig,
+    roots: Vec<Vec<u8>>,
     options: Map<String, Value>,
     extra: Map<String, Value>,
     request: RequestOptions,
@@ -56,7 +57,7 @@ impl OllamaBuilder {
     }
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OllamaClient, ModelError> {
-        let (base, http) = client_parts(&self.base, &self.model, self.http)?;
+        let (base, http) = client_parts(&self.base, &self.model, self.http, &self.roots)?;
         Ok(OllamaClient {
             url: format!("{base}/api/chat"),
             base,
@@ -76,6 +77,7 @@ impl OllamaClient {
             base: base_url.into(),
             model: model.into(),
             http: HttpConfig::default(),
+            roots: Vec::new(),
             options: Map::new(),
             extra: Map::new(),
             request: RequestOptions::default(),

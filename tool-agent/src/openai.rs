@@ -56,6 +56,7 @@ pub struct OpenAiBuilder {
     model: String,
     api_key: Option<String>,
     http: HttpConfig,
+    roots: Vec<Vec<u8>>,
     extra: Map<String, Value>,
     request: RequestOptions,
 }
@@ -80,7 +81,7 @@ impl OpenAiBuilder {
     request_option_methods!("`temperature`", "`seed`", "`max_tokens`");
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OpenAiClient, ModelError> {
-        let (base, http) = client_parts(&self.base, &self.model, self.http)?;
+        let (base, http) = client_parts(&self.base, &self.model, self.http, &self.roots)?;
         Ok(OpenAiClient {
             url: format!("{base}/chat/completions"),
             base,
@@ -102,6 +103,7 @@ impl OpenAiClient {
             model: model.into(),
             api_key: None,
             http: HttpConfig::default(),
+            roots: Vec::new(),
             extra: Map::new(),
             request: RequestOptions::default(),
         }
