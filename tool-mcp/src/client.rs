@@ -57,8 +57,10 @@ use crate::names::{self, NameMappingError};
 use crate::render;
 
 /// Why connecting to a remote server failed. [`source`](std::error::Error::source) is the error it comes from:
-/// the SDK's `ClientInitializeError` (the handshake), `std::io::Error` (spawning the child), `reqwest::Error`
-/// (building the HTTP client) or [`NameMappingError`] (a namespace that is not one keel name segment).
+/// the SDK's `ClientInitializeError` (the handshake), `std::io::Error` (spawning the child, or a root certificate
+/// that is not PEM), `reqwest::Error` (building the HTTP client, or a request that failed in the transport, such
+/// as a refused TLS certificate) or [`NameMappingError`] (a namespace that is not one keel name segment). The text
+/// is the source's chain, each part once: reqwest's own text is often just "error sending request".
 #[derive(Debug, Clone)]
 pub struct ConnectError {
     source: Arc<dyn std::error::Error + Send + Sync + 'static>,
@@ -66,7 +68,17 @@ pub struct ConnectError {
 
 impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "connecting to the MCP server failed: {}", self.source)
+        write!(f, "connecting to the MCP server failed: ")?;
+        let mut parts = vec![self.source.to_string()];
+        let mut source = self.source.source();
+        while let Some(s) = source {
+            let text = s.to_string();
+            if !parts.iter().any(|p| p.contains(&text)) {
+                parts.push(text);
+            }
+            source = s.source();
+        }
+        f.write_str(&parts.join(": "))
     }
 }
 
@@ -309,22 +321,28 @@ impl RemoteServer {
         RemoteServer::connect(namespace, transport).await
     }
 
-    /// Connects to a Streamable HTTP server at `url` (e.g. `http://127.0.0.1:8080/mcp`).
+    /// Connects to a Streamable HTTP server at `url` (e.g. `http://127.0.0.1:8080/mcp`, or `https://...` with
+    /// the `rustls` feature, on by default), with the settings of [`RemoteServer::http`]'s defaults.
     ///
     /// The HTTP client sets `TCP_NODELAY` on its connections (a request is never held back waiting for the
     /// server's ACK of the previous one), keeps idle connections for reuse for 30 s, and follows no redirects.
     #[cfg(feature = "http")]
     pub async fn connect_http(namespace: &str, url: &str) -> Result<RemoteServer, ConnectError> {
-        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-        let client = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .pool_idle_timeout(std::time::Duration::from_secs(30))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(ConnectError::new)?;
-        let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
-        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-        RemoteServer::connect(namespace, transport).await
+        RemoteServer::http(url).connect(namespace).await
+    }
+
+    /// A Streamable HTTP connection to `url` to configure (extra root certificates for `https://`), then
+    /// [`HttpConnect::connect`].
+    ///
+    /// ```no_run
+    /// # async fn demo(ca_pem: &str) -> Result<(), Box<dyn std::error::Error>> {
+    /// use keel_tools_mcp::client::RemoteServer;
+    /// let files = RemoteServer::http("https://mcp.internal:8443/mcp").add_root_certificate(ca_pem).connect("files").await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "http")]
+    pub fn http(url: impl Into<String>) -> HttpConnect {
+        HttpConnect { url: url.into(), roots: Vec::new() }
     }
 
     /// The protocol revision agreed with the server (`2026-07-28` when it answered `server/discover`).
@@ -392,6 +410,101 @@ impl RemoteServer {
             let _ = running.cancel().await;
         }
     }
+}
+
+/// A Streamable HTTP connection being configured; see [`RemoteServer::http`] (feature `http`).
+///
+/// With the `rustls` feature (on by default) `https://` URLs are accepted. Each connection's HTTP client has a
+/// TLS configuration of its own: rustls' `ring` provider, given to this client only (nothing is installed
+/// process-wide, so other rustls or reqwest users in the binary keep their own choice), and the roots compiled in
+/// from `webpki-roots` (Mozilla's), plus [`HttpConnect::add_root_certificate`]. webpki-roots rather than the
+/// platform's store: the same roots on every machine, including containers without a CA bundle, where the
+/// platform verifier cannot be built at all; a private CA is added explicitly. A certificate that does not chain
+/// to these roots, or that names another host, fails [`HttpConnect::connect`] with a [`ConnectError`] that names
+/// the certificate problem.
+#[cfg(feature = "http")]
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct HttpConnect {
+    url: String,
+    #[cfg_attr(not(feature = "rustls"), allow(dead_code))]
+    roots: Vec<Vec<u8>>,
+}
+
+#[cfg(feature = "http")]
+impl HttpConnect {
+    /// Trusts the CA certificate(s) in `pem` (PEM text, one or more `CERTIFICATE` blocks) for `https://`, in
+    /// addition to the built-in Mozilla roots: for a server whose certificate a private CA signed. Checked by
+    /// [`HttpConnect::connect`], which fails when `pem` holds no certificate. Feature `rustls`.
+    #[cfg(feature = "rustls")]
+    pub fn add_root_certificate(mut self, pem: impl AsRef<[u8]>) -> Self {
+        self.roots.push(pem.as_ref().to_vec());
+        self
+    }
+
+    /// Connects under `namespace` (see [`RemoteServer::connect`]).
+    pub async fn connect(self, namespace: &str) -> Result<RemoteServer, ConnectError> {
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        if self.url.trim_start().starts_with("https://") && !cfg!(feature = "rustls") {
+            return Err(ConnectError::new(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                format!("{} needs HTTPS; enable keel-tools-mcp's `rustls` feature", self.url),
+            )));
+        }
+        let builder = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none());
+        #[cfg(feature = "rustls")]
+        let builder = builder.tls_backend_preconfigured(tls_config(&self.roots)?);
+        let client = builder.build().map_err(ConnectError::new)?;
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone());
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client.clone(), config);
+        match RemoteServer::connect(namespace, transport).await {
+            Ok(server) => Ok(server),
+            Err(e) => Err(transport_cause(&client, &self.url).await.unwrap_or(e)),
+        }
+    }
+}
+
+/// The transport failure behind a failed connection, if there is one. The SDK keeps only the text of the HTTP
+/// client's error, so a refused certificate would read "error sending request"; one more request (`HEAD`, its
+/// answer not read) finds reqwest's error again, with its source chain. `None` when the server answers at all: the
+/// failure was then in MCP, and the SDK's error says so.
+#[cfg(feature = "http")]
+async fn transport_cause(client: &reqwest::Client, url: &str) -> Option<ConnectError> {
+    let probe = client.head(url).timeout(Duration::from_secs(10)).send().await;
+    match probe {
+        Err(e) if e.is_connect() || e.is_request() => Some(ConnectError::new(e)),
+        _ => None,
+    }
+}
+
+/// The TLS configuration of one HTTP client: the `ring` provider, webpki-roots and `extra` (PEM).
+#[cfg(all(feature = "http", feature = "rustls"))]
+fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, ConnectError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let invalid = |message: String| ConnectError::new(std::io::Error::new(std::io::ErrorKind::InvalidInput, message));
+    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    for (i, pem) in extra.iter().enumerate() {
+        let certs = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid(format!("root certificate {} is not PEM: {e}", i + 1)))?;
+        if certs.is_empty() {
+            return Err(invalid(format!("root certificate {} holds no PEM certificate", i + 1)));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(ConnectError::new)?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(ConnectError::new)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
 }
 
 /// Import settings; see [`RemoteServer::importer`].
