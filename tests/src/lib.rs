@@ -52,25 +52,11 @@ impl Drop for Watchdog {
     }
 }
 
-/// Whether a missing external peer fails the test: `CI` or `KEEL_REQUIRE_PEERS` is set to anything but empty, `0`
-/// or `false` (`scripts/test-all.sh` sets `KEEL_REQUIRE_PEERS=1`).
-pub fn peers_required() -> bool {
-    let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    set("CI") || set("KEEL_REQUIRE_PEERS")
-}
-
-/// A peer the test needs is missing: a failure when peers are required ([`peers_required`]), else a skip that
-/// says why (the caller returns).
-pub fn missing_peer(message: &str) {
-    assert!(
-        !peers_required(),
-        "peers are required (CI or KEEL_REQUIRE_PEERS), so a missing one is a failure: {message}"
-    );
-    println!("skipped: {message}");
-}
+pub use peers::{missing_peer, peers_required};
 
 pub mod alloc;
 pub mod http;
 pub mod mcp;
+pub mod peers;
 pub mod schema_host;
 pub mod sockets;
