@@ -15,7 +15,7 @@
 //! ends with a line that names them, unless peers are required: `CI` set (to anything but `0` or `false`) or
 //! `KEEL_REQUIRE_PEERS=1`, as `scripts/test-all.sh` and `scripts/mcp-conformance.sh` set it; then a missing peer
 //! fails the test. To run them locally: `scripts/mcp-conformance.sh` (which runs them too), or after it once,
-//! `cargo test -p keel-tests --test mcp_forwarder`.
+//! `cargo test -p keel-tests --test with_peers mcp_forwarder::`.
 
 use std::borrow::Cow;
 use std::future::Future;
