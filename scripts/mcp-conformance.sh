@@ -15,9 +15,9 @@
 #    (the SDK's `Client` in both eras, over stdio and Streamable HTTP: a call, an input round trip, a task,
 #    list-changed), and tests/mcp/python_keel_serve.py (the SDK's `Client` against `keel serve` of the demo
 #    `keel-demo`, over stdio in both eras and Streamable HTTP: tools/list, a call, the refusals);
-# 5. runs the Rust MCP integration tests (tests/tests/mcp_server.rs, mcp_forwarder.rs) with KEEL_REQUIRE_PEERS=1,
-#    so the forwarder tests against server-everything and against the example binary run, and fail if a peer is
-#    missing, instead of being skipped.
+# 5. runs the Rust MCP integration tests (tests/tests/mcp_server.rs in the test binary `integration`,
+#    mcp_forwarder.rs in `with_peers`) with KEEL_REQUIRE_PEERS=1, so the forwarder tests against server-everything
+#    and against the example binary run, and fail if a peer is missing, instead of being skipped.
 #
 # Needs: cargo, npm (any Node to run it), python3 >= 3.10 with venv. Set MCP_SKIP_RUST_TESTS=1 to skip step 5 (as
 # scripts/test-all.sh does, which runs those tests itself with peers required).
@@ -142,7 +142,8 @@ timeout 300 "$VENV/bin/python" tests/mcp/python_keel_serve.py -- "$KEEL_BIN" || 
 if [ "${MCP_SKIP_RUST_TESTS:-0}" != 1 ]; then
     echo "== mcp: Rust MCP tests (server-everything $EVERYTHING_VERSION, the example binary)"
     CI=1 KEEL_REQUIRE_PEERS=1 KEEL_SERVER_EVERYTHING="$EVERYTHING" KEEL_CONFORMANCE_SERVER="$SERVER_BIN" \
-        timeout 900 cargo test --quiet -p keel-tests --test mcp_server --test mcp_forwarder || status=1
+        timeout 900 cargo test --quiet -p keel-tests --test integration --test with_peers -- mcp_server:: mcp_forwarder:: \
+        || status=1
 fi
 
 if [ "$status" -ne 0 ]; then

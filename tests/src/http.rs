@@ -200,3 +200,18 @@ pub fn stateless_call_request(id: u64, tool: &str, arguments: Value) -> Value {
         }
     })
 }
+
+/// `GET url` (`http://host:port/path`) over a connection of its own: the status and the body.
+pub async fn get(url: &str) -> Result<(u16, String), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").ok_or_else(|| format!("not an http:// URL: {url}"))?;
+    let (authority, path) = rest.split_once('/').map_or((rest, "/".to_owned()), |(a, p)| (a, format!("/{p}")));
+    let mut stream = tokio::net::TcpStream::connect(authority).await.map_err(|e| format!("{url}: {e}"))?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.map_err(|e| e.to_string())?;
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or("no status line")?;
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    Ok((status, body))
+}

@@ -52,26 +52,38 @@ impl Drop for Watchdog {
     }
 }
 
-/// Whether a missing external peer fails the test: `CI` or `KEEL_REQUIRE_PEERS` is set to anything but empty, `0`
-/// or `false` (`scripts/test-all.sh` sets `KEEL_REQUIRE_PEERS=1`).
-pub fn peers_required() -> bool {
-    let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    set("CI") || set("KEEL_REQUIRE_PEERS")
-}
+pub use peers::{missing_peer, peers_required};
 
-/// A peer the test needs is missing: a failure when peers are required ([`peers_required`]), else a skip that
-/// says why (the caller returns).
-pub fn missing_peer(message: &str) {
-    assert!(
-        !peers_required(),
-        "peers are required (CI or KEEL_REQUIRE_PEERS), so a missing one is a failure: {message}"
-    );
-    println!("skipped: {message}");
+/// The environment variable that marks a process [`in_own_process`] started: it holds the test's name.
+const OWN_PROCESS: &str = "KEEL_TEST_OWN_PROCESS";
+
+/// For a test whose figures are the whole process's (peak RSS, a global `tracing` subscriber): `true` in a process
+/// that runs this test alone, where the caller goes on with its body. Elsewhere it starts this test binary again for
+/// the calling test alone (`--exact`), one such process at a time, relays its output, fails if it failed, and
+/// returns `false`: the caller returns.
+pub fn in_own_process() -> bool {
+    let thread = std::thread::current();
+    let test = thread.name().expect("libtest names each test's thread after the test");
+    if std::env::var(OWN_PROCESS).is_ok_and(|t| t == test) {
+        return true;
+    }
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let output = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(OWN_PROCESS, test)
+        .output()
+        .expect("this test binary starts again");
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{test}, run in a process of its own, failed ({})", output.status);
+    false
 }
 
 pub mod alloc;
 pub mod http;
 pub mod mcp;
+pub mod peers;
 pub mod schema_host;
 pub mod sockets;
 

@@ -1,5 +1,6 @@
 //! A fresh PostgreSQL database per test, in the cluster that `scripts/postgres.sh` starts (`KEEL_TEST_POSTGRES`,
-//! a libpq connection string). Without the variable a test is skipped, or fails when peers are required (CI).
+//! a libpq connection string). Without the variable a test is skipped (and named in the line the test binary ends
+//! with: [`crate::peers`]), or fails when peers are required (CI).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -15,8 +16,9 @@ pub struct PgDatabase {
 }
 
 impl PgDatabase {
-    /// Creates a database named after `label`; `None` (and a line on stderr) when `KEEL_TEST_POSTGRES` is unset and
-    /// `required` is false. Panics when it is set but the cluster does not answer, or when it is required and unset.
+    /// Creates a database named after `label`; `None` when `KEEL_TEST_POSTGRES` is unset and `required` is false
+    /// (a skip of the calling test, recorded: [`crate::peers`]). Panics when it is set but the cluster does not
+    /// answer, or when it is required and unset.
     pub async fn create(label: &str, required: bool) -> Option<PgDatabase> {
         let Some(admin) = std::env::var(VAR).ok().filter(|v| !v.is_empty()) else {
             assert!(
@@ -24,7 +26,10 @@ impl PgDatabase {
                 "{VAR} is not set, and prerequisites are required (CI or KEEL_REQUIRE_PEERS): run the tests through \
                  scripts/test-all.sh, which starts a PostgreSQL cluster under target/postgres"
             );
-            eprintln!("skipping the PostgreSQL half: {VAR} is not set (scripts/postgres.sh start sets it)");
+            crate::missing_peer(
+                &crate::peers::POSTGRES,
+                &format!("{VAR} is not set (scripts/postgres.sh start sets it)"),
+            );
             return None;
         };
         static N: AtomicUsize = AtomicUsize::new(0);

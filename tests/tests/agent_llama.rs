@@ -11,8 +11,8 @@
 //!    tool reply carries `ok` or one of keel's codes, and nothing ran but what the executor allowed;
 //! 3. `keel chat` runs the first scenario from the command line.
 //!
-//! Skipped with a message when the venv is missing, unless peers are required (`CI` set, or `KEEL_REQUIRE_PEERS=1`
-//! as `scripts/test-all.sh` sets): then a missing server is a failure.
+//! Skipped when the venv is missing (and named in the line the test binary ends with), unless peers are required
+//! (`CI` set, or `KEEL_REQUIRE_PEERS=1` as `scripts/test-all.sh` sets): then a missing server is a failure.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -165,7 +165,7 @@ fn replies(messages: &[Message]) -> Vec<(String, String)> {
 async fn a_real_model_server() {
     let python = root().join("target").join("model-venv").join("bin").join("python");
     if !python.exists() {
-        keel_tests::missing_peer("the model server venv target/model-venv is missing; run scripts/model-server.sh");
+        keel_tests::missing_peer(&keel_tests::peers::MODEL_SERVER, "the venv target/model-venv is missing");
         return;
     }
     let server = tokio::task::spawn_blocking(move || start(&python)).await.expect("the server starts");

@@ -1,19 +1,16 @@
 //! The real OpenAI-compatible client, over HTTP, against a local stub that answers `/v1/chat/completions` from
 //! recorded responses: wire names out and back, `arguments` as JSON text, `tool_call_id` on every result.
 
-use examples::cards::{self, CardStore};
+use examples::cards;
 use keel_tools_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
 use keel_tools_agent::{Agent, Message, OpenAiClient};
+use keel_tools_core::Provider;
 use keel_tools_core::events::Decision;
 use keel_tools_core::runs::Run;
-use keel_tools_core::{Provider, State, tool};
 use serde_json::{Value, json};
 
-/// Count the task cards that have a given status.
-#[tool(name = "cards.count", effect = "read", version = "1.0", tags = ["cards"])]
-fn count_cards(store: State<CardStore>, #[arg(description = "todo, doing or done")] status: String) -> usize {
-    store.cards.iter().filter(|c| c.status == status).count()
-}
+// The card tool `cards.count` these tests add to the demo's card tools is declared once for the binary, in
+// tests/tests/with_peers.rs.
 
 const FIXTURE: &str = include_str!("../fixtures/agent/openai_cards.jsonl");
 

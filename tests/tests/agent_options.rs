@@ -1,19 +1,15 @@
 //! Request options on both clients, over HTTP against the local stub: the tool choice per turn (a named tool sent
 //! as its wire name), temperature, seed and the most tokens, and what Ollama's `/api/chat` cannot do.
 
-use examples::cards::{self, CardStore};
+use examples::cards;
 use keel_tools_agent::stub::{OLLAMA_CHAT, OPENAI_CHAT, StubServer};
 use keel_tools_agent::{Agent, AgentError, ChoicePolicy, Message, ModelError, OllamaClient, OpenAiClient, ToolChoice};
 use keel_tools_core::events::Decision;
 use keel_tools_core::runs::Run;
-use keel_tools_core::{State, tool};
 use serde_json::json;
 
-/// Count the task cards that have a given status.
-#[tool(name = "cards.count", effect = "read", version = "1.0", tags = ["cards"])]
-fn count_cards(store: State<CardStore>, #[arg(description = "todo, doing or done")] status: String) -> usize {
-    store.cards.iter().filter(|c| c.status == status).count()
-}
+// The card tool `cards.count` these tests add to the demo's card tools is declared once for the binary, in
+// tests/tests/with_peers.rs.
 
 const OPENAI: &str = include_str!("../fixtures/agent/openai_cards.jsonl");
 const OLLAMA: &str = include_str!("../fixtures/agent/ollama_cards.jsonl");

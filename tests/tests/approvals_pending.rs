@@ -160,11 +160,15 @@ fn scratch(test: &str) -> PathBuf {
     dir
 }
 
-/// Starts this binary again as the process `role`, running the test `test`, with the environment `env`.
+/// Starts this binary again as the process `role`, running the test `test` of this module, with the environment
+/// `env`.
 fn child(test: &str, role: &str, env: &[(&str, &str)]) -> Command {
+    // libtest names a test by its module path below the crate: `approvals_pending::resolver` where this file is a
+    // module of a binary, `resolver` where it is the binary.
+    let test = module_path!().split_once("::").map_or(test.to_owned(), |(_, module)| format!("{module}::{test}"));
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &test, "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());

@@ -73,7 +73,7 @@ impl Db {
         Db::Sqlite(TempDir::new(label))
     }
 
-    /// `None` when no cluster is configured and none is required (a skip, said on stderr).
+    /// `None` when no cluster is configured and none is required (a skip, recorded: `keel_tests::peers`).
     async fn postgres(label: &str) -> Option<Db> {
         PgDatabase::create(label, prerequisites_required()).await.map(Db::Postgres)
     }
@@ -836,8 +836,7 @@ async fn follow_notifies_http_and_subscribed_clients_of_edits(db: Db) {
 /// Whether a missing prerequisite fails the test: `CI` is set (to anything but `0` or `false`) or
 /// `KEEL_REQUIRE_PEERS=1` (as `scripts/test-all.sh` sets for the Rust tests).
 fn prerequisites_required() -> bool {
-    let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    set("CI") || set("KEEL_REQUIRE_PEERS")
+    keel_tests::peers_required()
 }
 
 /// The example MCP server binary (`examples/examples/conformance_server.rs`), as a command line a stdio locator can
@@ -872,11 +871,7 @@ fn conformance_server() -> Option<ConformanceServer> {
                 "the example conformance_server binary is not usable here ({why}); build it with `cargo build -p \
                  examples --example conformance_server`, or set KEEL_CONFORMANCE_SERVER to its path"
             );
-            assert!(
-                !prerequisites_required(),
-                "prerequisites are required (CI or KEEL_REQUIRE_PEERS), so a missing one is a failure: {message}"
-            );
-            eprintln!("skipping: {message}");
+            keel_tests::missing_peer(&keel_tests::peers::CONFORMANCE_SERVER, &message);
             None
         }
     }

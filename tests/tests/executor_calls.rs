@@ -67,7 +67,7 @@ async fn lookup_incident(args: LookupArgs, ctx: CallContext) -> Result<Incident,
 
 /// Open a ticket.
 #[tool(effect = "write", version = "1.0")]
-fn create_ticket(title: String, severity: Severity, ctx: CallContext) -> String {
+fn file_ticket(title: String, severity: Severity, ctx: CallContext) -> String {
     record(&ctx);
     format!("TICKET-{}: {title} ({severity:?})", ctx.call_id())
 }
@@ -165,12 +165,12 @@ fn assert_no_internals(r: &ToolResult) {
 /// The desk's four calls, one per stop.
 #[tokio::test]
 async fn seed_000_table() {
-    let ex = executor(&["lookup_incident", "create_ticket"]);
+    let ex = executor(&["lookup_incident", "file_ticket"]);
     let calls = [
         ToolCall::new("call-valid", "lookup_incident", json!({"incident_id": "INC-001"})),
         ToolCall::new("call-unknown", "delete_prod", json!({})),
         ToolCall::new("call-invalid", "lookup_incident", json!({"incident_id": 42})),
-        ToolCall::new("call-write", "create_ticket", json!({"title": "db pool", "severity": "high"})),
+        ToolCall::new("call-write", "file_ticket", json!({"title": "db pool", "severity": "high"})),
     ];
     let mut rows = Vec::new();
     for c in calls {
@@ -190,7 +190,7 @@ async fn seed_000_table() {
             (v("call-valid").unwrap(), v("lookup_incident").unwrap(), v("1.0"), true, None),
             (v("call-unknown").unwrap(), v("delete_prod").unwrap(), None, false, v("unknown_tool")),
             (v("call-invalid").unwrap(), v("lookup_incident").unwrap(), v("1.0"), false, v("invalid_arguments")),
-            (v("call-write").unwrap(), v("create_ticket").unwrap(), v("1.0"), false, v("approval_required")),
+            (v("call-write").unwrap(), v("file_ticket").unwrap(), v("1.0"), false, v("approval_required")),
         ]
     );
 }
@@ -226,7 +226,7 @@ async fn success_result_has_the_stable_json_form() {
 
 #[tokio::test]
 async fn rejected_calls_never_run_the_handler() {
-    let ex = executor(&["lookup_incident", "create_ticket"]);
+    let ex = executor(&["lookup_incident", "file_ticket"]);
     let rejected = [
         ToolCall::new("rejected-1", "Lookup_incident", json!({"incident_id": "INC-001"})),
         ToolCall::new("rejected-2", " lookup_incident", json!({"incident_id": "INC-001"})),
@@ -237,8 +237,8 @@ async fn rejected_calls_never_run_the_handler() {
         ToolCall::new("rejected-7", "lookup_incident", json!({"incident_id": "INC-001", "force": true})),
         ToolCall::new("rejected-8", "lookup_incident", json!("INC-001")),
         ToolCall::from_json_text("rejected-9", "lookup_incident", "{\"incident_id\": \"INC-001\"} trailing"),
-        ToolCall::new("rejected-10", "create_ticket", json!({"title": "x", "severity": "high"})),
-        ToolCall::new("rejected-11", "create_ticket", json!({"title": "x", "severity": "urgent"})),
+        ToolCall::new("rejected-10", "file_ticket", json!({"title": "x", "severity": "high"})),
+        ToolCall::new("rejected-11", "file_ticket", json!({"title": "x", "severity": "urgent"})),
     ];
     for c in rejected {
         let id = c.id().to_owned();
@@ -255,8 +255,8 @@ async fn rejected_calls_never_run_the_handler() {
 
 #[tokio::test]
 async fn invalid_arguments_name_every_violation_by_pointer() {
-    let ex = executor(&["create_ticket"]);
-    let r = ex.call(ToolCall::new("c", "create_ticket", json!({"title": 7, "severity": "urgent", "extra": 1}))).await;
+    let ex = executor(&["file_ticket"]);
+    let r = ex.call(ToolCall::new("c", "file_ticket", json!({"title": 7, "severity": "urgent", "extra": 1}))).await;
     assert_eq!(code(&r), Some("invalid_arguments"));
     let details = &r.error().unwrap().details.as_ref().unwrap()["violations"];
     let pointers: Vec<&str> = details.as_array().unwrap().iter().map(|v| v["pointer"].as_str().unwrap()).collect();
@@ -267,30 +267,30 @@ async fn invalid_arguments_name_every_violation_by_pointer() {
     assert_no_internals(&r);
 
     // No coercion: a numeric string is not an integer, an integer is not a string.
-    let r = ex.call(ToolCall::new("c2", "create_ticket", json!({"title": "t", "severity": 1}))).await;
+    let r = ex.call(ToolCall::new("c2", "file_ticket", json!({"title": "t", "severity": 1}))).await;
     assert_eq!(code(&r), Some("invalid_arguments"));
 }
 
 #[tokio::test]
 async fn an_approval_is_bound_to_the_exact_arguments() {
-    let ex = executor(&["create_ticket"]);
+    let ex = executor(&["file_ticket"]);
     let a = json!({"title": "db pool", "severity": "high"});
     let b = json!({"title": "drop tables", "severity": "high"});
-    let opts = CallOptions::new().approve(Approval::new("create_ticket", &a));
+    let opts = CallOptions::new().approve(Approval::new("file_ticket", &a));
 
-    let r = ex.call_with(ToolCall::new("approval-b", "create_ticket", b), &opts).await;
+    let r = ex.call_with(ToolCall::new("approval-b", "file_ticket", b), &opts).await;
     assert_eq!(code(&r), Some("approval_required"));
     assert_eq!(runs("approval-b"), 0, "approval for A ran B");
 
     // Same arguments, other key order: still approved (canonical form).
     let a_reordered: Value = serde_json::from_str(r#"{"severity": "high", "title": "db pool"}"#).unwrap();
-    let r = ex.call_with(ToolCall::new("approval-a", "create_ticket", a_reordered), &opts).await;
+    let r = ex.call_with(ToolCall::new("approval-a", "file_ticket", a_reordered), &opts).await;
     assert!(r.is_ok(), "{r:?}");
     assert_eq!(runs("approval-a"), 1);
 
     // An approval for another tool does not count.
     let other = CallOptions::new().approve(Approval::new("lookup_incident", &a));
-    let r = ex.call_with(ToolCall::new("approval-a2", "create_ticket", a.clone()), &other).await;
+    let r = ex.call_with(ToolCall::new("approval-a2", "file_ticket", a.clone()), &other).await;
     assert_eq!(code(&r), Some("approval_required"));
     assert_eq!(runs("approval-a2"), 0);
     let details = r.error().unwrap().details.clone().unwrap();

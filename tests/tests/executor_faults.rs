@@ -108,7 +108,7 @@ struct Count {
 
 /// Returns a value its own result schema forbids.
 #[tool(effect = "read", version = "1.0")]
-fn wrong_shape(ctx: CallContext) -> Count {
+fn wrong_output_shape(ctx: CallContext) -> Count {
     started(&ctx);
     Count { count: 0 }
 }
@@ -192,7 +192,7 @@ const FAULTS: [(&str, &str); 14] = [
     ("hangs", "timeout"),
     ("hangs_forever", "timeout"),
     ("blocks_pool_thread", "timeout"),
-    ("wrong_shape", "invalid_tool_output"),
+    ("wrong_output_shape", "invalid_tool_output"),
     ("not_a_number", "invalid_tool_output"),
     ("fx.wrong_type", "invalid_tool_output"),
     ("huge_string", "invalid_tool_output"),

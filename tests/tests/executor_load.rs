@@ -159,6 +159,10 @@ fn percentile(sorted: &[u32], p: f64) -> Duration {
 
 #[test]
 fn hundred_thousand_calls_across_a_thousand_tasks() {
+    // Peak RSS is the process's: the test runs in a process of its own.
+    if !keel_tests::in_own_process() {
+        return;
+    }
     // A hung runtime must fail the test, not the CI job.
     let watchdog = keel_tests::watchdog("load test", DEADLINE + Duration::from_secs(30));
 

@@ -1,7 +1,7 @@
 //! Limits before allocation: argument text beyond the executor's limits is refused before it is parsed, through
 //! every entry point that reads text (a call's JSON text, a provider's message, MCP's stdio transport), and a
 //! result beyond the output limits stops being serialised there. What each costs is measured by an allocator that
-//! counts what each thread holds.
+//! counts what each thread holds (the binary's: tests/tests/integration.rs).
 
 use std::time::Duration;
 
@@ -10,9 +10,6 @@ use keel_tools_core::{Executor, Provider, Registry, ToolCall, tool};
 use keel_tools_mcp::McpServer;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-#[global_allocator]
-static ALLOCATOR: keel_tests::alloc::Counting = keel_tests::alloc::Counting;
 
 use keel_tests::alloc::peak_during;
 

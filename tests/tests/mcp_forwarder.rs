@@ -11,11 +11,11 @@
 //! The last two need files that `scripts/mcp-conformance.sh` prepares: the example binary
 //! (`target/debug/examples/conformance_server`, or `KEEL_CONFORMANCE_SERVER`) and server-everything
 //! (`target/ci-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js`, or
-//! `KEEL_SERVER_EVERYTHING`). Without them (or without `node`) the tests print why and pass, unless peers are
-//! required: `CI` set (to anything but `0` or `false`) or `KEEL_REQUIRE_PEERS=1`, as `scripts/test-all.sh` and
-//! `scripts/mcp-conformance.sh` set it; then a missing peer fails the test. To run them locally:
-//! `scripts/mcp-conformance.sh` (which runs them too), or after it once, `cargo test -p keel-tests --test
-//! mcp_forwarder`.
+//! `KEEL_SERVER_EVERYTHING`). Without them (or without `node`) the tests pass without running, and the test binary
+//! ends with a line that names them, unless peers are required: `CI` set (to anything but `0` or `false`) or
+//! `KEEL_REQUIRE_PEERS=1`, as `scripts/test-all.sh` and `scripts/mcp-conformance.sh` set it; then a missing peer
+//! fails the test. To run them locally: `scripts/mcp-conformance.sh` (which runs them too), or after it once,
+//! `cargo test -p keel-tests --test with_peers mcp_forwarder::`.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -41,6 +41,8 @@ use keel_tools_mcp::{Forwarder, McpServer};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
+
+use keel_tests::peers::{CONFORMANCE_SERVER, NODE, PYTHON_MCP, Peer, SERVER_EVERYTHING};
 
 // ---- The tools our own server serves (the "remote" side) ----
 
@@ -107,34 +109,39 @@ async fn bounded<F: Future<Output = ()>>(f: F) {
     tokio::time::timeout(Duration::from_secs(90), f).await.expect("test timed out");
 }
 
-/// The file a test needs: from `var`, else `default`. Missing: `None` (the test passes, saying why), or a panic
-/// when peers are required ([`keel_tests::peers_required`]).
-fn prerequisite(var: &str, default: Option<PathBuf>, what: &str) -> Option<PathBuf> {
-    find_prerequisite(keel_tests::peers_required(), std::env::var_os(var).map(PathBuf::from).or(default), var, what)
+/// The file a test needs: from `var`, else `default`. Missing: `None` (the test passes, and is named in the line
+/// the test binary ends with), or a panic when peers are required ([`keel_tests::peers_required`]).
+fn prerequisite(var: &str, default: Option<PathBuf>, peer: &'static Peer) -> Option<PathBuf> {
+    let path = std::env::var_os(var).map(PathBuf::from).or(default);
+    match find_prerequisite(keel_tests::peers_required(), path, var, peer) {
+        Ok(found) => Some(found),
+        Err(message) => {
+            keel_tests::missing_peer(peer, &message);
+            None
+        }
+    }
 }
 
-fn find_prerequisite(required: bool, path: Option<PathBuf>, var: &str, what: &str) -> Option<PathBuf> {
+/// The file at `path`, or why there is none; a panic instead when `required`.
+fn find_prerequisite(required: bool, path: Option<PathBuf>, var: &str, peer: &Peer) -> Result<PathBuf, String> {
     if let Some(p) = path.as_ref().filter(|p| p.is_file()) {
-        return Some(p.clone());
+        return Ok(p.clone());
     }
     let shown = path.map_or_else(|| "(unknown path)".to_owned(), |p| p.display().to_string());
-    let message = format!(
-        "{what} not found at {shown} (set {var}, or run scripts/mcp-conformance.sh, which installs and builds it)"
-    );
+    let message = format!("{} not found at {shown} (set {var}, or run {})", peer.what, peer.how);
     assert!(!required, "peers are required (CI or KEEL_REQUIRE_PEERS), so a missing one is a failure: {message}");
-    eprintln!("skipping: {message}");
-    None
+    Err(message)
 }
 
 /// A missing peer is a skip only when peers are not required; when they are, it fails the test.
 #[test]
 fn a_missing_peer_fails_when_peers_are_required() {
     let missing = Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("no-such-peer.js"));
-    assert_eq!(find_prerequisite(false, missing.clone(), "KEEL_X", "a peer"), None);
-    let required = std::panic::catch_unwind(|| find_prerequisite(true, missing, "KEEL_X", "a peer"));
+    assert!(find_prerequisite(false, missing.clone(), "KEEL_X", &SERVER_EVERYTHING).is_err());
+    let required = std::panic::catch_unwind(|| find_prerequisite(true, missing, "KEEL_X", &SERVER_EVERYTHING));
     assert!(required.is_err(), "a missing peer passed although peers are required");
     let present = Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"));
-    assert_eq!(find_prerequisite(true, present.clone(), "KEEL_X", "a peer"), present);
+    assert_eq!(find_prerequisite(true, present.clone(), "KEEL_X", &SERVER_EVERYTHING).ok(), present);
 }
 
 fn workspace_root() -> PathBuf {
@@ -149,10 +156,9 @@ fn example_binary() -> Option<PathBuf> {
 
 fn node_available() -> bool {
     let ok = std::process::Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
-    assert!(
-        ok || !keel_tests::peers_required(),
-        "peers are required (CI or KEEL_REQUIRE_PEERS) and `node` is not on PATH"
-    );
+    if !ok {
+        keel_tests::missing_peer(&NODE, "`node --version` did not run");
+    }
     ok
 }
 
@@ -447,8 +453,7 @@ async fn colliding_and_unmappable_names_are_reported() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn example_server_over_stdio() {
-    let Some(bin) = prerequisite("KEEL_CONFORMANCE_SERVER", example_binary(), "the example conformance_server binary")
-    else {
+    let Some(bin) = prerequisite("KEEL_CONFORMANCE_SERVER", example_binary(), &CONFORMANCE_SERVER) else {
         return;
     };
     bounded(async {
@@ -514,8 +519,7 @@ async fn connect_era(namespace: &str, cmd: tokio::process::Command, era: Era, ex
 
 #[tokio::test(flavor = "multi_thread")]
 async fn both_eras_against_keels_own_server() {
-    let Some(bin) = prerequisite("KEEL_CONFORMANCE_SERVER", example_binary(), "the example conformance_server binary")
-    else {
+    let Some(bin) = prerequisite("KEEL_CONFORMANCE_SERVER", example_binary(), &CONFORMANCE_SERVER) else {
         return;
     };
     bounded(async {
@@ -538,7 +542,7 @@ async fn both_eras_against_keels_own_server() {
 #[tokio::test(flavor = "multi_thread")]
 async fn both_eras_against_a_python_sdk_server() {
     let default = workspace_root().join("target/ci-venv/bin/python");
-    let Some(python) = prerequisite("KEEL_PYTHON_MCP", Some(default), "the Python venv with the `mcp` SDK") else {
+    let Some(python) = prerequisite("KEEL_PYTHON_MCP", Some(default), &PYTHON_MCP) else {
         return;
     };
     let script = workspace_root().join("tests/mcp/python_server.py");
@@ -570,12 +574,10 @@ async fn both_eras_against_a_python_sdk_server() {
 async fn server_everything_over_stdio() {
     let default =
         workspace_root().join("target/ci-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let Some(script) = prerequisite("KEEL_SERVER_EVERYTHING", Some(default), "@modelcontextprotocol/server-everything")
-    else {
+    let Some(script) = prerequisite("KEEL_SERVER_EVERYTHING", Some(default), &SERVER_EVERYTHING) else {
         return;
     };
     if !node_available() {
-        eprintln!("skipping: node is not on PATH");
         return;
     }
     bounded(async {

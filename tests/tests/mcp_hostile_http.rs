@@ -3,8 +3,8 @@
 //! limit, and caps reached while admitted calls finish. Each case checks the status the client gets and that no
 //! handler ran for what was refused.
 //!
-//! The binary's allocator counts what each thread holds, so that a refused body can be shown to be refused before
-//! it is parsed (as `limits_before_allocation.rs` does for the other entry points).
+//! The binary's allocator (tests/tests/integration.rs) counts what each thread holds, so that a refused body can be
+//! shown to be refused before it is parsed (as `limits_before_allocation.rs` does for the other entry points).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -22,9 +22,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-
-#[global_allocator]
-static ALLOCATOR: keel_tests::alloc::Counting = keel_tests::alloc::Counting;
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -556,7 +553,7 @@ async fn the_health_route_shows_its_details_only_when_configured() {
     ] {
         let config = HttpConfig::default().health("/health", report).health_details(details);
         let (addr, shutdown) = serve(server().http_service(config)).await;
-        let (status, body) = examples::replicas::http_get(&format!("http://{addr}/health")).await.unwrap();
+        let (status, body) = keel_tests::http::get(&format!("http://{addr}/health")).await.unwrap();
         assert_eq!(status, 503);
         assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), expected);
         shutdown.cancel();

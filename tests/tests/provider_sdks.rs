@@ -6,8 +6,8 @@
 //! (no generated titles, no rustdoc link markup, properties in declaration order). It prints one line per finding.
 //!
 //! The SDKs live in the venv `target/provider-venv`, made by `scripts/provider-sdks.sh`. Without it the test is
-//! skipped with a message, unless peers are required (`CI` set, or `KEEL_REQUIRE_PEERS=1`): then a missing venv is
-//! a failure.
+//! skipped (and named in the line the test binary ends with), unless peers are required (`CI` set, or
+//! `KEEL_REQUIRE_PEERS=1`): then a missing venv is a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -182,7 +182,7 @@ fn provider_sdks_accept_what_keel_sends() {
 
     let python = root.join("target").join("provider-venv").join("bin").join("python");
     if !python.exists() {
-        keel_tests::missing_peer("the provider SDK venv target/provider-venv is missing; run scripts/provider-sdks.sh");
+        keel_tests::missing_peer(&keel_tests::peers::PROVIDER_SDKS, "the venv target/provider-venv is missing");
         return;
     }
     let output = Command::new(&python)

@@ -17,12 +17,12 @@ fn book_room(day: String) -> Result<String, ToolError> {
 
 /// Another tool, whose repairs are counted apart.
 #[tool(effect = "read", version = "1.0")]
-fn echo_word(word: String) -> String {
+fn repeat_word(word: String) -> String {
     word
 }
 
 fn run(max_retries: u32) -> Run {
-    let view = Registry::from_inventory().unwrap().view().names(["book_room", "echo_word"]).build().unwrap();
+    let view = Registry::from_inventory().unwrap().view().names(["book_room", "repeat_word"]).build().unwrap();
     Run::builder(Executor::new(view).unwrap()).stop_policy(StopPolicy { max_steps: 20, max_retries }).build()
 }
 
@@ -58,9 +58,9 @@ async fn invalid_arguments_count_as_repairs_of_the_same_tool_up_to_the_limit() {
     assert_eq!(first.results[0].code(), Some("invalid_arguments"));
     assert_eq!(first.decision, Decision::Continue);
     // Another tool's repairs do not count against this one.
-    let other = run.process_batch(vec![ToolCall::new("e1", "echo_word", json!({"word": 7}))]).await;
+    let other = run.process_batch(vec![ToolCall::new("e1", "repeat_word", json!({"word": 7}))]).await;
     assert_eq!((other.results[0].code(), other.decision), (Some("invalid_arguments"), Decision::Continue));
-    assert_eq!((run.state().retries("book_room"), run.state().retries("echo_word")), (1, 1));
+    assert_eq!((run.state().retries("book_room"), run.state().retries("repeat_word")), (1, 1));
     // A second repair of the same tool is past `max_retries = 1`: the run stops.
     let second = run.process_batch(vec![book("c2", json!("2025-12-31"))]).await;
     assert_eq!(second.results[0].code(), Some("retry"));

@@ -1,0 +1,31 @@
+//! The tests that need an external peer (PostgreSQL, the providers' and MCP's Python SDKs, Node's
+//! server-everything, a model server, the example binaries), with the other tests of their files, and the OpenAI
+//! client's tests, which add a tool to the demo's card tools. Each file is a module, its tests named `file::test`.
+//!
+//! Without a peer, its tests pass without running, and this binary ends with one line on stderr that names each of
+//! them and the peer it lacked (`keel_tests::peers`); with `CI` or `KEEL_REQUIRE_PEERS` set, a missing peer fails
+//! the test instead. `scripts/test-all.sh` installs every peer.
+
+use examples::cards::CardStore;
+use keel_tools_core::{State, tool};
+
+/// Count the task cards that have a given status.
+#[tool(name = "cards.count", effect = "read", version = "1.0", tags = ["cards"])]
+fn count_cards(store: State<CardStore>, #[arg(description = "todo, doing or done")] status: String) -> usize {
+    store.cards.iter().filter(|c| c.status == status).count()
+}
+
+#[path = "agent_llama.rs"]
+mod agent_llama;
+#[path = "agent_openai.rs"]
+mod agent_openai;
+#[path = "agent_options.rs"]
+mod agent_options;
+#[path = "catalog_replicas.rs"]
+mod catalog_replicas;
+#[path = "catalog_rows.rs"]
+mod catalog_rows;
+#[path = "mcp_forwarder.rs"]
+mod mcp_forwarder;
+#[path = "provider_sdks.rs"]
+mod provider_sdks;
