@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs the external test peers (npm, pip; under target/, nothing committed), runs the MCP
-# conformance suite and the Python SDK client against the example server, installs the providers' Python SDKs and a
+# conformance suite and the Python SDK client against the example server, runs the installed `keel` in a scratch crate
+# (scripts/scratch-crate.sh), installs the providers' Python SDKs and a
 # real model server (llama.cpp with a small model), starts a throwaway PostgreSQL server under target/postgres
 # (installing Debian's postgresql package with apt-get if the server binaries are missing; stopped on exit), then
 # runs every Rust test of the workspace, builds the fuzz targets and runs each on its seed corpus, then the
@@ -13,6 +14,9 @@ cd "$(dirname "$0")/.."
 echo "== MCP interoperability (conformance suite, Python SDK client)"
 # The Rust MCP tests that use these peers run once, with the rest below, where a missing peer is a failure.
 MCP_SKIP_RUST_TESTS=1 bash scripts/mcp-conformance.sh
+
+echo "== the installed keel in a scratch crate of its own (keel list; keel serve under the Python MCP SDK)"
+bash scripts/scratch-crate.sh
 
 echo "== provider SDKs (target/provider-venv, for tests/tests/provider_sdks.rs)"
 bash scripts/provider-sdks.sh
