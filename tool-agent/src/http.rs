@@ -69,7 +69,7 @@ pub(crate) fn client_parts(
 
 /// The TLS configuration of one client (feature `rustls`).
 ///
-/// The crypto provider is rustls' `ring`, given to this configuration only: nothing is installed process-wide,
+/// The crypto provider is rustls' `aws-lc-rs` (reqwest's default), given to this configuration only: nothing is installed process-wide,
 /// so other rustls or reqwest users in the binary keep their own choice. The trusted roots are Mozilla's, compiled
 /// in from `webpki-roots`, plus `extra` (PEM, one or more certificates each). webpki-roots rather than the
 /// platform's store: the same roots on every machine, including containers without a CA bundle (where
@@ -96,7 +96,7 @@ pub(crate) fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, Mode
             })?;
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| ModelError::Config { message: format!("cannot configure TLS: {e}"), source: Some(Arc::new(e)) })?

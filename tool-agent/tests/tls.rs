@@ -40,7 +40,7 @@ fn pki(ca_name: &str, names: &[&str]) -> Pki {
 
 /// Serves `body` (JSON) over HTTPS on a free local port to every request, with the leaf of `pki`; returns the port.
 async fn serve_tls(pki: &Pki, body: &'static str) -> u16 {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()

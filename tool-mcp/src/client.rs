@@ -415,7 +415,7 @@ impl RemoteServer {
 /// A Streamable HTTP connection being configured; see [`RemoteServer::http`] (feature `http`).
 ///
 /// With the `rustls` feature (on by default) `https://` URLs are accepted. Each connection's HTTP client has a
-/// TLS configuration of its own: rustls' `ring` provider, given to this client only (nothing is installed
+/// TLS configuration of its own: rustls' `aws-lc-rs` provider (reqwest's default), given to this client only (nothing is installed
 /// process-wide, so other rustls or reqwest users in the binary keep their own choice), and the roots compiled in
 /// from `webpki-roots` (Mozilla's), plus [`HttpConnect::add_root_certificate`]. webpki-roots rather than the
 /// platform's store: the same roots on every machine, including containers without a CA bundle, where the
@@ -480,7 +480,7 @@ async fn transport_cause(client: &reqwest::Client, url: &str) -> Option<ConnectE
     }
 }
 
-/// The TLS configuration of one HTTP client: the `ring` provider, webpki-roots and `extra` (PEM).
+/// The TLS configuration of one HTTP client: the `aws-lc-rs` provider, webpki-roots and `extra` (PEM).
 #[cfg(all(feature = "http", feature = "rustls"))]
 fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, ConnectError> {
     use rustls::pki_types::CertificateDer;
@@ -498,7 +498,7 @@ fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, ConnectError> {
             roots.add(cert).map_err(ConnectError::new)?;
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(ConnectError::new)?

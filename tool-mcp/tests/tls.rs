@@ -53,7 +53,7 @@ async fn serve_mcp_tls(pki: &Pki) -> u16 {
     let served = Registry::from_inventory().unwrap().view().names(["tls_lookup"]).build().unwrap();
     let server = McpServer::new(Executor::new(served).unwrap()).unwrap();
     let service = server.http_service(HttpConfig::default());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
@@ -148,4 +148,29 @@ async fn a_root_certificate_that_is_not_pem_is_refused() {
         panic!("connected with no root certificate")
     };
     assert!(e.to_string().contains("root certificate 1 holds no PEM certificate"), "{e}");
+}
+
+/// reqwest's features are shared by every reqwest user in a build. keel turns on reqwest's `rustls` (its default
+/// provider, aws-lc-rs), so a client that brings no TLS settings of its own, such as rmcp's `from_uri`, still has a
+/// provider and builds instead of panicking; it then reaches a plain `http://` keel server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reqwest_client_without_tls_settings_of_its_own_still_builds() {
+    use keel_tools_mcp::rmcp::ServiceExt;
+    use keel_tools_mcp::rmcp::transport::StreamableHttpClientTransport;
+    let served = Registry::from_inventory().unwrap().view().names(["tls_lookup"]).build().unwrap();
+    let server = McpServer::new(Executor::new(served).unwrap()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let serving = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move { server.serve_http(listener, "/mcp", shutdown).await }
+    });
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let client = ().serve(transport).await.expect("handshake");
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    assert!(tools.iter().any(|t| t.name == "tls_lookup"), "{tools:?}");
+    let _ = client.cancel().await;
+    shutdown.cancel();
+    serving.await.expect("join").expect("served");
 }
