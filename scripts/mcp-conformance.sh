@@ -73,7 +73,8 @@ echo "== mcp: pip install (target/ci-venv)"
 timeout 600 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$PY_MCP_VERSION"
 
 echo "== mcp: build the example server"
-cargo build --quiet -p examples --example conformance_server --bin keel-demo
+# With the workspace's features (`--workspace`), so that `cargo test --workspace` reuses these builds.
+cargo build --quiet --workspace --example conformance_server --bin keel-demo
 SERVER_BIN=$TARGET_DIR/debug/examples/conformance_server
 KEEL_BIN=$TARGET_DIR/debug/keel-demo
 test -x "$SERVER_BIN" && test -x "$KEEL_BIN"

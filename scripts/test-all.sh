@@ -43,12 +43,16 @@ cargo test --quiet -p keel-tools-agent --features otel,stub --test otel
 cargo test --quiet -p keel-tools-mcp --features otel,client,server --lib --test otel
 
 echo "== the fuzz targets: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
+# Built into the workspace's target directory, where they share the builds of the dependencies they have in common
+# with the workspace (the fuzz crate is a workspace of its own, whose default target directory is fuzz/target).
 # Without fuzzing: libFuzzer runs the target on each file given and exits non-zero if any breaks an invariant.
-cargo build --quiet --locked --manifest-path fuzz/Cargo.toml --bins --target-dir target/fuzz-check
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+cargo build --quiet --locked --manifest-path fuzz/Cargo.toml --bins --target-dir "$TARGET_DIR"
+mkdir -p "$TARGET_DIR/fuzz-seeds"
 for target in executor codecs codec_ollama codec_openai_chat codec_openai_responses codec_anthropic codec_gemini \
     codec_mcp mcp; do
-    log="target/fuzz-check/seeds-$target.log"
-    "target/fuzz-check/debug/$target" "fuzz/corpus/$target"/seed-* 2>"$log" \
+    log="$TARGET_DIR/fuzz-seeds/$target.log"
+    "$TARGET_DIR/debug/$target" "fuzz/corpus/$target"/seed-* 2>"$log" \
         || { cat "$log" >&2; echo "test-all: a seed of the fuzz target $target broke an invariant" >&2; exit 1; }
     echo "fuzz target $target: $(grep -c '^Executed ' "$log") seeds run clean"
 done
