@@ -11,20 +11,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== MCP interoperability (conformance suite, Python SDK client)"
+# Each step's heading carries the clock time and the seconds since this script started.
+step() { echo "== [$(date +%T) +${SECONDS}s] $*"; }
+
+step "MCP interoperability (conformance suite, Python SDK client)"
 # The Rust MCP tests that use these peers run once, with the rest below, where a missing peer is a failure.
 MCP_SKIP_RUST_TESTS=1 bash scripts/mcp-conformance.sh
 
-echo "== the installed keel in a scratch crate of its own (keel list; keel serve under the Python MCP SDK)"
+step "the installed keel in a scratch crate of its own (keel list; keel serve under the Python MCP SDK)"
 bash scripts/scratch-crate.sh
 
-echo "== provider SDKs (target/provider-venv, for tests/tests/provider_sdks.rs)"
+step "provider SDKs (target/provider-venv, for tests/tests/provider_sdks.rs)"
 bash scripts/provider-sdks.sh
 
-echo "== a real model server (target/model-venv, for tests/tests/agent_llama.rs)"
+step "a real model server (target/model-venv, for tests/tests/agent_llama.rs)"
 bash scripts/model-server.sh
 
-echo "== PostgreSQL (an unprivileged cluster under target/postgres, for the catalogue's PostgreSQL tests)"
+step "PostgreSQL (an unprivileged cluster under target/postgres, for the catalogue's PostgreSQL tests)"
 # Stopped when this script exits, whether the tests pass or not (stopping is a no-op when nothing is running).
 trap 'bash scripts/postgres.sh stop' EXIT
 bash scripts/postgres.sh start
@@ -32,17 +35,17 @@ bash scripts/postgres.sh start
 # shellcheck source=/dev/null
 . target/postgres/env
 
-echo "== cargo test --workspace"
+step "cargo test --workspace"
 # The steps above installed every peer, so a peer a test cannot find is a failure here, as in CI, never a skip
 # (KEEL_REQUIRE_PEERS=1 holds even when the caller has set CI=false).
 CI="${CI:-true}" KEEL_REQUIRE_PEERS=1 cargo test --workspace
 
-echo "== OpenTelemetry spans (feature otel, off in the workspace build), against in-memory exporters"
+step "OpenTelemetry spans (feature otel, off in the workspace build), against in-memory exporters"
 cargo test --quiet -p keel-tools-core --features otel --test otel
 cargo test --quiet -p keel-tools-agent --features otel,stub --test otel
 cargo test --quiet -p keel-tools-mcp --features otel,client,server --lib --test otel
 
-echo "== the fuzz targets: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
+step "the fuzz targets: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
 # Built into the workspace's target directory, where they share the builds of the dependencies they have in common
 # with the workspace (the fuzz crate is a workspace of its own, whose default target directory is fuzz/target).
 # Without fuzzing: libFuzzer runs the target on each file given and exits non-zero if any breaks an invariant.
@@ -57,5 +60,8 @@ for target in executor codecs codec_ollama codec_openai_chat codec_openai_respon
     echo "fuzz target $target: $(grep -c '^Executed ' "$log") seeds run clean"
 done
 
-echo "== schema lock"
-cargo run -q -p examples --bin keel-demo -- lock --check --strict
+step "schema lock"
+# The binary scripts/mcp-conformance.sh built with the workspace's features (`cargo run -p examples` would build it
+# again with the examples package's own).
+cargo build --quiet --workspace --bin keel-demo
+"$TARGET_DIR/debug/keel-demo" lock --check --strict
