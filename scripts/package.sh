@@ -12,4 +12,14 @@ unpublished=$(cargo metadata --no-deps --format-version 1 \
     | python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["packages"] if p["publish"] == []))')
 exclude=()
 for name in $unpublished; do exclude+=(--exclude "$name"); done
+
+# Cargo unpacks the overlay's .crate files under $CARGO_HOME/registry/src/-<hash of the overlay's path>/ and reuses
+# an unpacked crate of the same name and version: a second run from the same checkout path would build the sources
+# of the first run, not these. Those unpacked copies of our own crates go first (the overlay's directories are the
+# ones whose name starts with `-`; crates.io's are left alone).
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+for name in $(cargo metadata --no-deps --format-version 1 \
+    | python3 -c 'import json, sys; print(" ".join(p["name"] + "-" + p["version"] for p in json.load(sys.stdin)["packages"] if p["publish"] != []))'); do
+    rm -rf "$cargo_home"/registry/src/-*/"$name"
+done
 cargo package --workspace "${exclude[@]}" "$@"
