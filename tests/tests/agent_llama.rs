@@ -226,7 +226,10 @@ async fn a_real_model_server() {
         let args = ["keel", "chat", "--url", &url, "--model", "smollm2", "--tool-choice", "incident.lookup"];
         let more = ["--then-tool-choice", "none", "--temperature", "0", "--seed", "1", "--max-tokens", "96"];
         let args = args.iter().chain(&more).copied().chain(["Look up incident INC-001."]);
-        let code = keel_tools_cli::Cli::new().run(args, &mut out, &mut err);
+        // This test binary links the demo's card tools, which read a `State<CardStore>`: the executor gets the
+        // demo store, as the `keel-demo` binary gives it.
+        let cli = keel_tools_cli::Cli::new().executor(|b| b.state(examples::cards::store(true)));
+        let code = cli.run(args, &mut out, &mut err);
         (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
     })
     .await

@@ -141,3 +141,34 @@ fn usage_errors_say_what_is_missing() {
     assert_eq!(code, 2);
     assert!(err.contains("--url") && err.contains("--model"), "{err}");
 }
+
+/// `--api-key-env` names the variable that holds the key: the key goes out as `Authorization: Bearer` and appears
+/// in nothing the command prints. The variable is one that cargo sets for every test process (`CARGO_PKG_NAME`),
+/// so the test sets none: setting a variable would race the other tests' threads.
+#[test]
+fn the_api_key_comes_from_the_named_variable_and_is_never_printed() {
+    let key = std::env::var("CARGO_PKG_NAME").expect("cargo sets CARGO_PKG_NAME when it runs a test");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stub = runtime.block_on(StubServer::start()).unwrap();
+    stub.respond(OPENAI_CHAT, StubResponse::json(&reply_with_text()));
+    let url = format!("{}/v1", stub.url());
+    let args = ["chat", "--url", &url, "--model", "m", "--api-key-env", "CARGO_PKG_NAME", "Hello."];
+    let (code, out, err) = keel(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    let requests = stub.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].authorization.as_deref(), Some(format!("Bearer {key}").as_str()));
+    assert!(!out.contains("Bearer") && !err.contains("Bearer"), "{out}{err}");
+
+    // A variable that is not set stops the command before any request, naming the variable.
+    let (code, _, err) =
+        keel(&["chat", "--url", &url, "--model", "m", "--api-key-env", "KEEL_SURELY_UNSET_9F3A", "Hi."]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--api-key-env KEEL_SURELY_UNSET_9F3A: the variable is not set"), "{err}");
+    // A key over plain HTTP to a host that is not loopback is refused, and nothing is sent.
+    let (code, _, err) =
+        keel(&["chat", "--url", "http://192.0.2.1:8080/v1", "--model", "m", "--api-key-env", "CARGO_PKG_NAME", "Hi."]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("an API key is sent only over https://"), "{err}");
+    assert_eq!(stub.requests().len(), 1);
+}

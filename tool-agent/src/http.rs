@@ -181,7 +181,12 @@ impl Http {
 
     /// POSTs `body` as JSON and reads a JSON answer. A non-success status is [`ModelError::Status`] (with the
     /// server's error message when it sent one); a body that is not JSON is [`ModelError::Malformed`].
-    pub(crate) async fn post_json(&self, url: &str, body: &Value, bearer: Option<&str>) -> Result<Value, ModelError> {
+    pub(crate) async fn post_json(
+        &self,
+        url: &str,
+        body: &Value,
+        bearer: Option<&crate::ApiKey>,
+    ) -> Result<Value, ModelError> {
         let bytes = serde_json::to_vec(body).map_err(|e| ModelError::Config {
             message: format!("cannot serialize the request: {e}"),
             source: Some(Arc::new(e)),
@@ -192,8 +197,9 @@ impl Http {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, "application/json")
             .body(bytes);
-        if let Some(token) = bearer {
-            request = request.bearer_auth(token);
+        if let Some(key) = bearer {
+            // reqwest marks the header sensitive: it is left out of its Debug output.
+            request = request.bearer_auth(key.expose());
         }
         let mut response = request.send().await.map_err(|e| self.transport_error(url, e))?;
         let status = response.status();

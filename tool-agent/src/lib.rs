@@ -54,6 +54,7 @@
 
 mod agent;
 mod http;
+pub mod key;
 mod model;
 mod ollama;
 mod openai;
@@ -67,6 +68,7 @@ mod wire;
 
 pub use agent::{Agent, AgentError, AgentOutcome, transcript};
 pub use http::HttpConfig;
+pub use key::ApiKey;
 pub use model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn, WireFormat};
 pub use ollama::{OllamaBuilder, OllamaClient};
 pub use openai::{OpenAiBuilder, OpenAiClient};

@@ -4,6 +4,7 @@ use keel_tools_core::Provider;
 use serde_json::{Map, Value};
 
 use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
+use crate::key::{ApiKey, check_key_transport};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
 use crate::options::{RequestOptions, ToolChoice, request_option_methods};
 use crate::wire;
@@ -28,6 +29,7 @@ pub struct OllamaClient {
     base: String,
     url: String,
     model: String,
+    api_key: Option<ApiKey>,
     http: Http,
     options: Map<String, Value>,
     extra: Map<String, Value>,
@@ -40,6 +42,7 @@ pub struct OllamaClient {
 pub struct OllamaBuilder {
     base: String,
     model: String,
+    api_key: Option<ApiKey>,
     http: HttpConfig,
     roots: Vec<Vec<u8>>,
     options: Map<String, Value>,
@@ -55,13 +58,28 @@ impl OllamaBuilder {
         self.options.insert(key.into(), value.into());
         self
     }
+    /// Sends `Authorization: Bearer <key>`, as Ollama's hosted API (`https://ollama.com`) wants; a local server
+    /// needs none (an empty key sends nothing). The key goes only over `https://` or to a loopback host:
+    /// [`build`](Self::build) refuses it with a plain `http://` URL to any other host.
+    pub fn api_key(mut self, key: impl AsRef<str>) -> Self {
+        self.api_key = ApiKey::new(key);
+        self
+    }
+    /// [`api_key`](Self::api_key) from the environment variable `name` (Ollama's is
+    /// [`key::vars::OLLAMA`](crate::key::vars::OLLAMA)); an unset or empty variable is an error naming it.
+    pub fn api_key_from_env(mut self, name: &str) -> Result<Self, ModelError> {
+        self.api_key = Some(ApiKey::from_env(name)?);
+        Ok(self)
+    }
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OllamaClient, ModelError> {
         let (base, http) = client_parts(&self.base, &self.model, self.http, &self.roots)?;
+        check_key_transport(&base, self.api_key.as_ref())?;
         Ok(OllamaClient {
             url: format!("{base}/api/chat"),
             base,
             model: self.model,
+            api_key: self.api_key,
             http,
             options: self.options,
             extra: self.extra,
@@ -76,6 +94,7 @@ impl OllamaClient {
         OllamaBuilder {
             base: base_url.into(),
             model: model.into(),
+            api_key: None,
             http: HttpConfig::default(),
             roots: Vec::new(),
             options: Map::new(),
@@ -168,7 +187,7 @@ impl ChatModel for OllamaClient {
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         Box::pin(async move {
             let body = self.request_body(&turn)?;
-            let response = self.http.post_json(&self.url, &body, None).await?;
+            let response = self.http.post_json(&self.url, &body, self.api_key.as_ref()).await?;
             wire::parse_ollama(&response, turn.tools, turn.calls_so_far(), Mode::Live)
         })
     }

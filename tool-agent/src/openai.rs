@@ -6,6 +6,7 @@ use keel_tools_core::Provider;
 use serde_json::{Map, Value, json};
 
 use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
+use crate::key::{ApiKey, check_key_transport};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
 use crate::options::{RequestOptions, ToolChoice, request_option_methods};
 use crate::wire;
@@ -23,7 +24,7 @@ use crate::wire;
 /// let model = keel_tools_agent::OpenAiClient::builder("http://localhost:11434/v1", "qwen3").build()?;
 /// // HTTPS needs keel-tools-agent's `rustls` feature.
 /// let openai = keel_tools_agent::OpenAiClient::builder("https://api.openai.com/v1", "gpt-4.1-mini")
-///     .api_key(std::env::var("OPENAI_API_KEY").unwrap_or_default())
+///     .api_key_from_env(keel_tools_agent::key::vars::OPENAI)?
 ///     .build()?;
 /// # Ok(()) }
 /// ```
@@ -32,7 +33,7 @@ pub struct OpenAiClient {
     base: String,
     url: String,
     model: String,
-    api_key: Option<String>,
+    api_key: Option<ApiKey>,
     http: Http,
     extra: Map<String, Value>,
     request: RequestOptions,
@@ -43,7 +44,7 @@ impl fmt::Debug for OpenAiClient {
         f.debug_struct("OpenAiClient")
             .field("url", &self.url)
             .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("api_key", &self.api_key)
             .finish_non_exhaustive()
     }
 }
@@ -54,7 +55,7 @@ impl fmt::Debug for OpenAiClient {
 pub struct OpenAiBuilder {
     base: String,
     model: String,
-    api_key: Option<String>,
+    api_key: Option<ApiKey>,
     http: HttpConfig,
     roots: Vec<Vec<u8>>,
     extra: Map<String, Value>,
@@ -63,16 +64,26 @@ pub struct OpenAiBuilder {
 
 impl fmt::Debug for OpenAiBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiBuilder").field("base", &self.base).field("model", &self.model).finish_non_exhaustive()
+        f.debug_struct("OpenAiBuilder")
+            .field("base", &self.base)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .finish_non_exhaustive()
     }
 }
 
 impl OpenAiBuilder {
-    /// Sends `Authorization: Bearer <key>` (an empty key sends nothing).
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        let key = key.into();
-        self.api_key = if key.is_empty() { None } else { Some(key) };
+    /// Sends `Authorization: Bearer <key>` (an empty key sends nothing). The key goes only over `https://` or to
+    /// a loopback host: [`build`](Self::build) refuses it with a plain `http://` URL to any other host.
+    pub fn api_key(mut self, key: impl AsRef<str>) -> Self {
+        self.api_key = ApiKey::new(key);
         self
+    }
+    /// [`api_key`](Self::api_key) from the environment variable `name` (OpenAI's is
+    /// [`key::vars::OPENAI`](crate::key::vars::OPENAI)); an unset or empty variable is an error naming it.
+    pub fn api_key_from_env(mut self, name: &str) -> Result<Self, ModelError> {
+        self.api_key = Some(ApiKey::from_env(name)?);
+        Ok(self)
     }
     http_builder_methods!(
         "`parallel_tool_calls`, `top_p`, `stop`, `response_format`",
@@ -82,6 +93,7 @@ impl OpenAiBuilder {
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OpenAiClient, ModelError> {
         let (base, http) = client_parts(&self.base, &self.model, self.http, &self.roots)?;
+        check_key_transport(&base, self.api_key.as_ref())?;
         Ok(OpenAiClient {
             url: format!("{base}/chat/completions"),
             base,
@@ -187,7 +199,7 @@ impl ChatModel for OpenAiClient {
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         Box::pin(async move {
             let body = self.request_body(&turn)?;
-            let response = self.http.post_json(&self.url, &body, self.api_key.as_deref()).await?;
+            let response = self.http.post_json(&self.url, &body, self.api_key.as_ref()).await?;
             wire::parse_openai(&response, turn.tools, turn.calls_so_far(), Mode::Live)
         })
     }

@@ -21,6 +21,7 @@ use crate::failure::{Failure, Outcome, fail, io};
 #[command(after_help = "Examples:\n  keel chat --url http://127.0.0.1:8080/v1 --model smollm2 \
     --tool-choice incident.lookup --then-tool-choice none 'Look up incident INC-001.'\n  \
     keel chat --api ollama --url http://localhost:11434 --model qwen3 --approve ticket.close 'Close T-1.'\n  \
+    keel chat --url https://api.openai.com/v1 --model gpt-4.1-mini --api-key-env OPENAI_API_KEY 'Look up INC-001.'\n  \
     keel chat --replay transcript.jsonl 'Look up incident INC-001.'")]
 pub(crate) struct ChatArgs {
     /// What to ask.
@@ -34,6 +35,12 @@ pub(crate) struct ChatArgs {
     /// The server's API.
     #[arg(long, value_enum, default_value = "openai")]
     api: Api,
+    /// The environment variable that holds the API key, sent as `Authorization: Bearer`. Without it, an
+    /// `https://` URL gets the API's conventional variable when that is set (`OPENAI_API_KEY`, or
+    /// `OLLAMA_API_KEY` for Ollama's hosted API); a plain `http://` URL gets no key. A key goes only over
+    /// `https://` or to a loopback host.
+    #[arg(long, value_name = "NAME", conflicts_with = "replay")]
+    api_key_env: Option<String>,
     /// The tool choice of the first turn: `auto`, `none`, `required`, or a tool's name.
     #[arg(long, default_value = "auto", value_name = "CHOICE")]
     tool_choice: String,
@@ -106,10 +113,45 @@ fn model(args: &ChatArgs) -> Result<Box<dyn ChatModel>, Failure> {
             b.build().map_err(|e| fail(2, e.to_string()))
         }};
     }
+    let key = api_key(args.api, args.api_key_env.as_deref(), &url, |name| std::env::var_os(name))?;
     Ok(match args.api {
-        Api::Openai => Box::new(configure!(OpenAiClient::builder(url, name))?),
-        Api::Ollama => Box::new(configure!(OllamaClient::builder(url, name))?),
+        Api::Openai => Box::new(configure!(OpenAiClient::builder(url, name).api_key(key.unwrap_or_default()))?),
+        Api::Ollama => Box::new(configure!(OllamaClient::builder(url, name).api_key(key.unwrap_or_default()))?),
     })
+}
+
+/// The API key of `keel chat`: the variable named by `--api-key-env` (which must hold one), else the API's
+/// conventional variable for an `https://` URL when it is set, else none. `var` reads the environment.
+fn api_key(
+    api: Api,
+    flag: Option<&str>,
+    url: &str,
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Option<String>, Failure> {
+    let read = |name: &str, required: bool| -> Result<Option<String>, Failure> {
+        match var(name) {
+            None if required => Err(fail(2, format!("--api-key-env {name}: the variable is not set"))),
+            None => Ok(None),
+            Some(value) => match value.into_string() {
+                Ok(key) if key.trim().is_empty() && required => {
+                    Err(fail(2, format!("--api-key-env {name}: the variable is empty")))
+                }
+                Ok(key) => Ok(Some(key)),
+                Err(_) => Err(fail(2, format!("the variable {name} is not UTF-8, so it is not an API key"))),
+            },
+        }
+    };
+    if let Some(name) = flag {
+        return read(name, true);
+    }
+    if !url.trim_start().to_ascii_lowercase().starts_with("https://") {
+        return Ok(None);
+    }
+    let conventional = match api {
+        Api::Openai => keel_tools_agent::key::vars::OPENAI,
+        Api::Ollama => keel_tools_agent::key::vars::OLLAMA,
+    };
+    read(conventional, false)
 }
 
 /// Sends each event of the run to the printing side as it is appended.
@@ -243,4 +285,35 @@ fn write_transcript(args: &ChatArgs, messages: &[Message]) -> Result<(), Failure
             .map_err(|e| fail(1, format!("cannot write the transcript {}: {e}", path.display())))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(v))
+    }
+
+    #[test]
+    fn the_named_variable_must_hold_a_key() {
+        let vars = env(&[("MY_KEY", "sk-1"), ("EMPTY", " "), ("OPENAI_API_KEY", "sk-conventional")]);
+        let key = api_key(Api::Openai, Some("MY_KEY"), "http://127.0.0.1:8080/v1", &vars).unwrap();
+        assert_eq!(key.as_deref(), Some("sk-1"));
+        let missing = api_key(Api::Openai, Some("NOT_SET"), "https://x/v1", &vars).unwrap_err();
+        assert_eq!((missing.code, missing.message.as_str()), (2, "--api-key-env NOT_SET: the variable is not set"));
+        let empty = api_key(Api::Openai, Some("EMPTY"), "https://x/v1", &vars).unwrap_err();
+        assert_eq!(empty.message, "--api-key-env EMPTY: the variable is empty");
+    }
+
+    #[test]
+    fn the_conventional_variable_goes_to_https_urls_only() {
+        let vars = env(&[("OPENAI_API_KEY", "sk-openai"), ("OLLAMA_API_KEY", "ol-1")]);
+        let https = api_key(Api::Openai, None, "https://api.openai.com/v1", &vars).unwrap();
+        assert_eq!(https.as_deref(), Some("sk-openai"));
+        assert_eq!(api_key(Api::Ollama, None, "HTTPS://ollama.com", &vars).unwrap().as_deref(), Some("ol-1"));
+        assert_eq!(api_key(Api::Openai, None, "http://127.0.0.1:8080/v1", &vars).unwrap(), None);
+        assert_eq!(api_key(Api::Openai, None, "https://api.openai.com/v1", env(&[])).unwrap(), None);
+    }
 }

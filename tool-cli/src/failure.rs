@@ -1,6 +1,7 @@
 //! A command's failure: its message and exit code.
 
 /// A failure of a command: its message and exit code.
+#[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) code: u8,
     pub(crate) message: String,

@@ -1,0 +1,136 @@
+//! API keys: a value that never prints, read from the environment by name, and sent only where it cannot be read
+//! off the wire.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::model::ModelError;
+
+/// A provider's API key.
+///
+/// Its `Debug` form is `ApiKey(<redacted>)` and it has no `Display`, so a key cannot reach a log line, a span or an
+/// error message by formatting; the clients send it as a header marked sensitive. A client refuses to send a key over
+/// plain `http://` to a host that is not loopback (see the builders' `build`).
+///
+/// ```
+/// use keel_tools_agent::ApiKey;
+/// let key = ApiKey::new("sk-test-123").expect("not empty");
+/// assert_eq!(format!("{key:?}"), "ApiKey(<redacted>)");
+/// // A variable that is not set is an error that names the variable, never a value.
+/// let err = ApiKey::from_env("KEEL_DOC_SURELY_UNSET_VARIABLE").unwrap_err();
+/// assert!(err.to_string().contains("KEEL_DOC_SURELY_UNSET_VARIABLE"));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(Arc<str>);
+
+impl ApiKey {
+    /// The key, or `None` when `key` is empty or only whitespace (leading and trailing whitespace, such as the
+    /// newline of a key read from a file, is dropped).
+    pub fn new(key: impl AsRef<str>) -> Option<ApiKey> {
+        let key = key.as_ref().trim();
+        if key.is_empty() { None } else { Some(ApiKey(key.into())) }
+    }
+
+    /// The key in the environment variable `name`. An unset, empty or non-UTF-8 variable is a
+    /// [`ModelError::Config`] that names the variable.
+    pub fn from_env(name: &str) -> Result<ApiKey, ModelError> {
+        match std::env::var(name) {
+            Ok(value) => ApiKey::new(value)
+                .ok_or_else(|| ModelError::config(format!("the environment variable {name} holds an empty API key"))),
+            Err(std::env::VarError::NotPresent) => Err(ModelError::config(format!(
+                "the environment variable {name} is not set (it should hold the API key)"
+            ))),
+            Err(std::env::VarError::NotUnicode(_)) => Err(ModelError::config(format!(
+                "the environment variable {name} is not UTF-8, so it is not an API key"
+            ))),
+        }
+    }
+
+    /// The key itself, for the header that carries it.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// The conventional variable of each provider's key, as their own SDKs read it.
+pub mod vars {
+    /// OpenAI (Chat Completions and Responses).
+    pub const OPENAI: &str = "OPENAI_API_KEY";
+    /// Anthropic.
+    pub const ANTHROPIC: &str = "ANTHROPIC_API_KEY";
+    /// Gemini; [`GOOGLE`] is the other name Google's SDK reads.
+    pub const GEMINI: &str = "GEMINI_API_KEY";
+    /// Gemini's other name.
+    pub const GOOGLE: &str = "GOOGLE_API_KEY";
+    /// Ollama's hosted API.
+    pub const OLLAMA: &str = "OLLAMA_API_KEY";
+}
+
+/// Refuses a key that would cross the network in clear: over `http://` to a host that is not loopback. `base` is
+/// the checked base URL (`http://` or `https://`, no trailing `/`).
+pub(crate) fn check_key_transport(base: &str, key: Option<&ApiKey>) -> Result<(), ModelError> {
+    let Some(rest) = base.strip_prefix("http://") else {
+        return Ok(());
+    };
+    if key.is_none() || is_loopback(rest) {
+        return Ok(());
+    }
+    Err(ModelError::config(format!(
+        "an API key is sent only over https:// or to a loopback host, and {base} is neither: use https://, or no key"
+    )))
+}
+
+/// Whether the authority at the start of `rest` (after `http://`) names a loopback host.
+fn is_loopback(rest: &str) -> bool {
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split_once(']').map_or(v6, |(host, _)| host)
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(host, _)| host)
+    };
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_never_prints() {
+        let key = ApiKey::new(" sk-secret\n").unwrap();
+        assert_eq!(key.expose(), "sk-secret");
+        assert_eq!(format!("{key:?}"), "ApiKey(<redacted>)");
+        assert_eq!(format!("{:?}", Some(&key)), "Some(ApiKey(<redacted>))");
+        assert!(ApiKey::new("  ").is_none());
+    }
+
+    #[test]
+    fn a_key_goes_over_https_or_to_loopback_only() {
+        let key = ApiKey::new("k");
+        for base in [
+            "https://api.openai.com/v1",
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434",
+            "http://[::1]:8080/v1",
+            "http://127.0.0.2",
+            "http://user@localhost:1/v1",
+        ] {
+            assert!(check_key_transport(base, key.as_ref()).is_ok(), "{base}");
+        }
+        for base in ["http://192.168.1.5:8080/v1", "http://api.example.com/v1", "http://localhost.example.com"] {
+            let err = check_key_transport(base, key.as_ref()).unwrap_err().to_string();
+            assert!(err.contains("https://") && err.contains(base), "{err}");
+        }
+        assert!(check_key_transport("http://api.example.com/v1", None).is_ok());
+    }
+}
