@@ -5,13 +5,18 @@
 #   bash scripts/postgres.sh start
 #   bash scripts/postgres.sh stop    # succeeds quietly when nothing is running
 #
-# `start` prints (and writes to target/postgres/env, for `. target/postgres/env`) the line
+# `start` prints (and writes to target/postgres/env, for `. target/postgres/env`) the lines
 #   export KEEL_TEST_POSTGRES='host=127.0.0.1 port=<port> user=keel dbname=postgres'
+#   export KEEL_TEST_POSTGRES_CA='<repository>/target/postgres/tls/ca.pem'
 #
 # `start` installs Debian's `postgresql` package with apt-get when the server binaries are missing (needs root or
 # sudo), creates the cluster in target/postgres/data (or reuses it), stops a server left running by an earlier run
 # and starts the server (log: target/postgres/server.log). The cluster trusts every local connection (user `keel`,
 # no password).
+# The server has TLS on (ssl=on) and takes plain connections too: its certificate, for `localhost` and
+# `127.0.0.1`, is signed by a CA made with the `openssl` command (target/postgres/tls, made again when a file is
+# missing, the certificate no longer verifies or expires within a day; a cluster from an earlier run without TLS
+# gets it on its next start). KEEL_TEST_POSTGRES_CA names the CA's certificate, for sslrootcert.
 # initdb and postgres refuse to run as root: as root, the server runs as the `postgres` system user (or `keel-pg`,
 # created when there is no `postgres` user), which must be able to traverse the directories above the repository.
 set -euo pipefail
@@ -21,6 +26,7 @@ ROOT=$(pwd -P)
 PG_DIR=$ROOT/target/postgres
 DATA=$PG_DIR/data
 RUN_DIR=$PG_DIR/run
+TLS_DIR=$PG_DIR/tls
 LOG=$PG_DIR/server.log
 ENV_FILE=$PG_DIR/env
 DB_USER=keel
@@ -123,6 +129,45 @@ stop_server() {
         || { say "pg_ctl could not stop the server of $DATA"; return 1; }
 }
 
+# The server's TLS files in $TLS_DIR, for the user $1: ca.pem (the CA's certificate; its key is not kept),
+# server.pem and server.key (mode 0600, owned by $1, as postgres demands). Kept when they are still good.
+make_tls() {
+    local user=$1
+    command -v openssl >/dev/null || die "the openssl command is required (to make the server's TLS certificate)"
+    if [ -f "$TLS_DIR/ca.pem" ] && [ -f "$TLS_DIR/server.pem" ] && [ -f "$TLS_DIR/server.key" ] \
+        && openssl verify -CAfile "$TLS_DIR/ca.pem" "$TLS_DIR/server.pem" >/dev/null 2>&1 \
+        && openssl x509 -in "$TLS_DIR/server.pem" -noout -checkend 86400 >/dev/null 2>&1; then
+        return 0
+    fi
+    say "making the server's TLS certificate and its CA in $TLS_DIR"
+    rm -rf "$TLS_DIR"
+    mkdir -p "$TLS_DIR"
+    local log=$PG_DIR/tls.log ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1)
+    if ! {
+        openssl req -x509 -new -nodes "${ec[@]}" -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" -days 3650 \
+            -subj "/CN=keel test CA" -addext "basicConstraints=critical,CA:TRUE" \
+            -addext "keyUsage=critical,keyCertSign,cRLSign" \
+            && openssl req -new -nodes "${ec[@]}" -keyout "$TLS_DIR/server.key" -out "$TLS_DIR/server.csr" \
+                -subj "/CN=localhost" \
+            && printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=critical,CA:FALSE" \
+                "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >"$TLS_DIR/server.ext" \
+            && openssl x509 -req -in "$TLS_DIR/server.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
+                -set_serial "0x$(openssl rand -hex 8)" -days 825 -extfile "$TLS_DIR/server.ext" \
+                -out "$TLS_DIR/server.pem"
+    } >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -rf "$TLS_DIR"
+        die "openssl could not make the TLS certificates (log above, in $log)"
+    fi
+    rm -f "$TLS_DIR/ca.key" "$TLS_DIR/server.csr" "$TLS_DIR/server.ext" "$log"
+    chmod 0755 "$TLS_DIR"
+    chmod 0644 "$TLS_DIR/ca.pem" "$TLS_DIR/server.pem"
+    chmod 0600 "$TLS_DIR/server.key"
+    if is_root; then
+        chown -R "$user": "$TLS_DIR"
+    fi
+}
+
 cmd_stop() {
     [ -f "$DATA/PG_VERSION" ] || exit 0
     PG_BIN=$(find_bin_dir)
@@ -186,6 +231,7 @@ cmd_start() {
         fi
     fi
     as_user "$user" mkdir -p "$RUN_DIR"
+    make_tls "$user"
 
     # The tests connect over TCP; the Unix socket is for psql by hand. A socket path longer than the kernel's limit
     # (107 bytes) or with characters pg_ctl's option string would split on leaves the server without one.
@@ -197,6 +243,10 @@ cmd_start() {
 
     # fsync, synchronous_commit and full_page_writes off: a throwaway test cluster need not survive a machine crash.
     local settings="-c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    # TLS on, given here rather than in postgresql.conf so that a cluster made by an earlier run gets it too; the
+    # paths are relative to the data directory (no quoting in pg_ctl's option string), and pg_hba.conf keeps
+    # `host` lines, so plain connections still work.
+    settings+=" -c ssl=on -c ssl_cert_file=../tls/server.pem -c ssl_key_file=../tls/server.key"
     local port attempt started=""
     for attempt in 1 2 3; do
         port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -226,14 +276,20 @@ cmd_start() {
         cat "$LOG" >&2
         die "the server started but does not answer on $conn (log above)"
     fi
+    local verified="host=localhost hostaddr=127.0.0.1 port=$port user=$DB_USER dbname=postgres"
+    verified+=" sslmode=verify-full sslrootcert='$TLS_DIR/ca.pem'"
+    if [ "$("$psql" -X -q -At -v ON_ERROR_STOP=1 "$verified" -c 'select ssl from pg_stat_ssl where pid = pg_backend_pid()')" != t ]; then
+        cat "$LOG" >&2
+        die "the server does not answer over TLS verified with $TLS_DIR/ca.pem (log above)"
+    fi
 
     # (Removed first: an earlier run, as another user, may have left it.)
     rm -f "$ENV_FILE"
-    printf "export KEEL_TEST_POSTGRES='%s'\n" "$conn" >"$ENV_FILE"
+    printf "export KEEL_TEST_POSTGRES='%s'\nexport KEEL_TEST_POSTGRES_CA='%s'\n" "$conn" "$TLS_DIR/ca.pem" >"$ENV_FILE"
     trap - EXIT
     cat "$ENV_FILE"
-    say "PostgreSQL $major running as $user on 127.0.0.1:$port${sockets:+ (socket dir $sockets)}, data $DATA," \
-        "log $LOG; stop it with: bash scripts/postgres.sh stop"
+    say "PostgreSQL $major running as $user on 127.0.0.1:$port${sockets:+ (socket dir $sockets)}, TLS on (CA" \
+        "$TLS_DIR/ca.pem), data $DATA, log $LOG; stop it with: bash scripts/postgres.sh stop"
 }
 
 case "${1:-}" in

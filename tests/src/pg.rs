@@ -7,6 +7,28 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// The variable that names the test cluster.
 pub const VAR: &str = "KEEL_TEST_POSTGRES";
 
+/// The variable that names the PEM file of the CA that signed the test cluster's server certificate (the cluster
+/// has TLS on; plain connections work too).
+pub const CA_VAR: &str = "KEEL_TEST_POSTGRES_CA";
+
+/// The path of the test cluster's CA (`KEEL_TEST_POSTGRES_CA`); `None` when it is unset and `required` is false (a
+/// skip of the calling test, recorded: [`crate::peers`]). Panics when it is required and unset.
+pub fn ca(required: bool) -> Option<String> {
+    let Some(path) = std::env::var(CA_VAR).ok().filter(|v| !v.is_empty()) else {
+        assert!(
+            !required,
+            "{CA_VAR} is not set, and prerequisites are required (CI or KEEL_REQUIRE_PEERS): start the cluster with \
+             scripts/postgres.sh, which writes it to target/postgres/env"
+        );
+        crate::missing_peer(
+            &crate::peers::POSTGRES,
+            &format!("{CA_VAR} is not set (scripts/postgres.sh start sets it, with TLS on)"),
+        );
+        return None;
+    };
+    Some(path)
+}
+
 /// A database created for one test and dropped (with its connections) when this is dropped.
 pub struct PgDatabase {
     /// The connection string of the database.

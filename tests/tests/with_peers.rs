@@ -21,6 +21,8 @@ mod agent_llama;
 mod agent_openai;
 #[path = "agent_options.rs"]
 mod agent_options;
+#[path = "catalog_postgres_tls.rs"]
+mod catalog_postgres_tls;
 #[path = "catalog_replicas.rs"]
 mod catalog_replicas;
 #[path = "catalog_rows.rs"]

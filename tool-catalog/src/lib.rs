@@ -50,7 +50,9 @@
 //! hold the same table with the same codes and the same resolution order. PostgreSQL pushes every change to every
 //! replica (`LISTEN`/`NOTIFY`); a SQLite file is polled. [`CatalogServer::follow`] keeps a served view current
 //! either way and reports degraded health while the store does not answer; `docs/DEPLOYMENT.md` compares the two
-//! deployments.
+//! deployments. PostgreSQL connections use TLS when the connection string says `sslmode=require`, `verify-ca` or
+//! `verify-full` (libpq's meanings; `sslrootcert=PATH` for a private CA; features `postgres` and `rustls`): the
+//! [TLS section of `postgres`](postgres#tls) has the table of modes.
 //!
 //! # The table
 //!

@@ -23,8 +23,36 @@
 //! gives all three directly: its `Connection` yields [`AsyncMessage::Notification`]s to whoever polls it, and a
 //! lost connection is an error the catalogue sees and handles. `sqlx` would bring a pool, a query macro layer and
 //! a second runtime abstraction the catalogue does not use (six fixed statements, one table), and its listener
-//! reconnects on its own, hiding the outage the health report must show. Connections are plain TCP without TLS:
-//! a catalogue database belongs on a private network or loopback.
+//! reconnects on its own, hiding the outage the health report must show.
+//!
+//! # TLS
+//!
+//! The connection string's `sslmode` says whether connections use TLS, with libpq's meanings (TLS needs the
+//! `rustls` feature, on by default, besides `postgres`):
+//!
+//! | `sslmode` | connection | the server's certificate |
+//! |---|---|---|
+//! | absent, `disable` | plain TCP | — |
+//! | `prefer` | TLS if the server offers it, else plain | not verified (the chain is, with `sslrootcert=PATH`) |
+//! | `require` | TLS, or no connection | not verified (the chain is, with `sslrootcert=PATH`, as libpq does) |
+//! | `verify-ca` | TLS, or no connection | chain verified up to a root; host name not checked |
+//! | `verify-full` | TLS, or no connection | chain and host name verified |
+//!
+//! `sslrootcert=PATH` names a PEM file of the CAs to trust, read when the storage connects; without it
+//! `verify-ca` and `verify-full` trust Mozilla's CAs (compiled in from webpki-roots), as does
+//! `sslrootcert=system`, which implies `verify-full`. Both forms of the connection string take them:
+//! `host=db.internal user=keel dbname=tools sslmode=verify-full sslrootcert=/etc/keel/pg-ca.pem`, or
+//! `postgresql://keel@db.internal/tools?sslmode=verify-full&sslrootcert=/etc/keel/pg-ca.pem`. The name checked is
+//! `host`; with `hostaddr` too, the connection goes to that address and the certificate must still hold `host`.
+//!
+//! Without `sslmode` the connection is plain, as it was before TLS was supported, where libpq's default is
+//! `prefer`: say `sslmode=prefer` for that (unlike libpq, a TLS handshake that fails is not retried without TLS).
+//! An unknown `sslmode` (or `allow`, which is not supported) is `config_error`, and so is a mode that needs TLS in
+//! a build without the `rustls` feature. A certificate that is refused makes the connection fail with
+//! `store_unavailable`, whose message names the problem (`invalid peer certificate: UnknownIssuer`,
+//! `certificate not valid for name …`) and whose [`source`](std::error::Error::source) is the driver's error. Each
+//! storage has a rustls configuration of its own, with the `aws-lc-rs` provider; nothing is installed
+//! process-wide. Client certificates (`sslcert`, `sslkey`) are not supported.
 //!
 //! # The table
 //!
@@ -62,7 +90,8 @@ use std::time::Duration;
 use rusqlite::types::Value as Sql;
 use tokio::sync::{Mutex, MutexGuard, watch};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{AsyncMessage, Client, Config, IsolationLevel, NoTls};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{AsyncMessage, Client, Config, IsolationLevel, Socket};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
@@ -73,6 +102,19 @@ use super::{
 };
 use crate::error::CatalogError;
 use crate::row::{StoredRow, ToolRow};
+
+mod conninfo;
+#[cfg(feature = "rustls")]
+mod tls;
+
+use conninfo::SslMode;
+
+/// What makes a connection's TLS session: rustls's, with the `rustls` feature.
+#[cfg(feature = "rustls")]
+type Tls = tokio_postgres_rustls::MakeRustlsConnect;
+/// What makes a connection's TLS session: none without the `rustls` feature.
+#[cfg(not(feature = "rustls"))]
+type Tls = tokio_postgres::NoTls;
 
 /// The channel every write notifies, with the new generation as payload.
 pub const CHANNEL: &str = "keel_catalog";
@@ -200,16 +242,27 @@ impl PgStorageBuilder {
 
     /// Connects, creates or migrates the table (see the [module documentation](self)), and returns the storage.
     pub async fn connect(self) -> Result<PgStorage, CatalogError> {
-        let mut config: Config = self.conninfo.parse().map_err(|e| CatalogError::Config {
+        let split = conninfo::split(&self.conninfo)?;
+        let mut config: Config = split.rest.parse().map_err(|e| CatalogError::Config {
             message: format!("the PostgreSQL connection string does not parse: {e}"),
             source: Some(Arc::new(e)),
         })?;
+        let mode = split.tls.mode()?;
+        let tls = transport(&split.tls, mode)?;
+        config.ssl_mode(mode.driver());
+        if mode != SslMode::Disable && config.get_hosts().is_empty() {
+            // tokio-postgres names the server to TLS by `host` only: an address alone is its own name.
+            for addr in config.get_hostaddrs().to_vec() {
+                config.host(addr.to_string());
+            }
+        }
         config.connect_timeout(self.connect_timeout);
         config.keepalives(true);
         config.application_name("keel-catalog");
-        let shown = describe(&config);
+        let shown = describe(&config, mode);
         let inner = Arc::new(PgInner {
             config,
+            tls,
             shown,
             slots: (0..self.pool_size).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
@@ -250,6 +303,7 @@ pub struct PgStorage {
 
 struct PgInner {
     config: Config,
+    tls: Tls,
     shown: String,
     slots: Vec<Mutex<Option<Client>>>,
     next: AtomicUsize,
@@ -273,8 +327,30 @@ impl fmt::Debug for PgStorage {
     }
 }
 
-/// `postgresql://host:port/dbname`, without user or password.
-fn describe(config: &Config) -> String {
+/// The TLS connector for `mode` with the settings of `params`: rustls's.
+#[cfg(feature = "rustls")]
+fn transport(params: &conninfo::TlsParams, mode: SslMode) -> Result<Tls, CatalogError> {
+    // `disable` never uses it; it is built like `verify-full`'s all the same.
+    let verify = if mode == SslMode::Disable { conninfo::Verify::Full } else { params.verify(mode) };
+    tls::connector(verify, params.rootcert.as_ref())
+}
+
+/// The TLS connector for `mode`: none without the `rustls` feature, so a mode that needs TLS is refused (`prefer`
+/// connects without it, as libpq built without TLS does).
+#[cfg(not(feature = "rustls"))]
+fn transport(_params: &conninfo::TlsParams, mode: SslMode) -> Result<Tls, CatalogError> {
+    if mode.requires_tls() {
+        return Err(CatalogError::config(format!(
+            "sslmode={} needs TLS, and this build of keel-tools-catalog has none: turn on its `rustls` feature \
+             (on by default) besides `postgres`",
+            mode.as_str()
+        )));
+    }
+    Ok(tokio_postgres::NoTls)
+}
+
+/// `postgresql://host:port/dbname`, without user or password, followed by `?sslmode=…` unless it is `disable`.
+fn describe(config: &Config, mode: SslMode) -> String {
     let host = match config.get_hosts().first() {
         Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
         #[cfg(unix)]
@@ -282,7 +358,8 @@ fn describe(config: &Config) -> String {
         None => "localhost".to_owned(),
     };
     let port = config.get_ports().first().copied().unwrap_or(5432);
-    format!("postgresql://{host}:{port}/{}", config.get_dbname().unwrap_or(""))
+    let tls = if mode == SslMode::Disable { String::new() } else { format!("?sslmode={}", mode.as_str()) };
+    format!("postgresql://{host}:{port}/{}{tls}", config.get_dbname().unwrap_or(""))
 }
 
 /// A pool slot, locked, holding an open client.
@@ -348,7 +425,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-type Connection = tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>;
+type Connection = tokio_postgres::Connection<Socket, <Tls as MakeTlsConnect<Socket>>::Stream>;
 
 /// Why a connection could not be opened.
 enum OpenError {
@@ -361,10 +438,39 @@ enum OpenError {
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            OpenError::Driver(e) => e.fmt(f),
+            OpenError::Driver(e) => {
+                // The driver's text is its kind alone ("error performing TLS handshake"): the causes say what
+                // happened, each part once.
+                let mut parts = vec![e.to_string()];
+                let mut source = std::error::Error::source(e);
+                while let Some(s) = source {
+                    let text = s.to_string();
+                    if !parts.iter().any(|p| p.contains(&text)) {
+                        parts.push(text);
+                    }
+                    source = s.source();
+                }
+                f.write_str(&parts.join(": "))?;
+                match certificate_hint(e) {
+                    Some(hint) => write!(f, " ({hint})"),
+                    None => Ok(()),
+                }
+            }
             OpenError::NoAnswer(timeout) => write!(f, "no answer within {} ms", timeout.as_millis()),
         }
     }
+}
+
+/// What to do about the certificate refused in `e`'s chain, if one was.
+#[cfg(feature = "rustls")]
+fn certificate_hint(e: &tokio_postgres::Error) -> Option<&'static str> {
+    tls::hint(e)
+}
+
+/// Without TLS, no certificate is ever refused.
+#[cfg(not(feature = "rustls"))]
+fn certificate_hint(_: &tokio_postgres::Error) -> Option<&'static str> {
+    None
 }
 
 impl OpenError {
@@ -379,8 +485,9 @@ impl OpenError {
     }
 }
 
-async fn open_client(config: &Config, timeout: Duration) -> Result<(Client, Connection), OpenError> {
-    match tokio::time::timeout(timeout, config.connect(NoTls)).await {
+#[cfg_attr(not(feature = "rustls"), allow(clippy::clone_on_copy, reason = "NoTls is Copy, rustls's connector is not"))]
+async fn open_client(config: &Config, tls: &Tls, timeout: Duration) -> Result<(Client, Connection), OpenError> {
+    match tokio::time::timeout(timeout, config.connect(tls.clone())).await {
         Ok(Ok(pair)) => Ok(pair),
         Ok(Err(e)) => Err(OpenError::Driver(e)),
         Err(_) => Err(OpenError::NoAnswer(timeout)),
@@ -394,7 +501,7 @@ impl PgInner {
         let mut guard = self.slots[i].lock().await;
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = None;
-            let (client, connection) = open_client(&self.config, self.connect_timeout)
+            let (client, connection) = open_client(&self.config, &self.tls, self.connect_timeout)
                 .await
                 .map_err(|e| e.unavailable(format!("{context} ({})", self.shown)))?;
             tokio::spawn(async move {
@@ -670,16 +777,17 @@ impl Storage for PgStorage {
 
 /// The change listener: one connection of its own that `LISTEN`s, catches up by reading the token on every
 /// (re)connection and every resync interval, and reconnects with backoff; until `stop` (the storage dropped).
+#[cfg_attr(not(feature = "rustls"), allow(clippy::clone_on_copy, reason = "NoTls is Copy, rustls's connector is not"))]
 async fn listen(inner: Weak<PgInner>, stop: CancellationToken, tx: watch::Sender<FeedState>) {
     let mut backoff: Option<Backoff> = None;
     loop {
         let Some(storage) = inner.upgrade() else { return };
-        let (config, timeout, resync, (first, max)) =
-            (storage.config.clone(), storage.connect_timeout, storage.resync, storage.reconnect);
+        let (config, tls, timeout, resync, (first, max)) =
+            (storage.config.clone(), storage.tls.clone(), storage.connect_timeout, storage.resync, storage.reconnect);
         drop(storage);
         let outcome = tokio::select! {
             () = stop.cancelled() => return,
-            outcome = follow(&config, timeout, resync, &tx) => outcome,
+            outcome = follow(&config, &tls, timeout, resync, &tx) => outcome,
         };
         let error = match outcome {
             Ok(never) => match never {},
@@ -705,11 +813,12 @@ async fn listen(inner: Weak<PgInner>, stop: CancellationToken, tx: watch::Sender
 /// error that ended it. A connection that worked resets the backoff by sending `Connected`.
 async fn follow(
     config: &Config,
+    tls: &Tls,
     timeout: Duration,
     resync: Duration,
     tx: &watch::Sender<FeedState>,
 ) -> Result<std::convert::Infallible, String> {
-    let (client, mut connection) = open_client(config, timeout).await.map_err(|e| e.to_string())?;
+    let (client, mut connection) = open_client(config, tls, timeout).await.map_err(|e| e.to_string())?;
     let (notes, mut received) = tokio::sync::mpsc::unbounded_channel::<()>();
     // The connection is polled here, so that its notifications come out; it ends when the connection does.
     let mut driver = tokio::spawn(async move {
@@ -785,7 +894,72 @@ mod tests {
         assert_eq!(e.code(), "store_unavailable", "{e}");
         let driver = e.source().and_then(|s| s.downcast_ref::<tokio_postgres::Error>()).expect("the driver's error");
         let CatalogError::Unavailable { message, .. } = &e else { panic!("{e:?}") };
-        assert_eq!(message, &driver.to_string());
+        // The driver's text, then its cause's (the refused connection).
+        let cause = driver.source().expect("the driver's cause").to_string();
+        assert_eq!(message, &format!("{driver}: {cause}"));
+    }
+
+    #[tokio::test]
+    async fn an_unknown_sslmode_is_a_configuration_error() {
+        for conninfo in ["host=127.0.0.1 user=keel sslmode=verify_full", "postgresql://keel@127.0.0.1/x?sslmode=on"] {
+            let e = PgStorage::connect(conninfo).await.unwrap_err();
+            assert_eq!(e.code(), "config_error", "{e}");
+            assert!(e.to_string().contains("none of disable, prefer, require, verify-ca, verify-full"), "{e}");
+        }
+    }
+
+    /// A server that answers the client's TLS request with `N` (no TLS), then closes; returns its port.
+    async fn server_without_tls() -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let mut request = [0u8; 8];
+                if tcp.read_exact(&mut request).await.is_ok() {
+                    let _ = tcp.write_all(b"N").await;
+                }
+            }
+        });
+        port
+    }
+
+    #[cfg(feature = "rustls")]
+    #[tokio::test]
+    async fn sslmode_require_refuses_a_server_without_tls() {
+        let port = server_without_tls().await;
+        for mode in ["require", "verify-ca", "verify-full"] {
+            let e = PgStorage::connect(format!("host=127.0.0.1 port={port} user=keel dbname=x sslmode={mode}"))
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), "store_unavailable", "{e}");
+            assert!(e.to_string().contains("server does not support TLS"), "{e}");
+            assert!(e.to_string().contains(&format!("?sslmode={mode}")), "the store is shown with its mode: {e}");
+            assert!(e.source().is_some_and(|s| s.is::<tokio_postgres::Error>()), "{e:?}");
+        }
+    }
+
+    #[cfg(not(feature = "rustls"))]
+    #[tokio::test]
+    async fn without_the_rustls_feature_a_mode_that_needs_tls_is_a_configuration_error() {
+        for mode in ["require", "verify-ca", "verify-full"] {
+            let e = PgStorage::connect(format!("host=127.0.0.1 user=keel sslmode={mode}")).await.unwrap_err();
+            assert_eq!(e.code(), "config_error", "{e}");
+            assert!(e.to_string().contains("`rustls` feature"), "{e}");
+        }
+        // `prefer` is not refused: it goes ahead without TLS (here to a server that fails it otherwise).
+        let port = server_without_tls().await;
+        let e = PgStorage::connect(format!("host=127.0.0.1 port={port} user=keel dbname=x sslmode=prefer"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "store_unavailable", "{e}");
+    }
+
+    #[test]
+    fn the_store_is_shown_with_its_sslmode_unless_plain() {
+        let config: Config = "host=db port=5433 dbname=tools".parse().unwrap();
+        assert_eq!(describe(&config, SslMode::Disable), "postgresql://db:5433/tools");
+        assert_eq!(describe(&config, SslMode::VerifyFull), "postgresql://db:5433/tools?sslmode=verify-full");
     }
 
     /// The statements built from the column list, as they were written out before it.
