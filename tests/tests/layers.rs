@@ -104,7 +104,7 @@ const CRATES: &[Crate] = &[
         dir: "tool-agent",
         layers: &[
             &["model"],
-            &["wire", "otel", "options"],
+            &["wire", "otel", "options", "key"],
             &["http", "stub"],
             &["replay", "ollama", "openai"],
             &["agent"],

@@ -185,7 +185,7 @@ impl Http {
         &self,
         url: &str,
         body: &Value,
-        bearer: Option<&crate::ApiKey>,
+        bearer: Option<&crate::key::ApiKey>,
     ) -> Result<Value, ModelError> {
         let bytes = serde_json::to_vec(body).map_err(|e| ModelError::Config {
             message: format!("cannot serialize the request: {e}"),
