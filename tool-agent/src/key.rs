@@ -72,6 +72,27 @@ pub mod vars {
     pub const OLLAMA: &str = "OLLAMA_API_KEY";
 }
 
+/// `api_key` and `api_key_from_env` of a builder with an `api_key: Option<ApiKey>` field: `$who` says who wants
+/// the key, `$var` links the provider's conventional variable.
+macro_rules! api_key_methods {
+    ($who:literal, $var:literal) => {
+        #[doc = concat!("Sends `Authorization: Bearer <key>`, ", $who, " (an empty key sends nothing). The key goes")]
+        /// only over `https://` or to a loopback host: [`build`](Self::build) refuses it with a plain `http://` URL
+        /// to any other host.
+        pub fn api_key(mut self, key: impl AsRef<str>) -> Self {
+            self.api_key = crate::key::ApiKey::new(key);
+            self
+        }
+        #[doc = concat!("[`api_key`](Self::api_key) from the environment variable `name` (the usual one is ", $var, ");")]
+        /// an unset or empty variable is an error naming it.
+        pub fn api_key_from_env(mut self, name: &str) -> Result<Self, crate::model::ModelError> {
+            self.api_key = Some(crate::key::ApiKey::from_env(name)?);
+            Ok(self)
+        }
+    };
+}
+pub(crate) use api_key_methods;
+
 /// Refuses a key that would cross the network in clear: over `http://` to a host that is not loopback. `base` is
 /// the checked base URL (`http://` or `https://`, no trailing `/`).
 pub(crate) fn check_key_transport(base: &str, key: Option<&ApiKey>) -> Result<(), ModelError> {

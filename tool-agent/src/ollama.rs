@@ -4,7 +4,7 @@ use keel_tools_core::Provider;
 use serde_json::{Map, Value};
 
 use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
-use crate::key::{ApiKey, check_key_transport};
+use crate::key::{ApiKey, api_key_methods, check_key_transport};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
 use crate::options::{RequestOptions, ToolChoice, request_option_methods};
 use crate::wire;
@@ -58,19 +58,10 @@ impl OllamaBuilder {
         self.options.insert(key.into(), value.into());
         self
     }
-    /// Sends `Authorization: Bearer <key>`, as Ollama's hosted API (`https://ollama.com`) wants; a local server
-    /// needs none (an empty key sends nothing). The key goes only over `https://` or to a loopback host:
-    /// [`build`](Self::build) refuses it with a plain `http://` URL to any other host.
-    pub fn api_key(mut self, key: impl AsRef<str>) -> Self {
-        self.api_key = ApiKey::new(key);
-        self
-    }
-    /// [`api_key`](Self::api_key) from the environment variable `name` (Ollama's is
-    /// [`key::vars::OLLAMA`](crate::key::vars::OLLAMA)); an unset or empty variable is an error naming it.
-    pub fn api_key_from_env(mut self, name: &str) -> Result<Self, ModelError> {
-        self.api_key = Some(ApiKey::from_env(name)?);
-        Ok(self)
-    }
+    api_key_methods!(
+        "as Ollama's hosted API (`https://ollama.com`) wants; a local server needs none",
+        "[`key::vars::OLLAMA`](crate::key::vars::OLLAMA)"
+    );
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OllamaClient, ModelError> {
         let (base, http) = client_parts(&self.base, &self.model, self.http, &self.roots)?;

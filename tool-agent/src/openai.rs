@@ -6,7 +6,7 @@ use keel_tools_core::Provider;
 use serde_json::{Map, Value, json};
 
 use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
-use crate::key::{ApiKey, check_key_transport};
+use crate::key::{ApiKey, api_key_methods, check_key_transport};
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
 use crate::options::{RequestOptions, ToolChoice, request_option_methods};
 use crate::wire;
@@ -73,18 +73,7 @@ impl fmt::Debug for OpenAiBuilder {
 }
 
 impl OpenAiBuilder {
-    /// Sends `Authorization: Bearer <key>` (an empty key sends nothing). The key goes only over `https://` or to
-    /// a loopback host: [`build`](Self::build) refuses it with a plain `http://` URL to any other host.
-    pub fn api_key(mut self, key: impl AsRef<str>) -> Self {
-        self.api_key = ApiKey::new(key);
-        self
-    }
-    /// [`api_key`](Self::api_key) from the environment variable `name` (OpenAI's is
-    /// [`key::vars::OPENAI`](crate::key::vars::OPENAI)); an unset or empty variable is an error naming it.
-    pub fn api_key_from_env(mut self, name: &str) -> Result<Self, ModelError> {
-        self.api_key = Some(ApiKey::from_env(name)?);
-        Ok(self)
-    }
+    api_key_methods!("as OpenAI's API wants", "[`key::vars::OPENAI`](crate::key::vars::OPENAI)");
     http_builder_methods!(
         "`parallel_tool_calls`, `top_p`, `stop`, `response_format`",
         "`model`, `messages`, `tools` and the options below (`tool_choice`, `temperature`, `seed`, `max_tokens`)"
