@@ -15,25 +15,16 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use keel_tests::pg::{self, PgDatabase};
-use keel_tools_catalog::{Catalog, CatalogError, ToolRow};
+use keel_tools_catalog::{Catalog, CatalogError};
 use keel_tools_core::Registry;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 
 keel_tools_core::link_tools!(examples);
 
+use super::catalog_rows::status_row;
+
 fn registry() -> Registry {
     Registry::from_inventory().expect("registry")
-}
-
-fn status_row() -> ToolRow {
-    let r = registry();
-    let d = r.get("get_service_status").unwrap();
-    ToolRow::local(
-        "get_service_status",
-        d.description(),
-        d.input_schema().clone(),
-        "examples::status::get_service_status",
-    )
 }
 
 /// A fresh database of the test cluster and the cluster's CA.

@@ -148,7 +148,7 @@ fn compiled_schema(name: &str) -> Value {
     registry().get(name).expect("linked").input_schema().clone()
 }
 
-fn status_row() -> ToolRow {
+pub(super) fn status_row() -> ToolRow {
     let r = registry();
     let d = r.get("get_service_status").unwrap();
     ToolRow::local(
