@@ -35,6 +35,11 @@ bash scripts/postgres.sh start
 # shellcheck source=/dev/null
 . target/postgres/env
 
+step "every package of Cargo.lock, fetched"
+# For every platform, as `cargo metadata` wants them: the runner test's scratch crate resolves offline, and a cargo
+# cache that holds only what a Linux build downloads would fail it.
+cargo fetch --locked --quiet
+
 step "cargo test --workspace"
 # The steps above installed every peer, so a peer a test cannot find is a failure here, as in CI, never a skip
 # (KEEL_REQUIRE_PEERS=1 holds even when the caller has set CI=false).

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use examples::cards;
 use keel_tools_agent::stub::{OLLAMA_CHAT, StubResponse, StubServer};
-use keel_tools_agent::{Agent, AgentError, Message, ModelError, OllamaClient};
+use keel_tools_agent::{Agent, AgentError, Message, ModelError, OllamaClient, RetryPolicy};
 use serde_json::{Value, json};
 
 use keel_tools_core::events::{Decision, EventKind};
@@ -95,6 +95,7 @@ async fn two_calls_in_one_response_then_a_final_answer() {
     assert_eq!(
         lines(&run),
         [
+            "event: model_response | turn: 1 | calls: 2 | tokens in: 412 | tokens out: 58".to_owned(),
             format!("event: tool_requested | call_id: {} | tool: read_task_cards", ids[0]),
             format!(
                 "event: tool_observation | call_id: {} | tool: read_task_cards | execution: performed | outcome: result | decision: continue",
@@ -105,6 +106,7 @@ async fn two_calls_in_one_response_then_a_final_answer() {
                 "event: tool_observation | call_id: {} | tool: validate_task_card | execution: performed | outcome: result | decision: continue",
                 ids[1]
             ),
+            "event: model_response | turn: 2 | calls: 0 | tokens in: 540 | tokens out: 41".to_owned(),
             "event: run_finished | terminal: done | reason: model_finished | steps: 2".to_owned(),
         ]
     );
@@ -188,7 +190,8 @@ async fn failing(response: StubResponse, timeout: Duration) -> (AgentError, Run)
     let model = OllamaClient::builder(stub.url(), "m").timeout(timeout).build().unwrap();
     let mut run = bureau_run();
     let mut messages = conversation();
-    let e = Agent::new(&model).run(&mut run, &mut messages).await.unwrap_err();
+    // Retries off: each failure is seen as it is (retries have their own tests).
+    let e = Agent::new(&model).retry(RetryPolicy::none()).run(&mut run, &mut messages).await.unwrap_err();
     (e, run)
 }
 

@@ -122,6 +122,6 @@ fn a_bad_script_is_refused_when_loaded() {
         "{e:?}"
     );
     let e = Replay::from_jsonl("{\"answer\": 42}", "x").unwrap_err();
-    assert!(e.to_string().starts_with("replay script, line 1: neither an Ollama"), "{e}");
+    assert!(e.to_string().starts_with("replay script, line 1: not a response of a known API"), "{e}");
     assert!(Replay::from_file("no/such/file.jsonl").is_err());
 }

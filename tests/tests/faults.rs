@@ -5,6 +5,8 @@
 
 #[path = "cli_chat.rs"]
 mod cli_chat;
+#[path = "cli_chat_apis.rs"]
+mod cli_chat_apis;
 #[path = "executor_adversarial.rs"]
 mod executor_adversarial;
 #[path = "executor_faults.rs"]

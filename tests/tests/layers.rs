@@ -104,9 +104,10 @@ const CRATES: &[Crate] = &[
         dir: "tool-agent",
         layers: &[
             &["model"],
-            &["wire", "otel", "options", "key"],
+            &["wire", "otel", "options", "key", "retry"],
             &["http", "stub"],
-            &["replay", "ollama", "openai"],
+            &["client"],
+            &["replay", "ollama", "openai", "responses", "anthropic", "gemini"],
             &["agent"],
         ],
         above_all: &["lib"],

@@ -1,11 +1,13 @@
 //! [`Agent`]: the one loop every model goes through.
 
 use std::fmt;
+use std::time::Duration;
 
-use keel_tools_core::events::{Decision, EventKind, NotExecuted};
+use keel_tools_core::events::{Decision, EventKind, NotExecuted, Usage};
 use keel_tools_core::runs::Run;
 
-use crate::model::{ChatModel, Message, Mode, ModelError, Turn};
+use crate::model::{AssistantMessage, ChatModel, Message, Mode, ModelError, Turn};
+use crate::retry::RetryPolicy;
 
 /// The loop: ask the model, run its tool calls through the [`Run`], send the results back, until the model
 /// answers without tool calls, the run's decider stops it, or the turn budget runs out.
@@ -23,6 +25,12 @@ use crate::model::{ChatModel, Message, Mode, ModelError, Turn};
 /// | the model cannot be reached or answers something malformed | `error` | `model_error` (and `Err`) |
 ///
 /// The tools sent to the model are the run's executor view, so the model sees exactly what may run.
+///
+/// A model request that fails in a way worth trying again (a 429, a 5xx, Anthropic's 529, a refused or reset
+/// connection, a timeout) is retried as the [`RetryPolicy`] says, each retry logged as a `model_retry` event with
+/// its reason and wait. Retrying a request never runs a call twice: a turn's calls run only after its whole answer
+/// has arrived, and a failed request has none. Each answer is logged as a `model_response` event with the tokens
+/// the provider counted ([`Usage`]); the run's total is in the [`AgentOutcome`].
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -45,6 +53,7 @@ use crate::model::{ChatModel, Message, Mode, ModelError, Turn};
 pub struct Agent<M> {
     model: M,
     max_turns: u32,
+    retry: RetryPolicy,
 }
 
 /// How a run through the loop ended.
@@ -64,6 +73,10 @@ pub struct AgentOutcome {
     pub not_executed: Vec<NotExecuted>,
     /// Whether the replies came from a model or a recording.
     pub mode: Mode,
+    /// The tokens of every turn that reported them, summed.
+    pub usage: Usage,
+    /// Model requests retried in the whole run.
+    pub retries: u32,
 }
 
 /// Why the loop could not go on.
@@ -105,9 +118,16 @@ impl std::error::Error for AgentError {
 }
 
 impl<M: ChatModel> Agent<M> {
-    /// A loop over `model` with at most 8 model turns.
+    /// A loop over `model` with at most 8 model turns and the default [`RetryPolicy`].
     pub fn new(model: M) -> Agent<M> {
-        Agent { model, max_turns: 8 }
+        Agent { model, max_turns: 8, retry: RetryPolicy::default() }
+    }
+
+    /// How failed model requests are retried ([`RetryPolicy::none`] turns retries off).
+    #[must_use]
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
     }
 
     /// The most model turns one run may take (at least 1).
@@ -134,24 +154,15 @@ impl<M: ChatModel> Agent<M> {
         let mut not_executed = Vec::new();
         let mut answer = None;
         let mut turns = 0;
+        let mut usage = Usage::default();
+        let mut retries = 0;
         while run.terminal().is_none() {
             if turns == self.max_turns {
                 run.finish(Decision::Error, "max_turns");
                 break;
             }
             turns += 1;
-            let turn = Turn { messages: messages.as_slice(), tools: &view };
-            #[cfg(feature = "otel")]
-            let reply = {
-                use opentelemetry::context::FutureExt as _;
-                let cx = crate::otel::start(&self.model);
-                let reply = self.model.chat(turn).with_context(cx.clone()).await;
-                crate::otel::end(&cx, &reply);
-                reply
-            };
-            #[cfg(not(feature = "otel"))]
-            let reply = self.model.chat(turn).await;
-            let reply = match reply {
+            let reply = match self.turn(run, turns, messages, &view, &mut retries).await {
                 Ok(reply) => reply,
                 Err(error) => {
                     tracing::warn!(run_id = run.id(), turn = turns, %error, "model turn failed");
@@ -159,6 +170,11 @@ impl<M: ChatModel> Agent<M> {
                     return Err(AgentError::Model { turn: turns, error });
                 }
             };
+            let calls_count = u32::try_from(reply.calls.len()).unwrap_or(u32::MAX);
+            run.record_model_response(turns, calls_count, reply.usage);
+            if let Some(u) = reply.usage {
+                usage += u;
+            }
             let calls = reply.calls.clone();
             if calls.is_empty() {
                 answer = Some(reply.content.clone());
@@ -189,7 +205,48 @@ impl<M: ChatModel> Agent<M> {
             steps: run.state().steps(),
             not_executed,
             mode,
+            usage,
+            retries,
         })
+    }
+
+    /// One model turn, retried as the policy says; each retry is logged on `run` and counted in `retries`.
+    async fn turn(
+        &self,
+        run: &mut Run,
+        turn_number: u32,
+        messages: &[Message],
+        view: &keel_tools_core::ToolView,
+        retries: &mut u32,
+    ) -> Result<AssistantMessage, ModelError> {
+        let mut attempt = 0;
+        let mut waited = Duration::ZERO;
+        loop {
+            let turn = Turn { messages, tools: view };
+            #[cfg(feature = "otel")]
+            let reply = {
+                use opentelemetry::context::FutureExt as _;
+                let cx = crate::otel::start(&self.model);
+                let reply = self.model.chat(turn).with_context(cx.clone()).await;
+                crate::otel::end(&cx, &reply);
+                reply
+            };
+            #[cfg(not(feature = "otel"))]
+            let reply = self.model.chat(turn).await;
+            let error = match reply {
+                Ok(reply) => return Ok(reply),
+                Err(error) => error,
+            };
+            let Some((reason, wait)) = self.retry.next(&error, attempt, waited) else {
+                return Err(error);
+            };
+            attempt += 1;
+            *retries += 1;
+            tracing::info!(run_id = run.id(), turn = turn_number, attempt, %reason, wait_ms = wait.as_millis() as u64, %error, "retrying the model request");
+            run.record_model_retry(turn_number, attempt, &reason, wait, &error.to_string());
+            tokio::time::sleep(wait).await;
+            waited += wait;
+        }
     }
 }
 

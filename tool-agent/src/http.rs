@@ -30,6 +30,15 @@ impl Default for HttpConfig {
     }
 }
 
+/// How a client sends its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Auth {
+    /// `Authorization: Bearer <key>` (OpenAI, Ollama).
+    Bearer,
+    /// The key as the value of this header (`x-api-key` for Anthropic, `x-goog-api-key` for Gemini).
+    Header(&'static str),
+}
+
 /// A configured client.
 #[derive(Debug, Clone)]
 pub(crate) struct Http {
@@ -105,23 +114,22 @@ pub(crate) fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, Mode
     Ok(config)
 }
 
-/// The builder methods both clients share; the builder has `http: HttpConfig`, `roots: Vec<Vec<u8>>` and
-/// `extra: Map<String, Value>`.
+/// The builder methods every client shares; the builder has `settings: Settings`.
 macro_rules! http_builder_methods {
     ($examples:literal, $reserved:literal) => {
         /// The whole-request timeout (default 120 s).
         pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
-            self.http.timeout = timeout;
+            self.settings.http.timeout = timeout;
             self
         }
         /// The connect timeout (default 10 s).
         pub fn connect_timeout(mut self, timeout: std::time::Duration) -> Self {
-            self.http.connect_timeout = timeout;
+            self.settings.http.connect_timeout = timeout;
             self
         }
         /// The largest response body accepted (default 8 MiB).
         pub fn max_response_bytes(mut self, limit: usize) -> Self {
-            self.http.max_response_bytes = limit;
+            self.settings.http.max_response_bytes = limit;
             self
         }
         /// Trusts the CA certificate(s) in `pem` (PEM text, one or more `CERTIFICATE` blocks) for `https://`, in
@@ -130,12 +138,12 @@ macro_rules! http_builder_methods {
         /// certificate. Feature `rustls`.
         #[cfg(feature = "rustls")]
         pub fn add_root_certificate(mut self, pem: impl AsRef<[u8]>) -> Self {
-            self.roots.push(pem.as_ref().to_vec());
+            self.settings.roots.push(pem.as_ref().to_vec());
             self
         }
         #[doc = concat!("Another top-level request field (", $examples, ", ...). ", $reserved, " are set by the client.")]
         pub fn field(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
-            self.extra.insert(key.into(), value.into());
+            self.settings.extra.insert(key.into(), value.into());
             self
         }
     };
@@ -179,13 +187,15 @@ impl Http {
         }
     }
 
-    /// POSTs `body` as JSON and reads a JSON answer. A non-success status is [`ModelError::Status`] (with the
-    /// server's error message when it sent one); a body that is not JSON is [`ModelError::Malformed`].
+    /// POSTs `body` as JSON, with the key as its [`Auth`] says and the extra `headers`, and reads a JSON answer. A
+    /// non-success status is [`ModelError::Status`] (with the server's error message when it sent one, and the
+    /// wait it asked for, see [`retry_after`]); a body that is not JSON is [`ModelError::Malformed`].
     pub(crate) async fn post_json(
         &self,
         url: &str,
         body: &Value,
-        bearer: Option<&crate::key::ApiKey>,
+        key: Option<(&crate::key::ApiKey, Auth)>,
+        headers: &[(&'static str, &'static str)],
     ) -> Result<Value, ModelError> {
         let bytes = serde_json::to_vec(body).map_err(|e| ModelError::Config {
             message: format!("cannot serialize the request: {e}"),
@@ -197,12 +207,23 @@ impl Http {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, "application/json")
             .body(bytes);
-        if let Some(key) = bearer {
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        match key {
             // reqwest marks the header sensitive: it is left out of its Debug output.
-            request = request.bearer_auth(key.expose());
+            Some((key, Auth::Bearer)) => request = request.bearer_auth(key.expose()),
+            Some((key, Auth::Header(name))) => {
+                let mut value = reqwest::header::HeaderValue::from_str(key.expose())
+                    .map_err(|_| ModelError::config("the API key holds characters an HTTP header cannot carry"))?;
+                value.set_sensitive(true);
+                request = request.header(name, value);
+            }
+            None => {}
         }
         let mut response = request.send().await.map_err(|e| self.transport_error(url, e))?;
         let status = response.status();
+        let wait = if status.is_success() { None } else { retry_after(response.headers(), status.as_u16()) };
         let limit = self.config.max_response_bytes;
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(|e| self.transport_error(url, e))? {
@@ -217,7 +238,12 @@ impl Http {
                 Ok(v) => error_message(v).unwrap_or_else(|| crate::model::shorten(&v.to_string(), 300)),
                 Err(_) => crate::model::shorten(&String::from_utf8_lossy(&body), 300),
             };
-            return Err(ModelError::Status { url: url.to_owned(), status: status.as_u16(), message });
+            return Err(ModelError::Status {
+                url: url.to_owned(),
+                status: status.as_u16(),
+                message,
+                retry_after: wait,
+            });
         }
         parsed.map_err(|e| ModelError::Malformed {
             message: format!("the body is not JSON (line {}, column {})", e.line(), e.column()),
@@ -226,9 +252,90 @@ impl Http {
     }
 }
 
+/// The wait a failed response asks for, from (first that is present) `retry-after-ms` (OpenAI's and Anthropic's
+/// SDKs read it), `Retry-After` (seconds or an HTTP date), and on a 429 OpenAI's
+/// `x-ratelimit-reset-requests`/`x-ratelimit-reset-tokens` (`1s`, `6m0s`, `250ms`; the later of the two).
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap, status: u16) -> Option<Duration> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    if let Some(v) = text("retry-after") {
+        if let Ok(secs) = v.parse::<f64>()
+            && secs.is_finite()
+            && secs >= 0.0
+        {
+            return Some(Duration::from_secs_f64(secs));
+        }
+        if let Ok(at) = httpdate::parse_http_date(v) {
+            return Some(at.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO));
+        }
+    }
+    if status == 429 {
+        return ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
+            .into_iter()
+            .filter_map(|name| text(name).and_then(go_duration))
+            .max();
+    }
+    None
+}
+
+/// A duration as OpenAI's rate-limit headers write it: `1s`, `6m0s`, `1h2m3.5s`, `250ms`.
+fn go_duration(text: &str) -> Option<Duration> {
+    let mut total = 0.0f64;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let number: f64 = rest[..end].parse().ok()?;
+        rest = &rest[end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            _ => return None,
+        };
+        total += number * scale;
+        rest = &rest[unit_end..];
+    }
+    total.is_finite().then(|| Duration::from_secs_f64(total))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_a_failed_response_asks_for() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        fn at(pairs: &[(&'static str, &'static str)], status: u16) -> Option<Duration> {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            retry_after(&h, status)
+        }
+        assert_eq!(at(&[("retry-after", "2")], 429), Some(Duration::from_secs(2)));
+        assert_eq!(at(&[("retry-after-ms", "150"), ("retry-after", "9")], 503), Some(Duration::from_millis(150)));
+        assert_eq!(at(&[("retry-after", "0.5")], 529), Some(Duration::from_millis(500)));
+        assert_eq!(at(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")], 429), Some(Duration::ZERO), "in the past");
+        let reset = [("x-ratelimit-reset-requests", "1s"), ("x-ratelimit-reset-tokens", "6m0s")];
+        assert_eq!(at(&reset, 429), Some(Duration::from_secs(360)));
+        assert_eq!(at(&reset, 500), None, "reset headers speak of rate limits only");
+        assert_eq!(at(&[("x-ratelimit-reset-tokens", "250ms")], 429), Some(Duration::from_millis(250)));
+        for bad in ["", "-1", "soon", "1x", "NaN"] {
+            let pairs = [("retry-after", bad), ("x-ratelimit-reset-requests", bad)];
+            assert_eq!(at(&pairs, 429), None, "{bad:?}");
+        }
+        assert_eq!(go_duration("1h2m3.5s"), Some(Duration::from_secs_f64(3723.5)));
+    }
 
     #[test]
     fn base_urls() {
@@ -289,7 +396,7 @@ mod tests {
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             format!("http://{}/api/chat", listener.local_addr().unwrap())
         };
-        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None).await.unwrap_err();
+        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None, &[]).await.unwrap_err();
         assert!(matches!(e, ModelError::Connect { .. }), "{e:?}");
         assert!(reqwest_source(&e).is_connect());
         // The text names the cause, as it did when the chain was flattened into a string.
@@ -300,7 +407,7 @@ mod tests {
     #[tokio::test]
     async fn a_timeout_keeps_reqwests_error() {
         let url = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}", Duration::from_secs(3));
-        let e = http(Duration::from_millis(200)).post_json(&url, &Value::Null, None).await.unwrap_err();
+        let e = http(Duration::from_millis(200)).post_json(&url, &Value::Null, None, &[]).await.unwrap_err();
         assert!(matches!(e, ModelError::Timeout { after, .. } if after == Duration::from_millis(200)), "{e:?}");
         assert!(reqwest_source(&e).is_timeout());
         assert_eq!(e.to_string(), format!("{url} did not answer within 200 ms"));
@@ -309,7 +416,7 @@ mod tests {
     #[tokio::test]
     async fn another_transport_failure_keeps_reqwests_error() {
         let url = serve_once(b"this is not HTTP\r\n\r\n", Duration::ZERO);
-        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None).await.unwrap_err();
+        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None, &[]).await.unwrap_err();
         assert!(matches!(e, ModelError::Http { .. }), "{e:?}");
         let source = reqwest_source(&e);
         assert!(!source.is_connect() && !source.is_timeout());
@@ -319,15 +426,15 @@ mod tests {
     #[tokio::test]
     async fn a_body_that_is_not_json_keeps_the_parsers_error() {
         let url = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello", Duration::ZERO);
-        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None).await.unwrap_err();
+        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None, &[]).await.unwrap_err();
         assert_eq!(e.to_string(), "malformed model response: the body is not JSON (line 1, column 1)");
         let source = std::error::Error::source(&e).unwrap();
         let json = source.downcast_ref::<serde_json::Error>().expect("serde_json's error");
         assert_eq!((json.line(), json.column()), (1, 1));
         // A status error has no source: it is the server's answer, not another error.
         let url = serve_once(b"HTTP/1.1 404 Not Found\r\ncontent-length: 4\r\n\r\nnope", Duration::ZERO);
-        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None).await.unwrap_err();
-        assert_eq!(e, ModelError::Status { url, status: 404, message: "nope".into() });
+        let e = http(Duration::from_secs(5)).post_json(&url, &Value::Null, None, &[]).await.unwrap_err();
+        assert_eq!(e, ModelError::Status { url, status: 404, message: "nope".into(), retry_after: None });
         assert!(std::error::Error::source(&e).is_none());
     }
 }

@@ -72,21 +72,21 @@ pub mod vars {
     pub const OLLAMA: &str = "OLLAMA_API_KEY";
 }
 
-/// `api_key` and `api_key_from_env` of a builder with an `api_key: Option<ApiKey>` field: `$who` says who wants
-/// the key, `$var` links the provider's conventional variable.
+/// `api_key` and `api_key_from_env` of a builder with a `settings: Settings` field: `$header` is how the key is
+/// sent, `$who` says who wants it, `$var` links the provider's conventional variable.
 macro_rules! api_key_methods {
-    ($who:literal, $var:literal) => {
-        #[doc = concat!("Sends `Authorization: Bearer <key>`, ", $who, " (an empty key sends nothing). The key goes")]
+    ($header:literal, $who:literal, $var:literal) => {
+        #[doc = concat!("Sends the key as `", $header, "`, ", $who, " (an empty key sends nothing). The key goes")]
         /// only over `https://` or to a loopback host: [`build`](Self::build) refuses it with a plain `http://` URL
         /// to any other host.
         pub fn api_key(mut self, key: impl AsRef<str>) -> Self {
-            self.api_key = crate::key::ApiKey::new(key);
+            self.settings.api_key = crate::key::ApiKey::new(key);
             self
         }
         #[doc = concat!("[`api_key`](Self::api_key) from the environment variable `name` (the usual one is ", $var, ");")]
         /// an unset or empty variable is an error naming it.
         pub fn api_key_from_env(mut self, name: &str) -> Result<Self, crate::model::ModelError> {
-            self.api_key = Some(crate::key::ApiKey::from_env(name)?);
+            self.settings.api_key = Some(crate::key::ApiKey::from_env(name)?);
             Ok(self)
         }
     };

@@ -1,13 +1,16 @@
 //! keel's agent loop: a model proposes tool calls, keel's [`Run`](keel_tools_core::runs::Run) decides what runs, and the
 //! results go back to the model, until it answers or the run's rules stop it.
 //!
-//! One trait, three models, one loop:
+//! One trait, six models, one loop:
 //!
-//! | model | speaks | through | call names | `arguments` |
-//! |---|---|---|---|---|
-//! | [`OllamaClient`] | Ollama `POST /api/chat` | the Ollama [`Codec`](keel_tools_core::Codec) | as registered | object; `id` generated when missing |
-//! | [`OpenAiClient`] | Chat Completions `POST {base}/chat/completions` (OpenAI, Ollama's `/v1`, ...) | the OpenAI Chat codec | wire names, mapped back | JSON text |
-//! | [`Replay`] | recorded responses of either kind, JSON Lines | (recorded) | as above | as above |
+//! | model | speaks | through | call names | `arguments` | key header |
+//! |---|---|---|---|---|---|
+//! | [`OllamaClient`] | Ollama `POST /api/chat` | the Ollama [`Codec`](keel_tools_core::Codec) | as registered | object; `id` generated when missing | `Authorization: Bearer` |
+//! | [`OpenAiClient`] | Chat Completions `POST {base}/chat/completions` (OpenAI, Ollama's `/v1`, llama.cpp, vLLM, ...) | the OpenAI Chat codec | wire names, mapped back | JSON text | `Authorization: Bearer` |
+//! | [`ResponsesClient`] | OpenAI Responses `POST {base}/responses` | the OpenAI Responses codec | wire names, mapped back | JSON text | `Authorization: Bearer` |
+//! | [`AnthropicClient`] | Anthropic Messages `POST {base}/v1/messages` | the Anthropic codec | wire names, mapped back | object | `x-api-key` |
+//! | [`GeminiClient`] | Gemini `POST {base}/models/{model}:generateContent` | the Gemini codec | wire names, mapped back | object; `id` generated when missing | `x-goog-api-key` |
+//! | [`Replay`] | recorded responses of any of these, JSON Lines | (recorded) | as above | as above | |
 //!
 //! The clients find the assistant message in a response body; the codec of the turn's view lists the tools, reads
 //! the calls and writes the replies, so what the model is shown and what it sends back meet in one object.
@@ -15,9 +18,10 @@
 //! [`Agent::run`] is the only loop. It sends the conversation and exactly the executor's view, runs each reply's
 //! calls through [`Run::process_batch`](keel_tools_core::runs::Run::process_batch) (a decision after every
 //! observation, the rest of a batch not executed after a terminal decision, steps counting executed calls only),
-//! appends the results as `role: tool` messages (Ollama: `tool_name` and `tool_call_id`; OpenAI: `tool_call_id`)
-//! and asks again, until the model answers without tool calls (`done`), the decider stops the run, or
-//! `max_turns` is reached (`error`).
+//! appends the results in the provider's reply format (written by its codec) and asks again, until the model
+//! answers without tool calls (`done`), the decider stops the run, or `max_turns` is reached (`error`). A request
+//! that fails with a 429, a 5xx, a broken connection or a timeout is retried as the [`RetryPolicy`] says, and
+//! never runs a call twice; each answer's tokens ([`Usage`](keel_tools_core::events::Usage)) are logged.
 //!
 //! ```no_run
 //! use keel_tools_agent::{Agent, Message, OllamaClient};
@@ -53,6 +57,9 @@
 #![warn(missing_docs)]
 
 mod agent;
+mod anthropic;
+mod client;
+mod gemini;
 mod http;
 pub mod key;
 mod model;
@@ -62,11 +69,15 @@ mod options;
 #[cfg(feature = "otel")]
 mod otel;
 mod replay;
+mod responses;
+mod retry;
 #[cfg(feature = "stub")]
 pub mod stub;
 mod wire;
 
 pub use agent::{Agent, AgentError, AgentOutcome, transcript};
+pub use anthropic::{ANTHROPIC_VERSION, AnthropicBuilder, AnthropicClient, DEFAULT_MAX_TOKENS};
+pub use gemini::{GeminiBuilder, GeminiClient};
 pub use http::HttpConfig;
 pub use key::ApiKey;
 pub use model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn, WireFormat};
@@ -74,3 +85,5 @@ pub use ollama::{OllamaBuilder, OllamaClient};
 pub use openai::{OpenAiBuilder, OpenAiClient};
 pub use options::{ChoicePolicy, ToolChoice};
 pub use replay::{Replay, ReplayOrigin, SeenTurn};
+pub use responses::{ResponsesBuilder, ResponsesClient};
+pub use retry::RetryPolicy;

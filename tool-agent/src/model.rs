@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use keel_tools_core::events::Usage;
 use keel_tools_core::{ToolCall, ToolResult, ToolView};
 use serde_json::{Value, json};
 
@@ -47,6 +48,26 @@ pub enum WireFormat {
     Ollama,
     /// OpenAI Chat Completions: wire names (`incident-search`), `arguments` JSON text.
     OpenAiChat,
+    /// OpenAI Responses: the `output` items (an array), `function_call` items with `arguments` JSON text.
+    OpenAiResponses,
+    /// Anthropic Messages: `{"role": "assistant", "content": [blocks]}`, `tool_use` blocks with object `input`.
+    Anthropic,
+    /// Gemini `generateContent`: a candidate's `{"role": "model", "parts": [...]}`, `functionCall` parts.
+    Gemini,
+}
+
+impl WireFormat {
+    /// The codec's provider of this format.
+    pub fn provider(self) -> keel_tools_core::Provider {
+        use keel_tools_core::Provider;
+        match self {
+            WireFormat::Ollama => Provider::Ollama,
+            WireFormat::OpenAiChat => Provider::OpenAiChat,
+            WireFormat::OpenAiResponses => Provider::OpenAiResponses,
+            WireFormat::Anthropic => Provider::Anthropic,
+            WireFormat::Gemini => Provider::Gemini,
+        }
+    }
 }
 
 /// What the model said in one turn.
@@ -64,6 +85,8 @@ pub struct AssistantMessage {
     pub format: WireFormat,
     /// Whether a model or a recording produced it.
     pub mode: Mode,
+    /// The tokens the provider counted for this turn, when the response said.
+    pub usage: Option<Usage>,
 }
 
 /// One message of a conversation, independent of the provider.
@@ -289,6 +312,9 @@ pub enum ModelError {
         status: u16,
         /// The server's error message, or the start of the body.
         message: String,
+        /// The wait the server asked for before a retry (`retry-after-ms`, `Retry-After`, or on a 429 the
+        /// rate-limit reset headers), when it named one.
+        retry_after: Option<Duration>,
     },
     /// The response body exceeded the configured limit.
     TooLarge {
@@ -357,7 +383,7 @@ impl fmt::Display for ModelError {
             ModelError::Timeout { url, after, .. } => {
                 write!(f, "{url} did not answer within {} ms", after.as_millis())
             }
-            ModelError::Status { url, status, message } => write!(f, "{url} answered {status}: {message}"),
+            ModelError::Status { url, status, message, .. } => write!(f, "{url} answered {status}: {message}"),
             ModelError::TooLarge { url, limit } => {
                 write!(f, "the response from {url} is larger than the limit of {limit} bytes")
             }
@@ -408,9 +434,10 @@ impl PartialEq for ModelError {
             (E::Timeout { url: u1, after: a1, source: s1 }, E::Timeout { url: u2, after: a2, source: s2 }) => {
                 u1 == u2 && a1 == a2 && same_source(&**s1, &**s2)
             }
-            (E::Status { url: u1, status: c1, message: m1 }, E::Status { url: u2, status: c2, message: m2 }) => {
-                u1 == u2 && c1 == c2 && m1 == m2
-            }
+            (
+                E::Status { url: u1, status: c1, message: m1, retry_after: w1 },
+                E::Status { url: u2, status: c2, message: m2, retry_after: w2 },
+            ) => u1 == u2 && c1 == c2 && m1 == m2 && w1 == w2,
             (E::TooLarge { url: u1, limit: l1 }, E::TooLarge { url: u2, limit: l2 }) => u1 == u2 && l1 == l2,
             (E::Server { message: m1 }, E::Server { message: m2 }) => m1 == m2,
             (E::ReplayExhausted { turn: t1, responses: r1 }, E::ReplayExhausted { turn: t2, responses: r2 }) => {
@@ -536,7 +563,7 @@ mod tests {
         assert!(e.source().is_some_and(|s| s.is::<serde_json::Error>()));
         assert!(ModelError::malformed("x").source().is_none());
         for e in [
-            ModelError::Status { url: "u".into(), status: 500, message: "m".into() },
+            ModelError::Status { url: "u".into(), status: 500, message: "m".into(), retry_after: None },
             ModelError::TooLarge { url: "u".into(), limit: 1 },
             ModelError::Server { message: "m".into() },
             ModelError::ReplayExhausted { turn: 2, responses: 1 },

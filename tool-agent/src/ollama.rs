@@ -3,10 +3,11 @@
 use keel_tools_core::Provider;
 use serde_json::{Map, Value};
 
-use crate::http::{Http, HttpConfig, client_parts, http_builder_methods};
-use crate::key::{ApiKey, api_key_methods, check_key_transport};
-use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn};
-use crate::options::{RequestOptions, ToolChoice, request_option_methods};
+use crate::client::{Common, Settings, client_accessors};
+use crate::http::{Auth, http_builder_methods};
+use crate::key::api_key_methods;
+use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn, WireFormat};
+use crate::options::{ToolChoice, request_option_methods};
 use crate::wire;
 
 /// A client for Ollama's `POST /api/chat` with `"stream": false`.
@@ -26,28 +27,16 @@ use crate::wire;
 /// ```
 #[derive(Debug, Clone)]
 pub struct OllamaClient {
-    base: String,
-    url: String,
-    model: String,
-    api_key: Option<ApiKey>,
-    http: Http,
+    common: Common,
     options: Map<String, Value>,
-    extra: Map<String, Value>,
-    request: RequestOptions,
 }
 
 /// Builds an [`OllamaClient`].
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct OllamaBuilder {
-    base: String,
-    model: String,
-    api_key: Option<ApiKey>,
-    http: HttpConfig,
-    roots: Vec<Vec<u8>>,
+    settings: Settings,
     options: Map<String, Value>,
-    extra: Map<String, Value>,
-    request: RequestOptions,
 }
 
 impl OllamaBuilder {
@@ -59,39 +48,21 @@ impl OllamaBuilder {
         self
     }
     api_key_methods!(
+        "Authorization: Bearer <key>",
         "as Ollama's hosted API (`https://ollama.com`) wants; a local server needs none",
         "[`key::vars::OLLAMA`](crate::key::vars::OLLAMA)"
     );
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OllamaClient, ModelError> {
-        let (base, http) = client_parts(&self.base, &self.model, self.http, &self.roots)?;
-        check_key_transport(&base, self.api_key.as_ref())?;
-        Ok(OllamaClient {
-            url: format!("{base}/api/chat"),
-            base,
-            model: self.model,
-            api_key: self.api_key,
-            http,
-            options: self.options,
-            extra: self.extra,
-            request: self.request,
-        })
+        let common = self.settings.build(|base, _| format!("{base}/api/chat"))?;
+        Ok(OllamaClient { common, options: self.options })
     }
 }
 
 impl OllamaClient {
     /// A builder for `model` on the server at `base_url` (e.g. `http://localhost:11434`).
     pub fn builder(base_url: impl Into<String>, model: impl Into<String>) -> OllamaBuilder {
-        OllamaBuilder {
-            base: base_url.into(),
-            model: model.into(),
-            api_key: None,
-            http: HttpConfig::default(),
-            roots: Vec::new(),
-            options: Map::new(),
-            extra: Map::new(),
-            request: RequestOptions::default(),
-        }
+        OllamaBuilder { settings: Settings::new(base_url.into(), model.into()), options: Map::new() }
     }
 
     /// A client with the default limits.
@@ -99,20 +70,7 @@ impl OllamaClient {
         OllamaClient::builder(base_url, model).build()
     }
 
-    /// The `/api/chat` URL.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The model name.
-    pub fn model(&self) -> &str {
-        &self.model
-    }
-
-    /// The HTTP limits.
-    pub fn http_config(&self) -> HttpConfig {
-        self.http.config()
-    }
+    client_accessors!("`/api/chat`");
 
     /// The request body of one turn: the conversation, the tools, and the options set on the builder
     /// (temperature, seed and the most tokens go into `options`, over the same keys given with
@@ -127,17 +85,17 @@ impl OllamaClient {
     /// endpoint, [`OpenAiClient`](crate::OpenAiClient) at `{base}/v1`, takes them), or a named tool the turn does
     /// not have.
     pub fn request_body(&self, turn: &Turn<'_>) -> Result<Value, ModelError> {
-        let choice = self.request.choice(turn)?;
+        let choice = self.common.request.choice(turn)?;
         if let Some(ToolChoice::Required | ToolChoice::Tool(_)) = &choice {
             return Err(ModelError::config(format!(
                 "Ollama's /api/chat has no tool_choice, so a tool call cannot be forced; use its OpenAI-compatible \
                  endpoint instead (OpenAiClient at {}/v1)",
-                self.base
+                self.common.base
             )));
         }
-        let mut body = self.extra.clone();
-        body.insert("model".into(), Value::String(self.model.clone()));
-        body.insert("messages".into(), Value::Array(wire::ollama_messages(turn.tools, turn.messages)));
+        let mut body = self.common.body(true);
+        let conversation = wire::conversation(turn.tools, WireFormat::Ollama, turn.messages);
+        body.insert("messages".into(), Value::Array(conversation.messages));
         let codec = turn.tools.codec(Provider::Ollama);
         let tools = codec.tool_list();
         if !tools.is_empty() && choice != Some(ToolChoice::None) {
@@ -146,13 +104,13 @@ impl OllamaClient {
         }
         body.insert("stream".into(), Value::Bool(false));
         let mut options = self.options.clone();
-        if let Some(t) = self.request.temperature {
+        if let Some(t) = self.common.request.temperature {
             options.insert("temperature".into(), t.into());
         }
-        if let Some(seed) = self.request.seed {
+        if let Some(seed) = self.common.request.seed {
             options.insert("seed".into(), seed.into());
         }
-        if let Some(n) = self.request.max_tokens {
+        if let Some(n) = self.common.request.max_tokens {
             options.insert("num_predict".into(), n.into());
         }
         if !options.is_empty() {
@@ -168,18 +126,17 @@ impl ChatModel for OllamaClient {
     }
 
     fn label(&self) -> String {
-        format!("ollama {} at {}", self.model, self.base)
+        format!("ollama {} at {}", self.common.model, self.common.base)
     }
 
     fn telemetry(&self) -> Option<(&str, &'static str)> {
-        Some((&self.model, "ollama"))
+        Some((&self.common.model, "ollama"))
     }
 
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         Box::pin(async move {
             let body = self.request_body(&turn)?;
-            let response = self.http.post_json(&self.url, &body, self.api_key.as_ref()).await?;
-            wire::parse_ollama(&response, turn.tools, turn.calls_so_far(), Mode::Live)
+            self.common.turn(&turn, &body, Auth::Bearer, &[], WireFormat::Ollama).await
         })
     }
 }

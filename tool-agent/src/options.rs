@@ -117,34 +117,33 @@ impl RequestOptions {
     }
 }
 
-/// The builder methods of the request options, shared by both clients' builders (a `request: RequestOptions`
-/// field).
+/// The builder methods of the request options, shared by every client's builder (a `settings: Settings` field).
 macro_rules! request_option_methods {
     ($temperature:literal, $seed:literal, $max_tokens:literal) => {
         /// The tool choice on every turn ([`ChoicePolicy::Every`](crate::ChoicePolicy::Every)).
         pub fn tool_choice(mut self, choice: crate::options::ToolChoice) -> Self {
-            self.request.choice = Some(crate::options::ChoicePolicy::Every(choice));
+            self.settings.request.choice = Some(crate::options::ChoicePolicy::Every(choice));
             self
         }
         /// The tool choice per turn, e.g. `ChoicePolicy::first_then(ToolChoice::tool("incident.lookup"),
         /// ToolChoice::Auto)`.
         pub fn choice_policy(mut self, policy: crate::options::ChoicePolicy) -> Self {
-            self.request.choice = Some(policy);
+            self.settings.request.choice = Some(policy);
             self
         }
         #[doc = concat!("The sampling temperature (sent as ", $temperature, ").")]
         pub fn temperature(mut self, temperature: f64) -> Self {
-            self.request.temperature = Some(temperature);
+            self.settings.request.temperature = Some(temperature);
             self
         }
         #[doc = concat!("The sampling seed, for repeatable answers where the server supports it (sent as ", $seed, ").")]
         pub fn seed(mut self, seed: i64) -> Self {
-            self.request.seed = Some(seed);
+            self.settings.request.seed = Some(seed);
             self
         }
         #[doc = concat!("The most tokens to generate in a turn (sent as ", $max_tokens, ").")]
         pub fn max_tokens(mut self, max_tokens: u32) -> Self {
-            self.request.max_tokens = Some(max_tokens);
+            self.settings.request.max_tokens = Some(max_tokens);
             self
         }
     };

@@ -1,7 +1,8 @@
 //! OpenTelemetry (feature `otel`): a `chat {model}` span per model turn, following the GenAI semantic conventions'
 //! inference span: kind `CLIENT`, the current context as parent, `gen_ai.operation.name` (`chat`),
-//! `gen_ai.request.model`, `gen_ai.provider.name`, and on failure `error.type` (the [`ModelError`]'s kind) with an
-//! error status. The turn's tool calls get their `execute_tool` spans from the executor, as siblings under the
+//! `gen_ai.request.model`, `gen_ai.provider.name`, the tokens the provider counted (`gen_ai.usage.input_tokens`,
+//! cached ones included, `gen_ai.usage.output_tokens`, `gen_ai.usage.cache_read.input_tokens`), and on failure
+//! `error.type` (the [`ModelError`]'s kind) with an error status. The turn's tool calls get their `execute_tool` spans from the executor, as siblings under the
 //! same parent.
 
 use std::sync::OnceLock;
@@ -39,6 +40,14 @@ pub(crate) fn start(model: &dyn ChatModel) -> Context {
 /// Ends the turn's span with its outcome.
 pub(crate) fn end(cx: &Context, reply: &Result<AssistantMessage, ModelError>) {
     let span = cx.span();
+    if let Ok(AssistantMessage { usage: Some(usage), .. }) = reply {
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        span.set_attribute(KeyValue::new("gen_ai.usage.input_tokens", count(usage.input_tokens)));
+        span.set_attribute(KeyValue::new("gen_ai.usage.output_tokens", count(usage.output_tokens)));
+        if let Some(cached) = usage.cached_input_tokens {
+            span.set_attribute(KeyValue::new("gen_ai.usage.cache_read.input_tokens", count(cached)));
+        }
+    }
     if let Err(error) = reply {
         span.set_attribute(KeyValue::new("error.type", kind(error)));
         span.set_status(Status::error(error.to_string()));

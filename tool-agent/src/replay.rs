@@ -8,13 +8,6 @@ use serde_json::Value;
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn, WireFormat};
 use crate::wire;
 
-/// The format of one recorded response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Recorded {
-    Ollama,
-    OpenAi,
-}
-
 /// Where a replay script's responses came from, stated in every transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
@@ -38,9 +31,10 @@ impl ReplayOrigin {
 
 /// A [`ChatModel`] that answers each turn with the next recorded response, marked [`Mode::Replay`].
 ///
-/// The script is JSON Lines: one response body per line, as the server sent it, either an Ollama `/api/chat`
-/// response (`{"message": {...}, ...}`) or a Chat Completions response (`{"choices": [...], ...}`); blank lines
-/// are skipped. Each response goes through the same parser as a live one, so ids, wire names and malformed
+/// The script is JSON Lines: one response body per line, as the server sent it: an Ollama `/api/chat` response
+/// (`{"message": {...}, ...}`), a Chat Completions response (`{"choices": [...], ...}`), a Responses response
+/// (`{"output": [...], ...}`), an Anthropic message (`{"type": "message", "content": [...], ...}`) or a Gemini
+/// `generateContent` response (`{"candidates": [...], ...}`); blank lines are skipped. Each response goes through the same parser as a live one, so ids, wire names and malformed
 /// responses behave exactly as they would over HTTP. The same files can be served by [`crate::stub::StubServer`]
 /// (feature `stub`).
 ///
@@ -50,7 +44,7 @@ impl ReplayOrigin {
 /// [`with_origin`](Replay::with_origin) says they were recorded from a server).
 #[derive(Debug)]
 pub struct Replay {
-    responses: Vec<(Recorded, Value)>,
+    responses: Vec<(WireFormat, Value)>,
     source: String,
     origin: ReplayOrigin,
     state: Mutex<State>,
@@ -85,10 +79,11 @@ impl Replay {
                 message: format!("not JSON (column {})", e.column()),
                 source: Some(Arc::new(e)),
             })?;
-            let kind = detect(&value).ok_or_else(|| ModelError::Replay {
+            let kind = wire::detect(&value).ok_or_else(|| ModelError::Replay {
                 line: i + 1,
-                message: "neither an Ollama /api/chat response (`message`) nor a Chat Completions response \
-                          (`choices`)"
+                message: "not a response of a known API: Ollama /api/chat (`message`), Chat Completions \
+                          (`choices`), Responses (`output`), Anthropic Messages (`\"type\": \"message\"`) or Gemini \
+                          (`candidates`)"
                     .into(),
                 source: None,
             })?;
@@ -103,19 +98,14 @@ impl Replay {
     }
 
     /// The script that replays `messages`: one response body per assistant message, in its provider's format (a
-    /// Chat Completions response around an OpenAI message, an `/api/chat` response around an Ollama one), as
+    /// Chat Completions response around an OpenAI message, an `/api/chat` response around an Ollama one, and so
+    /// on), as
     /// [`Replay::from_jsonl`] reads them. A conversation recorded so replays with the same calls, ids and text.
     pub fn script_of(messages: &[Message]) -> String {
         let mut out = String::new();
         for message in messages {
             if let Message::Assistant(a) = message {
-                let body = match a.format {
-                    WireFormat::OpenAiChat => {
-                        serde_json::json!({"choices": [{"index": 0, "message": a.wire, "finish_reason":
-                            if a.calls.is_empty() { "stop" } else { "tool_calls" }}]})
-                    }
-                    WireFormat::Ollama => serde_json::json!({"message": a.wire, "done": true}),
-                };
+                let body = wire::recorded_body(a);
                 out.push_str(&body.to_string());
                 out.push('\n');
             }
@@ -176,16 +166,6 @@ impl Replay {
     }
 }
 
-fn detect(v: &Value) -> Option<Recorded> {
-    if v.get("choices").is_some() {
-        Some(Recorded::OpenAi)
-    } else if v.get("message").is_some() || v.get("error").is_some() {
-        Some(Recorded::Ollama)
-    } else {
-        None
-    }
-}
-
 impl ChatModel for Replay {
     fn mode(&self) -> Mode {
         Mode::Replay
@@ -212,10 +192,7 @@ impl ChatModel for Replay {
             };
             state.next += 1;
             drop(state);
-            match kind {
-                Recorded::Ollama => wire::parse_ollama(body, turn.tools, turn.calls_so_far(), Mode::Replay),
-                Recorded::OpenAi => wire::parse_openai(body, turn.tools, turn.calls_so_far(), Mode::Replay),
-            }
+            wire::parse(*kind, body, turn.tools, turn.calls_so_far(), Mode::Replay)
         })();
         Box::pin(async move { result })
     }

@@ -1,5 +1,6 @@
-//! [`StubServer`]: a local HTTP server that speaks Ollama's `/api/chat` and Chat Completions from recorded
-//! responses, so tests exercise the real clients, HTTP included, without a model server.
+//! [`StubServer`]: a local HTTP server that answers each API's path (Ollama's `/api/chat`, Chat Completions,
+//! Responses, Anthropic Messages, Gemini `generateContent`) from recorded responses, so tests exercise the real
+//! clients, HTTP included, without a model server.
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -34,6 +35,15 @@ use tokio::sync::watch;
 pub const OLLAMA_CHAT: &str = "/api/chat";
 /// The Chat Completions path under `/v1` (as Ollama and most compatible servers serve it).
 pub const OPENAI_CHAT: &str = "/v1/chat/completions";
+/// The Responses path under `/v1`.
+pub const OPENAI_RESPONSES: &str = "/v1/responses";
+/// Anthropic's Messages path.
+pub const ANTHROPIC_MESSAGES: &str = "/v1/messages";
+
+/// Gemini's `generateContent` path of `model` under `/v1beta`.
+pub fn gemini_generate(model: &str) -> String {
+    format!("/v1beta/models/{model}:generateContent")
+}
 
 /// One scripted answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,16 +54,24 @@ pub struct StubResponse {
     pub body: String,
     /// A pause before answering (to test timeouts).
     pub delay: Option<Duration>,
+    /// Response headers besides `content-type` (e.g. `retry-after`).
+    pub headers: Vec<(String, String)>,
 }
 
 impl StubResponse {
     /// `200` with this JSON body.
     pub fn json(body: &Value) -> StubResponse {
-        StubResponse { status: 200, body: body.to_string(), delay: None }
+        StubResponse { status: 200, body: body.to_string(), delay: None, headers: Vec::new() }
     }
     /// Any status and raw body.
     pub fn raw(status: u16, body: impl Into<String>) -> StubResponse {
-        StubResponse { status, body: body.into(), delay: None }
+        StubResponse { status, body: body.into(), delay: None, headers: Vec::new() }
+    }
+    /// Adds a response header.
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> StubResponse {
+        self.headers.push((name.into(), value.into()));
+        self
     }
     /// Answers after `delay`.
     #[must_use]
@@ -74,6 +92,15 @@ pub struct RecordedRequest {
     pub body: Value,
     /// The `Authorization` header, if any.
     pub authorization: Option<String>,
+    /// Every header, names in lowercase, in the order received.
+    pub headers: Vec<(String, String)>,
+}
+
+impl RecordedRequest {
+    /// The first value of the header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
 }
 
 #[derive(Debug, Default)]
@@ -122,7 +149,8 @@ impl StubServer {
         Ok(StubServer { addr, script, stop })
     }
 
-    /// `http://127.0.0.1:<port>`: the Ollama base URL (the Chat Completions base is this plus `/v1`).
+    /// `http://127.0.0.1:<port>`: the base URL of Ollama and Anthropic (the OpenAI base is this plus `/v1`,
+    /// Gemini's this plus `/v1beta`).
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -171,6 +199,11 @@ async fn answer(script: Arc<Mutex<Script>>, req: Request<Incoming>) -> Result<Re
     let method = req.method().to_string();
     let path = req.uri().path().to_owned();
     let authorization = req.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect();
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => Bytes::new(),
@@ -178,7 +211,7 @@ async fn answer(script: Arc<Mutex<Script>>, req: Request<Incoming>) -> Result<Re
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let next = {
         let mut s = script.lock().unwrap_or_else(|p| p.into_inner());
-        s.requests.push(RecordedRequest { method, path: path.clone(), body, authorization });
+        s.requests.push(RecordedRequest { method, path: path.clone(), body, authorization, headers });
         match s.routes.get_mut(&path) {
             Some(queue) => queue.pop_front().unwrap_or_else(|| {
                 StubResponse::raw(
@@ -195,5 +228,12 @@ async fn answer(script: Arc<Mutex<Script>>, req: Request<Incoming>) -> Result<Re
     let mut response = Response::new(Full::new(Bytes::from(next.body)));
     *response.status_mut() = StatusCode::from_u16(next.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+    for (name, value) in &next.headers {
+        if let (Ok(name), Ok(value)) =
+            (hyper::header::HeaderName::from_bytes(name.as_bytes()), hyper::header::HeaderValue::from_str(value))
+        {
+            response.headers_mut().append(name, value);
+        }
+    }
     Ok(response)
 }

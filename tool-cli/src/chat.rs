@@ -1,5 +1,5 @@
-//! `keel chat`: the agent loop from the command line, over the linked tools, against an OpenAI-compatible or an
-//! Ollama server (or a recorded script).
+//! `keel chat`: the agent loop from the command line, over the linked tools, against a model server of one of five
+//! APIs (or a recorded script).
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use keel_tools_agent::{Agent, ChatModel, ChoicePolicy, Message, OllamaClient, OpenAiClient, Replay, ToolChoice};
+use keel_tools_agent::{
+    Agent, AnthropicClient, ChatModel, ChoicePolicy, GeminiClient, Message, OllamaClient, OpenAiClient, Replay,
+    ResponsesClient, RetryPolicy, ToolChoice,
+};
 use keel_tools_core::ToolResult;
 use keel_tools_core::events::{Decision, Event, EventSink};
 use keel_tools_core::results::{ErrorBody, ErrorCode};
@@ -22,11 +25,15 @@ use crate::failure::{Failure, Outcome, fail, io};
     --tool-choice incident.lookup --then-tool-choice none 'Look up incident INC-001.'\n  \
     keel chat --api ollama --url http://localhost:11434 --model qwen3 --approve ticket.close 'Close T-1.'\n  \
     keel chat --url https://api.openai.com/v1 --model gpt-4.1-mini --api-key-env OPENAI_API_KEY 'Look up INC-001.'\n  \
+    keel chat --api anthropic --url https://api.anthropic.com --model claude-sonnet-4-5 'Look up INC-001.'\n  \
+    keel chat --api gemini --url https://generativelanguage.googleapis.com/v1beta --model gemini-2.5-flash \
+    'Look up INC-001.'\n  \
     keel chat --replay transcript.jsonl 'Look up incident INC-001.'")]
 pub(crate) struct ChatArgs {
     /// What to ask.
     prompt: String,
-    /// The server's base URL: OpenAI-compatible ones end in `/v1`; Ollama's is its root.
+    /// The server's base URL: OpenAI's (Chat Completions and Responses) end in `/v1`; Ollama's and Anthropic's are
+    /// the root; Gemini's ends in `/v1beta`.
     #[arg(long, required_unless_present = "replay")]
     url: Option<String>,
     /// The model's name on that server.
@@ -35,10 +42,11 @@ pub(crate) struct ChatArgs {
     /// The server's API.
     #[arg(long, value_enum, default_value = "openai")]
     api: Api,
-    /// The environment variable that holds the API key, sent as `Authorization: Bearer`. Without it, an
-    /// `https://` URL gets the API's conventional variable when that is set (`OPENAI_API_KEY`, or
-    /// `OLLAMA_API_KEY` for Ollama's hosted API); a plain `http://` URL gets no key. A key goes only over
-    /// `https://` or to a loopback host.
+    /// The environment variable that holds the API key, sent as the API wants it (`Authorization: Bearer`,
+    /// `x-api-key`, `x-goog-api-key`). Without it, an `https://` URL gets the API's conventional variable when that
+    /// is set (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `GEMINI_API_KEY` or else `GOOGLE_API_KEY`, `OLLAMA_API_KEY`
+    /// for Ollama's hosted API); a plain `http://` URL gets no key. A key goes only over `https://` or to a
+    /// loopback host.
     #[arg(long, value_name = "NAME", conflicts_with = "replay")]
     api_key_env: Option<String>,
     /// The tool choice of the first turn: `auto`, `none`, `required`, or a tool's name.
@@ -59,6 +67,10 @@ pub(crate) struct ChatArgs {
     /// The most model turns.
     #[arg(long, default_value_t = 8)]
     max_turns: u32,
+    /// The most retries of a model request that failed with a 429, a 5xx, a broken connection or a timeout
+    /// (0: none). Each waits what the server asked for, or backs off exponentially.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    retries: u32,
     /// Approve every call of this tool, whatever its arguments (repeat for more tools). Without it, a call that
     /// needs an approval is shown with its exact arguments and asked about when stdin is a terminal; otherwise
     /// the run stops there, `needs_input`.
@@ -79,6 +91,12 @@ pub(crate) struct ChatArgs {
 enum Api {
     /// OpenAI Chat Completions (`/chat/completions` under the URL): OpenAI, llama.cpp, vLLM, Ollama's `/v1`.
     Openai,
+    /// OpenAI Responses (`/responses` under the URL).
+    OpenaiResponses,
+    /// Anthropic Messages (`/v1/messages` under the URL).
+    Anthropic,
+    /// Gemini `generateContent` (`/models/{model}:generateContent` under the URL).
+    Gemini,
     /// Ollama's own `/api/chat`.
     Ollama,
 }
@@ -114,9 +132,13 @@ fn model(args: &ChatArgs) -> Result<Box<dyn ChatModel>, Failure> {
         }};
     }
     let key = api_key(args.api, args.api_key_env.as_deref(), &url, |name| std::env::var_os(name))?;
+    let key = key.unwrap_or_default();
     Ok(match args.api {
-        Api::Openai => Box::new(configure!(OpenAiClient::builder(url, name).api_key(key.unwrap_or_default()))?),
-        Api::Ollama => Box::new(configure!(OllamaClient::builder(url, name).api_key(key.unwrap_or_default()))?),
+        Api::Openai => Box::new(configure!(OpenAiClient::builder(url, name).api_key(key))?),
+        Api::OpenaiResponses => Box::new(configure!(ResponsesClient::builder(url, name).api_key(key))?),
+        Api::Anthropic => Box::new(configure!(AnthropicClient::builder(url, name).api_key(key))?),
+        Api::Gemini => Box::new(configure!(GeminiClient::builder(url, name).api_key(key))?),
+        Api::Ollama => Box::new(configure!(OllamaClient::builder(url, name).api_key(key))?),
     })
 }
 
@@ -147,11 +169,19 @@ fn api_key(
     if !url.trim_start().to_ascii_lowercase().starts_with("https://") {
         return Ok(None);
     }
-    let conventional = match api {
-        Api::Openai => keel_tools_agent::key::vars::OPENAI,
-        Api::Ollama => keel_tools_agent::key::vars::OLLAMA,
+    use keel_tools_agent::key::vars;
+    let conventional: &[&str] = match api {
+        Api::Openai | Api::OpenaiResponses => &[vars::OPENAI],
+        Api::Anthropic => &[vars::ANTHROPIC],
+        Api::Gemini => &[vars::GEMINI, vars::GOOGLE],
+        Api::Ollama => &[vars::OLLAMA],
     };
-    read(conventional, false)
+    for name in conventional {
+        if let Some(key) = read(name, false)? {
+            return Ok(Some(key));
+        }
+    }
+    Ok(None)
 }
 
 /// Sends each event of the run to the printing side as it is appended.
@@ -212,7 +242,8 @@ pub(crate) fn chat(
     let mut turns_left = args.max_turns.max(1);
     let mut turns = 0;
     let outcome = loop {
-        let agent = Agent::new(&model).max_turns(turns_left);
+        let retry = RetryPolicy::default().max_retries(args.retries);
+        let agent = Agent::new(&model).max_turns(turns_left).retry(retry);
         let result = runtime.block_on(async {
             let run_loop = agent.run(&mut run, &mut messages);
             tokio::pin!(run_loop);
@@ -315,5 +346,15 @@ mod tests {
         assert_eq!(api_key(Api::Ollama, None, "HTTPS://ollama.com", &vars).unwrap().as_deref(), Some("ol-1"));
         assert_eq!(api_key(Api::Openai, None, "http://127.0.0.1:8080/v1", &vars).unwrap(), None);
         assert_eq!(api_key(Api::Openai, None, "https://api.openai.com/v1", env(&[])).unwrap(), None);
+        let vars = env(&[("ANTHROPIC_API_KEY", "sk-ant"), ("GOOGLE_API_KEY", "g-1"), ("OPENAI_API_KEY", "sk-o")]);
+        assert_eq!(
+            api_key(Api::Anthropic, None, "https://api.anthropic.com", &vars).unwrap().as_deref(),
+            Some("sk-ant")
+        );
+        assert_eq!(api_key(Api::OpenaiResponses, None, "https://x/v1", &vars).unwrap().as_deref(), Some("sk-o"));
+        let gemini = "https://generativelanguage.googleapis.com/v1beta";
+        assert_eq!(api_key(Api::Gemini, None, gemini, &vars).unwrap().as_deref(), Some("g-1"), "the second name");
+        let both = env(&[("GEMINI_API_KEY", "g-first"), ("GOOGLE_API_KEY", "g-second")]);
+        assert_eq!(api_key(Api::Gemini, None, gemini, &both).unwrap().as_deref(), Some("g-first"));
     }
 }

@@ -92,6 +92,30 @@ pub enum EventKind {
         /// Why, e.g. `duplicate_call_id`.
         code: String,
     },
+    /// The model answered one turn (logged by an agent loop, before the turn's calls are requested).
+    ModelResponse {
+        /// The 1-based model turn.
+        turn: u32,
+        /// How many tool calls the answer holds.
+        calls: u32,
+        /// The tokens the provider counted for this turn, when it reported them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    /// A model request failed in a way worth trying again, and the loop waits before it does. No call of the
+    /// failed turn had run: a turn's calls run only once its whole answer has arrived.
+    ModelRetry {
+        /// The 1-based model turn.
+        turn: u32,
+        /// The 1-based retry about to be made.
+        attempt: u32,
+        /// Why, e.g. `status 429`, `status 529`, `connect`, `timeout`.
+        reason: String,
+        /// How long the loop waits before the retry.
+        wait_ms: u64,
+        /// The error that failed the request.
+        error: String,
+    },
     /// The run ended.
     RunFinished {
         /// The terminal decision.
@@ -103,6 +127,41 @@ pub enum EventKind {
         /// Calls requested but never executed because the run had stopped.
         not_executed: Vec<NotExecuted>,
     },
+}
+
+/// The tokens a provider counted for one model turn, or summed over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens of the request (the prompt), cached ones included.
+    pub input_tokens: u64,
+    /// Tokens generated.
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache (part of `input_tokens`), when it reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
+}
+
+/// The sum of two counts; the cached count is kept when either reports one.
+impl std::ops::Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
+        let cached = match (self.cached_input_tokens, other.cached_input_tokens) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        Usage {
+            input_tokens: self.input_tokens + other.input_tokens,
+            output_tokens: self.output_tokens + other.output_tokens,
+            cached_input_tokens: cached,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        *self = *self + other;
+    }
 }
 
 /// An event with its position in the log and its wall-clock time.
@@ -143,6 +202,19 @@ impl Event {
             EventKind::ToolRejected { call_id, tool_name, code } => {
                 format!("event: tool_rejected | call_id: {call_id} | tool: {tool_name} | code: {code}")
             }
+            EventKind::ModelResponse { turn, calls, usage } => {
+                let mut s = format!("event: model_response | turn: {turn} | calls: {calls}");
+                if let Some(u) = usage {
+                    s.push_str(&format!(" | tokens in: {} | tokens out: {}", u.input_tokens, u.output_tokens));
+                    if let Some(c) = u.cached_input_tokens {
+                        s.push_str(&format!(" | cached: {c}"));
+                    }
+                }
+                s
+            }
+            EventKind::ModelRetry { turn, attempt, reason, wait_ms, error } => format!(
+                "event: model_retry | turn: {turn} | attempt: {attempt} | reason: {reason} | wait: {wait_ms} ms | error: {error}"
+            ),
             EventKind::RunFinished { terminal, reason, steps, not_executed } => {
                 let mut s = format!("event: run_finished | terminal: {terminal} | reason: {reason} | steps: {steps}");
                 for n in not_executed {

@@ -195,7 +195,8 @@ pub mod events {
     //! The event log of a run: what was observed, in order, each [`Event`] ([`EventKind`]) tied to its call id,
     //! with the run's [`Decision`] after each observation and the calls [`NotExecuted`] once it stopped. An
     //! [`EventLog`] keeps them; an [`EventSink`] such as the [`JsonLinesWriter`] receives each as it is appended.
-    pub use crate::event::{Decision, Event, EventKind, EventLog, EventSink, JsonLinesWriter, NotExecuted};
+    //! An agent loop logs its model turns too, with the tokens each cost ([`Usage`]).
+    pub use crate::event::{Decision, Event, EventKind, EventLog, EventSink, JsonLinesWriter, NotExecuted, Usage};
 }
 
 pub mod codecs {

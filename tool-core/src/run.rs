@@ -4,10 +4,11 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::call::ToolCall;
 use crate::error::ErrorCode;
-use crate::event::{Decision, EventKind, EventLog, EventSink, NotExecuted};
+use crate::event::{Decision, EventKind, EventLog, EventSink, NotExecuted, Usage};
 use crate::execution::{CallOptions, Executor};
 use crate::pending::{PendingCall, Resolution};
 use crate::result::ErrorBody;
@@ -645,6 +646,19 @@ impl Run {
             done[k] = Some(result);
         }
         stopped.map(|decision| (decision, "after_observation"))
+    }
+
+    /// Logs that the model answered turn `turn` with `calls` tool calls, and what it cost ([`EventKind::ModelResponse`]);
+    /// for an agent loop, before it hands the calls to [`process_batch`](Run::process_batch).
+    pub fn record_model_response(&mut self, turn: u32, calls: u32, usage: Option<Usage>) {
+        self.emit(EventKind::ModelResponse { turn, calls, usage });
+    }
+
+    /// Logs that a model request of turn `turn` failed with `error` and is tried again after `wait`
+    /// ([`EventKind::ModelRetry`]).
+    pub fn record_model_retry(&mut self, turn: u32, attempt: u32, reason: &str, wait: Duration, error: &str) {
+        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        self.emit(EventKind::ModelRetry { turn, attempt, reason: reason.to_owned(), wait_ms, error: error.to_owned() });
     }
 
     /// Ends the run from outside a batch (e.g. `Done` when the model answered without tool calls).

@@ -91,11 +91,20 @@ fn reply(turn: &Turn<'_>, format: WireFormat, text: &str, calls: &[Call]) -> Res
             (Provider::OpenAiChat, message)
         }
     };
+    // Formats other than Ollama's are written as Chat Completions, and say so.
+    let format = if provider == Provider::Ollama { WireFormat::Ollama } else { WireFormat::OpenAiChat };
     let parsed = turn.tools.codec(provider).message(&wire, first).map_err(|e| ModelError::Malformed {
         message: format!("the assistant message: {e}"),
         source: Some(std::sync::Arc::new(e)),
     })?;
-    Ok(AssistantMessage { content: parsed.text, calls: parsed.calls, wire: parsed.message, format, mode: Mode::Replay })
+    Ok(AssistantMessage {
+        content: parsed.text,
+        calls: parsed.calls,
+        wire: parsed.message,
+        format,
+        mode: Mode::Replay,
+        usage: None,
+    })
 }
 
 /// A [`ChatModel`] for tests of the loop, like pydantic-ai's `TestModel`: on its first turn it calls every tool it
@@ -178,7 +187,8 @@ impl TestModel {
         self
     }
 
-    /// The provider format its messages are written in (default [`WireFormat::OpenAiChat`]).
+    /// The provider format its messages are written in (default [`WireFormat::OpenAiChat`]): Ollama's, or Chat
+    /// Completions for any other.
     #[must_use]
     pub fn format(mut self, format: WireFormat) -> Self {
         self.format = format;
@@ -400,7 +410,8 @@ impl ScriptedModel {
         self
     }
 
-    /// The provider format its messages are written in (default [`WireFormat::OpenAiChat`]).
+    /// The provider format its messages are written in (default [`WireFormat::OpenAiChat`]): Ollama's, or Chat
+    /// Completions for any other.
     #[must_use]
     pub fn format(mut self, format: WireFormat) -> Self {
         self.format = format;

@@ -1,0 +1,141 @@
+//! [`AnthropicClient`]: Anthropic's Messages API.
+
+use keel_tools_core::Provider;
+use serde_json::{Value, json};
+
+use crate::client::{Common, Settings, client_accessors};
+use crate::http::{Auth, http_builder_methods};
+use crate::key::api_key_methods;
+use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn, WireFormat};
+use crate::options::{ToolChoice, request_option_methods};
+use crate::wire;
+
+/// The `anthropic-version` header every request carries.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// What `max_tokens` is when the builder sets none: the Messages API requires one.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// A client for `POST {base}/v1/messages`.
+///
+/// Everything goes through the Anthropic [`Codec`](keel_tools_core::Codec) of the turn's view: the tools are sent
+/// as `{"name", "description", "input_schema"}` under their wire names (`incident-search`); `tool_use` blocks come
+/// back with object `input`, and the codec maps the names back; the results of one turn go back as `tool_result`
+/// blocks in one `user` message. System messages become the top-level `system`.
+///
+/// The key goes in `x-api-key`, with `anthropic-version: 2023-06-01`. `max_tokens` is required by the API:
+/// [`DEFAULT_MAX_TOKENS`] unless set. The API has no seed: a client with one is refused by `build`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), keel_tools_agent::ModelError> {
+/// let model = keel_tools_agent::AnthropicClient::builder("https://api.anthropic.com", "claude-sonnet-4-5")
+///     .api_key_from_env(keel_tools_agent::key::vars::ANTHROPIC)?
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct AnthropicClient {
+    common: Common,
+}
+
+/// Builds an [`AnthropicClient`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct AnthropicBuilder {
+    settings: Settings,
+}
+
+impl AnthropicBuilder {
+    api_key_methods!(
+        "x-api-key: <key>",
+        "as Anthropic's API wants",
+        "[`key::vars::ANTHROPIC`](crate::key::vars::ANTHROPIC)"
+    );
+    http_builder_methods!(
+        "`top_p`, `top_k`, `stop_sequences`, `metadata`, `thinking`",
+        "`model`, `messages`, `system`, `tools` and the options below (`tool_choice`, `temperature`, `max_tokens`)"
+    );
+    request_option_methods!("`temperature`", "nothing: the API has none, and `build` refuses it", "`max_tokens`");
+    /// Checks the base URL and builds the client.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] as for every client (the URL, the model name, the key's transport), and when a seed
+    /// is set: the Messages API has none.
+    pub fn build(self) -> Result<AnthropicClient, ModelError> {
+        if self.settings.request.seed.is_some() {
+            return Err(ModelError::config("Anthropic's Messages API takes no seed; leave it unset"));
+        }
+        Ok(AnthropicClient { common: self.settings.build(|base, _| format!("{base}/v1/messages"))? })
+    }
+}
+
+impl AnthropicClient {
+    /// A builder for `model` at `base_url`, the URL before `/v1/messages` (`https://api.anthropic.com`).
+    pub fn builder(base_url: impl Into<String>, model: impl Into<String>) -> AnthropicBuilder {
+        AnthropicBuilder { settings: Settings::new(base_url.into(), model.into()) }
+    }
+
+    client_accessors!("`/v1/messages`");
+
+    /// The request body of one turn: the conversation (system messages as `system`), the tools, and the options
+    /// set on the builder (a named [`ToolChoice`] as `{"type": "tool", "name": <wire name>}`, [`ToolChoice::Required`]
+    /// as `{"type": "any"}`; no `tool_choice` when the turn has no tools).
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] when the turn's [`ToolChoice`] names a tool the turn does not have, or requires a
+    /// call in a turn without tools.
+    pub fn request_body(&self, turn: &Turn<'_>) -> Result<Value, ModelError> {
+        let mut body = self.common.body(true);
+        let conversation = wire::conversation(turn.tools, WireFormat::Anthropic, turn.messages);
+        if let Some(system) = conversation.system {
+            body.insert("system".into(), Value::String(system));
+        }
+        body.insert("messages".into(), Value::Array(conversation.messages));
+        let codec = turn.tools.codec(Provider::Anthropic);
+        let tools = codec.tool_list();
+        if !tools.is_empty() {
+            body.insert("tools".into(), Value::Array(tools.to_vec()));
+        }
+        let request = &self.common.request;
+        if let Some(choice) = request.choice(turn)?
+            && !tools.is_empty()
+        {
+            let choice = match choice {
+                ToolChoice::Auto => json!({"type": "auto"}),
+                ToolChoice::None => json!({"type": "none"}),
+                ToolChoice::Required => json!({"type": "any"}),
+                ToolChoice::Tool(name) => json!({"type": "tool", "name": codec.shown_name(&name)}),
+            };
+            body.insert("tool_choice".into(), choice);
+        }
+        if let Some(t) = request.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        body.insert("max_tokens".into(), json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
+        Ok(Value::Object(body))
+    }
+}
+
+impl ChatModel for AnthropicClient {
+    fn mode(&self) -> Mode {
+        Mode::Live
+    }
+
+    fn label(&self) -> String {
+        format!("anthropic {} at {}", self.common.model, self.common.base)
+    }
+
+    fn telemetry(&self) -> Option<(&str, &'static str)> {
+        Some((&self.common.model, "anthropic"))
+    }
+
+    fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
+        Box::pin(async move {
+            let body = self.request_body(&turn)?;
+            let headers = [("anthropic-version", ANTHROPIC_VERSION)];
+            self.common.turn(&turn, &body, Auth::Header("x-api-key"), &headers, WireFormat::Anthropic).await
+        })
+    }
+}

@@ -1,0 +1,132 @@
+//! What every HTTP client shares: its [`Settings`] while it is built, its [`Common`] parts once it is, and the
+//! one way a turn goes over HTTP ([`Common::turn`]).
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::http::{Auth, Http, HttpConfig, client_parts};
+use crate::key::{ApiKey, check_key_transport};
+use crate::model::{AssistantMessage, Mode, ModelError, Turn, WireFormat};
+use crate::options::RequestOptions;
+use crate::wire;
+
+/// A builder's settings: what `build` checks.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) base: String,
+    pub(crate) model: String,
+    pub(crate) api_key: Option<ApiKey>,
+    pub(crate) http: HttpConfig,
+    pub(crate) roots: Vec<Vec<u8>>,
+    pub(crate) extra: Map<String, Value>,
+    pub(crate) request: RequestOptions,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("base", &self.base)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Settings {
+    pub(crate) fn new(base: String, model: String) -> Settings {
+        Settings {
+            base,
+            model,
+            api_key: None,
+            http: HttpConfig::default(),
+            roots: Vec::new(),
+            extra: Map::new(),
+            request: RequestOptions::default(),
+        }
+    }
+
+    /// Checks the base URL, the model name, the roots and where the key may go; `path` makes the request URL of
+    /// the checked base URL (no trailing `/`) and the model name.
+    pub(crate) fn build(self, path: impl FnOnce(&str, &str) -> String) -> Result<Common, ModelError> {
+        let (base, http) = client_parts(&self.base, &self.model, self.http, &self.roots)?;
+        check_key_transport(&base, self.api_key.as_ref())?;
+        Ok(Common {
+            url: path(&base, &self.model),
+            base,
+            model: self.model,
+            api_key: self.api_key,
+            http,
+            extra: self.extra,
+            request: self.request,
+        })
+    }
+}
+
+/// A built client's parts.
+#[derive(Clone)]
+pub(crate) struct Common {
+    pub(crate) base: String,
+    pub(crate) url: String,
+    pub(crate) model: String,
+    pub(crate) api_key: Option<ApiKey>,
+    pub(crate) http: Http,
+    pub(crate) extra: Map<String, Value>,
+    pub(crate) request: RequestOptions,
+}
+
+impl fmt::Debug for Common {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Common {
+    /// The request body's start: the extra fields, then `model` (for the APIs that name it in the body).
+    pub(crate) fn body(&self, with_model: bool) -> Map<String, Value> {
+        let mut body = self.extra.clone();
+        if with_model {
+            body.insert("model".into(), Value::String(self.model.clone()));
+        }
+        body
+    }
+
+    /// Sends `body` with the key as `auth` says and the `headers`, and reads the answer as `format`.
+    pub(crate) async fn turn(
+        &self,
+        turn: &Turn<'_>,
+        body: &Value,
+        auth: Auth,
+        headers: &[(&'static str, &'static str)],
+        format: WireFormat,
+    ) -> Result<AssistantMessage, ModelError> {
+        let key = self.api_key.as_ref().map(|k| (k, auth));
+        let response = self.http.post_json(&self.url, body, key, headers).await?;
+        wire::parse(format, &response, turn.tools, turn.calls_so_far(), Mode::Live)
+    }
+}
+
+/// The accessors every client has (a `common: Common` field); `$path` names the request URL.
+macro_rules! client_accessors {
+    ($path:literal) => {
+        #[doc = concat!("The ", $path, " URL.")]
+        pub fn url(&self) -> &str {
+            &self.common.url
+        }
+
+        /// The model name.
+        pub fn model(&self) -> &str {
+            &self.common.model
+        }
+
+        /// The HTTP limits.
+        pub fn http_config(&self) -> crate::http::HttpConfig {
+            self.common.http.config()
+        }
+    };
+}
+pub(crate) use client_accessors;

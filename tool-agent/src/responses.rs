@@ -1,0 +1,137 @@
+//! [`ResponsesClient`]: OpenAI's Responses API.
+
+use keel_tools_core::Provider;
+use serde_json::{Value, json};
+
+use crate::client::{Common, Settings, client_accessors};
+use crate::http::{Auth, http_builder_methods};
+use crate::key::api_key_methods;
+use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn, WireFormat};
+use crate::options::{ToolChoice, request_option_methods};
+use crate::wire;
+
+/// A client for `POST {base}/responses`.
+///
+/// Everything goes through the OpenAI Responses [`Codec`](keel_tools_core::Codec) of the turn's view: the tools are
+/// sent as `{"type": "function", "name", "description", "parameters", "strict"}` under their wire names;
+/// `function_call` output items come back with `arguments` as JSON text, and the codec maps the names back; each
+/// result goes back as a `function_call_output` item. The conversation is sent whole as `input` each turn (the
+/// model's output items echoed verbatim), so nothing depends on what the server stored.
+///
+/// The API has no seed: a client with one is refused by `build`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), keel_tools_agent::ModelError> {
+/// let model = keel_tools_agent::ResponsesClient::builder("https://api.openai.com/v1", "gpt-4.1-mini")
+///     .api_key_from_env(keel_tools_agent::key::vars::OPENAI)?
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ResponsesClient {
+    common: Common,
+}
+
+/// Builds a [`ResponsesClient`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ResponsesBuilder {
+    settings: Settings,
+}
+
+impl ResponsesBuilder {
+    api_key_methods!(
+        "Authorization: Bearer <key>",
+        "as OpenAI's API wants",
+        "[`key::vars::OPENAI`](crate::key::vars::OPENAI)"
+    );
+    http_builder_methods!(
+        "`parallel_tool_calls`, `reasoning`, `store`, `text`",
+        "`model`, `input`, `tools` and the options below (`tool_choice`, `temperature`, `max_output_tokens`)"
+    );
+    request_option_methods!(
+        "`temperature`",
+        "nothing: the API has none, and `build` refuses it",
+        "`max_output_tokens`"
+    );
+    /// Checks the base URL and builds the client.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] as for every client (the URL, the model name, the key's transport), and when a seed
+    /// is set: the Responses API has none.
+    pub fn build(self) -> Result<ResponsesClient, ModelError> {
+        if self.settings.request.seed.is_some() {
+            return Err(ModelError::config("OpenAI's Responses API takes no seed; leave it unset"));
+        }
+        Ok(ResponsesClient { common: self.settings.build(|base, _| format!("{base}/responses"))? })
+    }
+}
+
+impl ResponsesClient {
+    /// A builder for `model` at `base_url`, the URL that ends before `/responses` (`https://api.openai.com/v1`).
+    pub fn builder(base_url: impl Into<String>, model: impl Into<String>) -> ResponsesBuilder {
+        ResponsesBuilder { settings: Settings::new(base_url.into(), model.into()) }
+    }
+
+    client_accessors!("`/responses`");
+
+    /// The request body of one turn: the conversation as `input` items, the tools, and the options set on the
+    /// builder (a named [`ToolChoice`] as `{"type": "function", "name": <wire name>}`; no `tool_choice` when the
+    /// turn has no tools).
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] when the turn's [`ToolChoice`] names a tool the turn does not have, or requires a
+    /// call in a turn without tools.
+    pub fn request_body(&self, turn: &Turn<'_>) -> Result<Value, ModelError> {
+        let mut body = self.common.body(true);
+        let conversation = wire::conversation(turn.tools, WireFormat::OpenAiResponses, turn.messages);
+        body.insert("input".into(), Value::Array(conversation.messages));
+        let codec = turn.tools.codec(Provider::OpenAiResponses);
+        let tools = codec.tool_list();
+        if !tools.is_empty() {
+            body.insert("tools".into(), Value::Array(tools.to_vec()));
+        }
+        let request = &self.common.request;
+        if let Some(choice) = request.choice(turn)?
+            && !tools.is_empty()
+        {
+            let choice = match choice {
+                ToolChoice::Auto => json!("auto"),
+                ToolChoice::None => json!("none"),
+                ToolChoice::Required => json!("required"),
+                ToolChoice::Tool(name) => json!({"type": "function", "name": codec.shown_name(&name)}),
+            };
+            body.insert("tool_choice".into(), choice);
+        }
+        if let Some(t) = request.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(n) = request.max_tokens {
+            body.insert("max_output_tokens".into(), json!(n));
+        }
+        Ok(Value::Object(body))
+    }
+}
+
+impl ChatModel for ResponsesClient {
+    fn mode(&self) -> Mode {
+        Mode::Live
+    }
+
+    fn label(&self) -> String {
+        format!("openai-responses {} at {}", self.common.model, self.common.base)
+    }
+
+    fn telemetry(&self) -> Option<(&str, &'static str)> {
+        Some((&self.common.model, "openai"))
+    }
+
+    fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
+        Box::pin(async move {
+            let body = self.request_body(&turn)?;
+            self.common.turn(&turn, &body, Auth::Bearer, &[], WireFormat::OpenAiResponses).await
+        })
+    }
+}
