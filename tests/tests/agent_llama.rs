@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use keel_tools_agent::{Agent, ChoicePolicy, Message, OpenAiClient, ToolChoice};
+use keel_tools_agent::{Agent, ChoicePolicy, Message, OpenAiClient, StreamEvent, ToolChoice};
 use keel_tools_core::events::Decision;
 use keel_tools_core::results::ErrorCode;
 use keel_tools_core::runs::Run;
@@ -238,4 +238,46 @@ async fn a_real_model_server() {
     assert!(out.contains("mode: live") && out.contains("run: done (model_finished), 2 turns, 1 steps"), "{out}");
     assert_eq!(RAN.lock().unwrap().len(), 1, "the forced call ran: {out}");
     assert!(err.lines().any(|l| l.contains("\"tool_observation\"")), "the events as they happened: {err}");
+    RAN.lock().unwrap().clear();
+
+    // 4. Streamed: the forced call arrives as deltas, and runs once its arguments are complete.
+    let model = OpenAiClient::builder(server.url.clone(), "smollm2")
+        .choice_policy(ChoicePolicy::first_then(ToolChoice::tool("incident.lookup"), ToolChoice::None))
+        .temperature(0.0)
+        .seed(1)
+        .max_tokens(96)
+        .stream(true)
+        .build()
+        .unwrap();
+    let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let agent = Agent::new(&model).max_turns(3).on_stream(move |e: &StreamEvent| sink.lock().unwrap().push(e.clone()));
+    let mut run = Run::new(executor(&["incident.lookup"]));
+    let mut messages = vec![Message::user("Look up incident INC-001.")];
+    let outcome = agent.run(&mut run, &mut messages).await.unwrap_or_else(|e| panic!("{e}\n{}", server.log_tail()));
+    assert_eq!((outcome.terminal, outcome.reason.as_str()), (Decision::Done, "model_finished"), "{messages:#?}");
+    assert_eq!((outcome.turns, outcome.steps), (2, 1), "{messages:#?}");
+    let Message::Assistant(first) = &messages[1] else { panic!("{messages:#?}") };
+    assert_eq!(first.calls.len(), 1, "{first:?}");
+    let seen = seen.lock().unwrap().clone();
+    let started: Vec<&str> = seen
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::CallStarted { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, ["incident.lookup"], "{seen:?}");
+    assert!(seen.iter().any(|e| matches!(e, StreamEvent::CallComplete { index: 0 })), "{seen:?}");
+    let arguments: String = seen
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::CallArgumentsDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    let arguments: Value = serde_json::from_str(&arguments).unwrap_or_else(|e| panic!("{e}: {arguments}"));
+    assert_eq!(Ok(&arguments), first.calls[0].arguments(), "the deltas add up to the call that ran");
+    assert!(seen.iter().any(|e| matches!(e, StreamEvent::TextDelta { .. })), "the answer streamed: {seen:?}");
+    assert_eq!(RAN.lock().unwrap().len(), 1, "the call ran once");
 }

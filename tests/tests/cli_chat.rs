@@ -97,12 +97,14 @@ fn chat_approves_by_name_streams_the_events_and_writes_a_replayable_transcript()
     assert_eq!(
         kinds,
         [
+            "waiting ",
             "model_response ",
             "tool_requested ",
             "tool_observation approval_required",
             "run_finished after_observation",
             "tool_requested ",
             "tool_observation ",
+            "waiting ",
             "model_response ",
             "run_finished model_finished"
         ],

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use keel_tools_agent::stub::{
     ANTHROPIC_MESSAGES, OLLAMA_CHAT, OPENAI_CHAT, OPENAI_RESPONSES, RecordedRequest, StubResponse, StubServer,
-    gemini_generate,
+    gemini_generate, gemini_stream,
 };
 use keel_tools_core::{ToolError, tool};
 use serde_json::{Value, json};
@@ -330,4 +330,174 @@ fn with_retries_off_the_first_failure_ends_the_run() {
     assert!(err.contains("answered 429: slow down"), "{err}");
     assert_eq!(stub.requests().len(), 1);
     assert!(!events(&err).iter().any(|e| e["event"] == "model_retry"), "{err}");
+}
+
+/// One API's recorded streams (tests/fixtures/streams, written after each API's reference): a tool call, then text.
+struct Streamed {
+    api: &'static str,
+    base: &'static str,
+    path: String,
+    call: &'static str,
+    text: &'static str,
+    json_lines: bool,
+    ticket: &'static str,
+    /// How the request asks for a stream.
+    asks: fn(&RecordedRequest) -> bool,
+}
+
+fn streamed() -> Vec<Streamed> {
+    let in_body = |r: &RecordedRequest| r.body["stream"] == true;
+    vec![
+        Streamed {
+            api: "openai",
+            base: "/v1",
+            path: OPENAI_CHAT.into(),
+            call: include_str!("../fixtures/streams/openai-chat-call.sse"),
+            text: include_str!("../fixtures/streams/openai-chat-text.sse"),
+            json_lines: false,
+            ticket: "T-51",
+            asks: |r| r.body["stream"] == true && r.body["stream_options"]["include_usage"] == true,
+        },
+        Streamed {
+            api: "openai-responses",
+            base: "/v1",
+            path: OPENAI_RESPONSES.into(),
+            call: include_str!("../fixtures/streams/openai-responses-call.sse"),
+            text: include_str!("../fixtures/streams/openai-responses-text.sse"),
+            json_lines: false,
+            ticket: "T-52",
+            asks: in_body,
+        },
+        Streamed {
+            api: "anthropic",
+            base: "",
+            path: ANTHROPIC_MESSAGES.into(),
+            call: include_str!("../fixtures/streams/anthropic-call.sse"),
+            text: include_str!("../fixtures/streams/anthropic-text.sse"),
+            json_lines: false,
+            ticket: "T-53",
+            asks: in_body,
+        },
+        Streamed {
+            api: "gemini",
+            base: "/v1beta",
+            path: gemini_stream("m"),
+            call: include_str!("../fixtures/streams/gemini-call.sse"),
+            text: include_str!("../fixtures/streams/gemini-text.sse"),
+            json_lines: false,
+            ticket: "T-54",
+            asks: |r| r.query.as_deref() == Some("alt=sse"),
+        },
+        Streamed {
+            api: "ollama",
+            base: "",
+            path: OLLAMA_CHAT.into(),
+            call: include_str!("../fixtures/streams/ollama-call.ndjson"),
+            text: include_str!("../fixtures/streams/ollama-text.ndjson"),
+            json_lines: true,
+            ticket: "T-55",
+            asks: in_body,
+        },
+    ]
+}
+
+#[test]
+fn every_api_streams_a_tool_call_and_ends_done() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for case in streamed() {
+        let stub = runtime.block_on(StubServer::start()).unwrap();
+        stub.respond(&case.path, StubResponse::stream_text(case.call, case.json_lines));
+        stub.respond(&case.path, StubResponse::stream_text(case.text, case.json_lines));
+        let url = format!("{}{}", stub.url(), case.base);
+        let prompt = format!("Look up {}.", case.ticket);
+        let (code, out, err) = keel(&["chat", "--api", case.api, "--url", &url, "--model", "m", "--stream", &prompt]);
+        assert_eq!(code, 0, "{}: {out}{err}", case.api);
+        assert!(out.contains("run: done (model_finished), 2 turns, 1 steps"), "{}: {out}", case.api);
+        assert_eq!(looked_up(case.ticket), 1, "{}", case.api);
+        let requests = stub.requests();
+        assert_eq!(requests.len(), 2, "{}", case.api);
+        assert!(requests.iter().all(|r| (case.asks)(r)), "{}: {:?}", case.api, requests[0]);
+        assert!(
+            requests[0].header("accept").is_some_and(|a| a.contains("event-stream") || a.contains("ndjson")),
+            "{}",
+            case.api
+        );
+
+        // The deltas, in order: the call starts under its registered name, its arguments grow, it is complete; a
+        // tool runs after that only. Then the text of the second turn.
+        let events = events(&err);
+        let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
+        let started = kinds.iter().position(|k| *k == "call_started").expect("call_started");
+        let complete = kinds.iter().position(|k| *k == "call_complete").expect("call_complete");
+        let requested = kinds.iter().position(|k| *k == "tool_requested").expect("tool_requested");
+        assert!(started < complete && complete < requested, "{}: {kinds:?}", case.api);
+        assert_eq!(events[started]["name"], "apis.lookup_ticket", "{}", case.api);
+        let arguments: String = events
+            .iter()
+            .filter(|e| e["event"] == "call_arguments_delta")
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        let arguments: Value = serde_json::from_str(&arguments).unwrap_or_else(|e| panic!("{}: {e}", case.api));
+        assert_eq!(arguments, json!({"ticket": case.ticket}), "{}", case.api);
+        let text: String = events
+            .iter()
+            .skip(requested)
+            .filter(|e| e["event"] == "text_delta")
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(text, format!("{} is open.", case.ticket), "{}", case.api);
+        assert_eq!(kinds.iter().filter(|k| **k == "waiting").count(), 2, "{}", case.api);
+        let usage = events.iter().find(|e| e["event"] == "model_response").map(|e| e["usage"].clone());
+        assert!(usage.is_some_and(|u| u["input_tokens"].as_u64() > Some(0)), "{}: {err}", case.api);
+    }
+}
+
+#[test]
+fn a_stream_the_provider_breaks_off_as_overloaded_is_retried_and_nothing_runs_twice() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stub = runtime.block_on(StubServer::start()).unwrap();
+    let path = ANTHROPIC_MESSAGES;
+    stub.respond(path, StubResponse::stream_text(include_str!("../fixtures/streams/anthropic-overloaded.sse"), false));
+    let call = include_str!("../fixtures/streams/anthropic-call.sse").replace("T-5", "T-6");
+    stub.respond(path, StubResponse::stream_text(call, false));
+    // Cut short: no message_stop.
+    let text = include_str!("../fixtures/streams/anthropic-text.sse");
+    let cut = &text[..text.find("event: message_delta").unwrap()];
+    stub.respond(path, StubResponse::stream_text(cut, false));
+    stub.respond(path, StubResponse::stream_text(text.replace("T-53", "T-63"), false));
+    let (code, out, err) =
+        keel(&["chat", "--api", "anthropic", "--url", &stub.url(), "--model", "m", "--stream", "Look up T-63."]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(looked_up("T-63"), 1, "run once");
+    let events = events(&err);
+    let retries: Vec<(u64, &str)> = events
+        .iter()
+        .filter(|e| e["event"] == "model_retry")
+        .map(|e| (e["turn"].as_u64().unwrap(), e["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(retries, [(1, "stream"), (2, "stream")], "{err}");
+    let overloaded = events.iter().find(|e| e["event"] == "model_retry").unwrap();
+    assert!(overloaded["error"].as_str().unwrap().contains("overloaded_error: Overloaded"), "{overloaded}");
+    let waiting: Vec<u64> =
+        events.iter().filter(|e| e["event"] == "waiting").map(|e| e["attempt"].as_u64().unwrap()).collect();
+    assert_eq!(waiting, [1, 2, 1, 2]);
+}
+
+#[test]
+fn text_events_print_the_stream_on_stdout() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stub = runtime.block_on(StubServer::start()).unwrap();
+    stub.respond(
+        OPENAI_CHAT,
+        StubResponse::stream_text(include_str!("../fixtures/streams/openai-chat-text.sse"), false),
+    );
+    let url = format!("{}/v1", stub.url());
+    let (code, out, err) = keel(&["chat", "--url", &url, "--model", "m", "--stream", "--events", "text", "Hi."]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("T-51 is open.\n"), "the text as it streamed, then the transcript: {out}");
+    assert!(err.contains("event: run_finished | terminal: done"), "{err}");
+    assert!(!err.contains('{'), "no JSON: {err}");
+    let (code, _, err) = keel(&["chat", "--url", &url, "--model", "m", "--events", "none", "Hi."]);
+    assert_eq!(code, 1, "the stub has nothing left: {err}");
+    assert!(!err.contains("event"), "{err}");
 }

@@ -103,9 +103,10 @@ const CRATES: &[Crate] = &[
     Crate {
         dir: "tool-agent",
         layers: &[
+            &["stream_event"],
             &["model"],
             &["wire", "otel", "options", "key", "retry"],
-            &["http", "stub"],
+            &["http", "stub", "stream"],
             &["client"],
             &["replay", "ollama", "openai", "responses", "anthropic", "gemini"],
             &["agent"],

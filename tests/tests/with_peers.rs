@@ -31,3 +31,5 @@ mod catalog_rows;
 mod mcp_forwarder;
 #[path = "provider_sdks.rs"]
 mod provider_sdks;
+#[path = "provider_streams.rs"]
+mod provider_streams;

@@ -1,6 +1,7 @@
 //! [`Agent`]: the one loop every model goes through.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use keel_tools_core::events::{Decision, EventKind, NotExecuted, Usage};
@@ -8,6 +9,7 @@ use keel_tools_core::runs::Run;
 
 use crate::model::{AssistantMessage, ChatModel, Message, Mode, ModelError, Turn};
 use crate::retry::RetryPolicy;
+use crate::stream_event::{StreamEvent, StreamSink};
 
 /// The loop: ask the model, run its tool calls through the [`Run`], send the results back, until the model
 /// answers without tool calls, the run's decider stops it, or the turn budget runs out.
@@ -49,11 +51,23 @@ use crate::retry::RetryPolicy;
 /// assert_eq!(outcome.answer.as_deref(), Some("Nothing to do."));
 /// # });
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Agent<M> {
     model: M,
     max_turns: u32,
     retry: RetryPolicy,
+    stream: Option<Arc<dyn StreamSink>>,
+}
+
+impl<M: fmt::Debug> fmt::Debug for Agent<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Agent")
+            .field("model", &self.model)
+            .field("max_turns", &self.max_turns)
+            .field("retry", &self.retry)
+            .field("stream", &self.stream.is_some())
+            .finish()
+    }
 }
 
 /// How a run through the loop ended.
@@ -120,7 +134,15 @@ impl std::error::Error for AgentError {
 impl<M: ChatModel> Agent<M> {
     /// A loop over `model` with at most 8 model turns and the default [`RetryPolicy`].
     pub fn new(model: M) -> Agent<M> {
-        Agent { model, max_turns: 8, retry: RetryPolicy::default() }
+        Agent { model, max_turns: 8, retry: RetryPolicy::default(), stream: None }
+    }
+
+    /// Where the [`StreamEvent`]s go: a [`StreamEvent::Waiting`] before every model request, and the text and
+    /// tool-call deltas of the clients that stream (their builders' `stream(true)`).
+    #[must_use]
+    pub fn on_stream(mut self, sink: impl StreamSink + 'static) -> Self {
+        self.stream = Some(Arc::new(sink));
+        self
     }
 
     /// How failed model requests are retried ([`RetryPolicy::none`] turns retries off).
@@ -222,7 +244,14 @@ impl<M: ChatModel> Agent<M> {
         let mut attempt = 0;
         let mut waited = Duration::ZERO;
         loop {
-            let turn = Turn { messages, tools: view };
+            let sink = self.stream.as_deref();
+            if let Some(sink) = sink {
+                sink.event(&StreamEvent::Waiting { turn: turn_number, attempt: attempt + 1 });
+            }
+            let mut turn = Turn::new(messages, view);
+            if let Some(sink) = sink {
+                turn = turn.with_stream(sink);
+            }
             #[cfg(feature = "otel")]
             let reply = {
                 use opentelemetry::context::FutureExt as _;

@@ -66,7 +66,7 @@ impl AnthropicBuilder {
         if self.settings.request.seed.is_some() {
             return Err(ModelError::config("Anthropic's Messages API takes no seed; leave it unset"));
         }
-        Ok(AnthropicClient { common: self.settings.build(|base, _| format!("{base}/v1/messages"))? })
+        Ok(AnthropicClient { common: self.settings.build(|base, _, _| format!("{base}/v1/messages"))? })
     }
 }
 
@@ -114,6 +114,7 @@ impl AnthropicClient {
             body.insert("temperature".into(), json!(t));
         }
         body.insert("max_tokens".into(), json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
+        self.common.stream_field(&mut body);
         Ok(Value::Object(body))
     }
 }

@@ -9,6 +9,7 @@ use crate::http::{Auth, Http, HttpConfig, client_parts};
 use crate::key::{ApiKey, check_key_transport};
 use crate::model::{AssistantMessage, Mode, ModelError, Turn, WireFormat};
 use crate::options::RequestOptions;
+use crate::stream::{self, Emit, Framer};
 use crate::wire;
 
 /// A builder's settings: what `build` checks.
@@ -21,6 +22,7 @@ pub(crate) struct Settings {
     pub(crate) roots: Vec<Vec<u8>>,
     pub(crate) extra: Map<String, Value>,
     pub(crate) request: RequestOptions,
+    pub(crate) stream: bool,
 }
 
 impl fmt::Debug for Settings {
@@ -43,16 +45,18 @@ impl Settings {
             roots: Vec::new(),
             extra: Map::new(),
             request: RequestOptions::default(),
+            stream: false,
         }
     }
 
     /// Checks the base URL, the model name, the roots and where the key may go; `path` makes the request URL of
-    /// the checked base URL (no trailing `/`) and the model name.
-    pub(crate) fn build(self, path: impl FnOnce(&str, &str) -> String) -> Result<Common, ModelError> {
+    /// the checked base URL (no trailing `/`), the model name, and whether the client streams.
+    pub(crate) fn build(self, path: impl FnOnce(&str, &str, bool) -> String) -> Result<Common, ModelError> {
         let (base, http) = client_parts(&self.base, &self.model, self.http, &self.roots)?;
         check_key_transport(&base, self.api_key.as_ref())?;
         Ok(Common {
-            url: path(&base, &self.model),
+            url: path(&base, &self.model, self.stream),
+            stream: self.stream,
             base,
             model: self.model,
             api_key: self.api_key,
@@ -73,6 +77,7 @@ pub(crate) struct Common {
     pub(crate) http: Http,
     pub(crate) extra: Map<String, Value>,
     pub(crate) request: RequestOptions,
+    pub(crate) stream: bool,
 }
 
 impl fmt::Debug for Common {
@@ -81,6 +86,7 @@ impl fmt::Debug for Common {
             .field("url", &self.url)
             .field("model", &self.model)
             .field("api_key", &self.api_key)
+            .field("stream", &self.stream)
             .finish_non_exhaustive()
     }
 }
@@ -95,7 +101,9 @@ impl Common {
         body
     }
 
-    /// Sends `body` with the key as `auth` says and the `headers`, and reads the answer as `format`.
+    /// Sends `body` with the key as `auth` says and the `headers`, and reads the answer as `format`: whole, or
+    /// (when the client streams) event by event into the turn's sink, folded into the body the API would have sent
+    /// whole, which the same parser reads.
     pub(crate) async fn turn(
         &self,
         turn: &Turn<'_>,
@@ -105,8 +113,37 @@ impl Common {
         format: WireFormat,
     ) -> Result<AssistantMessage, ModelError> {
         let key = self.api_key.as_ref().map(|k| (k, auth));
-        let response = self.http.post_json(&self.url, body, key, headers).await?;
+        let response = if self.stream {
+            let codec = turn.tools.codec(format.provider());
+            let emit = Emit { sink: turn.stream, codec: &codec };
+            let (mut framer, accept) = match format {
+                WireFormat::Ollama => (Framer::json_lines(), "application/x-ndjson"),
+                _ => (Framer::sse(), "text/event-stream"),
+            };
+            let mut answer = stream::accumulator(format);
+            {
+                let mut feed = |chunk: &[u8]| framer.push(chunk, &mut |e, d| answer.feed(e, d, &emit));
+                self.http.post_stream(&self.url, body, key, headers, accept, &mut feed).await?;
+            }
+            framer.finish(&mut |e, d| answer.feed(e, d, &emit))?;
+            if !answer.complete() {
+                return Err(ModelError::Stream {
+                    message: "the stream ended before the answer was complete".into(),
+                    retryable: true,
+                });
+            }
+            answer.body()
+        } else {
+            self.http.post_json(&self.url, body, key, headers).await?
+        };
         wire::parse(format, &response, turn.tools, turn.calls_so_far(), Mode::Live)
+    }
+
+    /// `"stream": true` in the body when the client streams (for the APIs that ask in the body).
+    pub(crate) fn stream_field(&self, body: &mut Map<String, Value>) {
+        if self.stream {
+            body.insert("stream".into(), Value::Bool(true));
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Tur
 use crate::options::{ToolChoice, request_option_methods};
 use crate::wire;
 
-/// A client for `POST {base}/models/{model}:generateContent`.
+/// A client for `POST {base}/models/{model}:generateContent` (streaming: `:streamGenerateContent?alt=sse`).
 ///
 /// Everything goes through the Gemini [`Codec`](keel_tools_core::Codec) of the turn's view: the tools are sent as
 /// one `functionDeclarations` list under their wire names, with the schema adapted to what Gemini takes;
@@ -59,9 +59,13 @@ impl GeminiBuilder {
     /// Checks the base URL and builds the client. The model may be given as `gemini-2.5-flash` or
     /// `models/gemini-2.5-flash`.
     pub fn build(self) -> Result<GeminiClient, ModelError> {
-        let common = self.settings.build(|base, model| {
+        let common = self.settings.build(|base, model, stream| {
             let model = model.trim().trim_start_matches("models/");
-            format!("{base}/models/{model}:generateContent")
+            if stream {
+                format!("{base}/models/{model}:streamGenerateContent?alt=sse")
+            } else {
+                format!("{base}/models/{model}:generateContent")
+            }
         })?;
         Ok(GeminiClient { common })
     }

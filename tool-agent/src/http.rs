@@ -127,7 +127,14 @@ macro_rules! http_builder_methods {
             self.settings.http.connect_timeout = timeout;
             self
         }
-        /// The largest response body accepted (default 8 MiB).
+        /// Whether each turn's answer is streamed (default off): text and tool-call deltas go to the turn's
+        /// [`StreamSink`](crate::StreamSink) as they arrive, and the whole answer, once it is complete, is read
+        /// as a whole response is. A stream cut short is an error worth a retry.
+        pub fn stream(mut self, stream: bool) -> Self {
+            self.settings.stream = stream;
+            self
+        }
+        /// The largest response body accepted (default 8 MiB), streamed or not.
         pub fn max_response_bytes(mut self, limit: usize) -> Self {
             self.settings.http.max_response_bytes = limit;
             self
@@ -197,6 +204,60 @@ impl Http {
         key: Option<(&crate::key::ApiKey, Auth)>,
         headers: &[(&'static str, &'static str)],
     ) -> Result<Value, ModelError> {
+        let mut response = self.send(url, body, key, headers, "application/json").await?;
+        let status = response.status();
+        let wait = if status.is_success() { None } else { retry_after(response.headers(), status.as_u16()) };
+        let mut bytes = Vec::new();
+        self.read(url, &mut response, &mut |chunk| {
+            bytes.extend_from_slice(chunk);
+            Ok(())
+        })
+        .await?;
+        let parsed: Result<Value, _> = serde_json::from_slice(&bytes);
+        if !status.is_success() {
+            return Err(status_error(url, status.as_u16(), wait, &bytes));
+        }
+        parsed.map_err(|e| ModelError::Malformed {
+            message: format!("the body is not JSON (line {}, column {})", e.line(), e.column()),
+            source: Some(Arc::new(e)),
+        })
+    }
+
+    /// POSTs `body` as JSON asking for a stream (`accept`: `text/event-stream`, `application/x-ndjson`) and hands
+    /// each chunk of a success response's body to `feed` as it arrives, under the same byte limit as a whole
+    /// answer. A non-success status is read whole and answered as [`post_json`](Http::post_json) does.
+    pub(crate) async fn post_stream(
+        &self,
+        url: &str,
+        body: &Value,
+        key: Option<(&crate::key::ApiKey, Auth)>,
+        headers: &[(&'static str, &'static str)],
+        accept: &'static str,
+        feed: &mut (dyn FnMut(&[u8]) -> Result<(), ModelError> + Send),
+    ) -> Result<(), ModelError> {
+        let mut response = self.send(url, body, key, headers, accept).await?;
+        let status = response.status();
+        if status.is_success() {
+            return self.read(url, &mut response, feed).await;
+        }
+        let wait = retry_after(response.headers(), status.as_u16());
+        let mut bytes = Vec::new();
+        self.read(url, &mut response, &mut |chunk| {
+            bytes.extend_from_slice(chunk);
+            Ok(())
+        })
+        .await?;
+        Err(status_error(url, status.as_u16(), wait, &bytes))
+    }
+
+    async fn send(
+        &self,
+        url: &str,
+        body: &Value,
+        key: Option<(&crate::key::ApiKey, Auth)>,
+        headers: &[(&'static str, &'static str)],
+        accept: &'static str,
+    ) -> Result<reqwest::Response, ModelError> {
         let bytes = serde_json::to_vec(body).map_err(|e| ModelError::Config {
             message: format!("cannot serialize the request: {e}"),
             source: Some(Arc::new(e)),
@@ -205,7 +266,7 @@ impl Http {
             .client
             .post(url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "application/json")
+            .header(reqwest::header::ACCEPT, accept)
             .body(bytes);
         for (name, value) in headers {
             request = request.header(*name, *value);
@@ -221,35 +282,36 @@ impl Http {
             }
             None => {}
         }
-        let mut response = request.send().await.map_err(|e| self.transport_error(url, e))?;
-        let status = response.status();
-        let wait = if status.is_success() { None } else { retry_after(response.headers(), status.as_u16()) };
+        request.send().await.map_err(|e| self.transport_error(url, e))
+    }
+
+    /// Reads the body chunk by chunk into `feed`, at most `max_response_bytes` in all.
+    async fn read(
+        &self,
+        url: &str,
+        response: &mut reqwest::Response,
+        feed: &mut (dyn FnMut(&[u8]) -> Result<(), ModelError> + Send),
+    ) -> Result<(), ModelError> {
         let limit = self.config.max_response_bytes;
-        let mut body = Vec::new();
+        let mut read = 0;
         while let Some(chunk) = response.chunk().await.map_err(|e| self.transport_error(url, e))? {
-            if body.len() + chunk.len() > limit {
+            read += chunk.len();
+            if read > limit {
                 return Err(ModelError::TooLarge { url: url.to_owned(), limit });
             }
-            body.extend_from_slice(&chunk);
+            feed(&chunk)?;
         }
-        let parsed: Result<Value, _> = serde_json::from_slice(&body);
-        if !status.is_success() {
-            let message = match &parsed {
-                Ok(v) => error_message(v).unwrap_or_else(|| crate::model::shorten(&v.to_string(), 300)),
-                Err(_) => crate::model::shorten(&String::from_utf8_lossy(&body), 300),
-            };
-            return Err(ModelError::Status {
-                url: url.to_owned(),
-                status: status.as_u16(),
-                message,
-                retry_after: wait,
-            });
-        }
-        parsed.map_err(|e| ModelError::Malformed {
-            message: format!("the body is not JSON (line {}, column {})", e.line(), e.column()),
-            source: Some(Arc::new(e)),
-        })
+        Ok(())
     }
+}
+
+/// The error of a non-success status: the server's error message when the body has one, else its start.
+fn status_error(url: &str, status: u16, retry_after: Option<Duration>, body: &[u8]) -> ModelError {
+    let message = match serde_json::from_slice::<Value>(body) {
+        Ok(v) => error_message(&v).unwrap_or_else(|| crate::model::shorten(&v.to_string(), 300)),
+        Err(_) => crate::model::shorten(&String::from_utf8_lossy(body), 300),
+    };
+    ModelError::Status { url: url.to_owned(), status, message, retry_after }
 }
 
 /// The wait a failed response asks for, from (first that is present) `retry-after-ms` (OpenAI's and Anthropic's

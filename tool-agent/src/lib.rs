@@ -42,6 +42,14 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Streaming
+//!
+//! Every client takes `stream(true)` on its builder: the answer arrives as server-sent events (JSON Lines for
+//! Ollama), each text and tool-call delta goes to [`Agent::on_stream`] as a [`StreamEvent`], and once the stream
+//! says it is complete the answer is folded into the body the API would have sent whole and read by the same
+//! parser. A call runs only after that, when its arguments are complete and valid; a stream cut short is a
+//! [`ModelError::Stream`] worth a retry.
+//!
 //! Everything is bounded: model turns (`max_turns`), each request (`timeout`, `connect_timeout`), each response
 //! body (`max_response_bytes`), and the run's own step and retry limits. Failures of the HTTP layer and malformed
 //! responses are [`ModelError`] values, never panics.
@@ -71,6 +79,8 @@ mod otel;
 mod replay;
 mod responses;
 mod retry;
+mod stream;
+mod stream_event;
 #[cfg(feature = "stub")]
 pub mod stub;
 mod wire;
@@ -87,3 +97,4 @@ pub use options::{ChoicePolicy, ToolChoice};
 pub use replay::{Replay, ReplayOrigin, SeenTurn};
 pub use responses::{ResponsesBuilder, ResponsesClient};
 pub use retry::RetryPolicy;
+pub use stream_event::{StreamEvent, StreamSink};

@@ -196,13 +196,41 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
     }
 }
 
-/// What one turn is given: the conversation so far and the tools the model may call.
-#[derive(Debug, Clone, Copy)]
+/// What one turn is given: the conversation so far, the tools the model may call, and where a streamed answer's
+/// events go.
+#[derive(Clone, Copy)]
+#[non_exhaustive]
 pub struct Turn<'a> {
     /// Every message so far, oldest first.
     pub messages: &'a [Message],
     /// The tools: exactly the executor's view, rendered in the model's own format.
     pub tools: &'a ToolView,
+    /// Where a client that streams sends its [`StreamEvent`](crate::StreamEvent)s.
+    pub stream: Option<&'a dyn crate::stream_event::StreamSink>,
+}
+
+impl fmt::Debug for Turn<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Turn")
+            .field("messages", &self.messages.len())
+            .field("tools", &self.tools.names().collect::<Vec<_>>())
+            .field("stream", &self.stream.is_some())
+            .finish()
+    }
+}
+
+impl<'a> Turn<'a> {
+    /// A turn over `messages` with `tools`, its stream events going nowhere.
+    pub fn new(messages: &'a [Message], tools: &'a ToolView) -> Turn<'a> {
+        Turn { messages, tools, stream: None }
+    }
+
+    /// The same turn, its stream events going to `sink`.
+    #[must_use]
+    pub fn with_stream(mut self, sink: &'a dyn crate::stream_event::StreamSink) -> Turn<'a> {
+        self.stream = Some(sink);
+        self
+    }
 }
 
 impl Turn<'_> {
@@ -330,6 +358,13 @@ pub enum ModelError {
         /// The transport's error (a `reqwest::Error` for the bundled clients).
         source: Arc<dyn std::error::Error + Send + Sync + 'static>,
     },
+    /// A streamed answer reported an error in one of its events, or ended before it said it was complete.
+    Stream {
+        /// What the stream said, or that it was cut short.
+        message: String,
+        /// Whether trying again may succeed: the stream was cut short, or the provider said it was overloaded.
+        retryable: bool,
+    },
     /// The server reported an error inside a success response.
     Server {
         /// Its message.
@@ -392,6 +427,7 @@ impl fmt::Display for ModelError {
                 write_chain(f, &**source)
             }
             ModelError::Server { message } => write!(f, "the model server reported an error: {message}"),
+            ModelError::Stream { message, .. } => write!(f, "the streamed answer failed: {message}"),
             ModelError::Malformed { message, .. } => write!(f, "malformed model response: {message}"),
             ModelError::ReplayExhausted { turn, responses } => {
                 write!(f, "the replay script has {responses} recorded response(s) and turn {turn} asked for one more")
@@ -413,6 +449,7 @@ impl std::error::Error for ModelError {
             | ModelError::Replay { source, .. } => source.as_deref().map(|s| s as &(dyn std::error::Error + 'static)),
             ModelError::Status { .. }
             | ModelError::TooLarge { .. }
+            | ModelError::Stream { .. }
             | ModelError::Server { .. }
             | ModelError::ReplayExhausted { .. } => None,
         }
@@ -440,6 +477,9 @@ impl PartialEq for ModelError {
             ) => u1 == u2 && c1 == c2 && m1 == m2 && w1 == w2,
             (E::TooLarge { url: u1, limit: l1 }, E::TooLarge { url: u2, limit: l2 }) => u1 == u2 && l1 == l2,
             (E::Server { message: m1 }, E::Server { message: m2 }) => m1 == m2,
+            (E::Stream { message: m1, retryable: r1 }, E::Stream { message: m2, retryable: r2 }) => {
+                m1 == m2 && r1 == r2
+            }
             (E::ReplayExhausted { turn: t1, responses: r1 }, E::ReplayExhausted { turn: t2, responses: r2 }) => {
                 t1 == t2 && r1 == r2
             }

@@ -54,7 +54,7 @@ impl OllamaBuilder {
     );
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OllamaClient, ModelError> {
-        let common = self.settings.build(|base, _| format!("{base}/api/chat"))?;
+        let common = self.settings.build(|base, _, _| format!("{base}/api/chat"))?;
         Ok(OllamaClient { common, options: self.options })
     }
 }
@@ -102,7 +102,7 @@ impl OllamaClient {
             // One copy of each tool's shared rendering, straight into the body.
             body.insert("tools".into(), Value::Array(tools.to_vec()));
         }
-        body.insert("stream".into(), Value::Bool(false));
+        body.insert("stream".into(), Value::Bool(self.common.stream));
         let mut options = self.options.clone();
         if let Some(t) = self.common.request.temperature {
             options.insert("temperature".into(), t.into());

@@ -52,7 +52,7 @@ impl OpenAiBuilder {
     request_option_methods!("`temperature`", "`seed`", "`max_tokens`");
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OpenAiClient, ModelError> {
-        Ok(OpenAiClient { common: self.settings.build(|base, _| format!("{base}/chat/completions"))? })
+        Ok(OpenAiClient { common: self.settings.build(|base, _, _| format!("{base}/chat/completions"))? })
     }
 }
 
@@ -107,6 +107,10 @@ impl OpenAiClient {
         }
         if let Some(n) = self.common.request.max_tokens {
             body.insert("max_tokens".into(), json!(n));
+        }
+        if self.common.stream {
+            self.common.stream_field(&mut body);
+            body.insert("stream_options".into(), json!({"include_usage": true}));
         }
         Ok(Value::Object(body))
     }

@@ -64,6 +64,7 @@ fn kind(error: &ModelError) -> &'static str {
         ModelError::TooLarge { .. } => "too_large",
         ModelError::Http { .. } => "http",
         ModelError::Server { .. } => "server",
+        ModelError::Stream { .. } => "stream",
         ModelError::Malformed { .. } => "malformed",
         ModelError::ReplayExhausted { .. } => "replay_exhausted",
         ModelError::Replay { .. } => "replay",

@@ -64,7 +64,7 @@ impl ResponsesBuilder {
         if self.settings.request.seed.is_some() {
             return Err(ModelError::config("OpenAI's Responses API takes no seed; leave it unset"));
         }
-        Ok(ResponsesClient { common: self.settings.build(|base, _| format!("{base}/responses"))? })
+        Ok(ResponsesClient { common: self.settings.build(|base, _, _| format!("{base}/responses"))? })
     }
 }
 
@@ -111,6 +111,7 @@ impl ResponsesClient {
         if let Some(n) = request.max_tokens {
             body.insert("max_output_tokens".into(), json!(n));
         }
+        self.common.stream_field(&mut body);
         Ok(Value::Object(body))
     }
 }

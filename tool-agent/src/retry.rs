@@ -6,7 +6,8 @@ use crate::model::ModelError;
 
 /// Which failed model requests [`Agent`](crate::Agent) tries again, and how long it waits first.
 ///
-/// Retried: a refused connection, a timeout, a connection that broke before the answer was read, and the statuses
+/// Retried: a refused connection, a timeout, a connection that broke before the answer was read, a streamed answer
+/// cut short or reporting that the provider is overloaded (Anthropic's `overloaded_error` event), and the statuses
 /// 408, 409, 429 and 5xx (Anthropic's 529 `overloaded_error` among them). Nothing else is: a 400 or a 401 would
 /// fail again, and a malformed answer is the model's, not the network's.
 ///
@@ -117,6 +118,7 @@ impl ModelError {
             ModelError::Connect { .. } => Some("connect".into()),
             ModelError::Timeout { .. } => Some("timeout".into()),
             ModelError::Http { .. } => Some("connection".into()),
+            ModelError::Stream { retryable: true, .. } => Some("stream".into()),
             ModelError::Status { status, .. } if matches!(status, 408 | 409 | 429) || *status >= 500 => {
                 Some(format!("status {status}"))
             }

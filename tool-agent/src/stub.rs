@@ -45,6 +45,11 @@ pub fn gemini_generate(model: &str) -> String {
     format!("/v1beta/models/{model}:generateContent")
 }
 
+/// Gemini's streaming path of `model` under `/v1beta` (the client adds the query `?alt=sse`, which routes ignore).
+pub fn gemini_stream(model: &str) -> String {
+    format!("/v1beta/models/{model}:streamGenerateContent")
+}
+
 /// One scripted answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StubResponse {
@@ -56,16 +61,54 @@ pub struct StubResponse {
     pub delay: Option<Duration>,
     /// Response headers besides `content-type` (e.g. `retry-after`).
     pub headers: Vec<(String, String)>,
+    /// The `content-type` (`application/json` unless a stream).
+    pub content_type: String,
 }
 
 impl StubResponse {
     /// `200` with this JSON body.
     pub fn json(body: &Value) -> StubResponse {
-        StubResponse { status: 200, body: body.to_string(), delay: None, headers: Vec::new() }
+        StubResponse::raw(200, body.to_string())
     }
     /// Any status and raw body.
     pub fn raw(status: u16, body: impl Into<String>) -> StubResponse {
-        StubResponse { status, body: body.into(), delay: None, headers: Vec::new() }
+        StubResponse {
+            status,
+            body: body.into(),
+            delay: None,
+            headers: Vec::new(),
+            content_type: "application/json".to_owned(),
+        }
+    }
+    /// `200` with a stream of server-sent events, each `(name, data)` written as `event: <name>` (left out when
+    /// the name is empty) and `data: <data>`; the data is JSON, or `[DONE]` as a string.
+    pub fn sse<'a>(events: impl IntoIterator<Item = (&'a str, Value)>) -> StubResponse {
+        let mut body = String::new();
+        for (name, data) in events {
+            if !name.is_empty() {
+                body.push_str("event: ");
+                body.push_str(name);
+                body.push('\n');
+            }
+            body.push_str("data: ");
+            match data {
+                Value::String(s) => body.push_str(&s),
+                other => body.push_str(&other.to_string()),
+            }
+            body.push_str("\n\n");
+        }
+        StubResponse { content_type: "text/event-stream".to_owned(), ..StubResponse::raw(200, body) }
+    }
+    /// `200` with a recorded stream, as it was received: server-sent events (`text/event-stream`) or, when
+    /// `json_lines`, Ollama's JSON Lines (`application/x-ndjson`).
+    pub fn stream_text(text: impl Into<String>, json_lines: bool) -> StubResponse {
+        let content_type = if json_lines { "application/x-ndjson" } else { "text/event-stream" };
+        StubResponse { content_type: content_type.to_owned(), ..StubResponse::raw(200, text) }
+    }
+    /// `200` with a stream of JSON Lines (Ollama's), one value per line.
+    pub fn json_lines(lines: impl IntoIterator<Item = Value>) -> StubResponse {
+        let body: String = lines.into_iter().map(|v| format!("{v}\n")).collect();
+        StubResponse { content_type: "application/x-ndjson".to_owned(), ..StubResponse::raw(200, body) }
     }
     /// Adds a response header.
     #[must_use]
@@ -88,6 +131,8 @@ pub struct RecordedRequest {
     pub method: String,
     /// The path, e.g. `/api/chat`.
     pub path: String,
+    /// The query string, if any (`alt=sse`).
+    pub query: Option<String>,
     /// The body as JSON (`null` when it is not JSON).
     pub body: Value,
     /// The `Authorization` header, if any.
@@ -198,6 +243,7 @@ impl Drop for StubServer {
 async fn answer(script: Arc<Mutex<Script>>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = req.method().to_string();
     let path = req.uri().path().to_owned();
+    let query = req.uri().query().map(str::to_owned);
     let authorization = req.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let headers = req
         .headers()
@@ -211,7 +257,7 @@ async fn answer(script: Arc<Mutex<Script>>, req: Request<Incoming>) -> Result<Re
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let next = {
         let mut s = script.lock().unwrap_or_else(|p| p.into_inner());
-        s.requests.push(RecordedRequest { method, path: path.clone(), body, authorization, headers });
+        s.requests.push(RecordedRequest { method, path: path.clone(), query, body, authorization, headers });
         match s.routes.get_mut(&path) {
             Some(queue) => queue.pop_front().unwrap_or_else(|| {
                 StubResponse::raw(
@@ -227,7 +273,9 @@ async fn answer(script: Arc<Mutex<Script>>, req: Request<Incoming>) -> Result<Re
     }
     let mut response = Response::new(Full::new(Bytes::from(next.body)));
     *response.status_mut() = StatusCode::from_u16(next.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+    let content_type = hyper::header::HeaderValue::from_str(&next.content_type)
+        .unwrap_or_else(|_| hyper::header::HeaderValue::from_static("application/json"));
+    response.headers_mut().insert("content-type", content_type);
     for (name, value) in &next.headers {
         if let (Ok(name), Ok(value)) =
             (hyper::header::HeaderName::from_bytes(name.as_bytes()), hyper::header::HeaderValue::from_str(value))

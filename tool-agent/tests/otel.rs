@@ -34,7 +34,8 @@ async fn turns_and_calls_are_sibling_spans_under_the_callers() {
         OPENAI_CHAT,
         StubResponse::json(&json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": null,
             "tool_calls": [{"id": "call_1", "type": "function",
-                            "function": {"name": "incident-lookup", "arguments": "{\"incident_id\": \"INC-1\"}"}}]}}]})),
+                            "function": {"name": "incident-lookup", "arguments": "{\"incident_id\": \"INC-1\"}"}}]}}],
+            "usage": {"prompt_tokens": 90, "completion_tokens": 12, "prompt_tokens_details": {"cached_tokens": 64}}})),
     );
     stub.respond(
         OPENAI_CHAT,
@@ -51,7 +52,10 @@ async fn turns_and_calls_are_sibling_spans_under_the_callers() {
     let outcome = async {
         let mut run = Run::new(executor.clone());
         let outcome = Agent::new(&model).run(&mut run, &mut vec![Message::user("Look up INC-1.")]).await.unwrap();
-        let failed = Agent::new(&model).run(&mut Run::new(executor.clone()), &mut vec![Message::user("Again.")]).await;
+        let failed = Agent::new(&model)
+            .retry(keel_tools_agent::RetryPolicy::none())
+            .run(&mut Run::new(executor.clone()), &mut vec![Message::user("Again.")])
+            .await;
         assert!(failed.is_err());
         outcome
     }
@@ -78,6 +82,11 @@ async fn turns_and_calls_are_sibling_spans_under_the_callers() {
     assert_eq!(attr(chat, "gen_ai.request.model").as_deref(), Some("smollm2"));
     assert_eq!(attr(chat, "gen_ai.provider.name").as_deref(), Some("openai"));
     assert_eq!(chat.status, Status::Unset);
+    // The tokens the response counted; the second turn's response counted none, so its span says nothing.
+    assert_eq!(attr(chat, "gen_ai.usage.input_tokens").as_deref(), Some("90"));
+    assert_eq!(attr(chat, "gen_ai.usage.output_tokens").as_deref(), Some("12"));
+    assert_eq!(attr(chat, "gen_ai.usage.cache_read.input_tokens").as_deref(), Some("64"));
+    assert_eq!(attr(&spans[2], "gen_ai.usage.input_tokens"), None);
     let tool = &spans[1];
     assert_eq!(tool.span_kind, SpanKind::Internal);
     assert_eq!(attr(tool, "gen_ai.tool.call.id").as_deref(), Some("call_1"));

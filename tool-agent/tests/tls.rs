@@ -95,7 +95,7 @@ fn view() -> ToolView {
 async fn ask(model: &impl ChatModel) -> Result<String, ModelError> {
     let tools = view();
     let messages = [Message::user("hello")];
-    let answer = model.chat(Turn { messages: &messages, tools: &tools }).await?;
+    let answer = model.chat(Turn::new(&messages, &tools)).await?;
     Ok(answer.content)
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use keel_tools_agent::{
     Agent, AnthropicClient, ChatModel, ChoicePolicy, GeminiClient, Message, OllamaClient, OpenAiClient, Replay,
-    ResponsesClient, RetryPolicy, ToolChoice,
+    ResponsesClient, RetryPolicy, StreamEvent, ToolChoice,
 };
 use keel_tools_core::ToolResult;
 use keel_tools_core::events::{Decision, Event, EventSink};
@@ -82,6 +82,15 @@ pub(crate) struct ChatArgs {
     /// Write the model's responses to this file as JSON Lines, which `--replay` (and `keel_tools_agent::Replay`) reads.
     #[arg(long, value_name = "FILE")]
     transcript: Option<PathBuf>,
+    /// Stream each answer: text and tool-call deltas are shown as they arrive (a tool still runs only once the
+    /// whole answer has arrived).
+    #[arg(long, conflicts_with = "replay")]
+    stream: bool,
+    /// How the events are shown on stderr: `json` (JSON Lines: the run's log, the model's turns and retries, and
+    /// with `--stream` the text and tool-call deltas), `text` (one line per event of the run, the streamed text on
+    /// stdout as it arrives, and a waiting indicator on a terminal) or `none`.
+    #[arg(long, value_enum, default_value = "json", value_name = "FORMAT")]
+    events: Events,
     /// Answer from a recorded script (JSON Lines of responses) instead of a server.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "model"])]
     replay: Option<PathBuf>,
@@ -99,6 +108,16 @@ enum Api {
     Gemini,
     /// Ollama's own `/api/chat`.
     Ollama,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Events {
+    /// JSON Lines.
+    Json,
+    /// Lines for people.
+    Text,
+    /// Nothing.
+    None,
 }
 
 fn choice(text: &str) -> ToolChoice {
@@ -128,6 +147,7 @@ fn model(args: &ChatArgs) -> Result<Box<dyn ChatModel>, Failure> {
             if let Some(m) = args.max_tokens {
                 b = b.max_tokens(m);
             }
+            b = b.stream(args.stream);
             b.build().map_err(|e| fail(2, e.to_string()))
         }};
     }
@@ -184,13 +204,77 @@ fn api_key(
     Ok(None)
 }
 
+/// What the printing side is sent: an event of the run's log, or of the model's stream.
+enum Shown {
+    Run(Box<Event>),
+    Stream(StreamEvent),
+}
+
 /// Sends each event of the run to the printing side as it is appended.
-struct Forward(mpsc::UnboundedSender<String>);
+struct Forward(mpsc::UnboundedSender<Shown>);
 
 impl EventSink for Forward {
     fn record(&self, event: &Event) {
-        if let Ok(line) = serde_json::to_string(event) {
-            let _ = self.0.send(line);
+        let _ = self.0.send(Shown::Run(Box::new(event.clone())));
+    }
+}
+
+/// Prints what it is sent, as `--events` says: JSON Lines on stderr; or the run's events as lines on stderr and the
+/// streamed text on stdout as it arrives, with a waiting indicator while a request is out when stderr is a
+/// terminal.
+struct Printer {
+    events: Events,
+    terminal: bool,
+    /// Whether the waiting indicator is showing.
+    waiting: bool,
+    /// Whether streamed text was printed since the last newline.
+    mid_line: bool,
+}
+
+impl Printer {
+    fn show(&mut self, shown: Shown, out: &mut dyn Write, err: &mut dyn Write) {
+        if self.waiting {
+            let _ = write!(err, "\r\x1b[K");
+            self.waiting = false;
+        }
+        match (self.events, shown) {
+            (Events::None, _) => {}
+            (Events::Json, Shown::Run(e)) => {
+                let _ = serde_json::to_string(&e).map(|l| writeln!(err, "{l}"));
+            }
+            (Events::Json, Shown::Stream(e)) => {
+                let _ = serde_json::to_string(&e).map(|l| writeln!(err, "{l}"));
+            }
+            (Events::Text, Shown::Run(e)) => {
+                self.end_line(out);
+                let _ = writeln!(err, "{}", e.display_line());
+            }
+            (Events::Text, Shown::Stream(StreamEvent::TextDelta { delta })) => {
+                let _ = write!(out, "{delta}");
+                let _ = out.flush();
+                self.mid_line = !delta.ends_with('\n');
+            }
+            (Events::Text, Shown::Stream(StreamEvent::Waiting { turn, attempt })) => {
+                self.end_line(out);
+                if self.terminal {
+                    let again = if attempt > 1 { format!(", attempt {attempt}") } else { String::new() };
+                    let _ = write!(err, "… waiting for the model (turn {turn}{again})");
+                    let _ = err.flush();
+                    self.waiting = true;
+                }
+            }
+            (Events::Text, Shown::Stream(StreamEvent::CallStarted { name, .. })) => {
+                self.end_line(out);
+                let _ = writeln!(err, "calling {name} …");
+            }
+            (Events::Text, Shown::Stream(_)) => {}
+        }
+    }
+
+    fn end_line(&mut self, out: &mut dyn Write) {
+        if self.mid_line {
+            let _ = writeln!(out);
+            self.mid_line = false;
         }
     }
 }
@@ -232,7 +316,9 @@ pub(crate) fn chat(
         .build()
         .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut run = Run::builder(executor.clone()).sink(Arc::new(Forward(tx))).build();
+    let mut run = Run::builder(executor.clone()).sink(Arc::new(Forward(tx.clone()))).build();
+    let mut printer =
+        Printer { events: args.events, terminal: std::io::stderr().is_terminal(), waiting: false, mid_line: false };
     let mut messages = Vec::new();
     if let Some(system) = &args.system {
         messages.push(Message::system(system.clone()));
@@ -243,19 +329,22 @@ pub(crate) fn chat(
     let mut turns = 0;
     let outcome = loop {
         let retry = RetryPolicy::default().max_retries(args.retries);
-        let agent = Agent::new(&model).max_turns(turns_left).retry(retry);
+        let stream = tx.clone();
+        let agent = Agent::new(&model).max_turns(turns_left).retry(retry).on_stream(move |e: &StreamEvent| {
+            let _ = stream.send(Shown::Stream(e.clone()));
+        });
         let result = runtime.block_on(async {
             let run_loop = agent.run(&mut run, &mut messages);
             tokio::pin!(run_loop);
             loop {
                 tokio::select! {
                     r = &mut run_loop => break r,
-                    Some(line) = rx.recv() => { let _ = writeln!(err, "{line}"); }
+                    Some(shown) = rx.recv() => printer.show(shown, out, err),
                 }
             }
         });
-        while let Ok(line) = rx.try_recv() {
-            let _ = writeln!(err, "{line}");
+        while let Ok(shown) = rx.try_recv() {
+            printer.show(shown, out, err);
         }
         let outcome = match result {
             Ok(o) => o,
@@ -283,8 +372,8 @@ pub(crate) fn chat(
         };
         let Some(resolution) = decide(&args, &pending, err) else { break outcome };
         let batch = runtime.block_on(run.resume(&pending, &resolution));
-        while let Ok(line) = rx.try_recv() {
-            let _ = writeln!(err, "{line}");
+        while let Ok(shown) = rx.try_recv() {
+            printer.show(shown, out, err);
         }
         let Some(answer) = batch.results.into_iter().next() else { break outcome };
         messages[at] = Message::Tool(answer);
@@ -299,6 +388,7 @@ pub(crate) fn chat(
         }
     };
     write_transcript(&args, &messages)?;
+    printer.end_line(out);
     for line in keel_tools_agent::transcript(&model, &messages) {
         writeln!(out, "{line}").map_err(io)?;
     }
