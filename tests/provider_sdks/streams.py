@@ -17,11 +17,20 @@ PROMPT = [{"role": "user", "content": "Look up the ticket."}]
 out = {}
 
 
+def read(key, reader):
+    """What `reader` returns for fixture `key`, or the error the SDK raised reading it."""
+    try:
+        out[key] = reader()
+    except Exception as e:  # noqa: BLE001 - which error the SDK raises is what is checked
+        out[key] = {"error": type(e).__name__, "message": str(e)}
+
+
 def openai_chat():
     from openai import OpenAI
 
     client = OpenAI(base_url=BASE + "/v1", api_key="k", max_retries=0)
-    for name in ("call", "text"):
+
+    def one():
         # The SDK's streaming helper accumulates the chunks into a completion and checks them as it goes.
         with client.chat.completions.stream(
             model="m", messages=PROMPT, stream_options={"include_usage": True}
@@ -30,7 +39,7 @@ def openai_chat():
                 pass
             final = stream.get_final_completion()
         message = final.choices[0].message
-        out[f"openai-chat-{name}"] = {
+        return {
             "text": message.content or "",
             "calls": [
                 {"id": c.id, "name": c.function.name, "arguments": json.loads(c.function.arguments)}
@@ -40,12 +49,16 @@ def openai_chat():
             "finish": final.choices[0].finish_reason,
         }
 
+    for name in ("call", "text", "error"):
+        read(f"openai-chat-{name}", one)
+
 
 def openai_responses():
     from openai import OpenAI
 
     client = OpenAI(base_url=BASE + "/v1", api_key="k", max_retries=0)
-    for name in ("call", "text"):
+
+    def one():
         deltas = []
         with client.responses.stream(model="m", input="Look up the ticket.") as stream:
             for event in stream:
@@ -59,28 +72,28 @@ def openai_responses():
         ]
         if calls:
             assert json.loads("".join(deltas)) == calls[0]["arguments"], deltas
-        out[f"openai-responses-{name}"] = {
+        return {
             "text": final.output_text,
             "calls": calls,
             "usage": [final.usage.input_tokens, final.usage.output_tokens],
             "finish": final.status,
         }
 
+    for name in ("call", "text", "failed"):
+        read(f"openai-responses-{name}", one)
+
 
 def anthropic_messages():
     import anthropic
 
     client = anthropic.Anthropic(base_url=BASE, api_key="k", max_retries=0)
-    for name in ("call", "text", "overloaded"):
-        try:
-            with client.messages.stream(model="m", max_tokens=1024, messages=PROMPT) as stream:
-                for _ in stream:
-                    pass
-                final = stream.get_final_message()
-        except anthropic.APIError as e:
-            out[f"anthropic-{name}"] = {"error": type(e).__name__, "message": str(e)}
-            continue
-        out[f"anthropic-{name}"] = {
+
+    def one():
+        with client.messages.stream(model="m", max_tokens=1024, messages=PROMPT) as stream:
+            for _ in stream:
+                pass
+            final = stream.get_final_message()
+        return {
             "text": "".join(b.text for b in final.content if b.type == "text"),
             "calls": [{"id": b.id, "name": b.name, "arguments": b.input} for b in final.content if b.type == "tool_use"],
             "usage": [
@@ -90,13 +103,17 @@ def anthropic_messages():
             "finish": final.stop_reason,
         }
 
+    for name in ("call", "text", "overloaded"):
+        read(f"anthropic-{name}", one)
+
 
 def gemini():
     from google import genai
     from google.genai import types
 
     client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=BASE, api_version="v1beta"))
-    for name in ("call", "text"):
+
+    def one():
         text, calls, usage, finish = "", [], None, None
         for chunk in client.models.generate_content_stream(model="m", contents="Look up the ticket."):
             for part in chunk.candidates[0].content.parts or []:
@@ -109,14 +126,18 @@ def gemini():
                 usage = [chunk.usage_metadata.prompt_token_count, chunk.usage_metadata.candidates_token_count]
             if chunk.candidates[0].finish_reason:
                 finish = chunk.candidates[0].finish_reason.value
-        out[f"gemini-{name}"] = {"text": text, "calls": calls, "usage": usage, "finish": finish}
+        return {"text": text, "calls": calls, "usage": usage, "finish": finish}
+
+    for name in ("call", "text", "error"):
+        read(f"gemini-{name}", one)
 
 
 def ollama_chat():
     import ollama
 
     client = ollama.Client(host=BASE)
-    for name in ("call", "text"):
+
+    def one():
         text, calls, usage, finish = "", [], None, None
         for chunk in client.chat(model="m", messages=PROMPT, stream=True):
             text += chunk.message.content or ""
@@ -125,7 +146,10 @@ def ollama_chat():
             if chunk.done:
                 usage = [chunk.prompt_eval_count, chunk.eval_count]
                 finish = chunk.done_reason
-        out[f"ollama-{name}"] = {"text": text, "calls": calls, "usage": usage, "finish": finish}
+        return {"text": text, "calls": calls, "usage": usage, "finish": finish}
+
+    for name in ("call", "text", "error"):
+        read(f"ollama-{name}", one)
 
 
 for check in (openai_chat, openai_responses, anthropic_messages, gemini, ollama_chat):

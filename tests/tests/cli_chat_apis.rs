@@ -501,3 +501,43 @@ fn text_events_print_the_stream_on_stdout() {
     assert_eq!(code, 1, "the stub has nothing left: {err}");
     assert!(!err.contains("event"), "{err}");
 }
+
+/// A stream that breaks off with the provider's error: the run fails with what the provider said, and the request
+/// is tried again only when the provider said the fault is its own (a server error, overloaded, unavailable).
+#[test]
+fn a_stream_that_breaks_off_with_an_error_fails_the_turn_and_is_retried_only_when_worth_it() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for (api, base, path, fixture, said, retried) in [
+        ("openai", "/v1", OPENAI_CHAT.to_owned(), "openai-chat-error.sse", "The server had an error", true),
+        (
+            "openai-responses",
+            "/v1",
+            OPENAI_RESPONSES.to_owned(),
+            "openai-responses-failed.sse",
+            "failed to generate",
+            true,
+        ),
+        ("anthropic", "", ANTHROPIC_MESSAGES.to_owned(), "anthropic-overloaded.sse", "overloaded_error", true),
+        ("gemini", "/v1beta", gemini_stream("m"), "gemini-error.sse", "The model is overloaded", true),
+        ("ollama", "", OLLAMA_CHAT.to_owned(), "ollama-error.ndjson", "unexpected EOF", false),
+    ] {
+        let stub = runtime.block_on(StubServer::start()).unwrap();
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/streams").join(fixture),
+        )
+        .unwrap();
+        // The same error again for the retry, so that the run fails either way.
+        for _ in 0..2 {
+            stub.respond(&path, StubResponse::stream_text(text.clone(), fixture.ends_with(".ndjson")));
+        }
+        let url = format!("{}{base}", stub.url());
+        let args = ["chat", "--api", api, "--url", &url, "--model", "m", "--stream", "--retries", "1", "Hi."];
+        let (code, out, err) = keel(&args);
+        assert_eq!(code, 1, "{api}: {out}{err}");
+        assert!(err.contains("the streamed answer failed: ") && err.contains(said), "{api}: {err}");
+        let requests = stub.requests().len();
+        assert_eq!(requests, if retried { 2 } else { 1 }, "{api}: {err}");
+        let retries = events(&err).iter().filter(|e| e["event"] == "model_retry" && e["reason"] == "stream").count();
+        assert_eq!(retries, usize::from(retried), "{api}");
+    }
+}

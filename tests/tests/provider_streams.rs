@@ -36,11 +36,11 @@ fn the_providers_sdks_read_the_recorded_streams() {
             stub.respond(path, StubResponse::stream_text(fixture(name), name.ends_with(".ndjson")));
         }
     };
-    serve(OPENAI_CHAT, &["openai-chat-call.sse", "openai-chat-text.sse"]);
-    serve(OPENAI_RESPONSES, &["openai-responses-call.sse", "openai-responses-text.sse"]);
+    serve(OPENAI_CHAT, &["openai-chat-call.sse", "openai-chat-text.sse", "openai-chat-error.sse"]);
+    serve(OPENAI_RESPONSES, &["openai-responses-call.sse", "openai-responses-text.sse", "openai-responses-failed.sse"]);
     serve(ANTHROPIC_MESSAGES, &["anthropic-call.sse", "anthropic-text.sse", "anthropic-overloaded.sse"]);
-    serve(&gemini_stream("m"), &["gemini-call.sse", "gemini-text.sse"]);
-    serve(OLLAMA_CHAT, &["ollama-call.ndjson", "ollama-text.ndjson"]);
+    serve(&gemini_stream("m"), &["gemini-call.sse", "gemini-text.sse", "gemini-error.sse"]);
+    serve(OLLAMA_CHAT, &["ollama-call.ndjson", "ollama-text.ndjson", "ollama-error.ndjson"]);
 
     let output = Command::new(&python)
         .arg(root.join("tests").join("provider_sdks").join("streams.py"))
@@ -73,8 +73,18 @@ fn the_providers_sdks_read_the_recorded_streams() {
     for (name, want) in expected.as_object().unwrap() {
         assert_eq!(&seen[name], want, "{name}: what the SDK read");
     }
-    // The overloaded stream is an error to the SDK too, naming the provider's error type.
-    let overloaded = &seen["anthropic-overloaded"];
-    assert!(overloaded["message"].as_str().is_some_and(|m| m.contains("overloaded_error")), "{overloaded}");
-    assert_eq!(stub.requests().len(), 11, "every fixture was read once");
+    // Each stream that breaks off with an error is an error to the SDK too, naming what the provider said.
+    for (name, said) in [
+        ("anthropic-overloaded", "overloaded_error"),
+        ("openai-chat-error", "The server had an error"),
+        ("openai-responses-failed", "response.completed"),
+        ("gemini-error", "overloaded"),
+        ("ollama-error", "unexpected EOF"),
+    ] {
+        let error = &seen[name];
+        println!("{name}: {error}");
+        assert!(error["error"].is_string(), "{name}: the SDK read it without an error: {error}");
+        assert!(error["message"].as_str().is_some_and(|m| m.contains(said)), "{name}: {error}");
+    }
+    assert_eq!(stub.requests().len(), 15, "every fixture was read once");
 }

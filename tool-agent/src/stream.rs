@@ -175,6 +175,20 @@ fn stream_error(message: String, retryable: bool) -> ModelError {
     ModelError::Stream { message, retryable }
 }
 
+/// The error an event reports (`{"error": ...}`), worth a retry when the provider says it is on its side: a type
+/// or code `server_error`, `overloaded_error` or `api_error`, a numeric code of 500 or more, or a status
+/// `UNAVAILABLE` or `INTERNAL` (Gemini's).
+fn reported_error(body: &Value) -> Option<ModelError> {
+    let message = error_message(body)?;
+    let error = body.get("error").unwrap_or(&Value::Null);
+    let said = |key: &str| error.get(key).and_then(Value::as_str).unwrap_or_default();
+    let retryable =
+        ["type", "code"].iter().any(|k| matches!(said(k), "server_error" | "overloaded_error" | "api_error"))
+            || error.get("code").and_then(Value::as_u64).is_some_and(|c| c >= 500)
+            || matches!(said("status"), "UNAVAILABLE" | "INTERNAL");
+    Some(stream_error(message, retryable))
+}
+
 fn str_of<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
     v.get(key).and_then(Value::as_str)
 }
@@ -199,8 +213,8 @@ impl Accumulate for ChatStream {
             return Ok(());
         }
         let chunk = json(data)?;
-        if let Some(message) = error_message(&chunk) {
-            return Err(stream_error(message, false));
+        if let Some(error) = reported_error(&chunk) {
+            return Err(error);
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             self.usage = Some(usage.clone());
@@ -297,13 +311,15 @@ impl Accumulate for ResponsesStream {
             "response.function_call_arguments.done" => emit.complete(index()),
             "response.completed" | "response.incomplete" => self.response = e.get("response").cloned(),
             "response.failed" => {
-                let message =
-                    e.get("response").and_then(error_message).unwrap_or_else(|| "the response failed".to_owned());
-                return Err(stream_error(message, false));
+                let response = e.get("response").unwrap_or(&Value::Null);
+                return Err(
+                    reported_error(response).unwrap_or_else(|| stream_error("the response failed".into(), false))
+                );
             }
             "error" => {
-                let message = str_of(&e, "message").map(str::to_owned).or_else(|| error_message(&e));
-                return Err(stream_error(message.unwrap_or_else(|| e.to_string()), false));
+                // `{"type": "error", "code", "message", "param"}`: the error's fields at the top.
+                let wrapped = json!({"error": e});
+                return Err(reported_error(&wrapped).unwrap_or_else(|| stream_error(e.to_string(), false)));
             }
             _ => {}
         }
@@ -462,8 +478,8 @@ struct GeminiStream {
 impl Accumulate for GeminiStream {
     fn feed(&mut self, _event: Option<&str>, data: &str, emit: &Emit<'_>) -> Result<(), ModelError> {
         let chunk = json(data)?;
-        if let Some(message) = error_message(&chunk) {
-            return Err(stream_error(message, false));
+        if let Some(error) = reported_error(&chunk) {
+            return Err(error);
         }
         if let Some(u) = chunk.get("usageMetadata") {
             self.usage = Some(u.clone());
@@ -548,8 +564,8 @@ struct OllamaStream {
 impl Accumulate for OllamaStream {
     fn feed(&mut self, _event: Option<&str>, data: &str, emit: &Emit<'_>) -> Result<(), ModelError> {
         let line = json(data)?;
-        if let Some(message) = error_message(&line) {
-            return Err(stream_error(message, false));
+        if let Some(error) = reported_error(&line) {
+            return Err(error);
         }
         let message = line.get("message").unwrap_or(&Value::Null);
         if let Some(t) = str_of(message, "content") {
