@@ -87,3 +87,34 @@ fn chat_asks_at_a_terminal_and_the_answer_decides() {
         assert!(reply.contains(expected), "typed {typed:?}: the model read {reply}");
     }
 }
+
+/// `keel chat --stream` on a terminal: events as lines for people (no JSON), a waiting indicator while the request
+/// is out, and the answer's text as it streams.
+#[test]
+fn chat_on_a_terminal_waits_visibly_and_streams_the_text() {
+    use keel_tools_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stub = runtime.block_on(StubServer::start()).unwrap();
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"INC-001 \"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"is open.\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    stub.respond(OPENAI_CHAT, StubResponse::stream_text(stream, false).delayed(std::time::Duration::from_millis(300)));
+    let command = format!(
+        "{} chat --url {}/v1 --model m --stream 'Look up INC-001.'",
+        env!("CARGO_BIN_EXE_keel-demo"),
+        stub.url()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux `script` runs (it gives keel a terminal)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("… waiting for the model (turn 1)"), "{text}");
+    assert!(text.contains("INC-001 is open."), "{text}");
+    assert!(text.contains("event: run_finished | terminal: done"), "{text}");
+    assert!(!text.contains("\"event\""), "no JSON on a terminal: {text}");
+}

@@ -107,7 +107,8 @@ async fn two_calls_in_one_response_then_a_final_answer() {
                 ids[1]
             ),
             "event: model_response | turn: 2 | calls: 0 | tokens in: 540 | tokens out: 41".to_owned(),
-            "event: run_finished | terminal: done | reason: model_finished | steps: 2".to_owned(),
+            "event: run_finished | terminal: done | reason: model_finished | steps: 2 | tokens in: 952 | tokens out: 99"
+                .to_owned(),
         ]
     );
 

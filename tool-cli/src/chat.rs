@@ -88,9 +88,10 @@ pub(crate) struct ChatArgs {
     stream: bool,
     /// How the events are shown on stderr: `json` (JSON Lines: the run's log, the model's turns and retries, and
     /// with `--stream` the text and tool-call deltas), `text` (one line per event of the run, the streamed text on
-    /// stdout as it arrives, and a waiting indicator on a terminal) or `none`.
-    #[arg(long, value_enum, default_value = "json", value_name = "FORMAT")]
-    events: Events,
+    /// stdout as it arrives, and a waiting indicator on a terminal) or `none`. Default: `text` when stderr is a
+    /// terminal, `json` otherwise.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    events: Option<Events>,
     /// Answer from a recorded script (JSON Lines of responses) instead of a server.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "model"])]
     replay: Option<PathBuf>,
@@ -317,8 +318,9 @@ pub(crate) fn chat(
         .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut run = Run::builder(executor.clone()).sink(Arc::new(Forward(tx.clone()))).build();
-    let mut printer =
-        Printer { events: args.events, terminal: std::io::stderr().is_terminal(), waiting: false, mid_line: false };
+    let terminal = std::io::stderr().is_terminal();
+    let events = args.events.unwrap_or(if terminal { Events::Text } else { Events::Json });
+    let mut printer = Printer { events, terminal, waiting: false, mid_line: false };
     let mut messages = Vec::new();
     if let Some(system) = &args.system {
         messages.push(Message::system(system.clone()));

@@ -126,6 +126,9 @@ pub enum EventKind {
         steps: u32,
         /// Calls requested but never executed because the run had stopped.
         not_executed: Vec<NotExecuted>,
+        /// The tokens of the run's model turns, summed, when an agent loop logged any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
 }
 
@@ -215,8 +218,11 @@ impl Event {
             EventKind::ModelRetry { turn, attempt, reason, wait_ms, error } => format!(
                 "event: model_retry | turn: {turn} | attempt: {attempt} | reason: {reason} | wait: {wait_ms} ms | error: {error}"
             ),
-            EventKind::RunFinished { terminal, reason, steps, not_executed } => {
+            EventKind::RunFinished { terminal, reason, steps, not_executed, usage } => {
                 let mut s = format!("event: run_finished | terminal: {terminal} | reason: {reason} | steps: {steps}");
+                if let Some(u) = usage {
+                    s.push_str(&format!(" | tokens in: {} | tokens out: {}", u.input_tokens, u.output_tokens));
+                }
                 for n in not_executed {
                     s.push_str(&format!("\nnot executed: {} {}", n.call_id, n.tool_name));
                 }

@@ -40,6 +40,7 @@ pub struct RunState {
     steps: u32,
     failures: HashMap<String, u32>,
     retries: HashMap<String, u32>,
+    usage: Option<Usage>,
 }
 
 impl RunState {
@@ -56,6 +57,11 @@ impl RunState {
     /// (`invalid_arguments`). Each is also one of [`RunState::failures`].
     pub fn retries(&self, tool: &str) -> u32 {
         self.retries.get(tool).copied().unwrap_or(0)
+    }
+    /// The tokens of the model turns logged so far ([`Run::record_model_response`]), summed; `None` until a turn
+    /// reported some.
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
     }
 }
 
@@ -381,7 +387,8 @@ impl Run {
     fn end(&mut self, terminal: Decision, reason: &str, not_executed: Vec<NotExecuted>) {
         self.terminal = Some(terminal);
         let steps = self.state.steps;
-        self.emit(EventKind::RunFinished { terminal, reason: reason.to_owned(), steps, not_executed });
+        let usage = self.state.usage;
+        self.emit(EventKind::RunFinished { terminal, reason: reason.to_owned(), steps, not_executed, usage });
     }
 
     /// Processes the tool calls of one model response, stopping after a terminal decision.
@@ -651,6 +658,9 @@ impl Run {
     /// Logs that the model answered turn `turn` with `calls` tool calls, and what it cost ([`EventKind::ModelResponse`]);
     /// for an agent loop, before it hands the calls to [`process_batch`](Run::process_batch).
     pub fn record_model_response(&mut self, turn: u32, calls: u32, usage: Option<Usage>) {
+        if let Some(u) = usage {
+            self.state.usage = Some(self.state.usage.unwrap_or_default() + u);
+        }
         self.emit(EventKind::ModelResponse { turn, calls, usage });
     }
 
