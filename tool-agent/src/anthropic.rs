@@ -3,10 +3,10 @@
 use keel_tools_core::Provider;
 use serde_json::{Value, json};
 
-use crate::client::{Common, Settings, client_accessors};
+use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
-use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn, WireFormat};
+use crate::model::{ModelError, Turn, WireFormat};
 use crate::options::{ToolChoice, request_option_methods};
 use crate::wire;
 
@@ -63,10 +63,9 @@ impl AnthropicBuilder {
     /// [`ModelError::Config`] as for every client (the URL, the model name, the key's transport), and when a seed
     /// is set: the Messages API has none.
     pub fn build(self) -> Result<AnthropicClient, ModelError> {
-        if self.settings.request.seed.is_some() {
-            return Err(ModelError::config("Anthropic's Messages API takes no seed; leave it unset"));
-        }
-        Ok(AnthropicClient { common: self.settings.build(|base, _, _| format!("{base}/v1/messages"))? })
+        let common =
+            self.settings.build_without_seed("Anthropic's Messages API", |base, _, _| format!("{base}/v1/messages"))?;
+        Ok(AnthropicClient { common })
     }
 }
 
@@ -119,24 +118,11 @@ impl AnthropicClient {
     }
 }
 
-impl ChatModel for AnthropicClient {
-    fn mode(&self) -> Mode {
-        Mode::Live
-    }
-
-    fn label(&self) -> String {
-        format!("anthropic {} at {}", self.common.model, self.common.base)
-    }
-
-    fn telemetry(&self) -> Option<(&str, &'static str)> {
-        Some((&self.common.model, "anthropic"))
-    }
-
-    fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
-        Box::pin(async move {
-            let body = self.request_body(&turn)?;
-            let headers = [("anthropic-version", ANTHROPIC_VERSION)];
-            self.common.turn(&turn, &body, Auth::Header("x-api-key"), &headers, WireFormat::Anthropic).await
-        })
-    }
-}
+chat_model!(
+    AnthropicClient,
+    "anthropic",
+    "anthropic",
+    Auth::Header("x-api-key"),
+    &[("anthropic-version", ANTHROPIC_VERSION)],
+    WireFormat::Anthropic
+);

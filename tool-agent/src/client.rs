@@ -67,6 +67,21 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// [`Settings::build`] for an API without a seed (`api` names it): a seed set on the builder is refused, as the
+    /// server would refuse the request.
+    pub(crate) fn build_without_seed(
+        self,
+        api: &str,
+        path: impl FnOnce(&str, &str, bool) -> String,
+    ) -> Result<Common, ModelError> {
+        if self.request.seed.is_some() {
+            return Err(ModelError::config(format!("{api} takes no seed; leave it unset")));
+        }
+        self.build(path)
+    }
+}
+
 /// A built client's parts.
 #[derive(Clone)]
 pub(crate) struct Common {
@@ -167,3 +182,34 @@ macro_rules! client_accessors {
     };
 }
 pub(crate) use client_accessors;
+
+/// [`ChatModel`](crate::ChatModel) for a client with a `common: Common` field and a `request_body(&Turn)`: live,
+/// labelled `$label <model> at <base>`, `$provider` for telemetry, each turn sent as [`Common::turn`] sends it.
+macro_rules! chat_model {
+    ($client:ty, $label:literal, $provider:literal, $auth:expr, $headers:expr, $format:expr) => {
+        impl crate::model::ChatModel for $client {
+            fn mode(&self) -> crate::model::Mode {
+                crate::model::Mode::Live
+            }
+
+            fn label(&self) -> String {
+                format!(concat!($label, " {} at {}"), self.common.model, self.common.base)
+            }
+
+            fn telemetry(&self) -> Option<(&str, &'static str)> {
+                Some((&self.common.model, $provider))
+            }
+
+            fn chat<'a>(
+                &'a self,
+                turn: crate::model::Turn<'a>,
+            ) -> crate::model::BoxFuture<'a, Result<crate::model::AssistantMessage, crate::model::ModelError>> {
+                Box::pin(async move {
+                    let body = self.request_body(&turn)?;
+                    self.common.turn(&turn, &body, $auth, $headers, $format).await
+                })
+            }
+        }
+    };
+}
+pub(crate) use chat_model;

@@ -207,12 +207,7 @@ impl Http {
         let mut response = self.send(url, body, key, headers, "application/json").await?;
         let status = response.status();
         let wait = if status.is_success() { None } else { retry_after(response.headers(), status.as_u16()) };
-        let mut bytes = Vec::new();
-        self.read(url, &mut response, &mut |chunk| {
-            bytes.extend_from_slice(chunk);
-            Ok(())
-        })
-        .await?;
+        let bytes = self.read_all(url, &mut response).await?;
         let parsed: Result<Value, _> = serde_json::from_slice(&bytes);
         if !status.is_success() {
             return Err(status_error(url, status.as_u16(), wait, &bytes));
@@ -241,12 +236,7 @@ impl Http {
             return self.read(url, &mut response, feed).await;
         }
         let wait = retry_after(response.headers(), status.as_u16());
-        let mut bytes = Vec::new();
-        self.read(url, &mut response, &mut |chunk| {
-            bytes.extend_from_slice(chunk);
-            Ok(())
-        })
-        .await?;
+        let bytes = self.read_all(url, &mut response).await?;
         Err(status_error(url, status.as_u16(), wait, &bytes))
     }
 
@@ -285,6 +275,17 @@ impl Http {
         request.send().await.map_err(|e| self.transport_error(url, e))
     }
 
+    /// The whole body, at most `max_response_bytes`.
+    async fn read_all(&self, url: &str, response: &mut reqwest::Response) -> Result<Vec<u8>, ModelError> {
+        let mut bytes = Vec::new();
+        self.read(url, response, &mut |chunk| {
+            bytes.extend_from_slice(chunk);
+            Ok(())
+        })
+        .await?;
+        Ok(bytes)
+    }
+
     /// Reads the body chunk by chunk into `feed`, at most `max_response_bytes` in all.
     async fn read(
         &self,
@@ -307,16 +308,20 @@ impl Http {
 
 /// The error of a non-success status: the server's error message when the body has one, else its start.
 fn status_error(url: &str, status: u16, retry_after: Option<Duration>, body: &[u8]) -> ModelError {
-    let message = match serde_json::from_slice::<Value>(body) {
-        Ok(v) => error_message(&v).unwrap_or_else(|| crate::model::shorten(&v.to_string(), 300)),
+    let parsed = serde_json::from_slice::<Value>(body);
+    let message = match &parsed {
+        Ok(v) => error_message(v).unwrap_or_else(|| crate::model::shorten(&v.to_string(), 300)),
         Err(_) => crate::model::shorten(&String::from_utf8_lossy(body), 300),
     };
+    let retry_after = retry_after.or_else(|| parsed.ok().as_ref().and_then(body_retry_delay));
     ModelError::Status { url: url.to_owned(), status, message, retry_after }
 }
 
-/// The wait a failed response asks for, from (first that is present) `retry-after-ms` (OpenAI's and Anthropic's
-/// SDKs read it), `Retry-After` (seconds or an HTTP date), and on a 429 OpenAI's
-/// `x-ratelimit-reset-requests`/`x-ratelimit-reset-tokens` (`1s`, `6m0s`, `250ms`; the later of the two).
+/// The wait a failed response's headers ask for, from (first that is present) `retry-after-ms` (OpenAI's and
+/// Anthropic's SDKs read it), `Retry-After` (seconds or an HTTP date), and on a 429 the rate-limit reset headers:
+/// OpenAI's `x-ratelimit-reset-requests`/`-tokens` (`1s`, `6m0s`, `250ms`) and Anthropic's
+/// `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-reset` (RFC 3339 times), the latest of them.
+/// Gemini says it in the body instead ([`body_retry_delay`]).
 pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap, status: u16) -> Option<Duration> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
     if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
@@ -337,12 +342,85 @@ pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap, status: u16) -> 
         }
     }
     if status == 429 {
-        return ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
+        let openai = ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
             .into_iter()
-            .filter_map(|name| text(name).and_then(go_duration))
-            .max();
+            .filter_map(|name| text(name).and_then(go_duration));
+        let now = std::time::SystemTime::now();
+        let anthropic = ["requests", "tokens", "input-tokens", "output-tokens"].into_iter().filter_map(|what| {
+            let at = rfc3339(text(&format!("anthropic-ratelimit-{what}-reset"))?)?;
+            Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+        });
+        return openai.chain(anthropic).max();
     }
     None
+}
+
+/// The wait a Gemini error body asks for: `error.details[]`'s `google.rpc.RetryInfo` `retryDelay` (`"37s"`).
+pub(crate) fn body_retry_delay(body: &Value) -> Option<Duration> {
+    body.pointer("/error/details")?
+        .as_array()?
+        .iter()
+        .filter(|d| d.get("@type").and_then(Value::as_str).is_some_and(|t| t.ends_with("google.rpc.RetryInfo")))
+        .find_map(|d| d.get("retryDelay").and_then(Value::as_str).and_then(go_duration))
+}
+
+/// A time in RFC 3339 (`2026-12-05T21:13:08Z`, `2026-12-05T21:13:08.5+01:00`), or `None`.
+fn rfc3339(text: &str) -> Option<std::time::SystemTime> {
+    let b = text.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(r)?;
+        if part.bytes().all(|c| c.is_ascii_digit()) { part.parse().ok() } else { None }
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut fraction = 0.0;
+    if let Some(f) = rest.strip_prefix('.') {
+        let digits = f.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        fraction = format!("0.{}", &f[..digits]).parse().ok()?;
+        rest = &f[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let (h, m) = rest[1..].split_once(':')?;
+            if h.len() != 2 || m.len() != 2 {
+                return None;
+            }
+            sign * (h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60)
+        }
+    };
+    // Days from 1970-01-01 to the date (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    let secs = u64::try_from(secs).ok()?;
+    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_secs_f64(fraction))
 }
 
 /// A duration as OpenAI's rate-limit headers write it: `1s`, `6m0s`, `1h2m3.5s`, `250ms`.
@@ -397,6 +475,69 @@ mod tests {
             assert_eq!(at(&pairs, 429), None, "{bad:?}");
         }
         assert_eq!(go_duration("1h2m3.5s"), Some(Duration::from_secs_f64(3723.5)));
+        // Anthropic's reset times, RFC 3339: one in the past waits nothing, and the latest counts.
+        let past = [("anthropic-ratelimit-requests-reset", "2015-10-21T07:28:00Z")];
+        assert_eq!(at(&past, 429), Some(Duration::ZERO));
+        let mut h = HeaderMap::new();
+        let in_a_minute = std::time::SystemTime::now() + Duration::from_secs(61);
+        let secs = in_a_minute.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let stamp = rfc3339_of(secs);
+        h.insert("anthropic-ratelimit-tokens-reset", HeaderValue::from_str(&stamp).unwrap());
+        h.insert("anthropic-ratelimit-requests-reset", HeaderValue::from_static("2015-10-21T07:28:00Z"));
+        let wait = retry_after(&h, 429).expect("a wait");
+        assert!(wait > Duration::from_secs(55) && wait <= Duration::from_secs(61), "{wait:?} from {stamp}");
+    }
+
+    /// `secs` since the epoch as RFC 3339, the other way round from [`rfc3339`], for the test.
+    fn rfc3339_of(secs: u64) -> String {
+        let days = (secs / 86_400) as i64;
+        let rem = secs % 86_400;
+        // Howard Hinnant's civil_from_days.
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = doy - (153 * mp + 2) / 5 + 1;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 };
+        let y = yoe + era * 400 + i64::from(m <= 2);
+        format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    }
+
+    #[test]
+    fn rfc3339_times() {
+        let at = |t: &str| rfc3339(t).map(|t| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64());
+        assert_eq!(at("1970-01-01T00:00:00Z"), Some(0.0));
+        assert_eq!(at("2015-10-21T07:28:00Z"), Some(1_445_412_480.0));
+        assert_eq!(at("2015-10-21T09:28:00+02:00"), Some(1_445_412_480.0));
+        assert_eq!(at("2015-10-21T07:28:00.25Z"), Some(1_445_412_480.25));
+        assert_eq!(at("2024-02-29T00:00:00Z"), Some(1_709_164_800.0));
+        for bad in [
+            "",
+            "2015-10-21",
+            "2015-13-21T07:28:00Z",
+            "2015-10-21T07:28:00",
+            "2015-10-21T07:28:00.Z",
+            "x015-10-21T07:28:00Z",
+        ] {
+            assert_eq!(at(bad), None, "{bad:?}");
+        }
+        assert_eq!(rfc3339_of(1_445_412_480), "2015-10-21T07:28:00Z");
+    }
+
+    #[test]
+    fn gemini_names_its_wait_in_the_body() {
+        let body = serde_json::json!({"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+                        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"}]}});
+        assert_eq!(body_retry_delay(&body), Some(Duration::from_secs(37)));
+        let e = status_error("u", 429, None, body.to_string().as_bytes());
+        assert!(matches!(e, ModelError::Status { retry_after: Some(w), .. } if w == Duration::from_secs(37)), "{e:?}");
+        // A header's wait comes first.
+        let e = status_error("u", 429, Some(Duration::from_secs(2)), body.to_string().as_bytes());
+        assert!(matches!(e, ModelError::Status { retry_after: Some(w), .. } if w == Duration::from_secs(2)), "{e:?}");
+        assert_eq!(body_retry_delay(&serde_json::json!({"error": {"message": "x"}})), None);
     }
 
     #[test]

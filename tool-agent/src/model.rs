@@ -340,8 +340,8 @@ pub enum ModelError {
         status: u16,
         /// The server's error message, or the start of the body.
         message: String,
-        /// The wait the server asked for before a retry (`retry-after-ms`, `Retry-After`, or on a 429 the
-        /// rate-limit reset headers), when it named one.
+        /// The wait the server asked for before a retry (`retry-after-ms`, `Retry-After`, on a 429 the rate-limit
+        /// reset headers, or Gemini's `RetryInfo` in the body), when it named one.
         retry_after: Option<Duration>,
     },
     /// The response body exceeded the configured limit.

@@ -3,10 +3,10 @@
 use keel_tools_core::Provider;
 use serde_json::{Value, json};
 
-use crate::client::{Common, Settings, client_accessors};
+use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
-use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn, WireFormat};
+use crate::model::{ModelError, Turn, WireFormat};
 use crate::options::{ToolChoice, request_option_methods};
 use crate::wire;
 
@@ -116,23 +116,4 @@ impl OpenAiClient {
     }
 }
 
-impl ChatModel for OpenAiClient {
-    fn mode(&self) -> Mode {
-        Mode::Live
-    }
-
-    fn label(&self) -> String {
-        format!("openai-compatible {} at {}", self.common.model, self.common.base)
-    }
-
-    fn telemetry(&self) -> Option<(&str, &'static str)> {
-        Some((&self.common.model, "openai"))
-    }
-
-    fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
-        Box::pin(async move {
-            let body = self.request_body(&turn)?;
-            self.common.turn(&turn, &body, Auth::Bearer, &[], WireFormat::OpenAiChat).await
-        })
-    }
-}
+chat_model!(OpenAiClient, "openai-compatible", "openai", Auth::Bearer, &[], WireFormat::OpenAiChat);

@@ -3,10 +3,10 @@
 use keel_tools_core::Provider;
 use serde_json::{Value, json};
 
-use crate::client::{Common, Settings, client_accessors};
+use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
-use crate::model::{AssistantMessage, BoxFuture, ChatModel, Mode, ModelError, Turn, WireFormat};
+use crate::model::{ModelError, Turn, WireFormat};
 use crate::options::{ToolChoice, request_option_methods};
 use crate::wire;
 
@@ -61,10 +61,9 @@ impl ResponsesBuilder {
     /// [`ModelError::Config`] as for every client (the URL, the model name, the key's transport), and when a seed
     /// is set: the Responses API has none.
     pub fn build(self) -> Result<ResponsesClient, ModelError> {
-        if self.settings.request.seed.is_some() {
-            return Err(ModelError::config("OpenAI's Responses API takes no seed; leave it unset"));
-        }
-        Ok(ResponsesClient { common: self.settings.build(|base, _, _| format!("{base}/responses"))? })
+        let common =
+            self.settings.build_without_seed("OpenAI's Responses API", |base, _, _| format!("{base}/responses"))?;
+        Ok(ResponsesClient { common })
     }
 }
 
@@ -116,23 +115,4 @@ impl ResponsesClient {
     }
 }
 
-impl ChatModel for ResponsesClient {
-    fn mode(&self) -> Mode {
-        Mode::Live
-    }
-
-    fn label(&self) -> String {
-        format!("openai-responses {} at {}", self.common.model, self.common.base)
-    }
-
-    fn telemetry(&self) -> Option<(&str, &'static str)> {
-        Some((&self.common.model, "openai"))
-    }
-
-    fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
-        Box::pin(async move {
-            let body = self.request_body(&turn)?;
-            self.common.turn(&turn, &body, Auth::Bearer, &[], WireFormat::OpenAiResponses).await
-        })
-    }
-}
+chat_model!(ResponsesClient, "openai-responses", "openai", Auth::Bearer, &[], WireFormat::OpenAiResponses);

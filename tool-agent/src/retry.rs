@@ -12,7 +12,8 @@ use crate::model::ModelError;
 /// fail again, and a malformed answer is the model's, not the network's.
 ///
 /// The wait before retry `n` (from 1) is the one the server asked for, when it named one (`retry-after-ms`,
-/// `Retry-After`, OpenAI's rate-limit reset headers on a 429); otherwise `initial_backoff · 2^(n-1)`, at most
+/// `Retry-After`, on a 429 OpenAI's and Anthropic's rate-limit reset headers, Gemini's `RetryInfo` in the error
+/// body); otherwise `initial_backoff · 2^(n-1)`, at most
 /// `max_backoff`, less up to a quarter at random (`jitter`) so that many clients do not come back at once. The waits
 /// of one turn add up to at most `max_wait`: a retry that would wait past it is not made, and the turn fails with
 /// the last error.
