@@ -76,7 +76,7 @@ const CRATES: &[Crate] = &[
     Crate {
         dir: "tool-mcp",
         layers: &[
-            &["names", "otel", "input", "render"],
+            &["names", "otel", "input", "render", "caller"],
             // Tasks, the list of rmcp's handler methods a server hands on, the client.
             &["task", "compose", "client"],
             // The server: its builder, listing, sessions and calls (`src/server/`).

@@ -74,6 +74,8 @@ use tokio_util::sync::CancellationToken;
 use crate::server::{McpServer, McpSession};
 
 mod admission;
+#[cfg(feature = "auth")]
+pub mod auth;
 
 use admission::{Connections, InFlight, RequestSlot};
 
@@ -158,6 +160,8 @@ pub struct HttpConfig {
     max_calls_per_session: usize,
     max_stateless_requests: usize,
     max_body_bytes: Option<usize>,
+    #[cfg(feature = "auth")]
+    auth: Option<auth::ResourceServer>,
 }
 
 /// What a health route answers: `200 OK` when healthy, else `503 Service Unavailable`.
@@ -205,6 +209,8 @@ impl Default for HttpConfig {
             max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
             max_stateless_requests: DEFAULT_MAX_STATELESS_REQUESTS,
             max_body_bytes: None,
+            #[cfg(feature = "auth")]
+            auth: None,
         }
     }
 }
@@ -321,6 +327,16 @@ impl HttpConfig {
         self
     }
 
+    /// Makes the server an OAuth 2.1 protected resource (feature `auth`): every request to the MCP endpoint needs
+    /// a bearer token that `resource`'s verifier accepts, the protected resource metadata is served at
+    /// [`ResourceServer::metadata_path`](auth::ResourceServer::metadata_path), and each session belongs to the
+    /// principal that opened it. See [`auth`].
+    #[cfg(feature = "auth")]
+    pub fn auth(mut self, resource: auth::ResourceServer) -> Self {
+        self.auth = Some(resource);
+        self
+    }
+
     /// Answers `GET path` (e.g. `/health`) with `report()`: `200 OK` and `{"status": "ok"}` when it says healthy,
     /// else `503 Service Unavailable` and `{"status": "degraded"}`, so that a load balancer or an orchestrator can
     /// read it. The report's own body is sent only with [`HttpConfig::health_details`]. Served by
@@ -422,11 +438,13 @@ struct Sessions {
 struct SessionSlot {
     _permit: OwnedSemaphorePermit,
     in_flight: Arc<InFlight>,
+    /// The subject of the principal that opened the session, on a protected server.
+    owner: Option<Arc<str>>,
 }
 
 impl SessionSlot {
     fn new(permit: OwnedSemaphorePermit) -> SessionSlot {
-        SessionSlot { _permit: permit, in_flight: Arc::default() }
+        SessionSlot { _permit: permit, in_flight: Arc::default(), owner: None }
     }
 }
 
@@ -453,6 +471,19 @@ impl Sessions {
     /// The in-flight count of the open session `id`, if there is one.
     fn in_flight(&self, id: &str) -> Option<Arc<InFlight>> {
         self.held().get(id).map(|slot| slot.in_flight.clone())
+    }
+
+    /// The subject that owns the open session `id`: `Some(None)` for a session of nobody's, `None` for no session.
+    #[cfg_attr(not(feature = "auth"), allow(dead_code))]
+    fn owner(&self, id: &str) -> Option<Option<Arc<str>>> {
+        self.held().get(id).map(|slot| slot.owner.clone())
+    }
+
+    #[cfg_attr(not(feature = "auth"), allow(dead_code))]
+    fn set_owner(&self, id: &str, owner: Arc<str>) {
+        if let Some(slot) = self.held().get_mut(id) {
+            slot.owner = Some(owner);
+        }
     }
 
     fn permit(&self) -> Result<OwnedSemaphorePermit, SessionsError> {
@@ -547,6 +578,8 @@ pub struct McpHttpService {
     sessions: Arc<Sessions>,
     limits: Arc<Limits>,
     health: Option<HealthRoute>,
+    #[cfg(feature = "auth")]
+    auth: Option<Arc<auth::ResourceServer>>,
 }
 
 /// The limits of one service, and the count of its stateless requests in flight.
@@ -658,6 +691,8 @@ impl McpServer {
             sessions,
             limits: Arc::new(limits),
             health: config.health,
+            #[cfg(feature = "auth")]
+            auth: config.auth.map(Arc::new),
         }
     }
 
@@ -691,6 +726,74 @@ impl McpHttpService {
 
     /// Answers one HTTP request (on whatever path it came).
     pub async fn handle<B>(&self, request: Request<B>) -> Response<ResponseBody>
+    where
+        B: HttpBody + Send + 'static,
+        B::Data: Send + 'static,
+        B::Error: fmt::Display + std::error::Error + Send + Sync + 'static,
+    {
+        #[cfg(feature = "auth")]
+        let (request, subject) = match self.authenticate(request).await {
+            Ok(admitted) => admitted,
+            Err(refusal) => return refusal,
+        };
+        #[cfg(feature = "auth")]
+        let opens_session = subject.is_some() && !request.headers().contains_key(SESSION_HEADER);
+        let response = self.handle_admitted(request).await;
+        #[cfg(feature = "auth")]
+        if let (Some(subject), true) = (subject, opens_session)
+            && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+        {
+            self.sessions.set_owner(id, subject);
+        }
+        response
+    }
+
+    /// Checks the request's bearer token (on a protected server): the request with its [`auth::Principal`] in its
+    /// extensions and the principal's subject, or the refusal.
+    #[cfg(feature = "auth")]
+    async fn authenticate<B>(
+        &self,
+        mut request: Request<B>,
+    ) -> Result<(Request<B>, Option<Arc<str>>), Response<ResponseBody>> {
+        let Some(resource) = &self.auth else { return Ok((request, None)) };
+        let authorization = request.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let principal = match resource.authenticate(authorization).await {
+            Ok(p) => p,
+            Err((status, challenge)) => {
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED);
+                let text = if status == StatusCode::FORBIDDEN {
+                    "Forbidden: the token lacks a scope this server requires\n"
+                } else {
+                    "Unauthorized: a valid bearer token is required\n"
+                };
+                let mut response = text_response(status, text.to_owned());
+                if let Ok(value) = HeaderValue::from_str(&challenge) {
+                    response.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, value);
+                }
+                return Err(response);
+            }
+        };
+        let subject: Arc<str> = Arc::from(principal.subject.as_str());
+        if let Some(id) = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+            && let Some(owner) = self.sessions.owner(id)
+            && owner.is_some_and(|o| o != subject)
+        {
+            return Err(text_response(
+                StatusCode::FORBIDDEN,
+                "Forbidden: this session belongs to another principal\n".to_owned(),
+            ));
+        }
+        request.extensions_mut().insert(principal);
+        Ok((request, Some(subject)))
+    }
+
+    /// The protected resource metadata's path and document, on a protected server.
+    #[cfg(feature = "auth")]
+    pub fn protected_resource_metadata(&self) -> Option<(String, serde_json::Value)> {
+        self.auth.as_ref().map(|a| (a.metadata_path(), a.metadata()))
+    }
+
+    async fn handle_admitted<B>(&self, request: Request<B>) -> Response<ResponseBody>
     where
         B: HttpBody + Send + 'static,
         B::Data: Send + 'static,
@@ -849,7 +952,20 @@ impl McpHttpService {
                         }
                         _ => None,
                     };
+                    #[cfg(feature = "auth")]
+                    let metadata = match service.protected_resource_metadata() {
+                        Some((at, document)) if req.uri().path() == at && req.method() == Method::GET => Some(document),
+                        _ => None,
+                    };
                     async move {
+                        #[cfg(feature = "auth")]
+                        if let Some(document) = metadata {
+                            return Ok::<_, Infallible>(response(
+                                StatusCode::OK,
+                                "application/json",
+                                document.to_string(),
+                            ));
+                        }
                         if let Some(report) = health {
                             return Ok::<_, Infallible>(health_response(&report(), service.limits.health_details));
                         }

@@ -23,6 +23,8 @@
 
 pub use rmcp;
 
+#[cfg(feature = "auth")]
+mod caller;
 #[cfg(feature = "client")]
 pub mod client;
 #[cfg(feature = "server")]

@@ -72,6 +72,13 @@ impl McpSession {
             Some(f) => f(&request, &context),
             None => CallOptions::new(),
         };
+        // On a protected server, the token's subject is the call's principal unless `call_options` named one.
+        #[cfg(feature = "auth")]
+        if options.get_principal().is_none()
+            && let Some(principal) = crate::caller::principal(&context)
+        {
+            options = options.principal(principal.subject.as_str());
+        }
         let listing = shared.listing();
         // A tool that may run as a task does so for a client that supports tasks; one that must refuses the others.
         let (task_support, task_start) = listing

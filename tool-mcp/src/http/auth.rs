@@ -1,0 +1,628 @@
+//! The Streamable HTTP server as an OAuth 2.1 protected resource (feature `auth`), as the MCP authorization
+//! specification (2025-11-25, 2026-07-28) asks of it:
+//!
+//! - its protected resource metadata (RFC 9728) at `/.well-known/oauth-protected-resource` followed by the MCP
+//!   endpoint's path;
+//! - a request without a token answered `401` with `WWW-Authenticate: Bearer resource_metadata="..."`, one with a
+//!   token that does not verify `401` with `error="invalid_token"`, one without a scope every call needs `403` with
+//!   `error="insufficient_scope"`;
+//! - tokens bound to this server as their audience (RFC 8707): a token minted for another resource is refused.
+//!
+//! A [`ResourceServer`] holds what the metadata says and a [`TokenVerifier`]: [`JwtVerifier`] (JWT access tokens
+//! checked against a JWKS from a file, inline JSON or a URL), or [`StaticTokens`] for a small deployment. The
+//! caller a token names, a [`Principal`], goes with the request: [`principal`] finds it in a tool call's context,
+//! and the server makes it the call's principal ([`CallOptions::principal`](keel_tools_core::executor::CallOptions::principal))
+//! unless `call_options` sets one. A session belongs to the principal that opened it: a request on it with another
+//! principal's token is refused `403`, before the SDK reads it.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub use crate::caller::{Principal, principal};
+
+/// The future a [`TokenVerifier`] returns.
+pub type VerifyFuture<'a> = Pin<Box<dyn Future<Output = Result<Principal, TokenError>> + Send + 'a>>;
+
+/// Why a token was refused. Its text goes to the client as the `error_description`, so it says what is wrong
+/// with the token, never anything of the server's keys or configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenError {
+    description: String,
+}
+
+impl TokenError {
+    /// A refusal saying `description`.
+    pub fn new(description: impl Into<String>) -> TokenError {
+        TokenError { description: description.into() }
+    }
+
+    /// What is wrong with the token.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+}
+
+impl fmt::Display for TokenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.description)
+    }
+}
+
+impl std::error::Error for TokenError {}
+
+/// Checks a bearer token and says whom it speaks for.
+pub trait TokenVerifier: Send + Sync {
+    /// The principal of `token`, or why it is refused.
+    fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a>;
+}
+
+/// Fixed bearer tokens, each for one principal: for a small deployment without an authorization server. Tokens
+/// are compared in constant time.
+#[derive(Clone, Default)]
+pub struct StaticTokens {
+    tokens: Vec<(Vec<u8>, Principal)>,
+}
+
+impl fmt::Debug for StaticTokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let subjects: Vec<&str> = self.tokens.iter().map(|(_, p)| p.subject.as_str()).collect();
+        f.debug_struct("StaticTokens").field("subjects", &subjects).finish()
+    }
+}
+
+impl StaticTokens {
+    /// No tokens.
+    pub fn new() -> StaticTokens {
+        StaticTokens::default()
+    }
+
+    /// Accepts `token` for `principal`.
+    #[must_use]
+    pub fn token(mut self, token: impl AsRef<str>, principal: Principal) -> StaticTokens {
+        self.tokens.push((token.as_ref().as_bytes().to_vec(), principal));
+        self
+    }
+}
+
+/// Equal bytes, compared in time that depends only on the lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl TokenVerifier for StaticTokens {
+    fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a> {
+        // Every token is compared, whichever matches.
+        let mut found = None;
+        for (known, principal) in &self.tokens {
+            if constant_time_eq(known, token.as_bytes()) {
+                found = Some(principal.clone());
+            }
+        }
+        Box::pin(async move { found.ok_or_else(|| TokenError::new("the token is not valid")) })
+    }
+}
+
+/// Where a [`JwtVerifier`] finds its keys.
+enum Keys {
+    /// A fixed set (a file, or JSON given inline).
+    Fixed(Arc<HashMap<String, (DecodingKey, Algorithm)>>),
+    /// Fetched from a URL, cached, and fetched again when a token names a key the cache lacks (at most once per
+    /// `refetch_after`).
+    Url { url: String, client: reqwest::Client, cache: Mutex<Cached> },
+}
+
+#[derive(Default)]
+struct Cached {
+    keys: Arc<HashMap<String, (DecodingKey, Algorithm)>>,
+    fetched: Option<Instant>,
+}
+
+/// JWT access tokens checked against a JWKS: the signature with the key the token's `kid` names, the algorithm
+/// against an allowlist of asymmetric ones (never `none`, never HMAC: a public key is no secret), the issuer, the
+/// audience (this server's resource URI, RFC 8707), `exp` (required) and `nbf` with a small leeway, and that the
+/// token has a subject.
+pub struct JwtVerifier {
+    issuer: String,
+    audience: String,
+    keys: Keys,
+    algorithms: Vec<Algorithm>,
+    leeway: Duration,
+    refetch_after: Duration,
+}
+
+impl fmt::Debug for JwtVerifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys = match &self.keys {
+            Keys::Fixed(k) => format!("{} fixed keys", k.len()),
+            Keys::Url { url, .. } => format!("from {url}"),
+        };
+        f.debug_struct("JwtVerifier")
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field("keys", &keys)
+            .field("algorithms", &self.algorithms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a [`JwtVerifier`] could not be made.
+#[derive(Debug)]
+pub struct AuthConfigError(String);
+
+impl fmt::Display for AuthConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AuthConfigError {}
+
+/// The asymmetric algorithms a token may be signed with by default.
+pub const DEFAULT_ALGORITHMS: [Algorithm; 7] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+
+/// The keys of a JWKS document that can verify tokens, by `kid`: RSA, EC and OKP keys for signing, each with the
+/// algorithm it is for (its `alg`, or the one its type and curve imply). Octet (HMAC) keys and keys without a
+/// `kid` are left out.
+fn usable_keys(set: &JwkSet) -> HashMap<String, (DecodingKey, Algorithm)> {
+    let mut keys = HashMap::new();
+    for jwk in &set.keys {
+        let Some(kid) = jwk.common.key_id.clone() else { continue };
+        if matches!(jwk.algorithm, AlgorithmParameters::OctetKey(_)) {
+            continue;
+        }
+        let Some(alg) = key_algorithm(jwk) else { continue };
+        if let Ok(key) = DecodingKey::from_jwk(jwk) {
+            keys.insert(kid, (key, alg));
+        }
+    }
+    keys
+}
+
+/// The algorithm a key is for.
+fn key_algorithm(jwk: &Jwk) -> Option<Algorithm> {
+    use jsonwebtoken::jwk::{EllipticCurve, KeyAlgorithm};
+    if let Some(alg) = jwk.common.key_algorithm {
+        return match alg {
+            KeyAlgorithm::RS256 => Some(Algorithm::RS256),
+            KeyAlgorithm::RS384 => Some(Algorithm::RS384),
+            KeyAlgorithm::RS512 => Some(Algorithm::RS512),
+            KeyAlgorithm::PS256 => Some(Algorithm::PS256),
+            KeyAlgorithm::PS384 => Some(Algorithm::PS384),
+            KeyAlgorithm::PS512 => Some(Algorithm::PS512),
+            KeyAlgorithm::ES256 => Some(Algorithm::ES256),
+            KeyAlgorithm::ES384 => Some(Algorithm::ES384),
+            KeyAlgorithm::EdDSA => Some(Algorithm::EdDSA),
+            _ => None,
+        };
+    }
+    match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => Some(Algorithm::RS256),
+        AlgorithmParameters::EllipticCurve(ec) => match ec.curve {
+            EllipticCurve::P256 => Some(Algorithm::ES256),
+            EllipticCurve::P384 => Some(Algorithm::ES384),
+            _ => None,
+        },
+        AlgorithmParameters::OctetKeyPair(_) => Some(Algorithm::EdDSA),
+        _ => None,
+    }
+}
+
+fn parse_jwks(text: &str) -> Result<HashMap<String, (DecodingKey, Algorithm)>, AuthConfigError> {
+    let set: JwkSet =
+        serde_json::from_str(text).map_err(|e| AuthConfigError(format!("the JWKS is not a JWK set: {e}")))?;
+    Ok(usable_keys(&set))
+}
+
+impl JwtVerifier {
+    fn new(issuer: &str, audience: &str, keys: Keys) -> JwtVerifier {
+        JwtVerifier {
+            issuer: issuer.to_owned(),
+            audience: audience.to_owned(),
+            keys,
+            algorithms: DEFAULT_ALGORITHMS.to_vec(),
+            leeway: Duration::from_secs(30),
+            refetch_after: Duration::from_secs(30),
+        }
+    }
+
+    /// Tokens from `issuer` for `audience` (this server's resource URI), checked with the keys of the JWKS document
+    /// `jwks` (JSON text).
+    ///
+    /// # Errors
+    ///
+    /// When `jwks` is not a JWK set, or holds no key that can verify a token.
+    pub fn from_jwks_json(issuer: &str, audience: &str, jwks: &str) -> Result<JwtVerifier, AuthConfigError> {
+        let keys = parse_jwks(jwks)?;
+        if keys.is_empty() {
+            return Err(AuthConfigError(
+                "the JWKS holds no key that can verify a token (RSA, EC or OKP, with a kid)".into(),
+            ));
+        }
+        Ok(JwtVerifier::new(issuer, audience, Keys::Fixed(Arc::new(keys))))
+    }
+
+    /// As [`from_jwks_json`](JwtVerifier::from_jwks_json), with the document read from `path`.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be read, or as [`from_jwks_json`](JwtVerifier::from_jwks_json).
+    pub fn from_jwks_file(
+        issuer: &str,
+        audience: &str,
+        path: impl AsRef<Path>,
+    ) -> Result<JwtVerifier, AuthConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| AuthConfigError(format!("cannot read the JWKS {}: {e}", path.display())))?;
+        JwtVerifier::from_jwks_json(issuer, audience, &text)
+    }
+
+    /// Tokens from `issuer` for `audience`, checked with the keys of the JWKS at `url` (the authorization
+    /// server's `jwks_uri`): fetched on first use, kept, and fetched again when a token names a key not among
+    /// them (at most once per [`refetch_interval`](JwtVerifier::refetch_interval), 30 s by default, so that tokens
+    /// naming unknown keys cannot make the server hammer its authorization server).
+    pub fn from_jwks_url(issuer: &str, audience: &str, url: impl Into<String>) -> JwtVerifier {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        JwtVerifier::new(issuer, audience, Keys::Url { url: url.into(), client, cache: Mutex::new(Cached::default()) })
+    }
+
+    /// The algorithms a token may be signed with (default [`DEFAULT_ALGORITHMS`]); HMAC ones are ignored.
+    #[must_use]
+    pub fn algorithms(mut self, algorithms: impl IntoIterator<Item = Algorithm>) -> JwtVerifier {
+        self.algorithms = algorithms
+            .into_iter()
+            .filter(|a| !matches!(a, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512))
+            .collect();
+        self
+    }
+
+    /// For a JWKS URL: the least time between two fetches (default 30 s). A token naming a key the cached set lacks
+    /// makes the server fetch the set again only when this much time has passed since the last fetch.
+    #[must_use]
+    pub fn refetch_interval(mut self, interval: Duration) -> JwtVerifier {
+        self.refetch_after = interval;
+        self
+    }
+
+    /// The clock skew allowed on `exp` and `nbf` (default 30 s).
+    #[must_use]
+    pub fn leeway(mut self, leeway: Duration) -> JwtVerifier {
+        self.leeway = leeway;
+        self
+    }
+
+    /// The key `kid`, from the cache or (for a URL) fetched again when the cache lacks it.
+    async fn key(&self, kid: &str) -> Result<Option<(DecodingKey, Algorithm)>, TokenError> {
+        let (url, client, cache) = match &self.keys {
+            Keys::Fixed(keys) => return Ok(keys.get(kid).cloned()),
+            Keys::Url { url, client, cache } => (url, client, cache),
+        };
+        let (keys, stale) = {
+            let c = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let stale = c.fetched.is_none_or(|at| at.elapsed() >= self.refetch_after);
+            (c.keys.clone(), stale)
+        };
+        if let Some(key) = keys.get(kid) {
+            return Ok(Some(key.clone()));
+        }
+        if !stale {
+            return Ok(None);
+        }
+        let fetched = async {
+            let response = client.get(url).send().await.map_err(|e| e.to_string())?;
+            if !response.status().is_success() {
+                return Err(format!("status {}", response.status()));
+            }
+            let text = response.text().await.map_err(|e| e.to_string())?;
+            parse_jwks(&text).map_err(|e| e.to_string())
+        }
+        .await;
+        let mut c = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        c.fetched = Some(Instant::now());
+        match fetched {
+            Ok(keys) => {
+                c.keys = Arc::new(keys);
+                Ok(c.keys.get(kid).cloned())
+            }
+            Err(e) => {
+                tracing::warn!(url = %url, error = %e, "fetching the JWKS failed");
+                Err(TokenError::new("the token's key cannot be checked now"))
+            }
+        }
+    }
+}
+
+/// The claims keel reads of an access token.
+#[derive(Deserialize)]
+struct Claims {
+    sub: Option<String>,
+    iss: Option<String>,
+    client_id: Option<String>,
+    azp: Option<String>,
+    scope: Option<String>,
+    scp: Option<Value>,
+}
+
+impl TokenVerifier for JwtVerifier {
+    fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a> {
+        Box::pin(async move {
+            let header =
+                jsonwebtoken::decode_header(token).map_err(|_| TokenError::new("the token is not a signed JWT"))?;
+            if !self.algorithms.contains(&header.alg) {
+                return Err(TokenError::new(format!("tokens signed with {:?} are not accepted", header.alg)));
+            }
+            let kid = header.kid.ok_or_else(|| TokenError::new("the token names no key (kid)"))?;
+            let (key, key_alg) = self.key(&kid).await?.ok_or_else(|| TokenError::new("the token's key is unknown"))?;
+            if key_alg != header.alg {
+                return Err(TokenError::new("the token's algorithm is not its key's"));
+            }
+            let mut validation = Validation::new(header.alg);
+            validation.set_issuer(&[&self.issuer]);
+            validation.set_audience(&[&self.audience]);
+            validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+            validation.validate_nbf = true;
+            validation.leeway = self.leeway.as_secs();
+            let data = jsonwebtoken::decode::<Claims>(token, &key, &validation).map_err(|e| {
+                use jsonwebtoken::errors::ErrorKind;
+                TokenError::new(match e.kind() {
+                    ErrorKind::ExpiredSignature => "the token has expired",
+                    ErrorKind::ImmatureSignature => "the token is not valid yet",
+                    ErrorKind::InvalidAudience => "the token is for another resource",
+                    ErrorKind::InvalidIssuer => "the token is from another issuer",
+                    ErrorKind::InvalidSignature => "the token's signature does not verify",
+                    ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim (exp, iss, aud, sub)",
+                    _ => "the token is not valid",
+                })
+            })?;
+            let claims = data.claims;
+            let mut scopes: Vec<String> =
+                claims.scope.as_deref().unwrap_or_default().split_whitespace().map(str::to_owned).collect();
+            match claims.scp {
+                Some(Value::String(s)) => scopes.extend(s.split_whitespace().map(str::to_owned)),
+                Some(Value::Array(a)) => scopes.extend(a.iter().filter_map(Value::as_str).map(str::to_owned)),
+                _ => {}
+            }
+            Ok(Principal {
+                subject: claims.sub.unwrap_or_default(),
+                client_id: claims.client_id.or(claims.azp),
+                scopes,
+                issuer: claims.iss,
+            })
+        })
+    }
+}
+
+/// This server as an OAuth 2.1 protected resource: what its metadata says, and who checks its tokens.
+#[derive(Clone)]
+pub struct ResourceServer {
+    resource: String,
+    authorization_servers: Vec<String>,
+    scopes_supported: Vec<String>,
+    required_scopes: Vec<String>,
+    resource_name: Option<String>,
+    verifier: Arc<dyn TokenVerifier>,
+}
+
+impl fmt::Debug for ResourceServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResourceServer")
+            .field("resource", &self.resource)
+            .field("authorization_servers", &self.authorization_servers)
+            .field("required_scopes", &self.required_scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResourceServer {
+    /// The resource at `resource` (the MCP endpoint's canonical URI, e.g. `https://mcp.example.com/mcp`: the
+    /// audience its tokens must name), its tokens checked by `verifier`.
+    pub fn new(resource: impl Into<String>, verifier: impl TokenVerifier + 'static) -> ResourceServer {
+        ResourceServer {
+            resource: resource.into(),
+            authorization_servers: Vec::new(),
+            scopes_supported: Vec::new(),
+            required_scopes: Vec::new(),
+            resource_name: None,
+            verifier: Arc::new(verifier),
+        }
+    }
+
+    /// An authorization server that issues tokens for this resource (its issuer URL), listed in the metadata.
+    #[must_use]
+    pub fn authorization_server(mut self, issuer: impl Into<String>) -> ResourceServer {
+        self.authorization_servers.push(issuer.into());
+        self
+    }
+
+    /// The scopes the metadata lists.
+    #[must_use]
+    pub fn scopes_supported(mut self, scopes: impl IntoIterator<Item = impl Into<String>>) -> ResourceServer {
+        self.scopes_supported = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Scopes every request needs; a token without one of them is refused `403 insufficient_scope`, naming them.
+    #[must_use]
+    pub fn require_scopes(mut self, scopes: impl IntoIterator<Item = impl Into<String>>) -> ResourceServer {
+        self.required_scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// A name for people, in the metadata.
+    #[must_use]
+    pub fn resource_name(mut self, name: impl Into<String>) -> ResourceServer {
+        self.resource_name = Some(name.into());
+        self
+    }
+
+    /// The resource URI.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// The path the metadata is served at: `/.well-known/oauth-protected-resource` followed by the resource
+    /// URI's path (RFC 9728 §3.1), e.g. `/.well-known/oauth-protected-resource/mcp`.
+    pub fn metadata_path(&self) -> String {
+        let path = resource_path(&self.resource);
+        format!("/.well-known/oauth-protected-resource{}", if path == "/" { "" } else { path })
+    }
+
+    /// The metadata's URL, as `WWW-Authenticate` names it.
+    pub fn metadata_url(&self) -> String {
+        format!("{}{}", resource_origin(&self.resource), self.metadata_path())
+    }
+
+    /// The protected resource metadata document (RFC 9728).
+    pub fn metadata(&self) -> Value {
+        let mut m = json!({
+            "resource": self.resource,
+            "authorization_servers": self.authorization_servers,
+            "bearer_methods_supported": ["header"],
+        });
+        if !self.scopes_supported.is_empty() {
+            m["scopes_supported"] = json!(self.scopes_supported);
+        }
+        if let Some(name) = &self.resource_name {
+            m["resource_name"] = json!(name);
+        }
+        m
+    }
+
+    /// The `WWW-Authenticate` value of a refusal: `error` (`invalid_token`, `insufficient_scope`) with its
+    /// description, or none for a request without a token.
+    pub(crate) fn challenge(&self, error: Option<(&str, &str)>, scope: Option<&str>) -> String {
+        let quote = |s: &str| s.replace(['"', '\\'], "'");
+        let mut parts = Vec::new();
+        if let Some((error, description)) = error {
+            parts.push(format!("error=\"{error}\""));
+            parts.push(format!("error_description=\"{}\"", quote(description)));
+        }
+        let scope = scope
+            .map(str::to_owned)
+            .or_else(|| (!self.required_scopes.is_empty()).then(|| self.required_scopes.join(" ")));
+        if let Some(scope) = scope {
+            parts.push(format!("scope=\"{}\"", quote(&scope)));
+        }
+        parts.push(format!("resource_metadata=\"{}\"", self.metadata_url()));
+        format!("Bearer {}", parts.join(", "))
+    }
+
+    /// Who the request's bearer token speaks for, or the refusal: `(status, WWW-Authenticate)`.
+    pub(crate) async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, (u16, String)> {
+        let Some(value) = authorization else {
+            return Err((401, self.challenge(None, None)));
+        };
+        let token = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        let Some(token) = token else {
+            return Err((401, self.challenge(Some(("invalid_request", "use an Authorization: Bearer token")), None)));
+        };
+        let principal = match self.verifier.verify(token).await {
+            Ok(p) => p,
+            Err(e) => return Err((401, self.challenge(Some(("invalid_token", e.description())), None))),
+        };
+        let missing: Vec<&str> =
+            self.required_scopes.iter().map(String::as_str).filter(|s| !principal.has_scope(s)).collect();
+        if !missing.is_empty() {
+            let scope = self.required_scopes.join(" ");
+            let description = format!("the token lacks the scope {}", missing.join(" "));
+            return Err((403, self.challenge(Some(("insufficient_scope", &description)), Some(&scope))));
+        }
+        Ok(principal)
+    }
+}
+
+/// `https://host:port` of a URI.
+fn resource_origin(uri: &str) -> &str {
+    let after_scheme = uri.find("://").map_or(0, |i| i + 3);
+    match uri[after_scheme..].find('/') {
+        Some(i) => &uri[..after_scheme + i],
+        None => uri,
+    }
+}
+
+/// The path of a URI (`/` when it has none).
+fn resource_path(uri: &str) -> &str {
+    let origin = resource_origin(uri);
+    let path = &uri[origin.len()..];
+    let path = path.split(['?', '#']).next().unwrap_or("").trim_end_matches('/');
+    if path.is_empty() { "/" } else { path }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metadata_sits_under_the_resources_path() {
+        let rs = ResourceServer::new("https://mcp.example.com/mcp", StaticTokens::new())
+            .authorization_server("https://auth.example.com")
+            .scopes_supported(["tools.read"]);
+        assert_eq!(rs.metadata_path(), "/.well-known/oauth-protected-resource/mcp");
+        assert_eq!(rs.metadata_url(), "https://mcp.example.com/.well-known/oauth-protected-resource/mcp");
+        assert_eq!(rs.metadata()["authorization_servers"], json!(["https://auth.example.com"]));
+        let root = ResourceServer::new("https://mcp.example.com", StaticTokens::new());
+        assert_eq!(root.metadata_path(), "/.well-known/oauth-protected-resource");
+        assert_eq!(resource_path("http://127.0.0.1:9/a/b/?x"), "/a/b");
+    }
+
+    #[test]
+    fn a_challenge_quotes_what_it_says() {
+        let rs = ResourceServer::new("https://h/mcp", StaticTokens::new()).require_scopes(["a", "b"]);
+        assert_eq!(
+            rs.challenge(Some(("invalid_token", "the \"token\" expired")), None),
+            "Bearer error=\"invalid_token\", error_description=\"the 'token' expired\", scope=\"a b\", \
+             resource_metadata=\"https://h/.well-known/oauth-protected-resource/mcp\""
+        );
+    }
+
+    #[tokio::test]
+    async fn static_tokens_and_required_scopes() {
+        let tokens = StaticTokens::new()
+            .token("t-alice", Principal::new("alice", ["tools.read", "tools.call"]))
+            .token("t-bob", Principal::new("bob", ["tools.read"]));
+        let rs = ResourceServer::new("https://h/mcp", tokens).require_scopes(["tools.call"]);
+        assert_eq!(rs.authenticate(Some("Bearer t-alice")).await.unwrap().subject, "alice");
+        let (status, challenge) = rs.authenticate(Some("Bearer t-bob")).await.unwrap_err();
+        assert_eq!(status, 403);
+        assert!(challenge.contains("insufficient_scope") && challenge.contains("scope=\"tools.call\""), "{challenge}");
+        let (status, challenge) = rs.authenticate(None).await.unwrap_err();
+        assert_eq!(status, 401);
+        assert!(!challenge.contains("error="), "{challenge}");
+        let (status, challenge) = rs.authenticate(Some("Bearer t-eve")).await.unwrap_err();
+        assert_eq!((status, challenge.contains("invalid_token")), (401, true));
+        let (status, challenge) = rs.authenticate(Some("Basic dXNlcg==")).await.unwrap_err();
+        assert_eq!((status, challenge.contains("invalid_request")), (401, true));
+    }
+
+    #[test]
+    fn constant_time_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

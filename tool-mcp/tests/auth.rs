@@ -1,0 +1,310 @@
+//! keel's MCP server over Streamable HTTP as an OAuth 2.1 protected resource (feature `auth`), over real HTTP on
+//! loopback. Tokens are minted by the `jsonwebtoken` crate with ES256 keys made here (rcgen), and the server reads
+//! the public keys from a JWKS: inline, or served on loopback and fetched again when a token names a new key.
+//!
+//! `cargo test -p keel-tools-mcp --features auth --test auth`
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use keel_tools_core::{CallContext, Executor, Registry, ToolError, tool};
+use keel_tools_mcp::http::HttpConfig;
+use keel_tools_mcp::http::auth::{JwtVerifier, Principal, ResourceServer, StaticTokens};
+use keel_tools_mcp::server::McpServer;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Says whom the call is for.
+#[tool(name = "whoami", effect = "read", version = "1.0")]
+async fn whoami(ctx: CallContext) -> Result<String, ToolError> {
+    Ok(ctx.principal().unwrap_or("nobody").to_owned())
+}
+
+const ISSUER: &str = "https://auth.keel.test";
+
+/// A signing key and its public JWK under `kid`.
+struct Signer {
+    key: EncodingKey,
+    jwk: Jwk,
+    kid: String,
+}
+
+fn signer(kid: &str) -> Signer {
+    let pair = rcgen::KeyPair::generate().expect("an ES256 key");
+    let key = EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).expect("the key in PKCS#8");
+    let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).expect("its public JWK");
+    jwk.common.key_id = Some(kid.to_owned());
+    Signer { key, jwk, kid: kid.to_owned() }
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+impl Signer {
+    fn token(&self, claims: Value) -> String {
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(self.kid.clone());
+        jsonwebtoken::encode(&header, &claims, &self.key).expect("a token")
+    }
+
+    fn token_for(&self, audience: &str, subject: &str, scope: &str) -> String {
+        self.token(json!({"iss": ISSUER, "aud": audience, "sub": subject, "scope": scope, "exp": now() + 300,
+            "iat": now(), "client_id": "keel-test-client"}))
+    }
+}
+
+fn jwks(signers: &[&Signer]) -> String {
+    serde_json::to_string(&JwkSet { keys: signers.iter().map(|s| s.jwk.clone()).collect() }).unwrap()
+}
+
+/// Serves a keel MCP server with `resource` on a free loopback port; its base URL.
+async fn serve(make: impl FnOnce(String) -> ResourceServer) -> (String, CancellationToken) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let resource = make(format!("{base}/mcp"));
+    let view = Registry::from_inventory().unwrap().view().names(["whoami"]).build().unwrap();
+    let server = McpServer::new(Executor::new(view).unwrap()).unwrap();
+    let service = server.http_service(HttpConfig::default().auth(resource));
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move { service.serve(listener, "/mcp", stop).await });
+    (base, shutdown)
+}
+
+/// One JSON-RPC POST to `/mcp`: the status, the `WWW-Authenticate` and `Mcp-Session-Id` headers, and the body
+/// (the first SSE event's data when the answer is a stream).
+async fn post(
+    base: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: Value,
+) -> (u16, Option<String>, Option<String>, Value) {
+    let client = reqwest::Client::new();
+    let mut request = client
+        .post(format!("{base}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body.to_string());
+    if let Some(t) = token {
+        request = request.header("authorization", format!("Bearer {t}"));
+    }
+    if let Some(s) = session {
+        request = request.header("mcp-session-id", s);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let (challenge, session) = (header("www-authenticate"), header("mcp-session-id"));
+    let text = response.text().await.unwrap();
+    // An SSE answer starts with a priming event without data; the message is the last event with some.
+    let data = text
+        .lines()
+        .rev()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim))
+        .find(|d| !d.is_empty())
+        .unwrap_or(&text)
+        .to_owned();
+    (status, challenge, session, serde_json::from_str(&data).unwrap_or(Value::String(text)))
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {}, "clientInfo": {"name": "auth-test", "version": "1"}}})
+}
+
+/// Opens a session with `token`; its id.
+async fn open(base: &str, token: &str) -> String {
+    let (status, _, session, body) = post(base, Some(token), None, initialize()).await;
+    assert_eq!(status, 200, "{body}");
+    let session = session.expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, ..) = post(base, Some(token), Some(&session), initialized).await;
+    assert_eq!(status, 202);
+    session
+}
+
+/// Calls `whoami`: the status, and whom the tool saw (or the body, when it did not answer).
+async fn call_whoami(base: &str, token: &str, session: &str) -> (u16, Value) {
+    let call =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}});
+    let (status, _, _, body) = post(base, Some(token), Some(session), call).await;
+    let text = body.pointer("/result/content/0/text").and_then(Value::as_str);
+    match text.and_then(|t| serde_json::from_str::<Value>(t).ok()) {
+        Some(seen) => (status, seen),
+        None => (status, body),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_token_lists_and_calls_as_its_subject_and_the_metadata_says_where_to_get_one() {
+    let signer = signer("k1");
+    let keys = jwks(&[&signer]);
+    let (base, _stop) = serve(|resource| {
+        let verifier = JwtVerifier::from_jwks_json(ISSUER, &resource, &keys).unwrap();
+        ResourceServer::new(resource, verifier).authorization_server(ISSUER).scopes_supported(["tools"])
+    })
+    .await;
+    let resource = format!("{base}/mcp");
+
+    let metadata: Value =
+        reqwest::get(format!("{base}/.well-known/oauth-protected-resource/mcp")).await.unwrap().json().await.unwrap();
+    assert_eq!(metadata["resource"], resource);
+    assert_eq!(metadata["authorization_servers"], json!([ISSUER]));
+    assert_eq!(metadata["scopes_supported"], json!(["tools"]));
+
+    let (status, challenge, _, _) = post(&base, None, None, initialize()).await;
+    assert_eq!(status, 401);
+    let challenge = challenge.expect("WWW-Authenticate");
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""),
+        "no error for a request without a token"
+    );
+
+    let token = signer.token_for(&resource, "alice", "tools");
+    let session = open(&base, &token).await;
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let (status, _, _, body) = post(&base, Some(&token), Some(&session), list).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["tools"][0]["name"], "whoami");
+    assert_eq!(call_whoami(&base, &token, &session).await, (200, json!("alice")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_that_do_not_verify_are_refused_and_say_why() {
+    let (trusted, stranger, unknown) = (signer("k1"), signer("k1"), signer("k2"));
+    let keys = jwks(&[&trusted]);
+    let (base, _stop) = serve(|resource| {
+        ResourceServer::new(resource.clone(), JwtVerifier::from_jwks_json(ISSUER, &resource, &keys).unwrap())
+    })
+    .await;
+    let resource = format!("{base}/mcp");
+    let claims = |aud: &str, iss: &str, exp: u64| json!({"iss": iss, "aud": aud, "sub": "alice", "exp": exp});
+    let b64 = |v: Value| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+    };
+    let unsigned = format!(
+        "{}.{}.",
+        b64(json!({"alg": "none", "typ": "JWT", "kid": "k1"})),
+        b64(claims(&resource, ISSUER, now() + 300))
+    );
+    // The classic confusion: HS256 with the public key's bytes as the secret.
+    let public = serde_json::to_vec(&trusted.jwk).unwrap();
+    let mut hs = Header::new(Algorithm::HS256);
+    hs.kid = Some("k1".into());
+    let hmac =
+        jsonwebtoken::encode(&hs, &claims(&resource, ISSUER, now() + 300), &EncodingKey::from_secret(&public).unwrap())
+            .unwrap();
+    let cases = [
+        ("expired", trusted.token(claims(&resource, ISSUER, now() - 600)), "expired"),
+        (
+            "another audience",
+            trusted.token(claims("https://other.example/mcp", ISSUER, now() + 300)),
+            "another resource",
+        ),
+        ("another issuer", trusted.token(claims(&resource, "https://evil.example", now() + 300)), "another issuer"),
+        ("another key, same kid", stranger.token(claims(&resource, ISSUER, now() + 300)), "signature"),
+        ("an unknown kid", unknown.token(claims(&resource, ISSUER, now() + 300)), "unknown"),
+        ("alg none", unsigned, "not a signed JWT"),
+        ("HS256 with the public key", hmac, "not accepted"),
+        ("not a JWT", "abc.def".to_owned(), "not a signed JWT"),
+        ("no subject", trusted.token(json!({"iss": ISSUER, "aud": resource, "exp": now() + 300})), "required claim"),
+    ];
+    for (what, token, says) in cases {
+        let (status, challenge, session, body) = post(&base, Some(&token), None, initialize()).await;
+        assert_eq!(status, 401, "{what}: {body}");
+        assert!(session.is_none(), "{what}: no session for a refused token");
+        let challenge = challenge.unwrap_or_default();
+        assert!(challenge.contains("error=\"invalid_token\"") && challenge.contains(says), "{what}: {challenge}");
+        assert!(challenge.contains("resource_metadata=\""), "{what}: {challenge}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scope_every_call_needs_and_a_session_of_another_principal_are_refused() {
+    let tokens = StaticTokens::new()
+        .token("t-alice", Principal::new("alice", ["tools.call"]))
+        .token("t-bob", Principal::new("bob", ["tools.call"]))
+        .token("t-carol", Principal::new("carol", ["tools.read"]));
+    let (base, _stop) = serve(|resource| ResourceServer::new(resource, tokens).require_scopes(["tools.call"])).await;
+    let (status, challenge, _, _) = post(&base, Some("t-carol"), None, initialize()).await;
+    assert_eq!(status, 403);
+    let challenge = challenge.unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"tools.call\""),
+        "{challenge}"
+    );
+
+    let alice = open(&base, "t-alice").await;
+    assert_eq!(call_whoami(&base, "t-alice", &alice).await, (200, json!("alice")));
+    // Bob's token on Alice's session: refused before the server reads it, and nothing runs.
+    let (status, body) = call_whoami(&base, "t-bob", &alice).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.as_str().is_some_and(|t| t.contains("another principal")), "{body}");
+    let bob = open(&base, "t-bob").await;
+    assert_eq!(call_whoami(&base, "t-bob", &bob).await, (200, json!("bob")));
+}
+
+/// Serves `document` (shared, so a test can rotate it) at `/jwks.json`; the URL, and how many times it was fetched.
+async fn serve_jwks(document: Arc<Mutex<String>>) -> (String, Arc<Mutex<usize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let fetched = Arc::new(Mutex::new(0));
+    let count = fetched.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let (document, count) = (document.clone(), count.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req: Request<hyper::body::Incoming>| {
+                    *count.lock().unwrap() += 1;
+                    let body = document.lock().unwrap().clone();
+                    async move { Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(body)))) }
+                });
+                let _ =
+                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    (url, fetched)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jwks_url_is_fetched_once_and_again_for_a_new_key() {
+    let first = signer("k1");
+    let document = Arc::new(Mutex::new(jwks(&[&first])));
+    let (url, fetched) = serve_jwks(document.clone()).await;
+    let (base, _stop) = serve(|resource| {
+        let verifier = JwtVerifier::from_jwks_url(ISSUER, &resource, url).refetch_interval(Duration::from_millis(300));
+        ResourceServer::new(resource, verifier)
+    })
+    .await;
+    let resource = format!("{base}/mcp");
+    let token = first.token_for(&resource, "alice", "");
+    open(&base, &token).await;
+    open(&base, &token).await;
+    assert_eq!(*fetched.lock().unwrap(), 1, "the keys are kept");
+    // The authorization server rotates to a new key: the first token naming it makes the server fetch again (once
+    // the refetch interval since the last fetch has passed).
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let second = signer("k2");
+    *document.lock().unwrap() = jwks(&[&first, &second]);
+    open(&base, &second.token_for(&resource, "bob", "")).await;
+    assert_eq!(*fetched.lock().unwrap(), 2);
+    // A key nobody has is not fetched for again at once: no request can make the server hammer its JWKS.
+    let (status, ..) = post(&base, Some(&signer("k3").token_for(&resource, "eve", "")), None, initialize()).await;
+    assert_eq!(status, 401);
+    let (status, ..) = post(&base, Some(&signer("k4").token_for(&resource, "eve", "")), None, initialize()).await;
+    assert_eq!(status, 401);
+    assert_eq!(*fetched.lock().unwrap(), 2, "refetching is rate-limited");
+}
