@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The providers' own Python SDKs, for tests/provider_sdks/check.py (run by tests/tests/provider_sdks.rs): creates
+# The providers' own Python SDKs, for tests/provider_sdks/check.py (run by tests/tests/provider_sdks.rs) and
+# streams.py (tests/tests/provider_streams.rs), with the MCP SDK and PyJWT for tests/mcp/python_auth.py
+# (tests/tests/mcp_auth_peers.rs): creates
 # the venv target/provider-venv (nothing committed) and installs the pinned versions below, or reuses the venv
 # when it already has exactly them. Run from anywhere; exits non-zero on any failure.
 #
@@ -16,6 +18,8 @@ PINS=(
     "google-genai==3.6.1"
     "mcp==2.3.0"
     "jsonschema==4.26.0"
+    "PyJWT==2.15.1"
+    "cryptography==51.0.1"
 )
 VENV=target/provider-venv
 STAMP=$VENV/keel-pins.txt

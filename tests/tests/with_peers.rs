@@ -27,6 +27,8 @@ mod catalog_postgres_tls;
 mod catalog_replicas;
 #[path = "catalog_rows.rs"]
 mod catalog_rows;
+#[path = "mcp_auth_peers.rs"]
+mod mcp_auth_peers;
 #[path = "mcp_forwarder.rs"]
 mod mcp_forwarder;
 #[path = "provider_sdks.rs"]
