@@ -642,3 +642,50 @@ async fn compiled_results_are_judged_against_their_result_schema() {
         }
     }
 }
+
+/// Reopens a closed incident.
+#[tool(name = "calls.reopen", effect = "read", version = "1.0", scopes = ["incidents.write"])]
+fn reopen(incident_id: String, ctx: CallContext) -> String {
+    record(&ctx);
+    incident_id
+}
+
+/// A tool's scopes are checked after the arguments and before the policy: a caller granted other scopes is refused
+/// `insufficient_scope` naming the scope, and the handler never runs; a caller granted it runs; a call made without
+/// granted scopes (the host's own) is not checked.
+#[tokio::test]
+async fn a_caller_without_the_tools_scope_is_refused_and_nothing_runs() {
+    let registry = Registry::from_inventory().unwrap();
+    let executor = Executor::new(registry.view().names(["calls.reopen"]).build().unwrap()).unwrap();
+    let call = |id: &str| ToolCall::new(id, "calls.reopen", json!({"incident_id": "INC-1"}));
+    let reader = CallOptions::new().granted_scopes(["incidents.read"]);
+    let refused = executor.call_with(call("scope-1"), &reader).await;
+    assert_eq!((refused.code(), refused.executed), (Some("insufficient_scope"), false));
+    let body = refused.error().unwrap();
+    assert_eq!(body.details, Some(json!({"scope": "incidents.write", "required": ["incidents.write"]})));
+    assert_eq!(runs("scope-1"), 0);
+    // Arguments come first: a bad call without the scope is `invalid_arguments`, as for anyone.
+    let bad = executor.call_with(ToolCall::new("scope-2", "calls.reopen", json!({})), &reader).await;
+    assert_eq!(bad.code(), Some("invalid_arguments"));
+    let writer = CallOptions::new().granted_scopes(["incidents.read", "incidents.write"]);
+    let ran = executor.call_with(call("scope-3"), &writer).await;
+    assert!(ran.is_ok(), "{ran:?}");
+    assert_eq!(runs("scope-3"), 1);
+    let host = executor.call(call("scope-4")).await;
+    assert!(host.is_ok(), "{host:?}");
+    let def = registry.get("calls.reopen").unwrap();
+    assert_eq!(def.scopes().collect::<Vec<_>>(), ["incidents.write"]);
+    assert!(def.allowed_with(&["incidents.write"]) && !def.allowed_with::<&str>(&[]));
+}
+
+#[test]
+fn a_run_time_definition_with_a_scope_that_is_not_a_token_is_refused() {
+    use keel_tools_core::definition::{DefinitionError, ToolDefinition};
+    let built = ToolDefinition::builder("calls.dynamic")
+        .description("Does something.")
+        .scope("ok.scope")
+        .scope("not ok")
+        .handler(|_a, _c| async { Ok::<_, ToolError>(json!(null)) })
+        .build();
+    assert_eq!(built.err(), Some(DefinitionError::Scope("calls.dynamic".into(), "not ok".into())));
+}

@@ -57,6 +57,9 @@ executor_codes! {
     ApprovalRequired => "approval_required",
     /// The policy refused the call.
     PolicyDenied => "policy_denied",
+    /// The caller was not granted a scope the tool needs ([`ToolDefinition::scopes`](crate::definition::ToolDefinition::scopes));
+    /// the details name it.
+    InsufficientScope => "insufficient_scope",
     /// The handler failed with an internal error (or panicked); the detail went to the operator.
     ToolInternalError => "tool_internal_error",
     /// The result does not match the result schema, or exceeds the output limits.

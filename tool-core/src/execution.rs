@@ -27,8 +27,8 @@ mod bodies;
 mod handler;
 mod index;
 use bodies::{
-    Failed, approval_body, cancelled_body, denied_body, invalid_arguments_body, timed_out_body, unknown_tool,
-    unreadable_arguments,
+    Failed, approval_body, cancelled_body, denied_body, insufficient_scope_body, invalid_arguments_body,
+    timed_out_body, unknown_tool, unreadable_arguments,
 };
 use handler::{Deadline, Fault, HandlerOutcome, Started, run_inline, settle, start};
 use index::NameIndex;
@@ -394,6 +394,7 @@ pub struct CallOptions {
     notifier: Option<Arc<dyn Notifier>>,
     input: Option<Arc<dyn ClientInput>>,
     admitted: Option<Arc<dyn Fn() + Send + Sync>>,
+    granted_scopes: Option<Arc<[Arc<str>]>>,
 }
 
 impl fmt::Debug for CallOptions {
@@ -447,6 +448,17 @@ impl CallOptions {
     /// The principal set with [`CallOptions::principal`], if any.
     pub fn get_principal(&self) -> Option<&str> {
         self.principal.as_deref()
+    }
+    /// The OAuth scopes the caller was granted (by its access token): a tool that needs a scope not among them
+    /// ([`ToolDefinition::scopes`]) is refused `insufficient_scope`, before the policy, and never runs. Without
+    /// it (a host's own call, a transport without authentication) no scope is checked.
+    pub fn granted_scopes(mut self, scopes: impl IntoIterator<Item = impl Into<Arc<str>>>) -> Self {
+        self.granted_scopes = Some(scopes.into_iter().map(Into::into).collect());
+        self
+    }
+    /// The scopes set with [`CallOptions::granted_scopes`], if any.
+    pub fn get_granted_scopes(&self) -> Option<&[Arc<str>]> {
+        self.granted_scopes.as_deref()
     }
     /// The stream set with [`CallOptions::stream`], if any.
     pub fn get_stream(&self) -> Option<&str> {
@@ -804,6 +816,12 @@ impl Executor {
     /// required, the arguments move into the result's details (what to approve).
     #[inline(always)]
     fn authorize(&self, def: &ToolDefinition, arguments: &mut Value, options: &CallOptions) -> Result<(), Failed> {
+        if !def.scopes.is_empty()
+            && let Some(granted) = &options.granted_scopes
+            && let Some(missing) = def.scopes.iter().find(|needed| !granted.iter().any(|g| **g == **needed))
+        {
+            return Err(Failed::before(insufficient_scope_body(def, missing)));
+        }
         let request =
             PolicyRequest { tool: def, arguments, tenant: options.tenant.as_deref(), approvals: &options.approvals };
         match self.inner.policy.decide(&request) {

@@ -183,6 +183,7 @@ where
 /// |---|---|
 /// | `unknown_tool`, `policy_denied` | `error`: the model asked for something it may not have |
 /// | `approval_required`, `approval_expired`, `approval_stale` | `needs_input`: a human must approve (again) |
+/// | `insufficient_scope` | `needs_input`: the caller must be granted the scope (an OAuth step-up) |
 /// | `approval_denied` | `continue`: the model reads why, and may do something else |
 /// | `retry` or `invalid_arguments` of a tool that has now asked for more than `max_retries` repairs | `error` |
 /// | any other failure of a tool that has now failed more than `max_retries` times | `error` |
@@ -196,7 +197,9 @@ impl Decider for DefaultDecider {
     fn decide(&self, obs: &ToolResult, state: &RunState, stop: &StopPolicy) -> Decision {
         match obs.error().map(|e| e.code.as_str()) {
             Some("unknown_tool" | "policy_denied") => Decision::Error,
-            Some("approval_required" | "approval_expired" | "approval_stale") => Decision::NeedsInput,
+            Some("approval_required" | "approval_expired" | "approval_stale" | "insufficient_scope") => {
+                Decision::NeedsInput
+            }
             Some("approval_denied") => Decision::Continue,
             Some("retry" | "invalid_arguments") if state.retries(&obs.tool_name) > stop.max_retries => Decision::Error,
             Some("retry" | "invalid_arguments") => Decision::Continue,

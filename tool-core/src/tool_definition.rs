@@ -184,6 +184,7 @@ pub struct StaticTool {
     pub task_start: TaskStart,
     pub timeout_ms: Option<u64>,
     pub tags: &'static [&'static str],
+    pub scopes: &'static [&'static str],
     pub location: SourceLocation,
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
@@ -233,6 +234,7 @@ pub struct ToolDefinition {
     pub(crate) task_start: TaskStart,
     pub(crate) timeout: Option<Duration>,
     pub(crate) tags: Vec<Cow<'static, str>>,
+    pub(crate) scopes: Vec<Cow<'static, str>>,
     pub(crate) origin: Origin,
     pub(crate) input_schema: SchemaSource,
     pub(crate) output_schema: Option<SchemaSource>,
@@ -279,6 +281,7 @@ impl ToolDefinition {
             task_start: TaskStart::Admission,
             timeout: None,
             tags: Vec::new(),
+            scopes: Vec::new(),
             source: Cow::Borrowed("builder"),
             input_schema: None,
             output_schema: None,
@@ -309,6 +312,7 @@ impl ToolDefinition {
             task_start: t.task_start,
             timeout: t.timeout_ms.map(Duration::from_millis),
             tags: t.tags.iter().map(|t| Cow::Borrowed(*t)).collect(),
+            scopes: t.scopes.iter().map(|s| Cow::Borrowed(*s)).collect(),
             origin: Origin::Compiled { location: t.location, fn_name: t.fn_name },
             input_schema: SchemaSource::Generated(t.input_schema),
             output_schema: Some(SchemaSource::Generated(t.output_schema)),
@@ -382,6 +386,16 @@ impl ToolDefinition {
     pub fn has_tag(&self, tag: &str) -> bool {
         self.tags.iter().any(|t| t == tag)
     }
+    /// The OAuth scopes a caller needs to call the tool (`#[tool(scopes = [...])]`): all of them. A caller whose
+    /// granted scopes ([`CallOptions::granted_scopes`](crate::executor::CallOptions::granted_scopes)) lack one is
+    /// refused `insufficient_scope`, and never shown the tool by a server that lists per caller.
+    pub fn scopes(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.scopes.iter().map(|s| s.as_ref())
+    }
+    /// Whether a caller granted `granted` may call the tool: it holds every scope the tool needs.
+    pub fn allowed_with<S: AsRef<str>>(&self, granted: &[S]) -> bool {
+        self.scopes.iter().all(|needed| granted.iter().any(|g| g.as_ref() == needed))
+    }
     /// Where the definition came from.
     pub fn origin(&self) -> &Origin {
         &self.origin
@@ -424,6 +438,7 @@ impl ToolDefinition {
             task_start: self.task_start,
             timeout: self.timeout,
             tags: self.tags.clone(),
+            scopes: self.scopes.clone(),
             origin: self.origin.clone(),
             input_schema: self.input_schema.clone(),
             output_schema: self.output_schema.clone(),
@@ -473,6 +488,7 @@ impl ToolDefinition {
             task_start: self.task_start,
             timeout: self.timeout,
             tags: self.tags.clone(),
+            scopes: self.scopes.clone(),
             origin: self.origin.clone(),
             input_schema: SchemaSource::Value(input_schema),
             output_schema: self.output_schema.clone(),
@@ -499,6 +515,7 @@ pub struct ToolDefinitionBuilder {
     task_start: TaskStart,
     timeout: Option<Duration>,
     tags: Vec<Cow<'static, str>>,
+    scopes: Vec<Cow<'static, str>>,
     source: Cow<'static, str>,
     input_schema: Option<Value>,
     output_schema: Option<Value>,
@@ -520,6 +537,8 @@ pub enum DefinitionError {
     MissingHandler(String),
     /// The input schema is not an object schema.
     InputNotObject(String),
+    /// A scope is not an OAuth scope token: `(tool, scope)`.
+    Scope(String, String),
 }
 
 impl fmt::Display for DefinitionError {
@@ -535,6 +554,10 @@ impl fmt::Display for DefinitionError {
             DefinitionError::MissingHandler(n) => {
                 write!(f, "tool `{n}` has no handler; call .handler(..)")
             }
+            DefinitionError::Scope(n, scope) => write!(
+                f,
+                "tool `{n}`: scope {scope:?} is not an OAuth scope token (printable ASCII without spaces, quotes or \\)"
+            ),
             DefinitionError::InputNotObject(n) => write!(
                 f,
                 "tool `{n}`: the input schema must describe a JSON object (\"type\": \"object\"); \
@@ -587,6 +610,11 @@ impl ToolDefinitionBuilder {
         self.tags.push(t.into());
         self
     }
+    /// An OAuth scope a caller needs to call the tool (see [`ToolDefinition::scopes`]); checked by `build`.
+    pub fn scope(mut self, s: impl Into<Cow<'static, str>>) -> Self {
+        self.scopes.push(s.into());
+        self
+    }
     /// A label of who built this definition, shown in duplicate-name errors.
     pub fn source(mut self, s: impl Into<Cow<'static, str>>) -> Self {
         self.source = s.into();
@@ -630,6 +658,9 @@ impl ToolDefinitionBuilder {
         if input.get("type").and_then(Value::as_str) != Some("object") {
             return Err(DefinitionError::InputNotObject(self.name.into_owned()));
         }
+        if let Some(bad) = self.scopes.iter().find(|s| !keel_tools_names::is_valid_scope(s)) {
+            return Err(DefinitionError::Scope(self.name.into_owned(), bad.to_string()));
+        }
         Ok(ToolDefinition {
             wire_name: name::to_wire(&self.name),
             name: self.name,
@@ -641,6 +672,7 @@ impl ToolDefinitionBuilder {
             effect: self.effect,
             timeout: self.timeout,
             tags: self.tags,
+            scopes: self.scopes,
             origin: Origin::Dynamic { source: self.source },
             input_schema: SchemaSource::Value(input),
             output_schema: self.output_schema.map(SchemaSource::Value),

@@ -8,7 +8,7 @@ use syn::{Expr, ExprLit, Lit, Meta, Token};
 use crate::ctxt::Ctxt;
 
 pub const KEYS: &str =
-    "effect, version, name, description, idempotent, timeout_ms, tags, blocking, task, task_start, crate";
+    "effect, version, name, description, idempotent, timeout_ms, tags, scopes, blocking, task, task_start, crate";
 
 /// A value with the span of its literal.
 pub struct Spanned<T> {
@@ -39,6 +39,7 @@ pub struct ToolAttr {
     pub idempotent: Option<Spanned<bool>>,
     pub timeout_ms: Option<Spanned<u64>>,
     pub tags: Option<Spanned<Vec<String>>>,
+    pub scopes: Option<Spanned<Vec<String>>>,
     pub blocking: Option<Spanned<bool>>,
     pub task: Option<Spanned<Task>>,
     /// `task_start = "handler"`: the handler says when the call becomes a task.
@@ -70,6 +71,7 @@ fn value_example(key: &str) -> &'static str {
         "idempotent" => "idempotent = true",
         "timeout_ms" => "timeout_ms = 5000",
         "tags" => "tags = [\"incident\"]",
+        "scopes" => "scopes = [\"tickets.write\"]",
         "blocking" => "blocking = true",
         "task" => "task = \"optional\"",
         "task_start" => "task_start = \"handler\"",
@@ -86,6 +88,7 @@ const KNOWN: &[&str] = &[
     "idempotent",
     "timeout_ms",
     "tags",
+    "scopes",
     "blocking",
     "task",
     "task_start",
@@ -311,6 +314,48 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
                     }
                 };
                 set(&mut attr.tags, parsed);
+            }
+            "scopes" => {
+                let parsed = match v {
+                    Expr::Array(arr) => {
+                        let mut scopes = Vec::new();
+                        let mut ok = true;
+                        for elem in &arr.elems {
+                            match lit_of(elem) {
+                                Some(Lit::Str(s)) if keel_tools_names::is_valid_scope(&s.value()) => {
+                                    scopes.push(s.value());
+                                }
+                                Some(Lit::Str(s)) => {
+                                    cx.error_spanned_by(
+                                        s,
+                                        format!(
+                                            "{:?} is not an OAuth scope: write one token of printable ASCII without \
+                                             spaces, quotes or backslashes, e.g. \"tickets.write\"",
+                                            s.value()
+                                        ),
+                                    );
+                                    ok = false;
+                                }
+                                _ => {
+                                    cx.error_spanned_by(
+                                        elem,
+                                        "scopes are string literals, e.g. `scopes = [\"tickets.write\"]`",
+                                    );
+                                    ok = false;
+                                }
+                            }
+                        }
+                        ok.then(|| Spanned { value: scopes, span: arr.span() })
+                    }
+                    _ => {
+                        cx.error_spanned_by(
+                            v,
+                            "`scopes` takes an array of string literals, e.g. `scopes = [\"tickets.write\"]`",
+                        );
+                        None
+                    }
+                };
+                set(&mut attr.scopes, parsed);
             }
             "crate" => {
                 let parsed =

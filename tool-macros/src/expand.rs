@@ -31,6 +31,7 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         quote!(#private::TaskStart::Admission)
     };
     let tags = &tool.tags;
+    let scopes = &tool.scopes;
     let effect = match tool.effect {
         Effect::Read => quote!(#private::Effect::Read),
         Effect::Write => quote!(#private::Effect::Write),
@@ -221,6 +222,7 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
                     task_start: #task_start,
                     timeout_ms: #timeout,
                     tags: &[#(#tags),*],
+                    scopes: &[#(#scopes),*],
                     location: #private::SourceLocation { file: #file, line: #line, module_path: #module_path },
                     input_schema: __keel_input_schema,
                     output_schema: __keel_output_schema,

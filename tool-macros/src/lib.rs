@@ -64,6 +64,7 @@ use quote::quote;
 /// | `idempotent = bool` | no | default: `true` for `read`, `false` otherwise |
 /// | `timeout_ms = N` | no | the tool's own timeout in milliseconds (default: the executor's) |
 /// | `tags = ["..."]` | no | for choosing views (`registry.view().tag("incident")`) |
+/// | `scopes = ["..."]` | no | OAuth scopes a caller needs (all of them); a caller granted fewer is refused `insufficient_scope`, and a protected MCP server does not list the tool to it |
 /// | `blocking = true` | no | plain fns only: run on Tokio's blocking pool instead of inline (default: `false`, inline); see below |
 /// | `crate = "path"` | no | the path of keel-tools-core when `Cargo.toml` does not name it (e.g. re-exported) |
 ///

@@ -41,6 +41,7 @@ pub struct Tool {
     pub idempotent: bool,
     pub timeout_ms: Option<u64>,
     pub tags: Vec<String>,
+    pub scopes: Vec<String>,
     pub is_async: bool,
     /// A plain fn run on the blocking pool (`blocking = true`); without the key it runs inline.
     pub blocking: bool,
@@ -338,6 +339,7 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
         idempotent: attr.idempotent.as_ref().map(|i| i.value).unwrap_or(effect == Effect::Read),
         timeout_ms: attr.timeout_ms.as_ref().map(|t| t.value),
         tags: attr.tags.as_ref().map(|t| t.value.clone()).unwrap_or_default(),
+        scopes: attr.scopes.as_ref().map(|t| t.value.clone()).unwrap_or_default(),
         is_async: sig.asyncness.is_some(),
         blocking: attr.blocking.as_ref().is_some_and(|b| b.value),
         task: attr.task.as_ref().map(|t| t.value),

@@ -580,6 +580,9 @@ pub struct McpHttpService {
     health: Option<HealthRoute>,
     #[cfg(feature = "auth")]
     auth: Option<Arc<auth::ResourceServer>>,
+    /// The server, for the scopes of the tool a `tools/call` names (on a protected server).
+    #[cfg(feature = "auth")]
+    server: McpServer,
 }
 
 /// The limits of one service, and the count of its stateless requests in flight.
@@ -693,6 +696,8 @@ impl McpServer {
             health: config.health,
             #[cfg(feature = "auth")]
             auth: config.auth.map(Arc::new),
+            #[cfg(feature = "auth")]
+            server: self.clone(),
         }
     }
 
@@ -787,6 +792,46 @@ impl McpHttpService {
         Ok((request, Some(subject)))
     }
 
+    /// On a protected server, a `tools/call` of a tool whose scopes the caller's token lacks: `403` with
+    /// `error="insufficient_scope"` and the scopes to ask for (the token's and the tool's), before anything runs.
+    #[cfg(feature = "auth")]
+    fn step_up(&self, parts: &hyper::http::request::Parts, body: &[u8]) -> Option<Response<ResponseBody>> {
+        let resource = self.auth.as_ref()?;
+        let principal = parts.extensions.get::<auth::Principal>()?;
+        #[derive(serde::Deserialize)]
+        struct Call<'a> {
+            #[serde(borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow)]
+            params: Option<Params<'a>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Params<'a> {
+            #[serde(borrow)]
+            name: Option<std::borrow::Cow<'a, str>>,
+        }
+        let call: Call<'_> = serde_json::from_slice(body).ok()?;
+        if call.method.as_deref() != Some("tools/call") {
+            return None;
+        }
+        let name = call.params?.name?;
+        let executor = self.server.executor();
+        let def = executor.view().get(&name)?;
+        if def.allowed_with(&principal.scopes) {
+            return None;
+        }
+        let missing: Vec<&str> = def.scopes().filter(|s| !principal.has_scope(s)).collect();
+        let mut wanted: Vec<&str> = principal.scopes.iter().map(String::as_str).collect();
+        wanted.extend(missing.iter().copied());
+        let description = format!("calling `{name}` needs the scope {}", missing.join(" "));
+        let challenge = resource.challenge(Some(("insufficient_scope", &description)), Some(&wanted.join(" ")));
+        let mut response = text_response(StatusCode::FORBIDDEN, format!("Forbidden: {description}\n"));
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            response.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, value);
+        }
+        Some(response)
+    }
+
     /// The protected resource metadata's path and document, on a protected server.
     #[cfg(feature = "auth")]
     pub fn protected_resource_metadata(&self) -> Option<(String, serde_json::Value)> {
@@ -814,6 +859,10 @@ impl McpHttpService {
             Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(max_body),
             Err(e) => return text_response(StatusCode::BAD_REQUEST, format!("Bad Request: {e}\n")),
         };
+        #[cfg(feature = "auth")]
+        if let Some(refusal) = self.step_up(&parts, &body) {
+            return refusal;
+        }
         let session = parts.headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default());
         let slot = match session {
             Some(id) => match self.sessions.in_flight(id) {

@@ -308,3 +308,86 @@ async fn a_jwks_url_is_fetched_once_and_again_for_a_new_key() {
     assert_eq!(status, 401);
     assert_eq!(*fetched.lock().unwrap(), 2, "refetching is rate-limited");
 }
+
+/// How many times each scoped tool ran.
+static RAN: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+
+/// Reads a ticket.
+#[tool(name = "scoped.read", effect = "read", version = "1.0", scopes = ["tickets.read"])]
+async fn scoped_read() -> Result<String, ToolError> {
+    RAN.lock().unwrap().push("scoped.read");
+    Ok("read".into())
+}
+
+/// Changes a ticket.
+#[tool(name = "scoped.write", effect = "read", version = "1.0", scopes = ["tickets.read", "tickets.write"])]
+async fn scoped_write() -> Result<String, ToolError> {
+    RAN.lock().unwrap().push("scoped.write");
+    Ok("written".into())
+}
+
+/// Says hello to anyone.
+#[tool(name = "scoped.open", effect = "read", version = "1.0")]
+async fn scoped_open() -> Result<String, ToolError> {
+    RAN.lock().unwrap().push("scoped.open");
+    Ok("open".into())
+}
+
+/// Three principals, three tools: each principal is listed exactly the tools its scopes let it call, every call
+/// of a listed tool runs, and every other call is refused `403 insufficient_scope` naming the missing scope and
+/// runs nothing: the list and the allowlist agree for every principal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_and_the_allowlist_agree_for_every_principal() {
+    let tokens = StaticTokens::new()
+        .token("t-alice", Principal::new("alice", ["tickets.read", "tickets.write"]))
+        .token("t-bob", Principal::new("bob", ["tickets.read"]))
+        .token("t-carol", Principal::new("carol", Vec::<String>::new()));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let view = Registry::from_inventory()
+        .unwrap()
+        .view()
+        .names(["scoped.read", "scoped.write", "scoped.open"])
+        .build()
+        .unwrap();
+    let server = McpServer::new(Executor::new(view).unwrap()).unwrap();
+    let protected = ResourceServer::new(format!("{base}/mcp"), tokens);
+    let service = server.http_service(HttpConfig::default().auth(protected));
+    let stop = CancellationToken::new();
+    let shutdown = stop.clone();
+    tokio::spawn(async move { service.serve(listener, "/mcp", shutdown).await });
+
+    let tools = ["scoped.open", "scoped.read", "scoped.write"];
+    for (token, may_call) in [
+        ("t-alice", &["scoped.open", "scoped.read", "scoped.write"][..]),
+        ("t-bob", &["scoped.open", "scoped.read"][..]),
+        ("t-carol", &["scoped.open"][..]),
+    ] {
+        let session = open(&base, token).await;
+        let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+        let (status, _, _, body) = post(&base, Some(token), Some(&session), list).await;
+        assert_eq!(status, 200, "{token}: {body}");
+        let listed: Vec<&str> =
+            body["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(listed, may_call, "{token}: the list");
+        for tool in tools {
+            RAN.lock().unwrap().clear();
+            let call =
+                json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": tool, "arguments": {}}});
+            let (status, challenge, _, body) = post(&base, Some(token), Some(&session), call).await;
+            if may_call.contains(&tool) {
+                assert_eq!(status, 200, "{token} {tool}: {body}");
+                assert_eq!(body["result"]["isError"], false, "{token} {tool}: {body}");
+                assert_eq!(*RAN.lock().unwrap(), [tool], "{token} {tool}");
+            } else {
+                assert_eq!(status, 403, "{token} {tool}: {body}");
+                let challenge = challenge.unwrap_or_default();
+                assert!(challenge.contains("error=\"insufficient_scope\""), "{token} {tool}: {challenge}");
+                let missing = if tool == "scoped.write" && token == "t-bob" { "tickets.write" } else { "tickets.read" };
+                assert!(challenge.contains(missing), "{token} {tool}: {challenge}");
+                assert!(RAN.lock().unwrap().is_empty(), "{token} {tool}: nothing runs");
+            }
+        }
+    }
+    stop.cancel();
+}

@@ -159,6 +159,14 @@ pub fn is_valid_version(v: &str) -> bool {
     count == 2 || count == 3
 }
 
+/// Checks an OAuth scope token (RFC 6749 §3.3): one or more printable ASCII characters other than space, `"` and
+/// `\`, at most 128 of them.
+pub fn is_valid_scope(scope: &str) -> bool {
+    !scope.is_empty()
+        && scope.len() <= 128
+        && scope.bytes().all(|b| b == 0x21 || (0x23..=0x5B).contains(&b) || (0x5D..=0x7E).contains(&b))
+}
+
 /// Parses a version into `(major, minor, patch)`; `patch` is 0 when absent.
 pub fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
     if !is_valid_version(v) {
@@ -171,6 +179,16 @@ pub fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scope_tokens() {
+        for ok in ["tickets.write", "mcp:tools", "read", "https://api.example.com/x", "a!#[]~"] {
+            assert!(is_valid_scope(ok), "{ok}");
+        }
+        for bad in ["", "two words", "quo\"te", "back\\slash", "tab\t", "é", &"x".repeat(129)] {
+            assert!(!is_valid_scope(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn accepts_the_grammar() {

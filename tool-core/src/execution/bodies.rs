@@ -66,6 +66,16 @@ pub(super) fn approval_body(def: &ToolDefinition, reason: String, arguments: Val
     ErrorBody::new(ErrorCode::ApprovalRequired, reason).with_details(Value::Object(details))
 }
 
+/// `insufficient_scope`: the scope the caller lacks, and all the tool needs.
+#[cold]
+pub(super) fn insufficient_scope_body(def: &ToolDefinition, missing: &str) -> ErrorBody {
+    let mut details = Map::with_capacity(2);
+    details.insert("scope".to_owned(), Value::String(missing.to_owned()));
+    details.insert("required".to_owned(), Value::Array(def.scopes().map(|s| Value::String(s.to_owned())).collect()));
+    ErrorBody::new(ErrorCode::InsufficientScope, format!("this call needs the scope `{missing}`"))
+        .with_details(Value::Object(details))
+}
+
 #[cold]
 pub(super) fn denied_body(reason: String) -> ErrorBody {
     ErrorBody::new(ErrorCode::PolicyDenied, reason)

@@ -72,12 +72,16 @@ impl McpSession {
             Some(f) => f(&request, &context),
             None => CallOptions::new(),
         };
-        // On a protected server, the token's subject is the call's principal unless `call_options` named one.
+        // On a protected server, the token's subject is the call's principal unless `call_options` named one,
+        // and its scopes are what the call was granted.
         #[cfg(feature = "auth")]
-        if options.get_principal().is_none()
-            && let Some(principal) = crate::caller::principal(&context)
-        {
-            options = options.principal(principal.subject.as_str());
+        if let Some(principal) = crate::caller::principal(&context) {
+            if options.get_principal().is_none() {
+                options = options.principal(principal.subject.as_str());
+            }
+            if options.get_granted_scopes().is_none() {
+                options = options.granted_scopes(principal.scopes.iter().map(String::as_str));
+            }
         }
         let listing = shared.listing();
         // A tool that may run as a task does so for a client that supports tasks; one that must refuses the others.

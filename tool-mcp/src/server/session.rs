@@ -88,9 +88,21 @@ impl ServerHandler for McpSession {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let listing = self.shared.listing();
-        Ok(ListToolsResult::with_all_items(listing.tools.clone())
-            .with_ttl_ms(self.shared.list_ttl_ms.load(Ordering::Relaxed))
-            .with_cache_scope(CacheScope::Public))
+        let ttl = self.shared.list_ttl_ms.load(Ordering::Relaxed);
+        // On a protected server, a caller is shown exactly the tools its scopes let it call, and the answer is its
+        // own to cache.
+        #[cfg(feature = "auth")]
+        if let Some(principal) = crate::caller::principal(&_context) {
+            let tools: Vec<_> = listing
+                .tools
+                .iter()
+                .zip(listing.executor.view().iter())
+                .filter(|(_, def)| def.allowed_with(&principal.scopes))
+                .map(|(tool, _)| tool.clone())
+                .collect();
+            return Ok(ListToolsResult::with_all_items(tools).with_ttl_ms(ttl).with_cache_scope(CacheScope::Private));
+        }
+        Ok(ListToolsResult::with_all_items(listing.tools.clone()).with_ttl_ms(ttl).with_cache_scope(CacheScope::Public))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -1,0 +1,9 @@
+use keel_tools_core::tool;
+
+/// Closes a ticket.
+#[tool(effect = "write", version = "1.0", scopes = "tickets.write")]
+fn close_ticket(id: String) -> String {
+    id
+}
+
+fn main() {}
