@@ -107,6 +107,39 @@ fn lit_of(expr: &Expr) -> Option<&Lit> {
     }
 }
 
+/// An array of string literals (`key = [..]`, `example` its value in the errors), each checked by `refuse`, which
+/// says what is wrong with one; every error is reported at its element's span.
+fn string_array(
+    cx: &Ctxt,
+    expr: &Expr,
+    key: &str,
+    example: &str,
+    refuse: impl Fn(&str) -> Option<String>,
+) -> Option<Spanned<Vec<String>>> {
+    let Expr::Array(arr) = expr else {
+        cx.error_spanned_by(expr, format!("`{key}` takes an array of string literals, e.g. `{key} = {example}`"));
+        return None;
+    };
+    let mut values = Vec::new();
+    let mut ok = true;
+    for elem in &arr.elems {
+        match lit_of(elem) {
+            Some(Lit::Str(s)) => match refuse(&s.value()) {
+                None => values.push(s.value()),
+                Some(why) => {
+                    cx.error_spanned_by(s, why);
+                    ok = false;
+                }
+            },
+            _ => {
+                cx.error_spanned_by(elem, format!("{key} are string literals, e.g. `{key} = {example}`"));
+                ok = false;
+            }
+        }
+    }
+    ok.then(|| Spanned { value: values, span: arr.span() })
+}
+
 fn str_lit(cx: &Ctxt, key: &str, expr: &Expr, example: &str) -> Option<Spanned<String>> {
     match lit_of(expr) {
         Some(Lit::Str(s)) => Some(Spanned { value: s.value(), span: s.span() }),
@@ -283,78 +316,20 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
                 set(&mut attr.timeout_ms, parsed);
             }
             "tags" => {
-                let parsed = match v {
-                    Expr::Array(arr) => {
-                        let mut tags = Vec::new();
-                        let mut ok = true;
-                        for elem in &arr.elems {
-                            match lit_of(elem) {
-                                Some(Lit::Str(s)) if !s.value().trim().is_empty() => tags.push(s.value()),
-                                Some(Lit::Str(s)) => {
-                                    cx.error_spanned_by(s, "a tag must not be empty");
-                                    ok = false;
-                                }
-                                _ => {
-                                    cx.error_spanned_by(
-                                        elem,
-                                        "tags are string literals, e.g. `tags = [\"incident\", \"oncall\"]`",
-                                    );
-                                    ok = false;
-                                }
-                            }
-                        }
-                        ok.then(|| Spanned { value: tags, span: arr.span() })
-                    }
-                    _ => {
-                        cx.error_spanned_by(
-                            v,
-                            "`tags` takes an array of string literals, e.g. `tags = [\"incident\"]`",
-                        );
-                        None
-                    }
-                };
+                let parsed = string_array(cx, v, "tags", "[\"incident\", \"oncall\"]", |tag| {
+                    (tag.trim().is_empty()).then(|| "a tag must not be empty".to_owned())
+                });
                 set(&mut attr.tags, parsed);
             }
             "scopes" => {
-                let parsed = match v {
-                    Expr::Array(arr) => {
-                        let mut scopes = Vec::new();
-                        let mut ok = true;
-                        for elem in &arr.elems {
-                            match lit_of(elem) {
-                                Some(Lit::Str(s)) if keel_tools_names::is_valid_scope(&s.value()) => {
-                                    scopes.push(s.value());
-                                }
-                                Some(Lit::Str(s)) => {
-                                    cx.error_spanned_by(
-                                        s,
-                                        format!(
-                                            "{:?} is not an OAuth scope: write one token of printable ASCII without \
-                                             spaces, quotes or backslashes, e.g. \"tickets.write\"",
-                                            s.value()
-                                        ),
-                                    );
-                                    ok = false;
-                                }
-                                _ => {
-                                    cx.error_spanned_by(
-                                        elem,
-                                        "scopes are string literals, e.g. `scopes = [\"tickets.write\"]`",
-                                    );
-                                    ok = false;
-                                }
-                            }
-                        }
-                        ok.then(|| Spanned { value: scopes, span: arr.span() })
-                    }
-                    _ => {
-                        cx.error_spanned_by(
-                            v,
-                            "`scopes` takes an array of string literals, e.g. `scopes = [\"tickets.write\"]`",
-                        );
-                        None
-                    }
-                };
+                let parsed = string_array(cx, v, "scopes", "[\"tickets.write\"]", |scope| {
+                    (!keel_tools_names::is_valid_scope(scope)).then(|| {
+                        format!(
+                            "{scope:?} is not an OAuth scope: write one token of printable ASCII without spaces, \
+                             quotes or backslashes, e.g. \"tickets.write\""
+                        )
+                    })
+                });
                 set(&mut attr.scopes, parsed);
             }
             "crate" => {
