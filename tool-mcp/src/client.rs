@@ -47,7 +47,8 @@ use keel_tools_core::definition::{BoxFuture, DynHandler};
 use keel_tools_core::definition::{DefinitionError, Effect, ToolDefinition};
 use keel_tools_core::{CallContext, ToolError};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion, Tool,
+    CallToolRequestParams, ClientCapabilities, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, FormElicitationCapability, Implementation, InitializeRequestParams, ProtocolVersion, Tool,
 };
 use rmcp::service::{ClientServiceExt, RunningService, ServiceError};
 use rmcp::{ClientHandler, ClientLifecycleMode, Peer, RoleClient};
@@ -55,6 +56,9 @@ use serde_json::Value;
 
 use crate::names::{self, NameMappingError};
 use crate::render;
+
+#[cfg(feature = "oauth")]
+pub mod oauth;
 
 /// Why connecting to a remote server failed. [`source`](std::error::Error::source) is the error it comes from:
 /// the SDK's `ClientInitializeError` (the handshake), `std::io::Error` (spawning the child, or a root certificate
@@ -91,6 +95,13 @@ impl std::error::Error for ConnectError {
 impl ConnectError {
     fn new(source: impl std::error::Error + Send + Sync + 'static) -> ConnectError {
         ConnectError { source: Arc::new(source) }
+    }
+
+    /// The server's `WWW-Authenticate` challenge, when it refused the connection with a `401` or `403` (an MCP
+    /// server that is an OAuth protected resource; [`HttpConnect::login`] answers it). Feature `http`.
+    #[cfg(feature = "http")]
+    pub fn auth_challenge(&self) -> Option<&str> {
+        self.source.downcast_ref::<rmcp::service::ClientInitializeError>()?.auth_challenge()
     }
 }
 
@@ -217,11 +228,63 @@ impl std::error::Error for ImportError {
 /// The rmcp client handler of a connection.
 struct KeelClient {
     info: InitializeRequestParams,
+    elicitation: Option<Arc<dyn Elicitation>>,
 }
 
 impl ClientHandler for KeelClient {
     fn get_info(&self) -> InitializeRequestParams {
         self.info.clone()
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        match &self.elicitation {
+            Some(handler) => handler.elicit(request).await,
+            None => Ok(ElicitResult::new(ElicitationAction::Decline)),
+        }
+    }
+}
+
+/// The future of an [`Elicitation`].
+pub type ElicitFuture<'a> = std::pin::Pin<Box<dyn Future<Output = Result<ElicitResult, rmcp::ErrorData>> + Send + 'a>>;
+
+/// Answers a remote server's requests for input (`elicitation/create`, or an `input_required` round of
+/// 2026-07-28 that asks for an elicitation) while a forwarded call runs; see [`HttpConnect::elicitation`].
+/// Without one, the connection does not offer elicitation, and a request that comes anyway is declined.
+pub trait Elicitation: Send + Sync + 'static {
+    /// The answer to `request`.
+    fn elicit(&self, request: ElicitRequestParams) -> ElicitFuture<'_>;
+}
+
+/// An [`Elicitation`] for an unattended forwarder: accepts a form with the defaults its schema proposes, and
+/// declines a form that requires a field without a default, and every URL elicitation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AcceptDefaults;
+
+impl Elicitation for AcceptDefaults {
+    fn elicit(&self, request: ElicitRequestParams) -> ElicitFuture<'_> {
+        Box::pin(async move {
+            let ElicitRequestParams::FormElicitationParams { requested_schema, .. } = request else {
+                return Ok(ElicitResult::new(ElicitationAction::Decline));
+            };
+            let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
+            let mut content = serde_json::Map::new();
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (name, property) in properties {
+                    if let Some(default) = property.get("default") {
+                        content.insert(name.clone(), default.clone());
+                    }
+                }
+            }
+            let required = schema.get("required").and_then(Value::as_array).into_iter().flatten();
+            if required.filter_map(Value::as_str).any(|name| !content.contains_key(name)) {
+                return Ok(ElicitResult::new(ElicitationAction::Decline));
+            }
+            Ok(ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content)))
+        })
     }
 }
 
@@ -243,7 +306,57 @@ struct Connection {
     namespace: String,
     peer: Peer<RoleClient>,
     version: String,
-    running: Mutex<Option<RunningService<RoleClient, KeelClient>>>,
+    running: Mutex<Option<Arc<RunningService<RoleClient, KeelClient>>>>,
+    /// How the connection logs in again, or steps up its scopes, when the server refuses a request.
+    #[cfg(feature = "oauth")]
+    login: Option<Arc<oauth::LoginSession>>,
+}
+
+impl Connection {
+    /// `tools/list`, every page; on a protected server, a refusal is answered once (a new login or a step-up) and
+    /// the list asked again.
+    async fn list_tools(&self) -> Result<Vec<Tool>, ServiceError> {
+        let first = self.peer.list_all_tools().await;
+        #[cfg(feature = "oauth")]
+        if let Err(e) = &first
+            && self.answer(e).await
+        {
+            return self.peer.list_all_tools().await;
+        }
+        first
+    }
+
+    /// `tools/call`, through its `input_required` rounds (2026-07-28: each round sent again with a new request
+    /// id, the server's `requestState` echoed unchanged, omitted when the server sent none); on a protected
+    /// server, a refusal is answered once (a new login or a step-up) and the call sent again. The call was refused
+    /// before it ran, so sending it again runs it at most once.
+    async fn call_tool(&self, params: CallToolRequestParams) -> Result<rmcp::model::CallToolResult, ServiceError> {
+        let running = self.running.lock().ok().and_then(|r| r.clone()).ok_or(ServiceError::TransportClosed)?;
+        #[cfg(feature = "oauth")]
+        let again = self.login.is_some().then(|| params.clone());
+        let first = running.call_tool(params).await;
+        #[cfg(feature = "oauth")]
+        if let (Err(e), Some(params)) = (&first, again)
+            && self.answer(e).await
+        {
+            return running.call_tool(params).await;
+        }
+        first
+    }
+
+    /// Whether the refusal `error` was answered (logged in again, or scopes stepped up), so that the request is
+    /// worth sending again.
+    #[cfg(feature = "oauth")]
+    async fn answer(&self, error: &ServiceError) -> bool {
+        let (Some(login), Some(challenge)) = (&self.login, error.auth_challenge()) else { return false };
+        match login.answer(challenge).await {
+            Ok(answered) => answered,
+            Err(e) => {
+                tracing::warn!(server = %self.namespace, error = %e, "the MCP server refused a request; logging in again failed");
+                false
+            }
+        }
+    }
 }
 
 /// A connection to one MCP server, imported under one namespace. Cheap to clone; the connection closes when the
@@ -271,8 +384,40 @@ impl RemoteServer {
         RemoteServer::connect_with(namespace, transport, Era::Auto).await
     }
 
+    /// Like [`RemoteServer::connect_with`], for a connection that logs in.
+    #[cfg(feature = "oauth")]
+    async fn connect_logged_in<T, E, A>(
+        namespace: &str,
+        transport: T,
+        era: Era,
+        elicitation: Option<Arc<dyn Elicitation>>,
+        login: Arc<oauth::LoginSession>,
+    ) -> Result<RemoteServer, ConnectError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let server = RemoteServer::connect_inner(namespace, transport, era, elicitation).await?;
+        let mut conn = Arc::into_inner(server.conn).expect("a new connection has no other owner");
+        conn.login = Some(login);
+        Ok(RemoteServer { conn: Arc::new(conn) })
+    }
+
     /// Like [`RemoteServer::connect`], in the protocol era `era`.
     pub async fn connect_with<T, E, A>(namespace: &str, transport: T, era: Era) -> Result<RemoteServer, ConnectError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        RemoteServer::connect_inner(namespace, transport, era, None).await
+    }
+
+    async fn connect_inner<T, E, A>(
+        namespace: &str,
+        transport: T,
+        era: Era,
+        elicitation: Option<Arc<dyn Elicitation>>,
+    ) -> Result<RemoteServer, ConnectError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
@@ -280,12 +425,15 @@ impl RemoteServer {
         if !names::is_valid_namespace(namespace) {
             return Err(ConnectError::new(NameMappingError::InvalidNamespace { namespace: namespace.to_owned() }));
         }
-        let info = InitializeRequestParams::new(
-            ClientCapabilities::default(),
-            Implementation::new("keel", env!("CARGO_PKG_VERSION")),
-        )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-        let client = KeelClient { info };
+        let mut capabilities = ClientCapabilities::default();
+        if elicitation.is_some() {
+            let mut elicit = ElicitationCapability::new();
+            elicit.form = Some(FormElicitationCapability::default());
+            capabilities.elicitation = Some(elicit);
+        }
+        let info = InitializeRequestParams::new(capabilities, Implementation::new("keel", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+        let client = KeelClient { info, elicitation };
         let lifecycle = match era {
             Era::Auto => ClientLifecycleMode::Auto {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -306,7 +454,9 @@ impl RemoteServer {
                 namespace: namespace.to_owned(),
                 peer,
                 version,
-                running: Mutex::new(Some(running)),
+                running: Mutex::new(Some(Arc::new(running))),
+                #[cfg(feature = "oauth")]
+                login: None,
             }),
         })
     }
@@ -342,7 +492,14 @@ impl RemoteServer {
     /// ```
     #[cfg(feature = "http")]
     pub fn http(url: impl Into<String>) -> HttpConnect {
-        HttpConnect { url: url.into(), roots: Vec::new() }
+        HttpConnect {
+            url: url.into(),
+            roots: Vec::new(),
+            era: Era::Auto,
+            elicitation: None,
+            #[cfg(feature = "oauth")]
+            login: None,
+        }
     }
 
     /// The protocol revision agreed with the server (`2026-07-28` when it answered `server/discover`).
@@ -362,7 +519,7 @@ impl RemoteServer {
 
     /// The server's `tools/list`, every page.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ServiceError> {
-        self.conn.peer.list_all_tools().await
+        self.conn.list_tools().await
     }
 
     /// Imports every tool with the default settings; see [`Importer`].
@@ -407,7 +564,13 @@ impl RemoteServer {
     pub async fn close(&self) {
         let running = self.conn.running.lock().ok().and_then(|mut r| r.take());
         if let Some(running) = running {
-            let _ = running.cancel().await;
+            // A call still in flight holds the service too: it is cancelled, and ends with the call.
+            match Arc::try_unwrap(running) {
+                Ok(running) => {
+                    let _ = running.cancel().await;
+                }
+                Err(running) => running.cancellation_token().cancel(),
+            }
         }
     }
 }
@@ -423,12 +586,28 @@ impl RemoteServer {
 /// to these roots, or that names another host, fails [`HttpConnect::connect`] with a [`ConnectError`] that names
 /// the certificate problem.
 #[cfg(feature = "http")]
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct HttpConnect {
     url: String,
     #[cfg_attr(not(feature = "rustls"), allow(dead_code))]
     roots: Vec<Vec<u8>>,
+    era: Era,
+    elicitation: Option<Arc<dyn Elicitation>>,
+    #[cfg(feature = "oauth")]
+    login: Option<oauth::Login>,
+}
+
+#[cfg(feature = "http")]
+impl fmt::Debug for HttpConnect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("HttpConnect");
+        d.field("url", &self.url).field("roots", &self.roots.len()).field("era", &self.era);
+        d.field("elicitation", &self.elicitation.is_some());
+        #[cfg(feature = "oauth")]
+        d.field("login", &self.login);
+        d.finish()
+    }
 }
 
 #[cfg(feature = "http")]
@@ -439,6 +618,27 @@ impl HttpConnect {
     #[cfg(feature = "rustls")]
     pub fn add_root_certificate(mut self, pem: impl AsRef<[u8]>) -> Self {
         self.roots.push(pem.as_ref().to_vec());
+        self
+    }
+
+    /// Offers elicitation to the server, answered by `handler` (e.g. [`AcceptDefaults`]). Default: not offered.
+    pub fn elicitation(mut self, handler: impl Elicitation) -> Self {
+        self.elicitation = Some(Arc::new(handler));
+        self
+    }
+
+    /// The protocol era to speak. Default: [`Era::Auto`].
+    pub fn era(mut self, era: Era) -> Self {
+        self.era = era;
+        self
+    }
+
+    /// Logs in to a server that is an OAuth 2.1 protected resource, when it asks (a `401` or `403` with a
+    /// `WWW-Authenticate` challenge): at connection, and again whenever a later request is refused. See
+    /// [`oauth`]. Feature `oauth`.
+    #[cfg(feature = "oauth")]
+    pub fn login(mut self, login: oauth::Login) -> Self {
+        self.login = Some(login);
         self
     }
 
@@ -459,12 +659,52 @@ impl HttpConnect {
         let builder = builder.tls_backend_preconfigured(tls_config(&self.roots)?);
         let client = builder.build().map_err(ConnectError::new)?;
         let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone());
+        #[cfg(feature = "oauth")]
+        if let Some(login) = self.login {
+            let own_client = !self.roots.is_empty();
+            return connect_logged_in(namespace, &self.url, self.era, self.elicitation, login, client, own_client)
+                .await;
+        }
         let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client.clone(), config);
-        match RemoteServer::connect(namespace, transport).await {
+        match RemoteServer::connect_inner(namespace, transport, self.era, self.elicitation).await {
             Ok(server) => Ok(server),
             Err(e) => Err(transport_cause(&client, &self.url).await.unwrap_or(e)),
         }
     }
+}
+
+/// Connects with `login`: the first attempt with the stored token (or none); a refusal with a challenge is
+/// answered by logging in, and the connection made again once.
+#[cfg(feature = "oauth")]
+async fn connect_logged_in(
+    namespace: &str,
+    url: &str,
+    era: Era,
+    elicitation: Option<Arc<dyn Elicitation>>,
+    login: oauth::Login,
+    client: reqwest::Client,
+    own_client_for_oauth: bool,
+) -> Result<RemoteServer, ConnectError> {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let oauth_client = own_client_for_oauth.then(|| client.clone());
+    let session =
+        oauth::LoginSession::new(url, login, client.clone(), oauth_client).await.map_err(ConnectError::new)?;
+    let session = Arc::new(session);
+    let transport = || {
+        let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+        rmcp::transport::StreamableHttpClientTransport::with_client(session.client.clone(), config)
+    };
+    let first =
+        RemoteServer::connect_logged_in(namespace, transport(), era, elicitation.clone(), session.clone()).await;
+    let challenge = match &first {
+        Ok(_) => return first,
+        Err(e) => match e.auth_challenge() {
+            Some(challenge) => challenge.to_owned(),
+            None => return Err(transport_cause(&client, url).await.unwrap_or_else(|| first.unwrap_err())),
+        },
+    };
+    session.log_in(Some(&challenge)).await.map_err(ConnectError::new)?;
+    RemoteServer::connect_logged_in(namespace, transport(), era, elicitation, session).await
 }
 
 /// The transport failure behind a failed connection, if there is one. The SDK keeps only the text of the HTTP
@@ -727,7 +967,7 @@ impl ForwarderInner {
         crate::otel::inject(&mut params.meta.get_or_insert_with(Default::default).0);
         // Dropping the request (local timeout or cancellation) sends `notifications/cancelled` to the remote.
         let outcome = tokio::select! {
-            r = self.conn.peer.call_tool(params) => r,
+            r = self.conn.call_tool(params) => r,
             () = ctx.cancellation().cancelled() => {
                 return Err(ToolError::internal(std::io::Error::other("call cancelled")));
             }
