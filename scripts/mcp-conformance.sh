@@ -11,6 +11,9 @@
 # 3. runs the suite's server scenarios of both protocol eras against it, `--requirements 2025-11-25` and
 #    `--requirements 2026-07-28` (every scenario each revision requires, extensions and pending ones included),
 #    and fails on any failed check or warning;
+#    then its client scenarios of both revisions against examples/examples/conformance_client.rs (keel's forwarders,
+#    logging in with OAuth where a scenario's server asks): every scenario a revision requires must pass with no
+#    warning (the optional extensions the suite runs without scoring are reported, not required);
 # 4. runs tests/mcp/python_client.py (official Python SDK, stdio) against the example, and tests/mcp/python_eras.py
 #    (the SDK's `Client` in both eras, over stdio and Streamable HTTP: a call, an input round trip, a task,
 #    list-changed), and tests/mcp/python_keel_serve.py (the SDK's `Client` against `keel serve` of the demo
@@ -74,10 +77,11 @@ timeout 600 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-chec
 
 echo "== mcp: build the example server"
 # With the workspace's features (`--workspace`), so that `cargo test --workspace` reuses these builds.
-cargo build --quiet --workspace --example conformance_server --bin keel-demo
+cargo build --quiet --workspace --example conformance_server --example conformance_client --bin keel-demo
 SERVER_BIN=$TARGET_DIR/debug/examples/conformance_server
+CLIENT_BIN=$TARGET_DIR/debug/examples/conformance_client
 KEEL_BIN=$TARGET_DIR/debug/keel-demo
-test -x "$SERVER_BIN" && test -x "$KEEL_BIN"
+test -x "$SERVER_BIN" && test -x "$CLIENT_BIN" && test -x "$KEEL_BIN"
 
 SERVER_PID=
 stop_server() {
@@ -129,6 +133,32 @@ for revision in "${REVISIONS[@]}"; do
     fi
 done
 stop_server
+
+for revision in "${REVISIONS[@]}"; do
+    echo "== mcp: conformance suite $CONFORMANCE_VERSION, client scenarios, --requirements $revision"
+    # The suite starts its own servers (authorization servers included) and runs examples/conformance_client
+    # against each. The scenarios a revision requires must all pass with no warning; the suite also runs, and
+    # reports without scoring, the optional extensions (client credentials, DPoP, enterprise-managed
+    # authorization, workload identity), which keel's client does not implement.
+    log=$OUT/client-requirements-$revision.log
+    suite_status=0
+    timeout 600 "$NODE" "$CONFORMANCE" client --command "$CLIENT_BIN" --requirements "$revision" \
+        -o "$OUT/results/client-$revision" >"$log" 2>&1 || suite_status=$?
+    sed -n '/=== SUITE SUMMARY ===/,$p' "$log"
+    # The scenarios listed under `Not scored` are the only ones whose failures the revision does not count.
+    unscored=$(sed -nE 's/^  [✓✗] ([a-z0-9/_-]+) \((extension|added-after-release|pending)\)$/\1/p' "$log")
+    scored_failed=$(grep -E '^✗ ' "$log" | sed -E 's/^✗ ([^:]+):.*/\1/' | grep -vxF -f <(echo "$unscored") || true)
+    scored_warned=$(grep -E '^[✓✗] [^:]+: .*[1-9][0-9]* warnings?' "$log" | sed -E 's/^[✓✗] ([^:]+):.*/\1/' \
+        | grep -vxF -f <(echo "$unscored") || true)
+    scored=$(grep -cE '^✓ ' "$log" || true)
+    echo "conformance client $revision: $scored scenario(s) passed;" \
+        "failed: ${scored_failed:-none}; with warnings: ${scored_warned:-none}"
+    if [ "$suite_status" -ne 0 ] || [ "$scored" -eq 0 ] || [ -n "$scored_failed" ] || [ -n "$scored_warned" ]; then
+        echo "mcp-conformance: client --requirements $revision did not pass cleanly (exit $suite_status); log in" \
+            "${log#"$ROOT"/}" >&2
+        status=1
+    fi
+done
 
 echo "== mcp: python client (mcp==$PY_MCP_VERSION, stdio)"
 # The server's stderr (where internal errors are logged, by design) goes to a file, not the CI log.

@@ -18,7 +18,9 @@
 //! Every tool it calls gets arguments that satisfy its input schema's required properties (the executor checks
 //! them before anything is sent), and each call is approved explicitly, as a user would approve it. A call that
 //! fails is reported on stderr; the client exits non-zero only when connecting, logging in or importing fails.
-//! The server may ask for elicitation: the client accepts with the defaults of the requested schema.
+//! The server may ask for elicitation: the client accepts with the defaults of the requested schema. A tool named
+//! `json_schema_echo` gets the input schema keel imported for the server's other tool (the suite checks that an
+//! imported schema is kept verbatim).
 
 use std::time::Duration;
 
@@ -111,7 +113,15 @@ async fn run() -> Result<(), String> {
             .map(|c| (format!("remote.{}", c.name), Value::Object(c.arguments.clone().unwrap_or_default())))
             .collect()
     };
-    for (i, (name, arguments)) in calls.into_iter().enumerate() {
+    // The suite's check that an imported schema is kept verbatim (SEP-1613, SEP-2106): its echo tool is given
+    // the input schema keel holds for the other tool, as the scenario asks.
+    let echo = "remote.json_schema_echo";
+    let focal = executor.view().iter().find(|def| def.name() != echo).map(|def| def.input_schema().clone());
+    let calls = calls.into_iter().map(|(name, arguments)| match (&focal, name == echo) {
+        (Some(schema), true) => (name, json!({ "schema": schema })),
+        _ => (name, arguments),
+    });
+    for (i, (name, arguments)) in calls.enumerate() {
         let options = CallOptions::new().approve(Approval::new(name.clone(), &arguments));
         let result = executor.call_with(ToolCall::new(format!("call-{i}"), name.clone(), arguments), &options).await;
         if result.is_ok() {
