@@ -817,7 +817,8 @@ impl McpHttpService {
         let name = call.params?.name?;
         let executor = self.server.executor();
         let def = executor.view().get(&name)?;
-        if def.allowed_with(&principal.scopes) {
+        // A tool outside the principal's view is refused as an unknown one, by the server: never named here.
+        if !self.server.visible_to(principal, &name) || def.allowed_with(&principal.scopes) {
             return None;
         }
         let missing: Vec<&str> = def.scopes().filter(|s| !principal.has_scope(s)).collect();
