@@ -139,3 +139,31 @@ async fn each_principal_lists_and_calls_exactly_its_view_in_a_session() {
 async fn each_principal_lists_and_calls_exactly_its_view_stateless() {
     list_and_call(Era::Stateless).await;
 }
+
+/// A tenant set by `call_options` wins over the view's; the view still decides what is listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_options_tenant_wins_over_the_views() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let tokens = StaticTokens::new().token("t-dave", Principal::new("dave", Vec::<String>::new()));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let view = Registry::from_inventory().unwrap().view().names(TOOLS).build().unwrap();
+    let server = McpServer::builder(Executor::new(view).unwrap())
+        .principal_view(|_: &Principal| PrincipalView::names(["pv.read"]).tenant("from-view"))
+        .call_options(|_, _| keel_tools_core::executor::CallOptions::new().tenant("from-call-options"))
+        .build()
+        .unwrap();
+    let service = server.http_service(HttpConfig::default().auth(ResourceServer::new(url.clone(), tokens)));
+    let stop = CancellationToken::new();
+    let shutdown = stop.clone();
+    tokio::spawn(async move { service.serve(listener, "/mcp", shutdown).await });
+    let peer = Peer::new(&url, Some("t-dave"), Era::Stateless);
+    assert_eq!(peer.list(1).await, ["pv.read"]);
+    RAN.lock().unwrap().clear();
+    let reply = peer.call(2, "pv.read", json!({})).await;
+    assert_eq!(reply.call_text(), Some(json!("pv.read@from-call-options")), "{reply:?}");
+    let hidden = peer.call(3, "pv.export", json!({})).await;
+    assert_eq!(hidden.body["error"]["message"], unknown_tool_message("pv.export"), "{hidden:?}");
+    assert_eq!(*RAN.lock().unwrap(), ["pv.read@from-call-options"], "only the visible call ran");
+    stop.cancel();
+}

@@ -185,6 +185,7 @@ impl RateLimits {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Client {
     /// A principal, by its subject (a protected server).
+    #[cfg_attr(not(feature = "auth"), allow(dead_code))]
     Subject(Arc<str>),
     /// A client address (a server that is not protected).
     Address(IpAddr),
