@@ -39,6 +39,8 @@
 //! - **Large bodies.** A body is read up to the executor's argument limit ([`keel_tools_core::schema::Limits::max_bytes`],
 //!   1 MiB by default; [`HttpConfig::max_body_bytes`]) and refused with `413` past it, before any of it is parsed:
 //!   at once when its `Content-Length` says so, else as soon as the bytes read pass the limit.
+//! - **Too many requests over time**, when [`HttpConfig::rate_limits`] sets any: a client's requests, and its
+//!   calls of a limited tool, past their [`RateLimits`] (`429` with `Retry-After`, none by default).
 //!
 //! No cap refuses what it has already admitted: a session, connection or call keeps its slot until it ends.
 //! The connection caps and the header timeout belong to [`McpHttpService::serve`]; a service mounted in another
@@ -76,8 +78,11 @@ use crate::server::{McpServer, McpSession};
 mod admission;
 #[cfg(feature = "auth")]
 pub mod auth;
+mod rate;
 
 use admission::{Connections, InFlight, RequestSlot};
+use rate::{Client, Limiters, Refusal};
+pub use rate::{DEFAULT_MAX_RATE_LIMITED_CLIENTS, Quota, RATE_LIMITED, RateLimits};
 
 /// How long open connections get to finish after shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -160,6 +165,7 @@ pub struct HttpConfig {
     max_calls_per_session: usize,
     max_stateless_requests: usize,
     max_body_bytes: Option<usize>,
+    rate_limits: RateLimits,
     #[cfg(feature = "auth")]
     auth: Option<auth::ResourceServer>,
 }
@@ -209,6 +215,7 @@ impl Default for HttpConfig {
             max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
             max_stateless_requests: DEFAULT_MAX_STATELESS_REQUESTS,
             max_body_bytes: None,
+            rate_limits: RateLimits::new(),
             #[cfg(feature = "auth")]
             auth: None,
         }
@@ -325,6 +332,19 @@ impl HttpConfig {
     pub fn max_body_bytes(mut self, max: usize) -> Self {
         self.max_body_bytes = Some(max);
         self
+    }
+
+    /// Limits how fast each client may send requests, and call each limited tool (default: no limit). A request
+    /// past a limit is answered `429` with `Retry-After` and a JSON-RPC error carrying its id, before anything of
+    /// it runs; see [`RateLimits`] for whom a request counts for and what is kept.
+    pub fn rate_limits(mut self, limits: RateLimits) -> Self {
+        self.rate_limits = limits;
+        self
+    }
+
+    /// The configured rate limits.
+    pub fn get_rate_limits(&self) -> &RateLimits {
+        &self.rate_limits
     }
 
     /// Makes the server an OAuth 2.1 protected resource (feature `auth`): every request to the MCP endpoint needs
@@ -580,8 +600,9 @@ pub struct McpHttpService {
     health: Option<HealthRoute>,
     #[cfg(feature = "auth")]
     auth: Option<Arc<auth::ResourceServer>>,
-    /// The server, for the scopes of the tool a `tools/call` names (on a protected server).
-    #[cfg(feature = "auth")]
+    /// The rate limits, when any is set.
+    rates: Option<Arc<Limiters>>,
+    /// The server, for the tool a `tools/call` names: its scopes, and whether its caller may see it.
     server: McpServer,
 }
 
@@ -696,7 +717,7 @@ impl McpServer {
             health: config.health,
             #[cfg(feature = "auth")]
             auth: config.auth.map(Arc::new),
-            #[cfg(feature = "auth")]
+            rates: Limiters::new(&config.rate_limits).map(Arc::new),
             server: self.clone(),
         }
     }
@@ -817,7 +838,8 @@ impl McpHttpService {
         let name = call.params?.name?;
         let executor = self.server.executor();
         let def = executor.view().get(&name)?;
-        if def.allowed_with(&principal.scopes) {
+        // A tool outside the principal's view is refused as an unknown one, by the server: never named here.
+        if !self.server.visible_to(principal, &name) || def.allowed_with(&principal.scopes) {
             return None;
         }
         let missing: Vec<&str> = def.scopes().filter(|s| !principal.has_scope(s)).collect();
@@ -859,10 +881,29 @@ impl McpHttpService {
             Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(max_body),
             Err(e) => return text_response(StatusCode::BAD_REQUEST, format!("Bad Request: {e}\n")),
         };
+        // The client's own rate limit, then the tool's scopes, then the tool's rate limit: each refuses before
+        // anything of the request is done, and a refusal takes nothing from the checks after it.
+        let rated = self.rates.as_ref().map(|rates| (rates, Client::of(&parts), rate::Message::of(&body)));
+        if let Some((rates, client, message)) = &rated
+            && message.as_ref().is_none_or(|m| m.method.is_some() && m.id.is_some())
+            && let Err(refusal) = rates.check_principal(client)
+        {
+            return self.rate_limited(refusal, message.as_ref(), None);
+        }
         #[cfg(feature = "auth")]
         if let Some(refusal) = self.step_up(&parts, &body) {
             return refusal;
         }
+        if let Some((rates, client, Some(message))) = &rated
+            && message.id.is_some()
+            && let Some(tool) = message.tool()
+            && rates.limits_tool(tool)
+            && self.may_call(&parts, tool)
+            && let Err(refusal) = rates.check_tool(tool, client)
+        {
+            return self.rate_limited(refusal, Some(message), Some(tool));
+        }
+        drop(rated);
         let session = parts.headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default());
         let slot = match session {
             Some(id) => match self.sessions.in_flight(id) {
@@ -915,6 +956,57 @@ impl McpHttpService {
     fn busy(&self, status: StatusCode, text: String) -> Response<ResponseBody> {
         let mut response = text_response(status, text);
         response.headers_mut().insert(RETRY_AFTER, self.limits.retry_after.clone());
+        response
+    }
+
+    /// Whether the caller of the request may call `tool`: the server has it and, on a protected server, the
+    /// principal's view holds it (its scopes were checked before).
+    fn may_call(&self, _parts: &hyper::http::request::Parts, tool: &str) -> bool {
+        #[cfg(feature = "auth")]
+        if let Some(principal) = _parts.extensions.get::<auth::Principal>() {
+            return self.server.visible_to(principal, tool);
+        }
+        self.server.executor().view().contains(tool)
+    }
+
+    /// The refusal of a rate limit: `429` with the time until the client's bucket has a request again, or `503`
+    /// when the limit tracks as many clients as it may; a JSON-RPC error with the request's id either way.
+    fn rate_limited(
+        &self,
+        refusal: Refusal,
+        message: Option<&rate::Message<'_>>,
+        tool: Option<&str>,
+    ) -> Response<ResponseBody> {
+        let (status, retry_after_s, text) = match refusal {
+            Refusal::Wait(wait) => {
+                let s = rate::retry_after_secs(wait);
+                let text = match tool {
+                    Some(tool) => format!("rate limit exceeded for calls of `{tool}`; retry in {s} s"),
+                    None => format!("rate limit exceeded; retry in {s} s"),
+                };
+                (StatusCode::TOO_MANY_REQUESTS, s, text)
+            }
+            Refusal::Full => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                self.limits.retry_after_s,
+                format!(
+                    "the server is rate limiting as many clients as it may; retry in {} s",
+                    self.limits.retry_after_s
+                ),
+            ),
+        };
+        let mut data = serde_json::json!({"code": "rate_limited", "retry_after_s": retry_after_s});
+        if let Some(tool) = tool {
+            data["tool"] = serde_json::Value::from(tool);
+        }
+        let id = message.and_then(|m| m.id.clone()).unwrap_or(serde_json::Value::Null);
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {"code": RATE_LIMITED, "message": text, "data": data},
+        });
+        let mut response = response(status, "application/json", body.to_string());
+        response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(retry_after_s));
         response
     }
 
@@ -992,7 +1084,9 @@ impl McpHttpService {
             let http1 = http1.clone();
             tokio::spawn(async move {
                 let _slot = slot;
-                let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let handler = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                    // The client's address, for the rate limits of a server that is not protected.
+                    req.extensions_mut().insert(peer);
                     let service = service.clone();
                     let on_path = req.uri().path() == &*path;
                     let health = match &service.health {

@@ -14,7 +14,7 @@
 //! |---|---|---|
 //! | `server` | yes | [`server::McpServer`], stdio transport |
 //! | `client` | no | [`client::RemoteServer`], child-process (stdio) transport |
-//! | `http` | no | Streamable HTTP: [`server::McpServer::serve_http`] and [`http::McpHttpService`] (session cap, idle expiry, `TCP_NODELAY`) with `server`, `RemoteServer::connect_http` and `RemoteServer::http` with `client` |
+//! | `http` | no | Streamable HTTP: [`server::McpServer::serve_http`] and [`http::McpHttpService`] (session cap, idle expiry, `TCP_NODELAY`, rate limits) with `server`, `RemoteServer::connect_http` and `RemoteServer::http` with `client` |
 //! | `rustls` | yes | `https://` for the Streamable HTTP client: rustls with the `aws-lc-rs` provider given to each client (nothing installed process-wide), webpki-roots' Mozilla roots and `HttpConnect::add_root_certificate`; without it the client speaks plain `http://` only |
 //! | `elicitation` | no | rmcp's typed elicitation API on the session ([`server::current_request`]); `CallContext::elicit` needs none |
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -113,12 +113,16 @@ mod error;
 mod listing;
 mod notifier;
 mod session;
+#[cfg(feature = "auth")]
+mod view;
 
 pub use builder::McpServerBuilder;
 pub use call::{McpRequest, current_request};
 pub use error::{InvalidToolEntry, McpServerError, ServeError};
 use listing::{Listeners, Listing};
 pub use session::McpSession;
+#[cfg(feature = "auth")]
+pub use view::{PrincipalView, PrincipalViewFn};
 
 /// How long clients may cache `tools/list` of a server whose tools are fixed (compiled views): five minutes.
 pub const STATIC_LIST_TTL: Duration = Duration::from_secs(300);
@@ -143,6 +147,13 @@ struct Shared {
     /// What `initialize` and `server/discover` answer (the server's name and version among it).
     config: ServerConfig,
     call_options: Option<Arc<CallOptionsFn>>,
+    /// What each principal sees and runs for, on a protected server.
+    #[cfg(feature = "auth")]
+    principal_view: Option<Arc<PrincipalViewFn>>,
+    /// An executor of no tool: a call of a tool outside its principal's view goes through it, and so is refused
+    /// exactly as a call of a tool the server lacks.
+    #[cfg(feature = "auth")]
+    no_tools: keel_tools_core::Executor,
     listeners: Mutex<Listeners>,
     /// Everything but tools: the user's rmcp handler, or none.
     rest: Arc<dyn Rest>,

@@ -25,6 +25,8 @@ pub struct McpServerBuilder {
     title: Option<String>,
     instructions: Option<String>,
     call_options: Option<Arc<CallOptionsFn>>,
+    #[cfg(feature = "auth")]
+    principal_view: Option<Arc<super::PrincipalViewFn>>,
     rest: Arc<dyn Rest>,
     list_ttl: Option<Duration>,
     request_state: Option<RequestStateCodec>,
@@ -64,6 +66,29 @@ impl McpServerBuilder {
         f: impl Fn(&CallToolRequestParams, &RequestContext<RoleServer>) -> CallOptions + Send + Sync + 'static,
     ) -> Self {
         self.call_options = Some(Arc::new(f));
+        self
+    }
+
+    /// Maps each principal of a protected server (feature `auth`) to what it sees and runs for: a
+    /// [`PrincipalView`](super::PrincipalView), its tenant and the tools it may call. Called on every
+    /// `tools/list` and `tools/call` of a principal, so keep it cheap (look up values built once).
+    ///
+    /// - `tools/list` shows the principal exactly the tools it may call: the server's, in its view, whose scopes
+    ///   its token was granted; the answer is marked private to it (`cacheScope: private`), in both protocol eras.
+    /// - A `tools/call` of a tool outside its view is refused exactly as one of a tool the server lacks (JSON-RPC
+    ///   `-32602`, the executor's `unknown_tool` message), before anything of it runs: the answer does not tell
+    ///   the tool exists, and no scope challenge names it.
+    /// - The view's tenant is the call's tenant, unless [`McpServerBuilder::call_options`] sets one.
+    ///
+    /// `notifications/tools/list_changed` names no tool: a principal learns what changed only by listing again,
+    /// where it sees its own tools. Requests without a principal (a server that is not protected) are not
+    /// affected.
+    #[cfg(feature = "auth")]
+    pub fn principal_view(
+        mut self,
+        f: impl Fn(&crate::caller::Principal) -> super::PrincipalView + Send + Sync + 'static,
+    ) -> Self {
+        self.principal_view = Some(Arc::new(f));
         self
     }
 
@@ -154,6 +179,9 @@ impl McpServerBuilder {
             request_state_codec(self.request_state, self.request_state_key, self.previous_request_state_key)
                 .map_err(|problem| McpServerError { problems: Vec::new(), other: vec![problem] })?;
         let listing = Listing::new(self.executor)?;
+        #[cfg(feature = "auth")]
+        let no_tools = keel_tools_core::Executor::new(keel_tools_core::ToolView::new(Vec::new()))
+            .map_err(|e| McpServerError { problems: Vec::new(), other: vec![OtherProblem::from(e.to_string(), e)] })?;
         let rest_config = self.rest.get_info();
         let mut info = Implementation::new(self.name, self.version);
         info.title = self.title;
@@ -167,6 +195,10 @@ impl McpServerBuilder {
                 listing: RwLock::new(Arc::new(listing)),
                 config,
                 call_options: self.call_options,
+                #[cfg(feature = "auth")]
+                principal_view: self.principal_view,
+                #[cfg(feature = "auth")]
+                no_tools,
                 listeners: Mutex::new(Listeners::default()),
                 rest: self.rest,
                 list_ttl_ms: AtomicU64::new(duration_ms(self.list_ttl.unwrap_or(STATIC_LIST_TTL))),
@@ -196,6 +228,8 @@ impl McpServer {
             title: None,
             instructions: None,
             call_options: None,
+            #[cfg(feature = "auth")]
+            principal_view: None,
             rest: Arc::new(NoRest),
             list_ttl: None,
             request_state: None,

@@ -72,10 +72,23 @@ impl McpSession {
             Some(f) => f(&request, &context),
             None => CallOptions::new(),
         };
+        let listing = shared.listing();
+        #[cfg_attr(not(feature = "auth"), allow(unused_mut))]
+        let mut executor = &listing.executor;
         // On a protected server, the token's subject is the call's principal unless `call_options` named one,
-        // and its scopes are what the call was granted.
+        // its scopes are what the call was granted, and its view's tenant is the call's unless `call_options`
+        // named one. A tool outside its view is called through an executor of no tool: refused as unknown.
         #[cfg(feature = "auth")]
         if let Some(principal) = crate::caller::principal(&context) {
+            let view = shared.view_of(principal);
+            if !view.allows(&request.name) {
+                executor = &shared.no_tools;
+            }
+            if options.get_tenant().is_none()
+                && let Some(tenant) = view.tenant_arc()
+            {
+                options = options.tenant(tenant);
+            }
             if options.get_principal().is_none() {
                 options = options.principal(principal.subject.as_str());
             }
@@ -83,10 +96,8 @@ impl McpSession {
                 options = options.granted_scopes(principal.scopes.iter().map(String::as_str));
             }
         }
-        let listing = shared.listing();
         // A tool that may run as a task does so for a client that supports tasks; one that must refuses the others.
-        let (task_support, task_start) = listing
-            .executor
+        let (task_support, task_start) = executor
             .view()
             .get(&request.name)
             .map_or((TaskSupport::Never, TaskStart::Admission), |d| (d.task_support(), d.task_start()));
@@ -177,7 +188,7 @@ impl McpSession {
                     keel_tools_core::context::ClientInput::begin_task(&*input);
                 });
             }
-            let executor = listing.executor.clone();
+            let executor = executor.clone();
             let call = async move {
                 let _slot = slot;
                 executor.call_with(call, &options).await
@@ -202,7 +213,7 @@ impl McpSession {
             joined.map_err(|_| ErrorData::internal_error("the call ended abnormally", None))?
         } else {
             options = options.client_input(direct).cancellation(request_ct);
-            let call = listing.executor.call_with(call, &options);
+            let call = executor.call_with(call, &options);
             #[cfg(feature = "otel")]
             let call = opentelemetry::context::FutureExt::with_context(call, parent);
             CURRENT.scope(scope, call).await

@@ -89,15 +89,16 @@ impl ServerHandler for McpSession {
     ) -> Result<ListToolsResult, ErrorData> {
         let listing = self.shared.listing();
         let ttl = self.shared.list_ttl_ms.load(Ordering::Relaxed);
-        // On a protected server, a caller is shown exactly the tools its scopes let it call, and the answer is its
-        // own to cache.
+        // On a protected server, a caller is shown exactly the tools its view holds and its scopes let it call, and
+        // the answer is its own to cache.
         #[cfg(feature = "auth")]
         if let Some(principal) = crate::caller::principal(&_context) {
+            let view = self.shared.view_of(principal);
             let tools: Vec<_> = listing
                 .tools
                 .iter()
                 .zip(listing.executor.view().iter())
-                .filter(|(_, def)| def.allowed_with(&principal.scopes))
+                .filter(|(_, def)| view.allows(def.name()) && def.allowed_with(&principal.scopes))
                 .map(|(tool, _)| tool.clone())
                 .collect();
             return Ok(ListToolsResult::with_all_items(tools).with_ttl_ms(ttl).with_cache_scope(CacheScope::Private));
