@@ -9,7 +9,8 @@
 //! - tokens bound to this server as their audience (RFC 8707): a token minted for another resource is refused.
 //!
 //! A [`ResourceServer`] holds what the metadata says and a [`TokenVerifier`]: [`JwtVerifier`] (JWT access tokens
-//! checked against a JWKS from a file, inline JSON or a URL), or [`StaticTokens`] for a small deployment. The
+//! checked against a JWKS from a file, inline JSON or a URL), [`IntrospectionVerifier`] (opaque tokens the
+//! authorization server is asked about, RFC 7662), or [`StaticTokens`] for a small deployment. The
 //! caller a token names, a [`Principal`], goes with the request: [`principal`] finds it in a tool call's context,
 //! and the server makes it the call's principal ([`CallOptions::principal`](keel_tools_core::executor::CallOptions::principal))
 //! unless `call_options` sets one. A session belongs to the principal that opened it: a request on it with another
@@ -29,6 +30,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use crate::caller::{Principal, principal};
+
+#[path = "introspection.rs"]
+mod introspection;
+pub use introspection::{
+    ClientAuthMethod, DEFAULT_INTROSPECTION_CACHE_CAPACITY, DEFAULT_INTROSPECTION_CACHE_TTL,
+    DEFAULT_INTROSPECTION_TIMEOUT, IntrospectionVerifier,
+};
 
 /// The future a [`TokenVerifier`] returns.
 pub type VerifyFuture<'a> = Pin<Box<dyn Future<Output = Result<Principal, TokenError>> + Send + 'a>>;
