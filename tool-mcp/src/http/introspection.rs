@@ -1,13 +1,12 @@
 //! OAuth 2.0 token introspection (RFC 7662): the [`TokenVerifier`] for opaque access tokens, which only the
 //! authorization server that issued them can read. See [`IntrospectionVerifier`].
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 
+use super::token_cache::{TokenCache, digest};
 use super::{AuthConfigError, Principal, TokenError, TokenVerifier, VerifyFuture};
 
 /// The default number of verified tokens an [`IntrospectionVerifier`] keeps.
@@ -89,17 +88,10 @@ pub struct IntrospectionVerifier {
     leeway: Duration,
     timeout: Duration,
     ttl: Duration,
-    capacity: usize,
     #[cfg_attr(not(feature = "rustls"), allow(dead_code))]
     roots: Vec<Vec<u8>>,
     client: reqwest::Client,
-    cache: Mutex<HashMap<[u8; 32], Cached>>,
-}
-
-/// A verified token's principal, and until when it may be used without asking again.
-struct Cached {
-    principal: Principal,
-    until: Instant,
+    cache: TokenCache,
 }
 
 impl fmt::Debug for IntrospectionVerifier {
@@ -115,7 +107,7 @@ impl fmt::Debug for IntrospectionVerifier {
             .field("issuer", &self.issuer)
             .field("client_auth", &auth)
             .field("cache_ttl", &self.ttl)
-            .field("cache_capacity", &self.capacity)
+            .field("cache_capacity", &self.cache.capacity())
             .finish_non_exhaustive()
     }
 }
@@ -164,10 +156,9 @@ impl IntrospectionVerifier {
             leeway: Duration::from_secs(30),
             timeout: DEFAULT_INTROSPECTION_TIMEOUT,
             ttl: DEFAULT_INTROSPECTION_CACHE_TTL,
-            capacity: DEFAULT_INTROSPECTION_CACHE_CAPACITY,
             roots: Vec::new(),
             client: build_client(&[])?,
-            cache: Mutex::new(HashMap::new()),
+            cache: TokenCache::new(DEFAULT_INTROSPECTION_CACHE_CAPACITY),
         })
     }
 
@@ -249,7 +240,7 @@ impl IntrospectionVerifier {
     /// The most verified tokens kept at once (default [`DEFAULT_INTROSPECTION_CACHE_CAPACITY`]); `0` keeps none.
     #[must_use]
     pub fn cache_capacity(mut self, capacity: usize) -> IntrospectionVerifier {
-        self.capacity = capacity;
+        self.cache = TokenCache::new(capacity);
         self
     }
 
@@ -269,37 +260,7 @@ impl IntrospectionVerifier {
 
     /// Verified tokens in the cache now (expired ones included until they are dropped).
     pub fn cached(&self) -> usize {
-        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
-    }
-
-    /// The principal cached for the token whose digest is `key`, if it is still fresh.
-    fn lookup(&self, key: &[u8; 32]) -> Option<Principal> {
-        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match cache.get(key) {
-            Some(entry) if entry.until > Instant::now() => Some(entry.principal.clone()),
-            Some(_) => {
-                cache.remove(key);
-                None
-            }
-            None => None,
-        }
-    }
-
-    /// Keeps `principal` for the token whose digest is `key` for `keep`.
-    fn remember(&self, key: [u8; 32], principal: &Principal, keep: Duration) {
-        if self.capacity == 0 || keep.is_zero() {
-            return;
-        }
-        let now = Instant::now();
-        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if cache.len() >= self.capacity && !cache.contains_key(&key) {
-            cache.retain(|_, entry| entry.until > now);
-            while cache.len() >= self.capacity {
-                let Some(first) = cache.iter().min_by_key(|(_, entry)| entry.until).map(|(k, _)| *k) else { break };
-                cache.remove(&first);
-            }
-        }
-        cache.insert(key, Cached { principal: principal.clone(), until: now + keep });
+        self.cache.len()
     }
 
     /// Asks the endpoint about `token`: its answer, or why there is none.
@@ -338,8 +299,9 @@ impl IntrospectionVerifier {
         serde_json::from_slice(&bytes).map_err(|e| format!("the answer is not an introspection response: {e}"))
     }
 
-    /// The principal of an answer, and how long it may be cached; or why the token is refused.
-    fn admit(&self, answer: Introspection) -> Result<(Principal, Duration), TokenError> {
+    /// The principal of an answer, how long it may be cached and (when the answer has `exp`) the wall-clock time
+    /// past which it may not; or why the token is refused.
+    fn admit(&self, answer: Introspection) -> Result<(Principal, Duration, Option<SystemTime>), TokenError> {
         if !answer.active {
             return Err(TokenError::new("the token is not active"));
         }
@@ -375,9 +337,10 @@ impl IntrospectionVerifier {
             Some(exp) => self.ttl.min(Duration::try_from_secs_f64(exp - now).unwrap_or(Duration::ZERO)),
             None => self.ttl,
         };
+        let not_after = answer.exp.and_then(|exp| UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(exp).ok()?));
         let scopes = answer.scope.as_deref().unwrap_or_default().split_whitespace().map(str::to_owned).collect();
         let principal = Principal { subject, client_id: answer.client_id, scopes, issuer: answer.iss };
-        Ok((principal, keep))
+        Ok((principal, keep, not_after))
     }
 }
 
@@ -385,9 +348,10 @@ impl TokenVerifier for IntrospectionVerifier {
     fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a> {
         Box::pin(async move {
             let key = digest(token);
-            if let Some(principal) = self.lookup(&key) {
+            if let Some(principal) = self.cache.lookup(&key) {
                 return Ok(principal);
             }
+            let generation = self.cache.generation();
             let answer = match self.introspect(token).await {
                 Ok(answer) => answer,
                 Err(cause) => {
@@ -396,8 +360,8 @@ impl TokenVerifier for IntrospectionVerifier {
                 }
             };
             match self.admit(answer) {
-                Ok((principal, keep)) => {
-                    self.remember(key, &principal, keep);
+                Ok((principal, keep, not_after)) => {
+                    self.cache.remember(generation, key, &principal, keep, not_after);
                     Ok(principal)
                 }
                 Err(refusal) => {
@@ -439,14 +403,6 @@ impl Audience {
             Audience::Many(auds) => auds.iter().any(|aud| aud == resource),
         }
     }
-}
-
-/// The SHA-256 digest of a token: the cache's key.
-fn digest(token: &str) -> [u8; 32] {
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, token.as_bytes());
-    let mut key = [0u8; 32];
-    key.copy_from_slice(digest.as_ref());
-    key
 }
 
 /// `text` as `application/x-www-form-urlencoded` encodes it (the WHATWG URL standard's byte serializer).
@@ -556,7 +512,7 @@ mod tests {
         let aud = "https://mcp.example.com/mcp";
         let ok = answer(serde_json::json!({"active": true, "sub": "alice", "aud": [aud, "other"],
             "scope": "a b", "client_id": "c", "iss": "https://as", "exp": now() + 600.0}));
-        let (principal, keep) = v.admit(ok).unwrap();
+        let (principal, keep, _) = v.admit(ok).unwrap();
         assert_eq!(principal.subject, "alice");
         assert_eq!(principal.scopes, ["a", "b"]);
         assert_eq!(principal.client_id.as_deref(), Some("c"));
@@ -606,7 +562,7 @@ mod tests {
             "the token is for another resource",
             "a wrong audience is refused even when none is required"
         );
-        let (p, _) =
+        let (p, ..) =
             lenient.admit(answer(serde_json::json!({"active": true, "username": "bob", "iss": "https://as"}))).unwrap();
         assert_eq!(p.subject, "bob");
     }
@@ -618,20 +574,11 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_is_bounded_and_drops_the_first_to_expire() {
-        let v = verifier().cache_capacity(2);
-        let p = |s: &str| Principal::new(s, Vec::<String>::new());
-        v.remember(digest("t1"), &p("a"), Duration::from_secs(10));
-        v.remember(digest("t2"), &p("b"), Duration::from_secs(60));
-        v.remember(digest("t3"), &p("c"), Duration::from_secs(30));
-        assert_eq!(v.cached(), 2);
-        assert!(v.lookup(&digest("t1")).is_none(), "the first to expire went");
-        assert_eq!(v.lookup(&digest("t2")).unwrap().subject, "b");
-        assert_eq!(v.lookup(&digest("t3")).unwrap().subject, "c");
-        v.remember(digest("t4"), &p("d"), Duration::ZERO);
-        assert!(v.lookup(&digest("t4")).is_none(), "nothing kept for no time");
+    fn the_cache_capacity_is_the_builders() {
+        assert_eq!(verifier().cache.capacity(), DEFAULT_INTROSPECTION_CACHE_CAPACITY);
         let none = verifier().cache_capacity(0);
-        none.remember(digest("t1"), &p("a"), Duration::from_secs(10));
+        let g = none.cache.generation();
+        none.cache.remember(g, digest("t1"), &Principal::new("a", Vec::<String>::new()), Duration::from_secs(10), None);
         assert_eq!(none.cached(), 0);
     }
 
