@@ -37,9 +37,9 @@
 //! `keel`. The load generator makes an ES256 key at start (rcgen), passes its public JWK to the protected server
 //! (environment variable `MCP_HTTP_JWKS` of the child), mints one token with it (jsonwebtoken: issuer, the server's
 //! resource URI as audience, `sub`, `scope`, `exp` an hour away) and sends it as `Authorization: Bearer` on every
-//! request to both servers, so that the two differ only by what the server does with it: the signature and
-//! claims checked on each request, and (session era) the session's owner compared. Not with
-//! `MCP_HTTP_BASELINE`.
+//! request to both servers, so that the two differ only by what the server does with it: the token checked (its
+//! signature and claims on its first request, then found in the verifier's cache of verified tokens by its SHA-256
+//! digest), and (session era) the session's owner compared. Not with `MCP_HTTP_BASELINE`.
 //!
 //! All traffic goes to 127.0.0.1.
 
