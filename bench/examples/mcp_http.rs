@@ -31,6 +31,16 @@
 //! With `MCP_HTTP_BASELINE=PATH` (another build of this example, e.g. of an earlier commit), that build's keel
 //! server replaces the bare rmcp server: two versions of keel under the same load, in one sitting.
 //!
+//! With `MCP_HTTP_AUTH=1`, the cost of bearer validation: the contenders are keel's server as an OAuth protected
+//! resource (`HttpConfig::auth` with a `ResourceServer` and a `JwtVerifier` over an inline JWKS, so the keys are
+//! in memory, as a fetched JWKS is once cached), shown as `keel+auth`, and keel's server without auth, shown as
+//! `keel`. The load generator makes an ES256 key at start (rcgen), passes its public JWK to the protected server
+//! (environment variable `MCP_HTTP_JWKS` of the child), mints one token with it (jsonwebtoken: issuer, the server's
+//! resource URI as audience, `sub`, `scope`, `exp` an hour away) and sends it as `Authorization: Bearer` on every
+//! request to both servers, so that the two differ only by what the server does with it: the token checked (its
+//! signature and claims on its first request, then found in the verifier's cache of verified tokens by its SHA-256
+//! digest), and (session era) the session's owner compared. Not with `MCP_HTTP_BASELINE`.
+//!
 //! All traffic goes to 127.0.0.1.
 
 use std::convert::Infallible;
@@ -44,7 +54,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use keel_tools_core::content::Content;
@@ -110,7 +120,9 @@ enum Contender {
 impl Contender {
     fn name(self) -> &'static str {
         match self {
+            Contender::Keel if auth_mode() => "keel+auth",
             Contender::Keel => "keel",
+            Contender::Rmcp if auth_mode() => "keel",
             Contender::Rmcp if baseline().is_some() => "baseline",
             Contender::Rmcp => "rmcp",
         }
@@ -120,21 +132,38 @@ impl Contender {
 /// Another build of this example, named by `MCP_HTTP_BASELINE`: when set, its keel server takes the place of the
 /// bare rmcp server, so that two versions of keel are compared in one sitting (build the other version's example
 /// with its own `--target-dir` and give the path of its `mcp_http`).
+/// Whether the contenders are keel with and without bearer validation (`MCP_HTTP_AUTH` set, not `0`).
+fn auth_mode() -> bool {
+    static AUTH: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AUTH.get_or_init(|| std::env::var("MCP_HTTP_AUTH").is_ok_and(|v| !v.is_empty() && v != "0"))
+}
+
 fn baseline() -> Option<&'static std::path::Path> {
     static BASELINE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
     BASELINE.get_or_init(|| std::env::var_os("MCP_HTTP_BASELINE").map(Into::into)).as_deref()
 }
 
-/// `serve keel|rmcp|rmcp-nagle ADDR`: binds ADDR (loopback only), prints the bound address on stdout, serves until
-/// stdin closes. `rmcp-nagle` is the bare rmcp server without `TCP_NODELAY`, to see the stall by hand (e.g. with
-/// `wrk`); it is not part of the table.
+/// The server kinds of the `serve` subcommand.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Keel,
+    /// keel as a protected resource, its keys from `MCP_HTTP_JWKS`.
+    KeelAuth,
+    Rmcp,
+}
+
+/// `serve keel|keel-auth|rmcp|rmcp-nagle ADDR`: binds ADDR (loopback only), prints the bound address on stdout,
+/// serves until stdin closes. `keel-auth` is keel's server as a protected resource whose tokens are checked against
+/// the JWKS in `MCP_HTTP_JWKS`, the resource URI being `http://ADDR/mcp` with the bound address. `rmcp-nagle` is the
+/// bare rmcp server without `TCP_NODELAY`, to see the stall by hand (e.g. with `wrk`); it is not part of the table.
 fn serve(args: &[String]) -> ! {
     let result = (|| {
-        let [kind, addr] = args else { return Err("usage: serve keel|rmcp|rmcp-nagle ADDR".to_owned()) };
-        let (contender, nodelay) = match kind.as_str() {
-            "keel" => (Contender::Keel, true),
-            "rmcp" => (Contender::Rmcp, true),
-            "rmcp-nagle" => (Contender::Rmcp, false),
+        let [kind, addr] = args else { return Err("usage: serve keel|keel-auth|rmcp|rmcp-nagle ADDR".to_owned()) };
+        let (kind, nodelay) = match kind.as_str() {
+            "keel" => (Kind::Keel, true),
+            "keel-auth" => (Kind::KeelAuth, true),
+            "rmcp" => (Kind::Rmcp, true),
+            "rmcp-nagle" => (Kind::Rmcp, false),
             other => return Err(format!("unknown server {other:?}")),
         };
         let addr: SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
@@ -153,9 +182,10 @@ fn serve(args: &[String]) -> ! {
                 let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
                 on_eof.cancel();
             });
-            match contender {
-                Contender::Keel => serve_keel(listener, shutdown).await,
-                Contender::Rmcp => bare::serve(listener, shutdown, nodelay).await,
+            match kind {
+                Kind::Keel => serve_keel(listener, shutdown).await,
+                Kind::KeelAuth => serve_keel_auth(listener, local, shutdown).await,
+                Kind::Rmcp => bare::serve(listener, shutdown, nodelay).await,
             }
         })
     })();
@@ -168,12 +198,77 @@ fn serve(args: &[String]) -> ! {
     }
 }
 
-async fn serve_keel(listener: TcpListener, shutdown: CancellationToken) -> Result<(), String> {
+fn keel_server() -> Result<keel_tools_mcp::McpServer, String> {
     let registry = Registry::from_inventory().map_err(|e| e.to_string())?;
     let view = registry.view().names([TOOL]).build().map_err(|e| e.to_string())?;
     let executor = Executor::new(view).map_err(|e| e.to_string())?;
-    let server = keel_tools_mcp::McpServer::new(executor).map_err(|e| e.to_string())?;
-    server.serve_http(listener, PATH, shutdown).await.map_err(|e| e.to_string())
+    keel_tools_mcp::McpServer::new(executor).map_err(|e| e.to_string())
+}
+
+async fn serve_keel(listener: TcpListener, shutdown: CancellationToken) -> Result<(), String> {
+    keel_server()?.serve_http(listener, PATH, shutdown).await.map_err(|e| e.to_string())
+}
+
+/// keel's server as `serve_http` runs it (the same defaults), plus a `ResourceServer` whose `JwtVerifier` holds the
+/// keys of `MCP_HTTP_JWKS`.
+async fn serve_keel_auth(listener: TcpListener, local: SocketAddr, shutdown: CancellationToken) -> Result<(), String> {
+    use keel_tools_mcp::http::HttpConfig;
+    use keel_tools_mcp::http::auth::{JwtVerifier, ResourceServer};
+    let jwks = std::env::var("MCP_HTTP_JWKS").map_err(|_| "keel-auth needs MCP_HTTP_JWKS".to_owned())?;
+    let resource = resource_uri(local);
+    let verifier = JwtVerifier::from_jwks_json(auth::ISSUER, &resource, &jwks).map_err(|e| e.to_string())?;
+    let protected = ResourceServer::new(resource, verifier).authorization_server(auth::ISSUER);
+    let service = keel_server()?.http_service(HttpConfig::default().auth(protected));
+    service.serve(listener, PATH, shutdown).await.map_err(|e| e.to_string())
+}
+
+/// The resource URI of the protected server at `addr`: its tokens' audience.
+fn resource_uri(addr: SocketAddr) -> String {
+    format!("http://{addr}{PATH}")
+}
+
+mod auth {
+    //! The key and the token of the bearer-validation mode.
+
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use jsonwebtoken::jwk::{Jwk, JwkSet};
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+
+    /// The issuer the tokens name.
+    pub const ISSUER: &str = "https://auth.bench.keel";
+    const KID: &str = "bench-es256";
+
+    /// An ES256 signing key made now.
+    pub struct Signer {
+        key: EncodingKey,
+        jwk: Jwk,
+    }
+
+    impl Signer {
+        pub fn generate() -> Result<Signer, String> {
+            let pair = rcgen::KeyPair::generate().map_err(|e| format!("making an ES256 key: {e}"))?;
+            let key = EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).map_err(|e| e.to_string())?;
+            let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).map_err(|e| e.to_string())?;
+            jwk.common.key_id = Some(KID.to_owned());
+            Ok(Signer { key, jwk })
+        }
+
+        /// The JWKS holding the public key.
+        pub fn jwks(&self) -> String {
+            serde_json::to_string(&JwkSet { keys: vec![self.jwk.clone()] }).expect("a JWK set serializes")
+        }
+
+        /// A token for `audience`, valid for an hour.
+        pub fn token(&self, audience: &str) -> Result<String, String> {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|e| e.to_string())?.as_secs();
+            let claims = serde_json::json!({"iss": ISSUER, "aud": audience, "sub": "bench", "scope": "tools",
+                "client_id": "bench", "iat": now, "exp": now + 3600});
+            let mut header = Header::new(Algorithm::ES256);
+            header.kid = Some(KID.to_owned());
+            jsonwebtoken::encode(&header, &claims, &self.key).map_err(|e| e.to_string())
+        }
+    }
 }
 
 mod bare {
@@ -265,12 +360,21 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
-    fn start(contender: Contender) -> Result<ServerProcess, String> {
+    /// Starts `contender`; in the bearer-validation mode, the protected server gets the JWKS `jwks`.
+    fn start(contender: Contender, jwks: Option<&str>) -> Result<ServerProcess, String> {
+        let this = || std::env::current_exe().map_err(|e| format!("locating this executable: {e}"));
         let (exe, kind) = match (contender, baseline()) {
+            (Contender::Keel, _) if auth_mode() => (this()?, "keel-auth"),
+            (Contender::Rmcp, _) if auth_mode() => (this()?, "keel"),
             (Contender::Rmcp, Some(other)) => (other.to_owned(), "keel"),
-            _ => (std::env::current_exe().map_err(|e| format!("locating this executable: {e}"))?, contender.name()),
+            (Contender::Keel, _) => (this()?, "keel"),
+            (Contender::Rmcp, None) => (this()?, "rmcp"),
         };
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        if let Some(jwks) = jwks.filter(|_| kind == "keel-auth") {
+            command.env("MCP_HTTP_JWKS", jwks);
+        }
+        let mut child = command
             .args(["serve", kind, "127.0.0.1:0"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -356,9 +460,16 @@ enum Era {
     Stateless,
 }
 
-/// The headers of every request: `Host`, `Accept`, `Content-Type`.
+/// The `Authorization` header of every request in the bearer-validation mode.
+static BEARER: std::sync::OnceLock<HeaderValue> = std::sync::OnceLock::new();
+
+/// The headers of every request: `Host`, `Accept`, `Content-Type`, and in the bearer-validation mode
+/// `Authorization`.
 fn base_headers(addr: SocketAddr) -> HeaderMap {
     let mut headers = HeaderMap::new();
+    if let Some(bearer) = BEARER.get() {
+        headers.insert(AUTHORIZATION, bearer.clone());
+    }
     headers.insert(HOST, HeaderValue::from_str(&format!("127.0.0.1:{}", addr.port())).expect("a valid host"));
     headers.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -622,8 +733,18 @@ fn bench(args: &[String]) -> Result<(), String> {
     }
     let window = Duration::from_secs_f64(seconds);
 
-    let keel = ServerProcess::start(Contender::Keel)?;
-    let rmcp = ServerProcess::start(Contender::Rmcp)?;
+    if auth_mode() && baseline().is_some() {
+        return Err("MCP_HTTP_AUTH and MCP_HTTP_BASELINE cannot be used together".to_owned());
+    }
+    let signer = if auth_mode() { Some(auth::Signer::generate()?) } else { None };
+    let jwks = signer.as_ref().map(auth::Signer::jwks);
+    let keel = ServerProcess::start(Contender::Keel, jwks.as_deref())?;
+    let rmcp = ServerProcess::start(Contender::Rmcp, None)?;
+    if let Some(signer) = &signer {
+        let token = signer.token(&resource_uri(keel.addr))?;
+        let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| e.to_string())?;
+        BEARER.set(value).map_err(|_| "the token was set twice".to_owned())?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
 
     // results[scenario][contender][round]
@@ -662,13 +783,16 @@ fn bench(args: &[String]) -> Result<(), String> {
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     println!(
         "MCP over Streamable HTTP, `{TOOL}`: {rounds} round(s) x {seconds} s per measurement (after {} s of \
-         warm-up), {cpus} CPU(s); medians over rounds; ratios are the median over rounds of keel/{other}.",
+         warm-up), {cpus} CPU(s); medians over rounds; ratios are the median over rounds of {keel}/{other}.{auth}",
         WARM_UP.as_secs_f64(),
+        keel = Contender::Keel.name(),
         other = Contender::Rmcp.name(),
+        auth = if auth_mode() { " Every request carries an ES256 bearer token; only keel+auth checks it." } else { "" },
     );
     println!();
     println!(
-        "| scenario | contender | calls/s | p50 | p99 | failures | calls/s keel/{other} | p50 keel/{other} |",
+        "| scenario | contender | calls/s | p50 | p99 | failures | calls/s {keel}/{other} | p50 {keel}/{other} |",
+        keel = Contender::Keel.name(),
         other = Contender::Rmcp.name()
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
@@ -717,6 +841,21 @@ fn bench(args: &[String]) -> Result<(), String> {
                 p50_ratio
             );
         }
+    }
+    println!();
+    println!("Per round, calls/s {}/{}:", Contender::Keel.name(), Contender::Rmcp.name());
+    println!();
+    for (s, scenario) in SCENARIOS.iter().enumerate() {
+        let [keel, rmcp] = &results[s];
+        let per_round: Vec<String> = keel
+            .iter()
+            .zip(rmcp)
+            .map(|(k, r)| match (k, r) {
+                (Some(k), Some(r)) => format!("{:.3}", k.calls_per_s / r.calls_per_s),
+                _ => "n/a".to_owned(),
+            })
+            .collect();
+        println!("- {}: {}", scenario.label, per_round.join(", "));
     }
     Ok(())
 }

@@ -15,7 +15,7 @@ use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use keel_tools_core::{CallContext, Executor, Registry, ToolError, tool};
 use keel_tools_mcp::http::HttpConfig;
-use keel_tools_mcp::http::auth::{JwtVerifier, Principal, ResourceServer, StaticTokens};
+use keel_tools_mcp::http::auth::{JwtVerifier, Principal, ResourceServer, StaticTokens, TokenVerifier};
 use keel_tools_mcp::server::McpServer;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -307,6 +307,105 @@ async fn a_jwks_url_is_fetched_once_and_again_for_a_new_key() {
     let (status, ..) = post(&base, Some(&signer("k4").token_for(&resource, "eve", "")), None, initialize()).await;
     assert_eq!(status, 401);
     assert_eq!(*fetched.lock().unwrap(), 2, "refetching is rate-limited");
+}
+
+const AUDIENCE: &str = "https://mcp.keel.test/mcp";
+
+fn claims(subject: &str, exp: u64) -> Value {
+    json!({"iss": ISSUER, "aud": AUDIENCE, "sub": subject, "exp": exp})
+}
+
+#[tokio::test]
+async fn a_cached_jwt_is_refused_once_its_exp_has_passed() {
+    let signer = signer("k1");
+    let verifier = JwtVerifier::from_jwks_json(ISSUER, AUDIENCE, &jwks(&[&signer])).unwrap().leeway(Duration::ZERO);
+    let exp = now() + 1;
+    let token = signer.token(claims("alice", exp));
+    assert_eq!(verifier.verify(&token).await.unwrap().subject, "alice");
+    assert_eq!(verifier.cached(), 1, "a verified token is kept");
+    assert_eq!(verifier.verify(&token).await.unwrap().subject, "alice");
+    // Past `exp` by the whole second `exp` is counted in, with no leeway.
+    while now() <= exp {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = verifier.verify(&token).await.unwrap_err();
+    assert_eq!(refused.description(), "the token has expired");
+    assert_eq!(verifier.cached(), 0, "the stale entry is dropped, and the refusal not kept");
+}
+
+#[tokio::test]
+async fn tokens_admitted_only_by_the_leeway_are_not_cached() {
+    let signer = signer("k1");
+    let verifier = JwtVerifier::from_jwks_json(ISSUER, AUDIENCE, &jwks(&[&signer])).unwrap();
+    let past_exp = signer.token(claims("alice", now() - 5));
+    assert!(verifier.verify(&past_exp).await.is_ok(), "within the 30 s leeway");
+    let early = signer.token(json!({"iss": ISSUER, "aud": AUDIENCE, "sub": "bob", "exp": now() + 300,
+        "nbf": now() + 10}));
+    assert!(verifier.verify(&early).await.is_ok(), "within the 30 s leeway");
+    assert_eq!(verifier.cached(), 0, "neither is valid now without the leeway");
+}
+
+#[tokio::test]
+async fn tokens_that_do_not_verify_are_never_cached() {
+    let (trusted, stranger) = (signer("k1"), signer("k1"));
+    let verifier = JwtVerifier::from_jwks_json(ISSUER, AUDIENCE, &jwks(&[&trusted])).unwrap();
+    let forged = stranger.token(claims("mallory", now() + 300));
+    for _ in 0..2 {
+        let refused = verifier.verify(&forged).await.unwrap_err();
+        assert_eq!(refused.description(), "the token's signature does not verify");
+    }
+    // A valid token's claims under a signature that is not its own.
+    let valid = trusted.token(claims("alice", now() + 300));
+    let forged_signature = format!("{}.{}", valid.rsplit_once('.').unwrap().0, forged.rsplit_once('.').unwrap().1);
+    assert!(verifier.verify(&forged_signature).await.is_err());
+    assert!(verifier.verify(&trusted.token(claims("alice", now() - 600))).await.is_err());
+    assert_eq!(verifier.cached(), 0);
+    assert!(verifier.verify(&valid).await.is_ok());
+    assert_eq!(verifier.cached(), 1);
+    assert!(verifier.verify(&forged_signature).await.is_err(), "the valid token's digest is not the forgery's");
+}
+
+#[tokio::test]
+async fn the_jwt_cache_holds_at_most_its_capacity() {
+    let signer = signer("k1");
+    let keys = jwks(&[&signer]);
+    let verifier = JwtVerifier::from_jwks_json(ISSUER, AUDIENCE, &keys).unwrap().cache_capacity(2);
+    let tokens: Vec<String> = (0..5u64).map(|i| signer.token(claims(&format!("user{i}"), now() + 100 + i))).collect();
+    for (i, token) in tokens.iter().enumerate() {
+        assert_eq!(verifier.verify(token).await.unwrap().subject, format!("user{i}"));
+        assert!(verifier.cached() <= 2);
+    }
+    assert_eq!(verifier.cached(), 2);
+    for (i, token) in tokens.iter().enumerate() {
+        assert_eq!(verifier.verify(token).await.unwrap().subject, format!("user{i}"), "evicted ones verify again");
+    }
+    let none = JwtVerifier::from_jwks_json(ISSUER, AUDIENCE, &keys).unwrap().cache_capacity(0);
+    assert!(none.verify(&tokens[0]).await.is_ok());
+    assert_eq!(none.cached(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_token_of_a_key_rotated_out_is_refused_after_the_refetch() {
+    let (old, new) = (signer("k1"), signer("k2"));
+    let document = Arc::new(Mutex::new(jwks(&[&old])));
+    let (url, fetched) = serve_jwks(document.clone()).await;
+    let verifier = JwtVerifier::from_jwks_url(ISSUER, AUDIENCE, url).refetch_interval(Duration::from_millis(200));
+    let token = old.token(claims("alice", now() + 300));
+    assert!(verifier.verify(&token).await.is_ok());
+    assert_eq!(verifier.cached(), 1);
+    // A token naming an unknown key makes the server fetch the same set again: the cache stays.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(verifier.verify(&signer("k9").token(claims("eve", now() + 300))).await.is_err());
+    assert_eq!(*fetched.lock().unwrap(), 2);
+    assert_eq!(verifier.cached(), 1, "an unchanged key set keeps the cache");
+    // The authorization server drops k1 for k2; the first token naming k2 fetches the new set.
+    *document.lock().unwrap() = jwks(&[&new]);
+    assert!(verifier.verify(&token).await.is_ok(), "not fetched again yet: still cached");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(verifier.verify(&new.token(claims("bob", now() + 300))).await.unwrap().subject, "bob");
+    assert_eq!(*fetched.lock().unwrap(), 3);
+    let refused = verifier.verify(&token).await.unwrap_err();
+    assert_eq!(refused.description(), "the token's key is unknown");
 }
 
 /// How many times each scoped tool ran.

@@ -9,7 +9,8 @@
 //! - tokens bound to this server as their audience (RFC 8707): a token minted for another resource is refused.
 //!
 //! A [`ResourceServer`] holds what the metadata says and a [`TokenVerifier`]: [`JwtVerifier`] (JWT access tokens
-//! checked against a JWKS from a file, inline JSON or a URL), or [`StaticTokens`] for a small deployment. The
+//! checked against a JWKS from a file, inline JSON or a URL), [`IntrospectionVerifier`] (opaque tokens the
+//! authorization server is asked about, RFC 7662), or [`StaticTokens`] for a small deployment. The
 //! caller a token names, a [`Principal`], goes with the request: [`principal`] finds it in a tool call's context,
 //! and the server makes it the call's principal ([`CallOptions::principal`](keel_tools_core::executor::CallOptions::principal))
 //! unless `call_options` sets one. A session belongs to the principal that opened it: a request on it with another
@@ -21,7 +22,7 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -29,6 +30,16 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use crate::caller::{Principal, principal};
+
+#[path = "introspection.rs"]
+mod introspection;
+#[path = "token_cache.rs"]
+mod token_cache;
+pub use introspection::{
+    ClientAuthMethod, DEFAULT_INTROSPECTION_CACHE_CAPACITY, DEFAULT_INTROSPECTION_CACHE_TTL,
+    DEFAULT_INTROSPECTION_TIMEOUT, IntrospectionVerifier,
+};
+use token_cache::{TokenCache, digest};
 
 /// The future a [`TokenVerifier`] returns.
 pub type VerifyFuture<'a> = Pin<Box<dyn Future<Output = Result<Principal, TokenError>> + Send + 'a>>;
@@ -125,12 +136,27 @@ enum Keys {
 struct Cached {
     keys: Arc<HashMap<String, (DecodingKey, Algorithm)>>,
     fetched: Option<Instant>,
+    /// The SHA-256 digest of the document the keys were read from, to tell a changed set from the same one.
+    document: Option<[u8; 32]>,
 }
+
+/// The default number of verified tokens a [`JwtVerifier`] keeps.
+pub const DEFAULT_JWT_CACHE_CAPACITY: usize = 10_000;
 
 /// JWT access tokens checked against a JWKS: the signature with the key the token's `kid` names, the algorithm
 /// against an allowlist of asymmetric ones (never `none`, never HMAC: a public key is no secret), the issuer, the
 /// audience (this server's resource URI, RFC 8707), `exp` (required) and `nbf` with a small leeway, and that the
 /// token has a subject.
+///
+/// **Cache.** A token that verified is kept, so that its next requests are not decoded and their signature not
+/// checked again: keyed by the SHA-256 digest of the token (never the token itself), until the token's `exp` (a
+/// token admitted only within the leeway past its `exp`, or before its `nbf`, is not kept), at most
+/// [`cache_capacity`](JwtVerifier::cache_capacity) of them (10 000 by default; when full, expired entries are
+/// dropped, then the one that expires first). The first request with each token pays the full verification.
+/// Refusals are not cached. When a JWKS fetched again from its URL differs from the one before, the cache is
+/// emptied, so a token signed by a key since removed is refused from then on. A cached token is accepted until its
+/// `exp` whatever happens to it at the authorization server: a JWT cannot be revoked before its `exp` anyway (for
+/// that, use short-lived tokens or [`IntrospectionVerifier`]).
 pub struct JwtVerifier {
     issuer: String,
     audience: String,
@@ -138,6 +164,7 @@ pub struct JwtVerifier {
     algorithms: Vec<Algorithm>,
     leeway: Duration,
     refetch_after: Duration,
+    cache: TokenCache,
 }
 
 impl fmt::Debug for JwtVerifier {
@@ -151,6 +178,7 @@ impl fmt::Debug for JwtVerifier {
             .field("audience", &self.audience)
             .field("keys", &keys)
             .field("algorithms", &self.algorithms)
+            .field("cache_capacity", &self.cache.capacity())
             .finish_non_exhaustive()
     }
 }
@@ -240,6 +268,7 @@ impl JwtVerifier {
             algorithms: DEFAULT_ALGORITHMS.to_vec(),
             leeway: Duration::from_secs(30),
             refetch_after: Duration::from_secs(30),
+            cache: TokenCache::new(DEFAULT_JWT_CACHE_CAPACITY),
         }
     }
 
@@ -312,6 +341,19 @@ impl JwtVerifier {
         self
     }
 
+    /// The most verified tokens kept at once (default [`DEFAULT_JWT_CACHE_CAPACITY`]); `0` keeps none, so that
+    /// every request's token is decoded and its signature checked.
+    #[must_use]
+    pub fn cache_capacity(mut self, capacity: usize) -> JwtVerifier {
+        self.cache = TokenCache::new(capacity);
+        self
+    }
+
+    /// Verified tokens in the cache now (expired ones included until they are dropped).
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
     /// The key `kid`, from the cache or (for a URL) fetched again when the cache lacks it.
     async fn key(&self, kid: &str) -> Result<Option<(DecodingKey, Algorithm)>, TokenError> {
         let (url, client, cache) = match &self.keys {
@@ -335,13 +377,18 @@ impl JwtVerifier {
                 return Err(format!("status {}", response.status()));
             }
             let text = response.text().await.map_err(|e| e.to_string())?;
-            parse_jwks(&text).map_err(|e| e.to_string())
+            Ok((parse_jwks(&text).map_err(|e| e.to_string())?, digest(&text)))
         }
         .await;
         let mut c = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         c.fetched = Some(Instant::now());
         match fetched {
-            Ok(keys) => {
+            Ok((keys, document)) => {
+                // Tokens verified with a key set that has changed are verified again: a key may have gone.
+                if c.document.is_some_and(|before| before != document) {
+                    self.cache.clear();
+                }
+                c.document = Some(document);
                 c.keys = Arc::new(keys);
                 Ok(c.keys.get(kid).cloned())
             }
@@ -362,11 +409,19 @@ struct Claims {
     azp: Option<String>,
     scope: Option<String>,
     scp: Option<Value>,
+    exp: Option<f64>,
+    nbf: Option<f64>,
 }
 
 impl TokenVerifier for JwtVerifier {
     fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a> {
         Box::pin(async move {
+            let digest = digest(token);
+            if let Some(principal) = self.cache.lookup(&digest) {
+                return Ok(principal);
+            }
+            // Read before the key: a key set replaced from here on makes this verification's result not cached.
+            let generation = self.cache.generation();
             let header =
                 jsonwebtoken::decode_header(token).map_err(|_| TokenError::new("the token is not a signed JWT"))?;
             if !self.algorithms.contains(&header.alg) {
@@ -403,14 +458,31 @@ impl TokenVerifier for JwtVerifier {
                 Some(Value::Array(a)) => scopes.extend(a.iter().filter_map(Value::as_str).map(str::to_owned)),
                 _ => {}
             }
-            Ok(Principal {
+            let principal = Principal {
                 subject: claims.sub.unwrap_or_default(),
                 client_id: claims.client_id.or(claims.azp),
                 scopes,
                 issuer: claims.iss,
-            })
+            };
+            if let Some((keep, not_after)) = cache_window(claims.exp, claims.nbf) {
+                self.cache.remember(generation, digest, &principal, keep, Some(not_after));
+            }
+            Ok(principal)
         })
     }
+}
+
+/// How long a verified token with `exp` and `nbf` may be cached from now, and the wall-clock time past which it
+/// may not: until its `exp`, never within the leeway past it nor before its `nbf`.
+fn cache_window(exp: Option<f64>, nbf: Option<f64>) -> Option<(Duration, SystemTime)> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs_f64();
+    let exp = exp?;
+    if exp <= now || nbf.is_some_and(|nbf| nbf > now) {
+        return None;
+    }
+    let keep = Duration::try_from_secs_f64(exp - now).ok()?;
+    let not_after = UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(exp).ok()?)?;
+    Some((keep, not_after))
 }
 
 /// This server as an OAuth 2.1 protected resource: what its metadata says, and who checks its tokens.
