@@ -103,6 +103,9 @@ fn main() {
     if args.first().map(String::as_str) == Some("serve") {
         serve(&args[1..]);
     }
+    if args.first().map(String::as_str) == Some("mint") {
+        mint(&args[1..]);
+    }
     if let Err(message) = bench(&args) {
         eprintln!("mcp_http: {message}");
         std::process::exit(2);
@@ -193,6 +196,27 @@ fn serve(args: &[String]) -> ! {
         Ok(()) => std::process::exit(0),
         Err(message) => {
             eprintln!("mcp_http serve: {message}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// `mint RESOURCE`: makes an ES256 key and prints two lines, the JWKS holding its public key (for `serve
+/// keel-auth`'s `MCP_HTTP_JWKS`) and a token for the audience RESOURCE (`http://ADDR/mcp`), valid for an hour. For
+/// drivers other than this example's own, such as `bench/http_instructions.py --auth`.
+fn mint(args: &[String]) -> ! {
+    let result = (|| {
+        let [resource] = args else { return Err("usage: mint RESOURCE".to_owned()) };
+        let signer = auth::Signer::generate()?;
+        Ok(format!("{}\n{}", signer.jwks(), signer.token(resource)?))
+    })();
+    match result {
+        Ok(lines) => {
+            println!("{lines}");
+            std::process::exit(0)
+        }
+        Err(message) => {
+            eprintln!("mcp_http mint: {message}");
             std::process::exit(2);
         }
     }

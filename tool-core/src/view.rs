@@ -48,6 +48,8 @@ struct Inner {
     /// more to build than a few lookups save; an executor builds its own, once, for the calls it looks up).
     tools: Vec<Arc<ToolDefinition>>,
     rendered: [OnceLock<Vec<Value>>; Provider::ALL.len()],
+    /// Whether any tool needs a scope, found once.
+    scoped: OnceLock<bool>,
 }
 
 impl fmt::Debug for ToolView {
@@ -71,7 +73,7 @@ impl ToolView {
     /// A view of `tools`, which are already sorted by name and unique.
     pub(crate) fn from_sorted(tools: Vec<Arc<ToolDefinition>>) -> ToolView {
         debug_assert!(tools.is_sorted_by(|a, b| a.name() < b.name()));
-        ToolView { inner: Arc::new(Inner { tools, rendered: Default::default() }) }
+        ToolView { inner: Arc::new(Inner { tools, rendered: Default::default(), scoped: OnceLock::new() }) }
     }
 
     /// The tool named `name`, if this view allows it. Exact match: no case folding, trimming or nearest name.
@@ -118,6 +120,12 @@ impl ToolView {
     /// Whether the view is empty.
     pub fn is_empty(&self) -> bool {
         self.inner.tools.is_empty()
+    }
+
+    /// Whether any tool of the view needs a scope ([`ToolDefinition::scopes`]); found once per view. A server
+    /// whose tools need none has no per-tool scope to check before a call.
+    pub fn has_scoped_tools(&self) -> bool {
+        *self.inner.scoped.get_or_init(|| self.inner.tools.iter().any(|d| d.scopes().len() > 0))
     }
 
     /// The view's tools in `provider`'s format, in name order, without copying them: each entry is the tool's own

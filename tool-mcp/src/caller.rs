@@ -32,8 +32,13 @@ impl Principal {
     }
 }
 
+/// The principal of a request or notification, shared, from its extensions (where the HTTP layer put it).
+pub(crate) fn shared(extensions: &rmcp::model::Extensions) -> Option<std::sync::Arc<Principal>> {
+    extensions.get::<hyper::http::request::Parts>()?.extensions.get::<std::sync::Arc<Principal>>().cloned()
+}
+
 /// The principal of the request a tool call came in, when the server is a
 /// [`ResourceServer`](crate::http::auth::ResourceServer).
 pub fn principal(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Option<&Principal> {
-    context.extensions.get::<hyper::http::request::Parts>()?.extensions.get::<Principal>()
+    context.extensions.get::<hyper::http::request::Parts>()?.extensions.get::<std::sync::Arc<Principal>>().map(|p| &**p)
 }

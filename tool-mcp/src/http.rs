@@ -600,6 +600,9 @@ pub struct McpHttpService {
     health: Option<HealthRoute>,
     #[cfg(feature = "auth")]
     auth: Option<Arc<auth::ResourceServer>>,
+    /// The protected resource metadata's path and document, made once (every request's path is compared with it).
+    #[cfg(feature = "auth")]
+    metadata: Option<Arc<(String, Bytes)>>,
     /// The rate limits, when any is set.
     rates: Option<Arc<Limiters>>,
     /// The server, for the tool a `tools/call` names: its scopes, and whether its caller may see it.
@@ -649,6 +652,29 @@ impl Peek<'_> {
 
     fn is_request(&self) -> bool {
         self.method.is_some() && self.id.is_some()
+    }
+}
+
+/// The 2026-07-28 standard headers of a request: `Mcp-Method`, and `Mcp-Name` for a `tools/call`. rmcp refuses a
+/// request whose headers say other than its body.
+#[cfg(feature = "auth")]
+struct StandardHeaders<'a> {
+    method: &'a [u8],
+    name: Option<&'a str>,
+}
+
+#[cfg(feature = "auth")]
+impl<'a> StandardHeaders<'a> {
+    /// The request's standard headers; `None` when it has no `Mcp-Method`.
+    fn of(parts: &'a hyper::http::request::Parts) -> Option<StandardHeaders<'a>> {
+        let method = parts.headers.get("mcp-method")?.as_bytes();
+        let name = parts.headers.get("mcp-name").and_then(|v| v.to_str().ok());
+        Some(StandardHeaders { method, name })
+    }
+
+    /// The tool a `tools/call` names.
+    fn tool(&self) -> Option<&'a str> {
+        if self.method == b"tools/call" { self.name } else { None }
     }
 }
 
@@ -716,6 +742,11 @@ impl McpServer {
             limits: Arc::new(limits),
             health: config.health,
             #[cfg(feature = "auth")]
+            metadata: config
+                .auth
+                .as_ref()
+                .map(|a| Arc::new((a.metadata_path(), Bytes::from(a.metadata().to_string())))),
+            #[cfg(feature = "auth")]
             auth: config.auth.map(Arc::new),
             rates: Limiters::new(&config.rate_limits).map(Arc::new),
             server: self.clone(),
@@ -758,15 +789,13 @@ impl McpHttpService {
         B::Error: fmt::Display + std::error::Error + Send + Sync + 'static,
     {
         #[cfg(feature = "auth")]
-        let (request, subject) = match self.authenticate(request).await {
+        let (request, opener) = match self.authenticate(request).await {
             Ok(admitted) => admitted,
             Err(refusal) => return refusal,
         };
-        #[cfg(feature = "auth")]
-        let opens_session = subject.is_some() && !request.headers().contains_key(SESSION_HEADER);
         let response = self.handle_admitted(request).await;
         #[cfg(feature = "auth")]
-        if let (Some(subject), true) = (subject, opens_session)
+        if let Some(subject) = opener
             && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
         {
             self.sessions.set_owner(id, subject);
@@ -775,7 +804,8 @@ impl McpHttpService {
     }
 
     /// Checks the request's bearer token (on a protected server): the request with its [`auth::Principal`] in its
-    /// extensions and the principal's subject, or the refusal.
+    /// extensions and, when it comes without a session (and may open one), the principal's subject, to own the
+    /// session it opens; or the refusal.
     #[cfg(feature = "auth")]
     async fn authenticate<B>(
         &self,
@@ -799,47 +829,45 @@ impl McpHttpService {
                 return Err(response);
             }
         };
-        let subject: Arc<str> = Arc::from(principal.subject.as_str());
-        if let Some(id) = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
-            && let Some(owner) = self.sessions.owner(id)
-            && owner.is_some_and(|o| o != subject)
-        {
-            return Err(text_response(
-                StatusCode::FORBIDDEN,
-                "Forbidden: this session belongs to another principal\n".to_owned(),
-            ));
-        }
+        let opener = match request.headers().get(SESSION_HEADER) {
+            Some(id) => {
+                if let Some(Some(owner)) = id.to_str().ok().and_then(|id| self.sessions.owner(id))
+                    && *owner != *principal.subject
+                {
+                    return Err(text_response(
+                        StatusCode::FORBIDDEN,
+                        "Forbidden: this session belongs to another principal\n".to_owned(),
+                    ));
+                }
+                None
+            }
+            None => Some(Arc::from(principal.subject.as_str())),
+        };
         request.extensions_mut().insert(principal);
-        Ok((request, Some(subject)))
+        Ok((request, opener))
     }
 
     /// On a protected server, a `tools/call` of a tool whose scopes the caller's token lacks: `403` with
     /// `error="insufficient_scope"` and the scopes to ask for (the token's and the tool's), before anything runs.
     #[cfg(feature = "auth")]
-    fn step_up(&self, parts: &hyper::http::request::Parts, body: &[u8]) -> Option<Response<ResponseBody>> {
+    fn step_up(
+        &self,
+        parts: &hyper::http::request::Parts,
+        message: Option<&rate::Message<'_>>,
+    ) -> Option<Response<ResponseBody>> {
         let resource = self.auth.as_ref()?;
-        let principal = parts.extensions.get::<auth::Principal>()?;
-        #[derive(serde::Deserialize)]
-        struct Call<'a> {
-            #[serde(borrow)]
-            method: Option<std::borrow::Cow<'a, str>>,
-            #[serde(borrow)]
-            params: Option<Params<'a>>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Params<'a> {
-            #[serde(borrow)]
-            name: Option<std::borrow::Cow<'a, str>>,
-        }
-        let call: Call<'_> = serde_json::from_slice(body).ok()?;
-        if call.method.as_deref() != Some("tools/call") {
+        let principal = parts.extensions.get::<Arc<auth::Principal>>()?;
+        if !self.server.executor().view().has_scoped_tools() {
             return None;
         }
-        let name = call.params?.name?;
+        let name = match StandardHeaders::of(parts) {
+            Some(headers) => headers.tool()?,
+            None => message?.tool()?,
+        };
         let executor = self.server.executor();
-        let def = executor.view().get(&name)?;
+        let def = executor.view().get(name)?;
         // A tool outside the principal's view is refused as an unknown one, by the server: never named here.
-        if !self.server.visible_to(principal, &name) || def.allowed_with(&principal.scopes) {
+        if !self.server.visible_to(principal, name) || def.allowed_with(&principal.scopes) {
             return None;
         }
         let missing: Vec<&str> = def.scopes().filter(|s| !principal.has_scope(s)).collect();
@@ -883,15 +911,26 @@ impl McpHttpService {
         };
         // The client's own rate limit, then the tool's scopes, then the tool's rate limit: each refuses before
         // anything of the request is done, and a refusal takes nothing from the checks after it.
-        let rated = self.rates.as_ref().map(|rates| (rates, Client::of(&parts), rate::Message::of(&body)));
+        // The body is read once for both, and only when one of them needs it: the scopes' check, only when a
+        // tool needs a scope, and then it takes the tool from the standard headers when the request has them
+        // (rmcp refuses a request whose headers and body differ, and the executor checks the scopes again in any
+        // case).
+        #[cfg(feature = "auth")]
+        let reads_body = self.auth.is_some()
+            && self.server.executor().view().has_scoped_tools()
+            && StandardHeaders::of(&parts).is_none();
+        #[cfg(not(feature = "auth"))]
+        let reads_body = false;
+        let message = if self.rates.is_some() || reads_body { rate::Message::of(&body) } else { None };
+        let rated = self.rates.as_ref().map(|rates| (rates, Client::of(&parts), message.as_ref()));
         if let Some((rates, client, message)) = &rated
-            && message.as_ref().is_none_or(|m| m.method.is_some() && m.id.is_some())
+            && message.is_none_or(|m| m.method.is_some() && m.id.is_some())
             && let Err(refusal) = rates.check_principal(client)
         {
-            return self.rate_limited(refusal, message.as_ref(), None);
+            return self.rate_limited(refusal, *message, None);
         }
         #[cfg(feature = "auth")]
-        if let Some(refusal) = self.step_up(&parts, &body) {
+        if let Some(refusal) = self.step_up(&parts, message.as_ref()) {
             return refusal;
         }
         if let Some((rates, client, Some(message))) = &rated
@@ -963,7 +1002,7 @@ impl McpHttpService {
     /// principal's view holds it (its scopes were checked before).
     fn may_call(&self, _parts: &hyper::http::request::Parts, tool: &str) -> bool {
         #[cfg(feature = "auth")]
-        if let Some(principal) = _parts.extensions.get::<auth::Principal>() {
+        if let Some(principal) = _parts.extensions.get::<Arc<auth::Principal>>() {
             return self.server.visible_to(principal, tool);
         }
         self.server.executor().view().contains(tool)
@@ -1096,18 +1135,16 @@ impl McpHttpService {
                         _ => None,
                     };
                     #[cfg(feature = "auth")]
-                    let metadata = match service.protected_resource_metadata() {
-                        Some((at, document)) if req.uri().path() == at && req.method() == Method::GET => Some(document),
+                    let metadata = match &service.metadata {
+                        Some(m) if req.uri().path() == m.0 && req.method() == Method::GET => Some(m.1.clone()),
                         _ => None,
                     };
                     async move {
                         #[cfg(feature = "auth")]
                         if let Some(document) = metadata {
-                            return Ok::<_, Infallible>(response(
-                                StatusCode::OK,
-                                "application/json",
-                                document.to_string(),
-                            ));
+                            let mut answer = Response::new(Full::new(document).boxed());
+                            answer.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                            return Ok::<_, Infallible>(answer);
                         }
                         if let Some(report) = health {
                             return Ok::<_, Infallible>(health_response(&report(), service.limits.health_details));

@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+mod common;
+
 /// Says whom the call is for.
 #[tool(name = "whoami", effect = "read", version = "1.0")]
 async fn whoami(ctx: CallContext) -> Result<String, ToolError> {
@@ -432,36 +434,41 @@ async fn scoped_open() -> Result<String, ToolError> {
     Ok("open".into())
 }
 
-/// Three principals, three tools: each principal is listed exactly the tools its scopes let it call, every call
-/// of a listed tool runs, and every other call is refused `403 insufficient_scope` naming the missing scope and
-/// runs nothing: the list and the allowlist agree for every principal.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_list_and_the_allowlist_agree_for_every_principal() {
+const SCOPED_TOOLS: [&str; 3] = ["scoped.open", "scoped.read", "scoped.write"];
+
+/// The principals of [`scoped_server`], by token, and the tools each may call.
+const SCOPED_PRINCIPALS: [(&str, &[&str]); 3] = [
+    ("t-alice", &["scoped.open", "scoped.read", "scoped.write"]),
+    ("t-bob", &["scoped.open", "scoped.read"]),
+    ("t-carol", &["scoped.open"]),
+];
+
+/// A protected server of the three scoped tools, for alice (`tickets.read tickets.write`), bob (`tickets.read`)
+/// and carol (no scope): its base URL, and what stops it.
+async fn scoped_server() -> (String, CancellationToken) {
     let tokens = StaticTokens::new()
         .token("t-alice", Principal::new("alice", ["tickets.read", "tickets.write"]))
         .token("t-bob", Principal::new("bob", ["tickets.read"]))
         .token("t-carol", Principal::new("carol", Vec::<String>::new()));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let view = Registry::from_inventory()
-        .unwrap()
-        .view()
-        .names(["scoped.read", "scoped.write", "scoped.open"])
-        .build()
-        .unwrap();
+    let view = Registry::from_inventory().unwrap().view().names(SCOPED_TOOLS).build().unwrap();
     let server = McpServer::new(Executor::new(view).unwrap()).unwrap();
     let protected = ResourceServer::new(format!("{base}/mcp"), tokens);
     let service = server.http_service(HttpConfig::default().auth(protected));
     let stop = CancellationToken::new();
     let shutdown = stop.clone();
     tokio::spawn(async move { service.serve(listener, "/mcp", shutdown).await });
+    (base, stop)
+}
 
-    let tools = ["scoped.open", "scoped.read", "scoped.write"];
-    for (token, may_call) in [
-        ("t-alice", &["scoped.open", "scoped.read", "scoped.write"][..]),
-        ("t-bob", &["scoped.open", "scoped.read"][..]),
-        ("t-carol", &["scoped.open"][..]),
-    ] {
+/// Three principals, three tools: each principal is listed exactly the tools its scopes let it call, every call
+/// of a listed tool runs, and every other call is refused `403 insufficient_scope` naming the missing scope and
+/// runs nothing: the list and the allowlist agree for every principal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_and_the_allowlist_agree_for_every_principal() {
+    let (base, stop) = scoped_server().await;
+    for (token, may_call) in SCOPED_PRINCIPALS {
         let session = open(&base, token).await;
         let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
         let (status, _, _, body) = post(&base, Some(token), Some(&session), list).await;
@@ -469,7 +476,7 @@ async fn the_list_and_the_allowlist_agree_for_every_principal() {
         let listed: Vec<&str> =
             body["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(listed, may_call, "{token}: the list");
-        for tool in tools {
+        for tool in SCOPED_TOOLS {
             RAN.lock().unwrap().clear();
             let call =
                 json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": tool, "arguments": {}}});
@@ -488,5 +495,53 @@ async fn the_list_and_the_allowlist_agree_for_every_principal() {
             }
         }
     }
+    stop.cancel();
+}
+
+/// The same in the stateless era, where the server takes the called tool from the `Mcp-Name` header: each
+/// principal is listed exactly what it may call, every other call is refused `403 insufficient_scope` and runs
+/// nothing; and a request whose `Mcp-Name` names a tool the caller may call while its body calls one it may not
+/// never runs the tool it calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_the_stateless_era_too_and_a_lying_tool_header_runs_nothing() {
+    let (base, stop) = scoped_server().await;
+    let url = format!("{base}/mcp");
+    for (token, may_call) in SCOPED_PRINCIPALS {
+        let peer = common::Peer::new(&url, Some(token), common::Era::Stateless);
+        assert_eq!(peer.list(1).await, may_call, "{token}: the list");
+        for tool in SCOPED_TOOLS {
+            RAN.lock().unwrap().clear();
+            let reply = peer.call(2, tool, json!({})).await;
+            if may_call.contains(&tool) {
+                assert_eq!((reply.status, &reply.body["result"]["isError"]), (200, &json!(false)), "{reply:?}");
+                assert_eq!(*RAN.lock().unwrap(), [tool], "{token} {tool}");
+            } else {
+                assert_eq!(reply.status, 403, "{token} {tool}: {reply:?}");
+                assert!(RAN.lock().unwrap().is_empty(), "{token} {tool}: nothing runs");
+            }
+        }
+    }
+    // bob may call scoped.read, not scoped.write: a header that names the first over a body that calls the second.
+    RAN.lock().unwrap().clear();
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "scoped.write",
+        "arguments": {}, "_meta": {"io.modelcontextprotocol/protocolVersion": common::STATELESS_REVISION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "keel-test", "version": "1"}}}});
+    let response = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", common::STATELESS_REVISION)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "scoped.read")
+        .header("authorization", "Bearer t-bob")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    assert!(RAN.lock().unwrap().is_empty(), "nothing runs: {status} {text}");
+    assert!(!text.contains("written"), "{status} {text}");
     stop.cancel();
 }

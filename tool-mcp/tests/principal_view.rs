@@ -52,6 +52,12 @@ const TOOLS: [&str; 3] = ["pv.export", "pv.read", "pv.refund"];
 /// `billing` too: her call of `pv.refund` is refused as unknown, not challenged for the scope. Each principal runs
 /// for its own tenant.
 async fn serve() -> (String, CancellationToken) {
+    let (url, _, stop) = serve_with_server().await;
+    (url, stop)
+}
+
+/// [`serve`], and the server (to update it).
+async fn serve_with_server() -> (String, McpServer, CancellationToken) {
     let tokens = StaticTokens::new()
         .token("t-alice", Principal::new("alice", ["billing"]))
         .token("t-bob", Principal::new("bob", Vec::<String>::new()))
@@ -74,7 +80,7 @@ async fn serve() -> (String, CancellationToken) {
     let stop = CancellationToken::new();
     let shutdown = stop.clone();
     tokio::spawn(async move { service.serve(listener, "/mcp", shutdown).await });
-    (url, stop)
+    (url, server, stop)
 }
 
 /// The error a call of `tool` is answered with when the server lacks it.
@@ -165,5 +171,82 @@ async fn call_options_tenant_wins_over_the_views() {
     let hidden = peer.call(3, "pv.export", json!({})).await;
     assert_eq!(hidden.body["error"]["message"], unknown_tool_message("pv.export"), "{hidden:?}");
     assert_eq!(*RAN.lock().unwrap(), ["pv.read@from-call-options"], "only the visible call ran");
+    stop.cancel();
+}
+
+/// A session client that reports each `notifications/tools/list_changed` on its channel.
+#[derive(Clone)]
+struct Watcher(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl rmcp::ClientHandler for Watcher {
+    async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        let _ = self.0.send(());
+    }
+}
+
+/// Opens a 2025-11-25 session with `token` (rmcp's client, which listens for notifications); the client, and where
+/// its `tools/list_changed` notifications arrive.
+async fn watch(
+    url: &str,
+    token: &str,
+) -> (rmcp::service::RunningService<rmcp::RoleClient, Watcher>, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+    let client = Watcher(tx).serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+    (client, rx)
+}
+
+/// Whether a `tools/list_changed` arrives within `wait`.
+async fn changed(rx: &mut tokio::sync::mpsc::UnboundedReceiver<()>, wait: std::time::Duration) -> bool {
+    tokio::time::timeout(wait, rx.recv()).await.is_ok_and(|got| got.is_some())
+}
+
+/// `McpServer::update` tells a principal only when what it is listed changed: a tool leaving the server is news to
+/// the principals who saw it, and to nobody else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_change_is_sent_only_to_the_principals_whose_list_changed() {
+    use std::time::Duration;
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let (url, server, stop) = serve_with_server().await;
+    let (alice, mut to_alice) = watch(&url, "t-alice").await;
+    let (bob, mut to_bob) = watch(&url, "t-bob").await;
+    let (carol, mut to_carol) = watch(&url, "t-carol").await;
+    let names = |c: &rmcp::service::RunningService<rmcp::RoleClient, Watcher>| {
+        let c = c.peer().clone();
+        async move {
+            let tools = c.list_all_tools().await.unwrap();
+            tools.into_iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(names(&bob).await, ["pv.read"]);
+    let registry = Registry::from_inventory().unwrap();
+
+    // pv.export leaves: Alice and Carol saw it, Bob did not.
+    let view = registry.view().names(["pv.read", "pv.refund"]).build().unwrap();
+    assert!(server.update(Executor::new(view).unwrap()).await.unwrap(), "the server's list changed");
+    assert!(changed(&mut to_alice, Duration::from_secs(10)).await, "Alice saw pv.export go");
+    assert!(changed(&mut to_carol, Duration::from_secs(10)).await, "Carol saw pv.export go");
+    assert!(!changed(&mut to_bob, Duration::from_millis(500)).await, "Bob's list is the same");
+    assert_eq!(names(&carol).await, Vec::<String>::new());
+
+    // pv.refund leaves: only Alice, who holds `billing`, was listed it (Bob's view holds it, his scopes do not).
+    let view = registry.view().names(["pv.read"]).build().unwrap();
+    assert!(server.update(Executor::new(view).unwrap()).await.unwrap());
+    assert!(changed(&mut to_alice, Duration::from_secs(10)).await, "Alice saw pv.refund go");
+    assert!(!changed(&mut to_bob, Duration::from_millis(500)).await, "Bob was never listed pv.refund");
+    assert!(!changed(&mut to_carol, Duration::from_millis(100)).await, "nor was Carol");
+
+    // An explicit notification still goes to everyone.
+    assert_eq!(server.notify_tool_list_changed().await, 3);
+    for (who, rx) in [("alice", &mut to_alice), ("bob", &mut to_bob), ("carol", &mut to_carol)] {
+        assert!(changed(rx, Duration::from_secs(10)).await, "{who} told");
+    }
+    assert_eq!(names(&alice).await, ["pv.read"]);
+    for client in [alice, bob, carol] {
+        let _ = client.cancel().await;
+    }
     stop.cancel();
 }

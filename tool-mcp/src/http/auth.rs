@@ -42,7 +42,9 @@ pub use introspection::{
 use token_cache::{TokenCache, digest};
 
 /// The future a [`TokenVerifier`] returns.
-pub type VerifyFuture<'a> = Pin<Box<dyn Future<Output = Result<Principal, TokenError>> + Send + 'a>>;
+/// The principal comes in an [`Arc`] so that a verifier that keeps principals (a cache of verified tokens) hands
+/// out the same one on every request instead of a copy.
+pub type VerifyFuture<'a> = Pin<Box<dyn Future<Output = Result<Arc<Principal>, TokenError>> + Send + 'a>>;
 
 /// Why a token was refused. Its text goes to the client as the `error_description`, so it says what is wrong
 /// with the token, never anything of the server's keys or configuration.
@@ -81,7 +83,7 @@ pub trait TokenVerifier: Send + Sync {
 /// are compared in constant time.
 #[derive(Clone, Default)]
 pub struct StaticTokens {
-    tokens: Vec<(Vec<u8>, Principal)>,
+    tokens: Vec<(Vec<u8>, Arc<Principal>)>,
 }
 
 impl fmt::Debug for StaticTokens {
@@ -100,7 +102,7 @@ impl StaticTokens {
     /// Accepts `token` for `principal`.
     #[must_use]
     pub fn token(mut self, token: impl AsRef<str>, principal: Principal) -> StaticTokens {
-        self.tokens.push((token.as_ref().as_bytes().to_vec(), principal));
+        self.tokens.push((token.as_ref().as_bytes().to_vec(), Arc::new(principal)));
         self
     }
 }
@@ -416,8 +418,8 @@ struct Claims {
 impl TokenVerifier for JwtVerifier {
     fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a> {
         Box::pin(async move {
-            let digest = digest(token);
-            if let Some(principal) = self.cache.lookup(&digest) {
+            let cached = self.cache.key(token);
+            if let Some(principal) = self.cache.lookup(&cached) {
                 return Ok(principal);
             }
             // Read before the key: a key set replaced from here on makes this verification's result not cached.
@@ -458,14 +460,14 @@ impl TokenVerifier for JwtVerifier {
                 Some(Value::Array(a)) => scopes.extend(a.iter().filter_map(Value::as_str).map(str::to_owned)),
                 _ => {}
             }
-            let principal = Principal {
+            let principal = Arc::new(Principal {
                 subject: claims.sub.unwrap_or_default(),
                 client_id: claims.client_id.or(claims.azp),
                 scopes,
                 issuer: claims.iss,
-            };
+            });
             if let Some((keep, not_after)) = cache_window(claims.exp, claims.nbf) {
-                self.cache.remember(generation, digest, &principal, keep, Some(not_after));
+                self.cache.remember(generation, cached, &principal, keep, Some(not_after));
             }
             Ok(principal)
         })
@@ -601,7 +603,7 @@ impl ResourceServer {
     }
 
     /// Who the request's bearer token speaks for, or the refusal: `(status, WWW-Authenticate)`.
-    pub(crate) async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, (u16, String)> {
+    pub(crate) async fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Principal>, (u16, String)> {
         let Some(value) = authorization else {
             return Err((401, self.challenge(None, None)));
         };

@@ -2,11 +2,12 @@
 //! authorization server that issued them can read. See [`IntrospectionVerifier`].
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 
-use super::token_cache::{TokenCache, digest};
+use super::token_cache::TokenCache;
 use super::{AuthConfigError, Principal, TokenError, TokenVerifier, VerifyFuture};
 
 /// The default number of verified tokens an [`IntrospectionVerifier`] keeps.
@@ -347,7 +348,7 @@ impl IntrospectionVerifier {
 impl TokenVerifier for IntrospectionVerifier {
     fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a> {
         Box::pin(async move {
-            let key = digest(token);
+            let key = self.cache.key(token);
             if let Some(principal) = self.cache.lookup(&key) {
                 return Ok(principal);
             }
@@ -361,6 +362,7 @@ impl TokenVerifier for IntrospectionVerifier {
             };
             match self.admit(answer) {
                 Ok((principal, keep, not_after)) => {
+                    let principal = Arc::new(principal);
                     self.cache.remember(generation, key, &principal, keep, not_after);
                     Ok(principal)
                 }
@@ -578,7 +580,13 @@ mod tests {
         assert_eq!(verifier().cache.capacity(), DEFAULT_INTROSPECTION_CACHE_CAPACITY);
         let none = verifier().cache_capacity(0);
         let g = none.cache.generation();
-        none.cache.remember(g, digest("t1"), &Principal::new("a", Vec::<String>::new()), Duration::from_secs(10), None);
+        none.cache.remember(
+            g,
+            none.cache.key("t1"),
+            &Arc::new(Principal::new("a", Vec::<String>::new())),
+            Duration::from_secs(10),
+            None,
+        );
         assert_eq!(none.cached(), 0);
     }
 

@@ -199,7 +199,7 @@ impl Client {
     /// ([`SocketAddr`] or [`IpAddr`] in the request's extensions).
     pub(super) fn of(parts: &hyper::http::request::Parts) -> Client {
         #[cfg(feature = "auth")]
-        if let Some(principal) = parts.extensions.get::<crate::caller::Principal>() {
+        if let Some(principal) = parts.extensions.get::<std::sync::Arc<crate::caller::Principal>>() {
             return Client::Subject(Arc::from(principal.subject.as_str()));
         }
         if let Some(addr) = parts.extensions.get::<SocketAddr>() {

@@ -79,10 +79,11 @@ impl McpServerBuilder {
     ///   `-32602`, the executor's `unknown_tool` message), before anything of it runs: the answer does not tell
     ///   the tool exists, and no scope challenge names it.
     /// - The view's tenant is the call's tenant, unless [`McpServerBuilder::call_options`] sets one.
+    /// - [`McpServer::update`](super::McpServer::update) sends `notifications/tools/list_changed` only to the
+    ///   clients whose own list changed. The notification names no tool: a principal learns what changed only by
+    ///   listing again, where it sees its own tools.
     ///
-    /// `notifications/tools/list_changed` names no tool: a principal learns what changed only by listing again,
-    /// where it sees its own tools. Requests without a principal (a server that is not protected) are not
-    /// affected.
+    /// Requests without a principal (a server that is not protected) are not affected.
     #[cfg(feature = "auth")]
     pub fn principal_view(
         mut self,

@@ -49,15 +49,37 @@ impl Listing {
     fn same_tools(&self, other: &Listing) -> bool {
         self.tools.len() == other.tools.len() && self.tools.iter().zip(&other.tools).all(|(a, b)| a == b)
     }
+
+    /// The entries `principal` is listed: the tools its view holds and its scopes let it call, in name order.
+    #[cfg(feature = "auth")]
+    pub(super) fn visible<'a>(
+        &'a self,
+        view: &'a super::PrincipalView,
+        principal: &'a crate::caller::Principal,
+    ) -> impl Iterator<Item = &'a Tool> + 'a {
+        self.tools
+            .iter()
+            .zip(self.executor.view().iter())
+            .filter(|(_, def)| view.allows(def.name()) && def.allowed_with(&principal.scopes))
+            .map(|(tool, _)| tool)
+    }
 }
+
+/// Who a listener is: on a protected server, the principal that opened the session or the stream (`None` when the
+/// server is not protected).
+#[cfg(feature = "auth")]
+pub(super) type Caller = Option<Arc<crate::caller::Principal>>;
+/// Who a listener is: nobody in particular, without the `auth` feature.
+#[cfg(not(feature = "auth"))]
+pub(super) type Caller = ();
 
 /// The clients to tell when the tool list changes.
 #[derive(Default)]
 pub(super) struct Listeners {
     /// Sessions that completed `initialize` (protocol revisions up to 2025-11-25): sent an unscoped notification.
-    pub(super) sessions: Vec<Peer<RoleServer>>,
+    pub(super) sessions: Vec<(Peer<RoleServer>, Caller)>,
     /// `subscriptions/listen` streams that asked for tool-list changes (revision 2026-07-28 on), by a local id.
-    pub(super) subscriptions: Vec<(u64, SubscriptionSink)>,
+    pub(super) subscriptions: Vec<(u64, SubscriptionSink, Caller)>,
     pub(super) next_subscription: u64,
 }
 
@@ -97,28 +119,51 @@ impl McpServer {
     pub async fn update(&self, executor: Executor) -> Result<bool, McpServerError> {
         let listing = Arc::new(Listing::new(executor)?);
         self.expect_changes();
-        let changed = {
+        let (changed, before) = {
             let mut current = self.shared.listing.write().unwrap_or_else(std::sync::PoisonError::into_inner);
             let changed = !current.same_tools(&listing);
-            *current = listing;
-            changed
+            let before = std::mem::replace(&mut *current, listing.clone());
+            (changed, before)
         };
         if changed {
-            self.notify_tool_list_changed().await;
+            self.notify(|caller| self.sees_a_change(caller, &before, &listing)).await;
         }
         Ok(changed)
     }
 
+    /// Whether the client `caller` is listed something else in `after` than in `before`: on a protected server, its
+    /// own tools (those of its view that its scopes let it call); otherwise, any change.
+    #[cfg_attr(not(feature = "auth"), allow(unused_variables, clippy::unused_self))]
+    fn sees_a_change(&self, caller: &Caller, before: &Listing, after: &Listing) -> bool {
+        #[cfg(feature = "auth")]
+        if let Some(principal) = caller {
+            let view = self.shared.view_of(principal);
+            return !before.visible(&view, principal).eq(after.visible(&view, principal));
+        }
+        true
+    }
+
     /// Sends `notifications/tools/list_changed` to every connected client (see [`McpServer::update`]); sessions
     /// whose transport has closed are forgotten. Returns how many clients were sent the notification.
+    ///
+    /// [`McpServer::update`] itself tells a client of a protected server only when what that client is listed
+    /// changed; this tells every client.
     pub async fn notify_tool_list_changed(&self) -> usize {
+        self.notify(|_| true).await
+    }
+
+    /// Sends `notifications/tools/list_changed` to each connected client `to` picks.
+    async fn notify(&self, to: impl Fn(&Caller) -> bool) -> usize {
         // Counted before the listeners are read: a stream acknowledged but not registered yet sees the count move
         // when it registers (see `McpSession::listen`).
         self.shared.tool_changes.fetch_add(1, Ordering::SeqCst);
         let (sessions, subscriptions) = {
             let mut listeners = self.shared.listeners();
-            listeners.sessions.retain(|p| !p.is_transport_closed());
-            (listeners.sessions.clone(), listeners.subscriptions.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>())
+            listeners.sessions.retain(|(p, _)| !p.is_transport_closed());
+            let sessions: Vec<_> = listeners.sessions.iter().filter(|(_, c)| to(c)).map(|(p, _)| p.clone()).collect();
+            let subscriptions: Vec<_> =
+                listeners.subscriptions.iter().filter(|(_, _, c)| to(c)).map(|(_, s, _)| s.clone()).collect();
+            (sessions, subscriptions)
         };
         // Every client at once, each within a bound: a stuck one holds up nobody else.
         let mut sends = tokio::task::JoinSet::new();

@@ -94,13 +94,7 @@ impl ServerHandler for McpSession {
         #[cfg(feature = "auth")]
         if let Some(principal) = crate::caller::principal(&_context) {
             let view = self.shared.view_of(principal);
-            let tools: Vec<_> = listing
-                .tools
-                .iter()
-                .zip(listing.executor.view().iter())
-                .filter(|(_, def)| view.allows(def.name()) && def.allowed_with(&principal.scopes))
-                .map(|(tool, _)| tool.clone())
-                .collect();
+            let tools: Vec<_> = listing.visible(&view, principal).cloned().collect();
             return Ok(ListToolsResult::with_all_items(tools).with_ttl_ms(ttl).with_cache_scope(CacheScope::Private));
         }
         Ok(ListToolsResult::with_all_items(listing.tools.clone()).with_ttl_ms(ttl).with_cache_scope(CacheScope::Public))
@@ -114,8 +108,12 @@ impl ServerHandler for McpSession {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         {
             let mut listeners = self.shared.listeners();
-            listeners.sessions.retain(|p| !p.is_transport_closed());
-            listeners.sessions.push(context.peer.clone());
+            listeners.sessions.retain(|(p, _)| !p.is_transport_closed());
+            #[cfg(feature = "auth")]
+            let caller = crate::caller::shared(&context.extensions);
+            #[cfg(not(feature = "auth"))]
+            let caller = ();
+            listeners.sessions.push((context.peer.clone(), caller));
         }
         self.shared.rest.on_initialized(context).await;
     }
@@ -135,7 +133,11 @@ impl ServerHandler for McpSession {
             let mut listeners = self.shared.listeners();
             let id = listeners.next_subscription;
             listeners.next_subscription += 1;
-            listeners.subscriptions.push((id, context.sink().clone()));
+            #[cfg(feature = "auth")]
+            let caller = crate::caller::shared(&context.request_context().extensions);
+            #[cfg(not(feature = "auth"))]
+            let caller = ();
+            listeners.subscriptions.push((id, context.sink().clone(), caller));
             id
         });
         // The SDK acknowledges the stream before it calls this, so a change can go out between the two (the client
@@ -157,7 +159,7 @@ impl ServerHandler for McpSession {
             self.shared.rest.listen(context).await
         };
         if let Some(id) = id {
-            self.shared.listeners().subscriptions.retain(|(i, _)| *i != id);
+            self.shared.listeners().subscriptions.retain(|(i, _, _)| *i != id);
         }
         result
     }
