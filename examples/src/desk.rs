@@ -63,7 +63,12 @@ pub struct Ticket {
 }
 
 /// Open a ticket that tracks an incident.
-#[tool(effect = "write", version = "1.0", tags = ["incident"])]
+#[tool(
+    effect = "write",
+    version = "1.0",
+    tags = ["incident"],
+    example = r#"{"incident_id": "INC-001", "title": "Logins fail for every user of auth-api"}"#
+)]
 pub fn create_ticket(
     #[arg(description = "The incident the ticket tracks, e.g. INC-001")] incident_id: String,
     #[arg(description = "A one-line summary")] title: String,

@@ -20,6 +20,8 @@ each provider's reply to a success and to an error of it. For every tool this ch
   Gemini takes (strictly, as above);
 - every OpenAI entry with `"strict": true`: its `parameters` come back unchanged from the `openai` SDK's own strict
   transform (`openai.lib._pydantic._ensure_strict_json_schema`, what `openai.pydantic_function_tool` applies);
+- every Anthropic `input_examples` item against that entry's `input_schema`; and that some tool of the dump has
+  `input_examples` at all, so that `anthropic.types.ToolParam` is checked on them;
 - what the model reads in every entry: no generated `title` (`__KeelArgs`, `Array_of_T`, a primitive type's name),
   no rustdoc link markup (``[`Item`]``) in a description, and `properties` in the order of `required` (declaration
   order, as schemars lists `required`).
@@ -126,6 +128,9 @@ REPLY_TYPES = {
     "mcp": model(mcp.types.CallToolResult, "mcp CallToolResult"),
 }
 
+# What some tool of the dump must exercise, so that the SDK types above are checked on it.
+COVERED = {"anthropic input_examples"}
+
 GEMINI_JSON_SCHEMA = model(genai.JSONSchema, "google.genai JSONSchema")
 
 # The type of each message of a turn's replies (`Codec::replies`), where it is not the reply's own.
@@ -196,6 +201,8 @@ class Checker:
         # What an SDK dropped where keel reports a loss: the same, by text.
         self.known = {}
         self.checks = 0
+        # Which of COVERED the dump exercised.
+        self.covered = set()
         # The pointers of each provider's reply-format losses (`tool` `*`).
         self.format_losses = {p: {loss["at"] for loss in losses} for p, losses in format_losses.items()}
 
@@ -263,6 +270,20 @@ class Checker:
             at = "; ".join(unordered)
             self.finding(tool, where, f"properties not in declaration order (that of `required`) at {at}")
 
+    def input_examples(self, tool, entry):
+        """Each of Anthropic's `input_examples` (which `ToolParam` validates above) against the entry's own
+        `input_schema`: an example the model is shown must be a call the tool accepts."""
+        self.covered.add("anthropic input_examples")
+        self.checks += 1
+        validator = jsonschema.Draft202012Validator(entry.get("input_schema", {}))
+        for i, example in enumerate(entry["input_examples"]):
+            errors = sorted(validator.iter_errors(example), key=lambda e: list(e.absolute_path))
+            if errors:
+                e = errors[0]
+                at = pointer(e.absolute_path)
+                what = f"input_examples/{i} is not valid against input_schema at {at}: {e.message}"
+                self.finding(tool, "anthropic entry", what)
+
     def structured_content(self, tool, where, reply, output_schema):
         if output_schema is None or "structuredContent" not in reply:
             return
@@ -291,6 +312,8 @@ class Checker:
             if parameters is not None:
                 self.strict(tool, f"{provider} strict parameters", parameters)
             self.model_text(tool, f"{provider} entry", entry)
+            if provider == "anthropic" and "input_examples" in entry:
+                self.input_examples(tool, entry)
         for outcome in ["ok", "error"]:
             replies = tool["replies"][outcome]
             for provider in PROVIDERS:
@@ -317,6 +340,8 @@ def main():
     checker = Checker(dump["format_losses"])
     for tool in dump["tools"]:
         checker.tool(tool)
+    for what in COVERED - checker.covered:
+        checker.findings.setdefault(f"no tool exercises {what}: the dump no longer covers it", []).append("*")
     for text, tools in checker.known.items():
         print(f"known: {text} [{len(tools)} tool{'s' if len(tools) > 1 else ''}]")
     for text, tools in checker.findings.items():

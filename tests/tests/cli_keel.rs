@@ -117,7 +117,15 @@ fn call_prints_the_tool_result() {
 fn check_passes_on_the_examples_and_fails_on_errors() {
     let (code, out, _) = keel(&demo(), &["check"]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.trim_end().ends_with("0 error(s), 0 warning(s), 9 note(s)"), "{out}");
+    assert!(out.trim_end().ends_with("0 error(s), 0 warning(s), 14 note(s)"), "{out}");
+    // create_ticket's example, which every format but Anthropic's reads in the description.
+    assert!(
+        out.contains(
+            "info     gemini            the format has no field for input examples, so the tool's example is \
+                      stated at the end of the description"
+        ),
+        "{out}"
+    );
     // The codecs' losses are part of the report: here, the ollama Python client's replies.
     assert!(
         out.contains("info     ollama            the ollama Python client's `Message` has no `tool_call_id`"),

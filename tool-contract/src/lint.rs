@@ -226,6 +226,31 @@ mod tests {
     }
 
     #[test]
+    fn examples_are_info_wherever_they_are_folded_into_the_description() {
+        let input = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"],
+                           "additionalProperties": false});
+        let d = ToolDefinition::builder("lookup")
+            .description("Does a thing.")
+            .input_schema(input)
+            .example(json!({"id": "INC-001"}))
+            .handler(|_a, _c| async { Ok::<_, ToolError>(Value::Null) })
+            .build()
+            .unwrap();
+        let f = lint(&d);
+        for provider in Provider::ALL {
+            let about: Vec<&Finding> =
+                f.iter().filter(|x| x.provider == Some(provider) && x.message.contains("Example arguments")).collect();
+            if provider == Provider::Anthropic {
+                assert!(about.is_empty(), "Anthropic takes input_examples: {about:#?}");
+            } else {
+                assert_eq!(about.len(), 1, "{}: {f:#?}", provider.as_str());
+                assert_eq!(about[0].severity, Severity::Info);
+                assert!(about[0].message.contains("the tool's example is stated"), "{}", about[0].message);
+            }
+        }
+    }
+
+    #[test]
     fn ollama_folded_and_silent_keywords() {
         let d = def(
             "search",

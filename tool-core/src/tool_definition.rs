@@ -185,6 +185,10 @@ pub struct StaticTool {
     pub timeout_ms: Option<u64>,
     pub tags: &'static [&'static str],
     pub scopes: &'static [&'static str],
+    /// `example = "..."`: JSON objects of arguments, as written (the macro checked that each parses).
+    pub examples: &'static [&'static str],
+    /// `defer`.
+    pub deferred: bool,
     pub location: SourceLocation,
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
@@ -235,6 +239,8 @@ pub struct ToolDefinition {
     pub(crate) timeout: Option<Duration>,
     pub(crate) tags: Vec<Cow<'static, str>>,
     pub(crate) scopes: Vec<Cow<'static, str>>,
+    pub(crate) examples: Vec<Value>,
+    pub(crate) deferred: bool,
     pub(crate) origin: Origin,
     pub(crate) input_schema: SchemaSource,
     pub(crate) output_schema: Option<SchemaSource>,
@@ -262,6 +268,7 @@ impl fmt::Debug for ToolDefinition {
             .field("idempotent", &self.idempotent)
             .field("timeout", &self.timeout)
             .field("tags", &self.tags)
+            .field("deferred", &self.deferred)
             .field("origin", &self.origin)
             .field("handler", &self.handler)
             .finish_non_exhaustive()
@@ -282,6 +289,8 @@ impl ToolDefinition {
             timeout: None,
             tags: Vec::new(),
             scopes: Vec::new(),
+            examples: Vec::new(),
+            deferred: false,
             source: Cow::Borrowed("builder"),
             input_schema: None,
             output_schema: None,
@@ -296,10 +305,20 @@ impl ToolDefinition {
         for p in &params {
             (p.requirements)(&mut requirements);
         }
-        let problem = match (t.plan)() {
+        let mut problem = match (t.plan)() {
             Plan::Invalid(problem) => Some(problem.clone()),
             _ => None,
         };
+        let mut examples = Vec::with_capacity(t.examples.len());
+        for (index, text) in t.examples.iter().enumerate() {
+            // `#[tool]` parsed each example already; this only keeps a hand-made record from panicking.
+            match serde_json::from_str(text) {
+                Ok(value) => examples.push(value),
+                Err(e) => {
+                    problem.get_or_insert_with(|| format!("its example at index {index} is not valid JSON: {e}"));
+                }
+            }
+        }
         ToolDefinition {
             name: Cow::Borrowed(t.name),
             wire_name: name::to_wire(t.name),
@@ -313,6 +332,8 @@ impl ToolDefinition {
             timeout: t.timeout_ms.map(Duration::from_millis),
             tags: t.tags.iter().map(|t| Cow::Borrowed(*t)).collect(),
             scopes: t.scopes.iter().map(|s| Cow::Borrowed(*s)).collect(),
+            examples,
+            deferred: t.deferred,
             origin: Origin::Compiled { location: t.location, fn_name: t.fn_name },
             input_schema: SchemaSource::Generated(t.input_schema),
             output_schema: Some(SchemaSource::Generated(t.output_schema)),
@@ -382,6 +403,17 @@ impl ToolDefinition {
     pub fn tags(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         self.tags.iter().map(|t| t.as_ref())
     }
+    /// Example arguments for the model (`#[tool(example = "...")]`, [`ToolDefinitionBuilder::example`]), each a JSON
+    /// object, in the order given. Anthropic takes them as the entry's `input_examples`; the other providers' entries
+    /// state them at the end of the description. The registry's build validates each against the argument schema.
+    pub fn examples(&self) -> &[Value] {
+        &self.examples
+    }
+    /// Whether the tool is deferred (`#[tool(defer)]`, [`ToolDefinitionBuilder::defer`]): kept out of the list the
+    /// model is shown until a search surfaces it.
+    pub fn deferred(&self) -> bool {
+        self.deferred
+    }
     /// Whether the tool carries `tag`.
     pub fn has_tag(&self, tag: &str) -> bool {
         self.tags.iter().any(|t| t == tag)
@@ -439,6 +471,8 @@ impl ToolDefinition {
             timeout: self.timeout,
             tags: self.tags.clone(),
             scopes: self.scopes.clone(),
+            examples: self.examples.clone(),
+            deferred: self.deferred,
             origin: self.origin.clone(),
             input_schema: self.input_schema.clone(),
             output_schema: self.output_schema.clone(),
@@ -454,8 +488,8 @@ impl ToolDefinition {
     }
 
     /// A copy shown to the model under another contract: `name`, `description` and argument schema `input_schema`,
-    /// with the stricter of `effect` and this tool's effect. Handler, version, origin, tags, timeout, idempotency and
-    /// result schema stay this tool's.
+    /// with the stricter of `effect` and this tool's effect. Handler, version, origin, tags, timeout, idempotency,
+    /// deferral and result schema stay this tool's; the examples, written for this tool's schema, are not kept.
     ///
     /// This is how a catalogue row narrows a compiled tool. The handler still deserializes what *this* tool's schema
     /// describes, so `input_schema` must accept no more than this tool's input schema; checking that is the
@@ -489,6 +523,9 @@ impl ToolDefinition {
             timeout: self.timeout,
             tags: self.tags.clone(),
             scopes: self.scopes.clone(),
+            // Written for this tool's schema, which `input_schema` narrows: not carried over.
+            examples: Vec::new(),
+            deferred: self.deferred,
             origin: self.origin.clone(),
             input_schema: SchemaSource::Value(input_schema),
             output_schema: self.output_schema.clone(),
@@ -516,6 +553,8 @@ pub struct ToolDefinitionBuilder {
     timeout: Option<Duration>,
     tags: Vec<Cow<'static, str>>,
     scopes: Vec<Cow<'static, str>>,
+    examples: Vec<Value>,
+    deferred: bool,
     source: Cow<'static, str>,
     input_schema: Option<Value>,
     output_schema: Option<Value>,
@@ -615,6 +654,17 @@ impl ToolDefinitionBuilder {
         self.scopes.push(s.into());
         self
     }
+    /// Adds an example of the arguments (a JSON object) for the model; see [`ToolDefinition::examples`]. The
+    /// registry's build validates it against the argument schema.
+    pub fn example(mut self, arguments: Value) -> Self {
+        self.examples.push(arguments);
+        self
+    }
+    /// Whether the tool is deferred (default `false`); see [`ToolDefinition::deferred`].
+    pub fn defer(mut self, deferred: bool) -> Self {
+        self.deferred = deferred;
+        self
+    }
     /// A label of who built this definition, shown in duplicate-name errors.
     pub fn source(mut self, s: impl Into<Cow<'static, str>>) -> Self {
         self.source = s.into();
@@ -673,6 +723,8 @@ impl ToolDefinitionBuilder {
             timeout: self.timeout,
             tags: self.tags,
             scopes: self.scopes,
+            examples: self.examples,
+            deferred: self.deferred,
             origin: Origin::Dynamic { source: self.source },
             input_schema: SchemaSource::Value(input),
             output_schema: self.output_schema.map(SchemaSource::Value),

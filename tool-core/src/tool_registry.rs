@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::name;
-use crate::tool_definition::{StaticTool, ToolDefinition, compiled};
+use crate::tool_definition::{CompiledTool, StaticTool, ToolDefinition, compiled};
 use crate::view::{ToolView, ViewBuilder};
 
 /// The [`Registry`]: every tool this process may list or run, built once and immutable afterwards.
@@ -111,7 +111,7 @@ impl RegistryBuilder {
     /// executor over a view that holds the tool is built
     /// ([`ExecutorBuilder::build`](crate::executor::ExecutorBuilder::build)), and a schema that does not compile fails
     /// that build, with the tool named. So nothing reaches a call unchecked either way; what moves is *when* a broken
-    /// schema is reported.
+    /// schema is reported. The tools' examples are checked only here, so deferring leaves them unchecked.
     ///
     /// For registries far larger than any one view, e.g. thousands of run-time tools of which each turn sees a
     /// few hundred: compiling a tool's two schemas costs about 240 µs, so a 10,000-tool registry takes seconds to
@@ -148,9 +148,9 @@ impl RegistryBuilder {
         self
     }
 
-    /// Checks names, uniqueness, every tool's parameters and every schema (unless
-    /// [deferred](Self::defer_schema_checks)), and builds the registry. Every problem is reported at once, each with
-    /// the tool and where it is defined.
+    /// Checks names, uniqueness, every tool's parameters, and every schema and every tool's examples against its
+    /// argument schema (unless [deferred](Self::defer_schema_checks)), and builds the registry. Every problem is
+    /// reported at once, each with the tool and where it is defined.
     pub fn build(self) -> Result<Registry, RegistryError> {
         let mut problems = Vec::new();
         // Each definition goes into its `Arc` once; from here on only pointers move.
@@ -215,12 +215,15 @@ impl RegistryBuilder {
                 });
             } else if self.defer_schemas {
                 // Compiled by the first executor over a view that holds it.
-            } else if let Err(problem) = compiled(d) {
-                problems.push(RegistryProblem::Schema {
-                    name: d.name().to_owned(),
-                    site: d.origin().to_string(),
-                    problem: problem.to_owned(),
-                });
+            } else {
+                match compiled(d) {
+                    Ok(tool) => example_problems(d, tool, &mut problems),
+                    Err(problem) => problems.push(RegistryProblem::Schema {
+                        name: d.name().to_owned(),
+                        site: d.origin().to_string(),
+                        problem: problem.to_owned(),
+                    }),
+                }
             }
         }
         if !problems.is_empty() {
@@ -228,6 +231,23 @@ impl RegistryBuilder {
         }
 
         Ok(Registry { all: ToolView::from_sorted(defs) })
+    }
+}
+
+/// Each of `def`'s examples against its argument schema, as the executor checks a call's arguments (in their
+/// canonical form): every violation is a problem.
+fn example_problems(def: &ToolDefinition, tool: &CompiledTool, problems: &mut Vec<RegistryProblem>) {
+    for (index, example) in def.examples().iter().enumerate() {
+        let mut arguments = example.clone();
+        def.canonical_arguments(&mut arguments);
+        let Err(violations) = tool.input.validate(&arguments) else { continue };
+        problems.extend(violations.into_iter().map(|v| RegistryProblem::Example {
+            name: def.name().to_owned(),
+            site: def.origin().to_string(),
+            index,
+            pointer: v.pointer,
+            message: format!("expected {}; found {}", v.expected, v.found),
+        }));
     }
 }
 
@@ -268,6 +288,19 @@ pub enum RegistryProblem {
         /// What is wrong.
         problem: String,
     },
+    /// One of a tool's examples does not match its argument schema: one problem per violation.
+    Example {
+        /// The tool.
+        name: String,
+        /// Where it is defined.
+        site: String,
+        /// The example's index in [`ToolDefinition::examples`] (0 for the first `example = ...`).
+        index: usize,
+        /// JSON pointer (RFC 6901) into the example: `""` for the whole of it, `/filter/since` for a nested field.
+        pointer: String,
+        /// What is wrong there, e.g. `expected integer; found "ten"`.
+        message: String,
+    },
     /// A tool's argument or result schema does not compile, or the arguments are not an object.
     Schema {
         /// The tool.
@@ -302,6 +335,14 @@ impl fmt::Display for RegistryProblem {
             }
             RegistryProblem::Parameters { name, site, problem } => write!(f, "tool `{name}` ({site}): {problem}"),
             RegistryProblem::Schema { name, site, problem } => write!(f, "tool `{name}` ({site}): {problem}"),
+            RegistryProblem::Example { name, site, index, pointer, message } => {
+                let at = if pointer.is_empty() { "(root)" } else { pointer };
+                write!(
+                    f,
+                    "tool `{name}` ({site}): its example at index {index} does not match the argument schema: at \
+                     {at}: {message}; correct the example, or the schema if the example is right"
+                )
+            }
         }
     }
 }

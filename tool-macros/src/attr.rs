@@ -7,8 +7,8 @@ use syn::{Expr, ExprLit, Lit, Meta, Token};
 
 use crate::ctxt::Ctxt;
 
-pub const KEYS: &str =
-    "effect, version, name, description, idempotent, timeout_ms, tags, scopes, blocking, task, task_start, crate";
+pub const KEYS: &str = "effect, version, name, description, idempotent, timeout_ms, tags, scopes, blocking, task, \
+                         task_start, example, defer, crate";
 
 /// A value with the span of its literal.
 pub struct Spanned<T> {
@@ -45,6 +45,10 @@ pub struct ToolAttr {
     /// `task_start = "handler"`: the handler says when the call becomes a task.
     pub task_start_handler: Option<Spanned<bool>>,
     pub krate: Option<Spanned<syn::Path>>,
+    /// `example = r#"{...}"#`, repeatable: each a JSON object of arguments, as written (its text) and parsed.
+    pub examples: Vec<Example>,
+    /// `defer` or `defer = bool`.
+    pub defer: Option<Spanned<bool>>,
     /// Every key written, valid or not: a bad value must not also read as a missing key.
     seen: Vec<String>,
 }
@@ -55,6 +59,16 @@ impl ToolAttr {
         self.seen.iter().any(|k| k == key)
     }
 }
+
+/// One `example = "..."`: the JSON text as written, the object it parses to, and the literal's span.
+pub struct Example {
+    pub text: String,
+    pub value: serde_json::Map<String, serde_json::Value>,
+    pub span: Span,
+}
+
+/// The example shown in messages about `example`.
+const EXAMPLE_SYNTAX: &str = "example = r#\"{\"incident_id\": \"INC-001\"}\"#";
 
 fn set<T>(slot: &mut Option<Spanned<T>>, value: Option<Spanned<T>>) {
     if value.is_some() {
@@ -75,6 +89,8 @@ fn value_example(key: &str) -> &'static str {
         "blocking" => "blocking = true",
         "task" => "task = \"optional\"",
         "task_start" => "task_start = \"handler\"",
+        "example" => EXAMPLE_SYNTAX,
+        "defer" => "defer = true",
         "crate" => "crate = \"keel\"",
         _ => "key = value",
     }
@@ -92,8 +108,13 @@ const KNOWN: &[&str] = &[
     "blocking",
     "task",
     "task_start",
+    "example",
+    "defer",
     "crate",
 ];
+
+/// Keys that may be given more than once.
+const REPEATABLE: &[&str] = &["example"];
 
 fn key_name(path: &syn::Path) -> String {
     path.get_ident().map(|i| i.to_string()).unwrap_or_else(|| quote::quote!(#path).to_string().replace(' ', ""))
@@ -160,8 +181,78 @@ fn bool_lit(cx: &Ctxt, key: &str, expr: &Expr) -> Option<Spanned<bool>> {
     }
 }
 
+/// Takes out every `example = {...}` (or `[...]`): a JSON-like token tree, which `#[tool(...)]` does not read as a
+/// value; each is an error that shows the string literal to write instead.
+fn take_token_tree_examples(cx: &Ctxt, args: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+    use proc_macro2::{Delimiter, TokenTree};
+    let tokens: Vec<TokenTree> = args.into_iter().collect();
+    let mut kept = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        if let (TokenTree::Ident(key), Some(TokenTree::Punct(eq)), Some(TokenTree::Group(group))) =
+            (&tokens[i], tokens.get(i + 1), tokens.get(i + 2))
+            && key == "example"
+            && eq.as_char() == '='
+            && matches!(group.delimiter(), Delimiter::Brace | Delimiter::Bracket)
+        {
+            let write = match serde_json::from_str::<serde_json::Value>(&group.to_string()) {
+                Ok(v) => format!("example = r#\"{v}\"#"),
+                Err(_) => EXAMPLE_SYNTAX.to_owned(),
+            };
+            cx.error_spanned_by(
+                group,
+                format_args!("`example` takes the arguments as a string literal of JSON: write `{write}`"),
+            );
+            i += 3;
+            if matches!(tokens.get(i), Some(TokenTree::Punct(p)) if p.as_char() == ',') {
+                i += 1;
+            }
+            continue;
+        }
+        kept.push(tokens[i].clone());
+        i += 1;
+    }
+    kept.into_iter().collect()
+}
+
+/// `example = "..."`: a string literal holding a JSON object.
+fn example(cx: &Ctxt, expr: &Expr) -> Option<Example> {
+    let s = str_lit(cx, "example", expr, "r#\"{\"incident_id\": \"INC-001\"}\"#")?;
+    match serde_json::from_str::<serde_json::Value>(&s.value) {
+        Ok(serde_json::Value::Object(value)) => Some(Example { text: s.value, value, span: s.span }),
+        Ok(other) => {
+            let found = match other {
+                serde_json::Value::Null => "null",
+                serde_json::Value::Bool(_) => "a boolean",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::Object(_) => "an object",
+            };
+            cx.error_at(
+                s.span,
+                format_args!(
+                    "an example is the tool's arguments, which are a JSON object, but this is {found}; write the \
+                     arguments by name, e.g. `{EXAMPLE_SYNTAX}`"
+                ),
+            );
+            None
+        }
+        Err(e) => {
+            cx.error_at(
+                s.span,
+                format_args!(
+                    "this example is not valid JSON: {e}; write one JSON object of arguments, e.g. `{EXAMPLE_SYNTAX}`"
+                ),
+            );
+            None
+        }
+    }
+}
+
 pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
     let mut attr = ToolAttr::default();
+    let args = take_token_tree_examples(cx, args);
     let metas = match syn::parse::Parser::parse2(Punctuated::<Meta, Token![,]>::parse_terminated, args) {
         Ok(m) => m,
         Err(e) => {
@@ -177,6 +268,16 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
     for meta in metas {
         let nv = match meta {
             Meta::NameValue(nv) => nv,
+            // A bare `defer` is `defer = true`.
+            Meta::Path(p) if key_name(&p) == "defer" => {
+                if attr.has("defer") {
+                    cx.error_spanned_by(&p, "duplicate `defer` in #[tool(...)]; give each key once");
+                } else {
+                    attr.seen.push("defer".to_owned());
+                    attr.defer = Some(Spanned { value: true, span: p.span() });
+                }
+                continue;
+            }
             Meta::Path(p) if KNOWN.contains(&key_name(&p).as_str()) => {
                 let k = key_name(&p);
                 cx.error_spanned_by(&p, format_args!("`{k}` needs a value: write `{}`", value_example(&k)));
@@ -192,7 +293,7 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
         let v = &nv.value;
         let k = key_name(key);
         if KNOWN.contains(&k.as_str()) {
-            if attr.has(&k) {
+            if attr.has(&k) && !REPEATABLE.contains(&k.as_str()) {
                 cx.error_spanned_by(key, format_args!("duplicate `{k}` in #[tool(...)]; give each key once"));
                 continue;
             }
@@ -269,6 +370,21 @@ pub fn parse(cx: &Ctxt, args: proc_macro2::TokenStream) -> ToolAttr {
             }
             "idempotent" => set(&mut attr.idempotent, bool_lit(cx, "idempotent", v)),
             "blocking" => set(&mut attr.blocking, bool_lit(cx, "blocking", v)),
+            "example" => attr.examples.extend(example(cx, v)),
+            "defer" => {
+                let parsed = match lit_of(v) {
+                    Some(Lit::Bool(b)) => Some(Spanned { value: b.value, span: b.span() }),
+                    _ => {
+                        cx.error_spanned_by(
+                            v,
+                            "`defer` takes `true` or `false`, or no value at all: write `defer` to keep the tool out \
+                             of the list the model is shown until a search surfaces it",
+                        );
+                        None
+                    }
+                };
+                set(&mut attr.defer, parsed);
+            }
             "task" => {
                 let parsed = str_lit(cx, "task", v, "\"optional\"").and_then(|s| match s.value.as_str() {
                     "optional" => Some(Spanned { value: Task::Optional, span: s.span }),

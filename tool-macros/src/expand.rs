@@ -31,6 +31,8 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
         quote!(#private::TaskStart::Admission)
     };
     let tags = &tool.tags;
+    let examples = &tool.examples;
+    let deferred = tool.deferred;
     let scopes = &tool.scopes;
     let effect = match tool.effect {
         Effect::Read => quote!(#private::Effect::Read),
@@ -223,6 +225,8 @@ pub fn expand(tool: &Tool, func: &syn::ItemFn, root: &syn::Path) -> TokenStream 
                     timeout_ms: #timeout,
                     tags: &[#(#tags),*],
                     scopes: &[#(#scopes),*],
+                    examples: &[#(#examples),*],
+                    deferred: #deferred,
                     location: #private::SourceLocation { file: #file, line: #line, module_path: #module_path },
                     input_schema: __keel_input_schema,
                     output_schema: __keel_output_schema,

@@ -53,7 +53,8 @@ use quote::quote;
 ///
 /// # Keys
 ///
-/// Every value is a literal. Unknown, repeated and malformed keys are compile errors at the key.
+/// Every value is a literal. Unknown and malformed keys are compile errors at the key, and so is a repeated key
+/// other than `example`.
 ///
 /// | key | required | meaning |
 /// |---|---|---|
@@ -66,6 +67,8 @@ use quote::quote;
 /// | `tags = ["..."]` | no | for choosing views (`registry.view().tag("incident")`) |
 /// | `scopes = ["..."]` | no | OAuth scopes a caller needs (all of them); a caller granted fewer is refused `insufficient_scope`, and a protected MCP server does not list the tool to it |
 /// | `blocking = true` | no | plain fns only: run on Tokio's blocking pool instead of inline (default: `false`, inline); see below |
+/// | `example = r#"{...}"#` | no, repeatable | example arguments for the model: a string literal of one JSON object; see below |
+/// | `defer` or `defer = bool` | no | a deferred tool, kept out of the list the model is shown until a search surfaces it (default: `false`) |
 /// | `crate = "path"` | no | the path of keel-tools-core when `Cargo.toml` does not name it (e.g. re-exported) |
 ///
 /// # Parameters
@@ -147,10 +150,41 @@ use quote::quote;
 /// (`details.handler = "finished"`); a blocking-pool handler still running after the grace period is answered
 /// `timeout` without waiting for it (`"running"`), and one still queued for a thread never starts (`"not_started"`).
 ///
+/// # Examples of arguments
+///
+/// `example = "..."` shows the model a call: a string literal holding one JSON object, the arguments exactly as the
+/// model would send them (a raw string, `r#"..."#`, spares the escapes). Give it once per example. Anthropic takes
+/// them as the entry's `input_examples`; the other providers read them at the end of the description.
+///
+/// ```
+/// use keel_tools_core::tool;
+///
+/// /// Open a ticket that tracks an incident.
+/// #[tool(
+///     effect = "write",
+///     version = "1.0",
+///     example = r#"{"incident_id": "INC-001", "title": "Logins fail"}"#,
+///     example = r#"{"incident_id": "INC-002", "title": "Checkout is slow", "priority": 1}"#
+/// )]
+/// fn create_ticket(incident_id: String, title: String, priority: Option<u8>) -> String {
+///     format!("{incident_id}: {title} (p{})", priority.unwrap_or(3))
+/// }
+/// # fn main() {}
+/// ```
+///
+/// The macro checks each example at its literal: it must be valid JSON and an object. Where the parameters alone
+/// settle what the arguments are (a fn without parameters, or one with a named parameter of a standard type:
+/// `String`, a number, `bool`, `char`, `Vec<T>`, `Option<T>`, or one marked `#[arg]`), a key that is no parameter
+/// and a required parameter left out are errors too. What only the types can tell (an args struct's fields, a
+/// nested value of the wrong type) is checked when the registry is built: every example is validated against the
+/// tool's argument schema, and one that does not match fails the build
+/// (`keel_tools_core::registry::RegistryProblem::Example`, with the example's index and the JSON pointer).
+///
 /// # Compile errors
 ///
 /// Each misuse is an error at the offending token that says what to write instead: an unknown, repeated or
-/// non-literal key; an effect outside the closed set; a malformed version or name; a missing description; a
+/// non-literal key; an effect outside the closed set; a malformed version or name; an example that is not a JSON
+/// object, or that names no parameter or leaves out a required one; a missing description; a
 /// generic, `extern`, `unsafe` or variadic fn; a method (`self`) or an associated fn; a reference parameter
 /// (`&str`, `&State<T>`); a parameter that is neither an argument nor injected; `#[arg]` on an injected
 /// parameter; a pattern or a `_name` for a named argument; a result or error type that does not convert.

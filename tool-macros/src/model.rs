@@ -47,6 +47,10 @@ pub struct Tool {
     pub blocking: bool,
     pub task: Option<crate::attr::Task>,
     pub task_start_handler: bool,
+    /// `example = "..."`: each a JSON object of arguments, as written.
+    pub examples: Vec<String>,
+    /// `defer`: kept out of the list the model is shown until a search surfaces it.
+    pub deferred: bool,
     pub params: Vec<Param>,
     pub output: Output,
 }
@@ -329,6 +333,7 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
         }
     };
     let output = output(cx, &sig.output);
+    check_examples(cx, &attr.examples, &params);
     let effect = effect?;
     Some(Tool {
         name,
@@ -344,7 +349,167 @@ pub fn build(cx: &Ctxt, attr: &ToolAttr, func: &mut syn::ItemFn) -> Option<Tool>
         blocking: attr.blocking.as_ref().is_some_and(|b| b.value),
         task: attr.task.as_ref().map(|t| t.value),
         task_start_handler: attr.task_start_handler.as_ref().is_some_and(|t| t.value),
+        examples: attr.examples.iter().map(|e| e.text.clone()).collect(),
+        deferred: attr.defer.as_ref().is_some_and(|d| d.value),
         params,
         output,
     })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Examples. A parameter's role is resolved from its type's traits by the generated code, so what the macro can say
+// of an example's keys is limited to what holds whatever those traits say:
+//
+// - a fn without parameters takes no arguments;
+// - a parameter with `#[arg]`, or whose type is one of the standard value types below (which no extractor can be:
+//   `FromCallContext` is keel's trait and these are std's types), is certainly a named argument, and then the
+//   tool's arguments are its named parameters: an `Args<T>` beside it fails the registry's build, and a lone such
+//   parameter is never taken for an args struct (its schema is not a struct's);
+// - a certainly named argument whose type is certainly not an `Option` is required.
+//
+// Everything else (a tool whose lone parameter may be an args struct, the types of the user's own) is left to the
+// registry's build, which validates every example against the tool's argument schema.
+// ---------------------------------------------------------------------------------------------------------------
+
+/// The single path segment of a type written as a plain path (`String`, `Vec<u8>`), or `None`.
+fn plain_segment(ty: &Type) -> Option<&syn::PathSegment> {
+    match ty {
+        Type::Path(p) if p.qself.is_none() && p.path.leading_colon.is_none() && p.path.segments.len() == 1 => {
+            p.path.segments.first()
+        }
+        Type::Group(g) => plain_segment(&g.elem),
+        Type::Paren(p) => plain_segment(&p.elem),
+        _ => None,
+    }
+}
+
+/// The type argument of `Name<T>`.
+fn only_type_argument(seg: &syn::PathSegment) -> Option<&Type> {
+    match &seg.arguments {
+        PathArguments::AngleBracketed(args) if args.args.len() == 1 => match args.args.first() {
+            Some(GenericArgument::Type(t)) => Some(t),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `(is a standard value type, may be left out)`: `String`, `bool`, `char`, the numbers, `Vec<T>`, and `Option<T>`
+/// of one of these (an `Option<State<T>>` is injected).
+fn value_type(ty: &Type) -> Option<bool> {
+    const SCALARS: &[&str] = &[
+        "String", "bool", "char", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128",
+        "usize", "f32", "f64",
+    ];
+    let seg = plain_segment(ty)?;
+    let name = seg.ident.to_string();
+    match (name.as_str(), &seg.arguments) {
+        (n, PathArguments::None) if SCALARS.contains(&n) => Some(false),
+        ("Vec", _) => only_type_argument(seg).map(|_| false),
+        ("Option", _) => only_type_argument(seg).and_then(value_type).map(|_| true),
+        _ => None,
+    }
+}
+
+/// Whether `ty` is certainly not an `Option` (so that the argument is required): a standard value type other than
+/// `Option`.
+fn certainly_required(ty: &Type) -> bool {
+    value_type(ty) == Some(false)
+}
+
+/// The edit distance between two short names.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != *cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// The name of `names` nearest `key`, if one is near enough to be a slip.
+fn nearest<'a>(key: &str, names: &[&'a str]) -> Option<&'a str> {
+    let lower = key.to_lowercase();
+    names
+        .iter()
+        .map(|n| (distance(&lower, n), *n))
+        .filter(|(d, n)| *d <= (n.chars().count() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+fn backticked(names: &[&str]) -> String {
+    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// Checks each example's keys against the parameters, as far as the parameters' syntax settles the arguments.
+fn check_examples(cx: &Ctxt, examples: &[crate::attr::Example], params: &[Param]) {
+    let names: Vec<String> = params.iter().filter_map(|p| p.ident.as_ref()).map(unraw).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let named = |p: &Param| p.explicit || value_type(&p.ty).is_some();
+    let gathered = params.iter().any(named);
+    for example in examples {
+        if params.is_empty() {
+            if !example.value.is_empty() {
+                cx.error_at(example.span, "this tool has no parameters, so it takes no arguments; its example is `{}`");
+            }
+            continue;
+        }
+        if !gathered {
+            continue;
+        }
+        for key in example.value.keys() {
+            if names.contains(&key.as_str()) {
+                continue;
+            }
+            let hint = match nearest(key, &names) {
+                Some(n) => format!("; did you mean `{n}`?"),
+                None => String::new(),
+            };
+            cx.error_at(
+                example.span,
+                format_args!(
+                    "this example names `{key}`, which is not a parameter of the tool; its parameters are {}{hint}",
+                    backticked(&names)
+                ),
+            );
+        }
+        let missing: Vec<&str> = params
+            .iter()
+            .filter(|p| named(p) && certainly_required(&p.ty))
+            .filter_map(|p| p.ident.as_ref())
+            .map(unraw)
+            .filter(|n| !example.value.contains_key(n))
+            .filter_map(|n| names.iter().copied().find(|m| *m == n))
+            .collect();
+        match missing.as_slice() {
+            [] => {}
+            [one] => cx.error_at(
+                example.span,
+                format_args!(
+                    "this example leaves out `{one}`, which the tool requires (only an `Option` parameter may be left \
+                     out); add it, e.g. `\"{one}\": ...`"
+                ),
+            ),
+            many => cx.error_at(
+                example.span,
+                format_args!(
+                    "this example leaves out {}, which the tool requires (only an `Option` parameter may be left \
+                     out); add them",
+                    backticked(many)
+                ),
+            ),
+        }
+    }
+}
+
+fn unraw(ident: &Ident) -> String {
+    let s = ident.to_string();
+    s.strip_prefix("r#").map(str::to_owned).unwrap_or(s)
 }

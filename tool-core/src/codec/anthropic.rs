@@ -19,7 +19,7 @@ pub(super) struct Anthropic;
 
 impl Format for Anthropic {
     fn tool(&self, def: &ToolDefinition) -> Value {
-        render::tool(def.wire_name(), def.description(), &model_input(def))
+        render::tool(def.wire_name(), def.description(), &model_input(def), def.examples())
     }
 
     /// The wire name: Anthropic takes the schema as it is.

@@ -17,7 +17,9 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use super::LossKind;
 use super::format;
+use super::format::Push;
 use crate::tool_definition::ToolDefinition;
 use crate::tool_schemas::Provider;
 use crate::view::{ExecutorEntry, ToolDescriptions, ToolView};
@@ -63,6 +65,37 @@ pub(super) fn model_input(def: &ToolDefinition) -> Cow<'_, Value> {
         Cow::Owned(stripped)
     } else {
         Cow::Borrowed(input)
+    }
+}
+
+/// Writes the tool's examples at the end of the description at `at` in `entry`, for the providers whose entries
+/// have no place of their own for them: a paragraph `Example arguments:` and each example as compact JSON on a line
+/// of its own. A tool without examples is left as it is.
+pub(super) fn fold_examples(def: &ToolDefinition, entry: &mut Value, at: &str) {
+    if def.examples().is_empty() {
+        return;
+    }
+    let Some(Value::String(description)) = entry.pointer_mut(at) else { return };
+    description.push_str(if description.trim().is_empty() { "Example arguments:" } else { "\n\nExample arguments:" });
+    for example in def.examples() {
+        description.push('\n');
+        description.push_str(&example.to_string());
+    }
+}
+
+/// The loss [`fold_examples`] makes: the examples are in the description at `at`, not in a field of their own.
+pub(super) fn examples_loss(def: &ToolDefinition, at: &str, push: &mut Push<'_>) {
+    let n = def.examples().len();
+    if n > 0 {
+        push(
+            at.to_owned(),
+            LossKind::Adapted,
+            format!(
+                "the format has no field for input examples, so the tool's {} stated at the end of the \
+                 description (`Example arguments:`)",
+                if n == 1 { "example is".to_owned() } else { format!("{n} examples are") }
+            ),
+        );
     }
 }
 

@@ -6,7 +6,7 @@ mod render;
 
 use serde_json::{Map, Value, json};
 
-use super::entry::model_input;
+use super::entry::{examples_loss, fold_examples, model_input};
 use super::format::{Format, Push};
 use super::message::{arguments_or_empty, object, string_field};
 use super::{Codec, MessageError, ParsedMessage};
@@ -19,11 +19,14 @@ pub(super) struct Gemini;
 
 impl Format for Gemini {
     fn tool(&self, def: &ToolDefinition) -> Value {
-        render::declaration(def.wire_name(), def.description(), &model_input(def))
+        let mut entry = render::declaration(def.wire_name(), def.description(), &model_input(def));
+        fold_examples(def, &mut entry, "/description");
+        entry
     }
 
     fn entry_losses(&self, def: &ToolDefinition, entry: &Value, push: &mut Push<'_>) {
         loss::entry_losses(def, entry, push);
+        examples_loss(def, "/description", push);
     }
 
     /// A content part carrying a function call: `{"functionCall": {"name": "...", "args"?: {...}, "id"?: "..."}}`

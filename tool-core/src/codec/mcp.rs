@@ -5,6 +5,7 @@ mod render;
 
 use serde_json::{Map, Value, json};
 
+use super::entry::{examples_loss, fold_examples};
 use super::format::{Format, Push};
 use super::message::{arguments_or_empty, string_field};
 use super::{Codec, LossKind, MessageError, ParsedMessage};
@@ -29,18 +30,22 @@ impl Format for Mcp {
 
     /// The entry from the input schema as written: MCP transports read its `x-mcp-header`s.
     fn tool(&self, def: &ToolDefinition) -> Value {
-        render::tool(
+        let mut entry = render::tool(
             def.name(),
             def.description(),
             def.input_schema(),
             def.output_schema(),
             def.effect(),
             def.idempotent(),
-        )
+        );
+        // The MCP `Tool` has no field for input examples.
+        fold_examples(def, &mut entry, "/description");
+        entry
     }
 
     /// The entry's losses: a result that is not a JSON object has no `outputSchema` and travels as text.
     fn entry_losses(&self, def: &ToolDefinition, entry: &Value, push: &mut Push<'_>) {
+        examples_loss(def, "/description", push);
         if let Some(output) = def.output_schema()
             && output.get("type").and_then(Value::as_str) != Some("object")
             && !is_content_schema(output)

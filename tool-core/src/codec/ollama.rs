@@ -6,7 +6,7 @@ mod render;
 
 use serde_json::{Value, json};
 
-use super::entry::model_input;
+use super::entry::{examples_loss, fold_examples, model_input};
 use super::format::{Format, Push};
 use super::message::{arguments_or_empty, chat_assistant, chat_message, string_field};
 use super::{Codec, MessageError, ParsedMessage};
@@ -23,11 +23,14 @@ impl Format for Ollama {
     }
 
     fn tool(&self, def: &ToolDefinition) -> Value {
-        render::tool(def.name(), def.description(), &model_input(def))
+        let mut entry = render::tool(def.name(), def.description(), &model_input(def));
+        fold_examples(def, &mut entry, "/function/description");
+        entry
     }
 
     fn entry_losses(&self, def: &ToolDefinition, entry: &Value, push: &mut Push<'_>) {
         loss::entry_losses(def, entry, push);
+        examples_loss(def, "/function/description", push);
     }
 
     /// `message.tool_calls[index]`: `{"id"?: "...", "function": {"name": "...", "arguments": {...}, "index"?: n}}`.

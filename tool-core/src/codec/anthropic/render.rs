@@ -1,21 +1,28 @@
-//! Anthropic Messages `tools` entries: `{"name", "description", "input_schema"}`.
+//! Anthropic Messages `tools` entries: `{"name", "description", "input_schema", "input_examples"?}`.
 //!
 //! Anthropic takes JSON Schema as it is, so `input_schema` is the canonical input schema with references inlined
 //! (a recursive type keeps its definition under `$defs`) and without `$schema`. The name is the
 //! [`ToolDefinition::wire_name`](crate::definition::ToolDefinition::wire_name): Anthropic accepts only
-//! `^[a-zA-Z0-9_-]{1,64}$`.
+//! `^[a-zA-Z0-9_-]{1,64}$`. A tool's examples are `input_examples`, a list of input objects; a tool without
+//! examples has no `input_examples`.
 
 use serde_json::{Value, json};
 
 use keel_tools_schema::transform;
 
-/// `{"name", "description", "input_schema"}`.
-pub(super) fn tool(wire_name: &str, description: &str, canonical: &Value) -> Value {
-    json!({
+/// `{"name", "description", "input_schema", "input_examples"?}`.
+pub(super) fn tool(wire_name: &str, description: &str, canonical: &Value, examples: &[Value]) -> Value {
+    let mut entry = json!({
         "name": wire_name,
         "description": description,
         "input_schema": transform::inline_for_json_schema(canonical),
-    })
+    });
+    if !examples.is_empty()
+        && let Value::Object(map) = &mut entry
+    {
+        map.insert("input_examples".to_owned(), Value::Array(examples.to_vec()));
+    }
+    entry
 }
 
 #[cfg(test)]

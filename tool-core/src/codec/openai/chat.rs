@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{Envelope, entry_losses, strict};
 use crate::call::{ToolCall, id_or_generated, text_or_object_arguments};
-use crate::codec::entry::model_input;
+use crate::codec::entry::{examples_loss, fold_examples, model_input};
 use crate::codec::format::{Format, Push};
 use crate::codec::message::{arguments_or_empty, chat_assistant, chat_message, string_field};
 use crate::codec::{Codec, MessageError, ParsedMessage};
@@ -23,7 +23,7 @@ impl Format for Chat {
     /// `{"type": "function", "function": {"name", "description", "parameters", "strict"}}`.
     fn tool(&self, def: &ToolDefinition) -> Value {
         let p = strict::parameters(&model_input(def));
-        json!({
+        let mut entry = json!({
             "type": "function",
             "function": {
                 "name": def.wire_name(),
@@ -31,11 +31,14 @@ impl Format for Chat {
                 "parameters": p.parameters,
                 "strict": p.strict.is_ok(),
             }
-        })
+        });
+        fold_examples(def, &mut entry, "/function/description");
+        entry
     }
 
     fn entry_losses(&self, def: &ToolDefinition, entry: &Value, push: &mut Push<'_>) {
         entry_losses(def, entry, &ENVELOPE, push);
+        examples_loss(def, "/function/description", push);
     }
 
     /// `choices[0].message.tool_calls[i]`: `{"id": "call_...", "type": "function", "function": {"name": "...",

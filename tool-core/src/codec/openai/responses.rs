@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::{Envelope, entry_losses};
 use crate::call::{ToolCall, id_or_generated, text_or_object_arguments};
+use crate::codec::entry::examples_loss;
 use crate::codec::format::{Format, Push};
 use crate::codec::message::{arguments_or_empty, has_id, string_field};
 use crate::codec::{Codec, MessageError, ParsedMessage};
@@ -32,8 +33,10 @@ impl Format for Responses {
         })
     }
 
+    /// The examples are in the description, taken from the Chat Completions entry.
     fn entry_losses(&self, def: &ToolDefinition, entry: &Value, push: &mut Push<'_>) {
         entry_losses(def, entry, &ENVELOPE, push);
+        examples_loss(def, "/description", push);
     }
 
     /// An output item of type `function_call`: `{"type": "function_call", "id": "fc_...", "call_id": "call_...",
