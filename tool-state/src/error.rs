@@ -96,6 +96,7 @@ impl StateError {
         StateError::Config { message: message.into(), source: None }
     }
 
+    #[cfg(feature = "sqlite")]
     pub(crate) fn store(context: impl Into<String>, source: impl Error + Send + Sync + 'static) -> StateError {
         StateError::Store { context: context.into(), message: source.to_string(), source: Some(Box::new(source)) }
     }

@@ -103,6 +103,7 @@ pub(crate) fn check_table(name: &str) -> Result<(), StateError> {
 }
 
 /// Milliseconds since the Unix epoch, by this machine's clock.
+#[cfg(feature = "sqlite")]
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -2,8 +2,6 @@
 //! and `{now}`, the store's clock in milliseconds since the Unix epoch (PostgreSQL's clock, or a literal of this
 //! machine's clock for SQLite).
 
-#![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-
 /// The statements of one table in one dialect.
 pub(crate) struct Statements {
     pub(crate) table: String,
@@ -12,6 +10,7 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
+    #[cfg(feature = "postgres")]
     /// For PostgreSQL: `{now}` is the transaction's start by the server's clock.
     pub(crate) fn postgres(table: &str) -> Statements {
         Statements {
@@ -21,6 +20,7 @@ impl Statements {
         }
     }
 
+    #[cfg(feature = "sqlite")]
     /// For SQLite, at `now_ms` of this machine's clock.
     pub(crate) fn sqlite(table: &str, now_ms: i64) -> Statements {
         Statements { table: table.to_owned(), now: now_ms.to_string(), sqlite: true }
