@@ -492,14 +492,14 @@ async fn a_corrupt_effect_record_is_reported(db: Db) {
     assert_eq!(store.begin("k", "f", LONG).await.unwrap_err().code(), "corrupt_row");
 }
 
+/// Opens a store on the table it is given.
+type Opener = Box<dyn Fn(&str) -> Result<(), StateError>>;
+
 both!(tables_are_named_checked_and_kept_apart);
 async fn tables_are_named_checked_and_kept_apart(db: Db) {
     let executor = executor(Arc::default());
     let pending = ask(&executor, "c1", "T-1", HOUR).await;
-    let (open_pending, open_effects): (
-        Box<dyn Fn(&str) -> Result<(), StateError>>,
-        Box<dyn Fn(&str) -> Result<(), StateError>>,
-    ) = match &db {
+    let (open_pending, open_effects): (Opener, Opener) = match &db {
         Db::Sqlite(dir) => {
             let (a, b) = (dir.db(), dir.db());
             (
