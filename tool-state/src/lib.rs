@@ -100,7 +100,7 @@
 //! write is reported, never a panic, and left in place.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// Without a backend, only the vocabulary is public: the helpers the backends share are unused.
+// Without a backend, only the vocabulary is public: the functions the backends share are unused.
 #![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 
 pub mod effect;
