@@ -35,3 +35,5 @@ mod mcp_forwarder;
 mod provider_sdks;
 #[path = "provider_streams.rs"]
 mod provider_streams;
+#[path = "state_stores.rs"]
+mod state_stores;

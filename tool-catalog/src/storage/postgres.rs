@@ -242,24 +242,8 @@ impl PgStorageBuilder {
 
     /// Connects, creates or migrates the table (see the [module documentation](self)), and returns the storage.
     pub async fn connect(self) -> Result<PgStorage, CatalogError> {
-        let split = conninfo::split(&self.conninfo)?;
-        let mut config: Config = split.rest.parse().map_err(|e| CatalogError::Config {
-            message: format!("the PostgreSQL connection string does not parse: {e}"),
-            source: Some(Arc::new(e)),
-        })?;
-        let mode = split.tls.mode()?;
-        let tls = transport(&split.tls, mode)?;
-        config.ssl_mode(mode.driver());
-        if mode != SslMode::Disable && config.get_hosts().is_empty() {
-            // tokio-postgres names the server to TLS by `host` only: an address alone is its own name.
-            for addr in config.get_hostaddrs().to_vec() {
-                config.host(addr.to_string());
-            }
-        }
-        config.connect_timeout(self.connect_timeout);
-        config.keepalives(true);
-        config.application_name("keel-catalog");
-        let shown = describe(&config, mode);
+        let PgConnector { config, tls, shown, .. } =
+            PgConnector::new(&self.conninfo, "keel-catalog", self.connect_timeout)?;
         let inner = Arc::new(PgInner {
             config,
             tls,
@@ -290,6 +274,81 @@ impl PgStorageBuilder {
         }
         drop(slot);
         Ok(storage)
+    }
+}
+
+/// How to open connections to the database of a connection string, as [`PgStorage`] opens them: the `sslmode` and
+/// `sslrootcert` of the [TLS section](self#tls), the connect timeout, TCP keepalives and an `application_name`.
+///
+/// For other stores kept in the same PostgreSQL cluster as the catalogue (keel-tools-state's pending approvals and
+/// effect records), so that one connection string means the same thing to all of them. Cheap to clone.
+#[derive(Clone)]
+pub struct PgConnector {
+    config: Config,
+    tls: Tls,
+    shown: String,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for PgConnector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgConnector").field("database", &self.shown).finish_non_exhaustive()
+    }
+}
+
+impl PgConnector {
+    /// The settings of `conninfo` (a `postgresql://` URL or a libpq `key=value` string), connections named
+    /// `application_name` and given `connect_timeout` to open. Reads the `sslrootcert` file, if one is named.
+    ///
+    /// # Errors
+    ///
+    /// `config_error`: a connection string that does not parse, an unknown `sslmode`, a mode that needs TLS in a
+    /// build without it, an `sslrootcert` that cannot be read.
+    pub fn new(conninfo: &str, application_name: &str, connect_timeout: Duration) -> Result<PgConnector, CatalogError> {
+        let split = conninfo::split(conninfo)?;
+        let mut config: Config = split.rest.parse().map_err(|e| CatalogError::Config {
+            message: format!("the PostgreSQL connection string does not parse: {e}"),
+            source: Some(Arc::new(e)),
+        })?;
+        let mode = split.tls.mode()?;
+        let tls = transport(&split.tls, mode)?;
+        config.ssl_mode(mode.driver());
+        if mode != SslMode::Disable && config.get_hosts().is_empty() {
+            // tokio-postgres names the server to TLS by `host` only: an address alone is its own name.
+            for addr in config.get_hostaddrs().to_vec() {
+                config.host(addr.to_string());
+            }
+        }
+        config.connect_timeout(connect_timeout);
+        config.keepalives(true);
+        config.application_name(application_name);
+        let shown = describe(&config, mode);
+        Ok(PgConnector { config, tls, shown, connect_timeout })
+    }
+
+    /// The database, for messages and logs: `postgresql://host:port/dbname`, with `?sslmode=…` unless it is
+    /// `disable`; never a user or a password.
+    pub fn describe(&self) -> &str {
+        &self.shown
+    }
+
+    /// Opens a connection: a tokio-postgres client, its connection driven by a task spawned on the current Tokio
+    /// runtime (it ends when the client is dropped or the connection is lost).
+    ///
+    /// # Errors
+    ///
+    /// `store_unavailable` when the server cannot be reached, refuses the connection or its certificate, or does
+    /// not answer within the connect timeout; the message says which, the driver's error is the source.
+    pub async fn connect(&self) -> Result<Client, CatalogError> {
+        let (client, connection) = open_client(&self.config, &self.tls, self.connect_timeout)
+            .await
+            .map_err(|e| e.unavailable(format!("connecting to {}", self.shown)))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "a PostgreSQL connection ended");
+            }
+        });
+        Ok(client)
     }
 }
 

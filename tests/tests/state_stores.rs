@@ -1,0 +1,550 @@
+//! Call state shared by replicas (`keel-tools-state`): one contract, run against a SQLite file (`NAME::sqlite`) and
+//! a PostgreSQL database (`NAME::postgres`, in the cluster of `KEEL_TEST_POSTGRES`; skipped without it, a failure
+//! with `CI` set).
+//!
+//! Pending calls: taken exactly once by concurrent takers on several threads and several stores (replicas), listed
+//! in key order, replaced on a second save, expired ones refused by `resume` and purged, a record altered in the
+//! database refused by `resume`, a corrupt row reported and left in place, the sync methods called from inside
+//! Tokio runtimes. Effect records: begin/finish/replay, abandon, exactly one `Run` among concurrent begins on
+//! several stores, a lease that expires lets the call run again (and the old runner can no longer finish), a
+//! renewed lease holds, another fingerprint conflicts, records past the retention forgotten and purged, a corrupt
+//! result reported.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use keel_tools_core::definition::{Effect, ToolDefinition};
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::runs::{ApprovalKey, PendingCall, PendingStore, PendingStoreError, Resolution};
+use keel_tools_core::{Executor, Registry, ToolCall, ToolError};
+use keel_tools_state::{
+    Begin, EffectStore, PostgresEffectStore, PostgresPendingStore, SqliteEffectStore, SqlitePendingStore, StateError,
+};
+use serde_json::{Value, json};
+
+use keel_tests::pg::PgDatabase;
+
+// ---- Helpers ----
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("keel-state-{label}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+    fn db(&self) -> PathBuf {
+        self.0.join("state.db")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The database under test: a SQLite file, or a fresh database in the PostgreSQL cluster of `KEEL_TEST_POSTGRES`.
+enum Db {
+    Sqlite(TempDir),
+    Postgres(PgDatabase),
+}
+
+/// A pending-call store of either kind (their `purge_expired` is not part of the trait).
+enum Pending {
+    Sqlite(SqlitePendingStore),
+    Postgres(PostgresPendingStore),
+}
+
+impl Pending {
+    fn store(&self) -> &dyn PendingStore {
+        match self {
+            Pending::Sqlite(s) => s,
+            Pending::Postgres(s) => s,
+        }
+    }
+    fn purge_expired(&self, grace: Duration) -> u64 {
+        match self {
+            Pending::Sqlite(s) => s.purge_expired(grace),
+            Pending::Postgres(s) => s.purge_expired(grace),
+        }
+        .expect("purge")
+    }
+}
+
+impl Db {
+    fn sqlite(label: &str) -> Db {
+        Db::Sqlite(TempDir::new(label))
+    }
+
+    /// `None` when no cluster is configured and none is required (a skip, recorded: `keel_tests::peers`).
+    async fn postgres(label: &str) -> Option<Db> {
+        PgDatabase::create(label, keel_tests::peers_required()).await.map(Db::Postgres)
+    }
+
+    /// A pending-call store: its own connection(s), as another process or replica would have.
+    fn pending(&self) -> Pending {
+        match self {
+            Db::Sqlite(dir) => Pending::Sqlite(SqlitePendingStore::open(dir.db()).expect("open")),
+            Db::Postgres(pg) => Pending::Postgres(PostgresPendingStore::connect(&pg.conninfo).expect("connect")),
+        }
+    }
+
+    /// An effect store, results kept for `retention`: its own connection(s).
+    fn effects(&self, retention: Duration) -> Arc<dyn EffectStore> {
+        match self {
+            Db::Sqlite(dir) => {
+                Arc::new(SqliteEffectStore::builder(dir.db()).retention(retention).open_effects().expect("open"))
+            }
+            Db::Postgres(pg) => Arc::new(
+                PostgresEffectStore::builder(&pg.conninfo).retention(retention).connect_effects().expect("connect"),
+            ),
+        }
+    }
+
+    /// Runs `sql` over a connection of its own (an operator's `sqlite3` or `psql`).
+    async fn exec(&self, sql: &str) {
+        match self {
+            Db::Sqlite(dir) => rusqlite::Connection::open(dir.db()).expect("connect").execute_batch(sql).expect(sql),
+            Db::Postgres(pg) => pg.exec(sql).await,
+        }
+    }
+}
+
+/// Runs one test against a SQLite file (`NAME::sqlite`) and a PostgreSQL database (`NAME::postgres`), in a
+/// multi-threaded runtime (the sync stores block a worker, as a host's handler would).
+macro_rules! both {
+    ($name:ident) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                bounded(super::$name(Db::sqlite(stringify!($name)))).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if let Some(db) = Db::postgres(stringify!($name)).await {
+                    bounded(super::$name(db)).await;
+                }
+            }
+        }
+    };
+}
+
+async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
+    tokio::time::timeout(Duration::from_secs(120), f).await.expect("test timed out");
+}
+
+/// The key the replicas share.
+fn key() -> ApprovalKey {
+    ApprovalKey::new(format!("the approval key the replicas of test run {} share", std::process::id())).unwrap()
+}
+
+/// An executor with `ticket.close` (a write: it asks for an approval), which counts its runs in `runs`.
+fn executor(runs: Arc<AtomicUsize>) -> Executor {
+    let tool = ToolDefinition::builder("ticket.close")
+        .description("Close a ticket.")
+        .version("1.0")
+        .effect(Effect::Write)
+        .input_schema(json!({
+            "type": "object",
+            "properties": {"ticket": {"type": "string"}},
+            "required": ["ticket"],
+            "additionalProperties": false
+        }))
+        .handler(move |args: Value, _ctx: keel_tools_core::CallContext| {
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>(json!(format!("closed {}", args["ticket"].as_str().unwrap_or(""))))
+            }
+        })
+        .build()
+        .expect("a valid definition");
+    let registry = Registry::builder().without_inventory().tools([tool]).build().unwrap();
+    Executor::builder(registry.view().names(["ticket.close"]).build().unwrap()).approval_key(key()).build().unwrap()
+}
+
+/// The pending call `id` for `ticket`, expiring after `ttl`.
+async fn ask(executor: &Executor, id: &str, ticket: &str, ttl: Duration) -> PendingCall {
+    let asked = executor.call(ToolCall::new(id, "ticket.close", json!({"ticket": ticket}))).await;
+    assert_eq!(asked.code(), Some("approval_required"), "{asked:?}");
+    PendingCall::from_result(executor, &asked, Some("alice"), ttl).expect("an approval_required answer")
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn lease_of(begin: Begin) -> keel_tools_state::Lease {
+    match begin {
+        Begin::Run(lease) => lease,
+        other => panic!("expected Run, got {other:?}"),
+    }
+}
+
+// ---- Pending calls ----
+
+both!(a_pending_call_is_taken_exactly_once_by_concurrent_takers);
+async fn a_pending_call_is_taken_exactly_once_by_concurrent_takers(db: Db) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let executor = executor(runs.clone());
+    let saver = db.pending();
+    let db = Arc::new(db);
+    // Two stores of their own (replicas), each shared by several threads.
+    let replicas: Vec<Arc<Pending>> = (0..2).map(|_| Arc::new(db.pending())).collect();
+    for round in 0..5 {
+        let pending = ask(&executor, &format!("call-{round}"), &format!("T-{round}"), HOUR).await;
+        saver.store().save(&pending).unwrap();
+        let key = pending.key();
+        let takers = 8;
+        let barrier = Arc::new(Barrier::new(takers));
+        let threads: Vec<_> = (0..takers)
+            .map(|i| {
+                let (store, barrier, key) = (replicas[i % replicas.len()].clone(), barrier.clone(), key.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    store.store().take(&key).expect("take")
+                })
+            })
+            .collect();
+        let got: Vec<PendingCall> = threads.into_iter().filter_map(|t| t.join().unwrap()).collect();
+        assert_eq!(got.len(), 1, "round {round}: exactly one taker gets the call");
+        assert_eq!(got[0], pending, "the record comes back verbatim");
+        let done = executor.resume(&got[0], &Resolution::Approve, &CallOptions::new()).await;
+        assert_eq!(done.data(), Some(&json!(format!("closed T-{round}"))), "{done:?}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 5, "each approved call ran once");
+    assert!(saver.store().list().unwrap().is_empty());
+}
+
+both!(calls_are_listed_in_key_order_and_a_second_save_replaces_the_first);
+async fn calls_are_listed_in_key_order_and_a_second_save_replaces_the_first(db: Db) {
+    let executor = executor(Arc::default());
+    let store = db.pending();
+    let mut saved = Vec::new();
+    for i in 0..6 {
+        let pending = ask(&executor, &format!("c{i}"), "T-1", HOUR).await;
+        store.store().save(&pending).unwrap();
+        saved.push(pending);
+    }
+    let mut keys: Vec<String> = saved.iter().map(PendingCall::key).collect();
+    keys.sort();
+    let listed = db.pending().store().list().unwrap();
+    assert_eq!(listed.iter().map(PendingCall::key).collect::<Vec<_>>(), keys, "in key order, from another store");
+
+    // The same call asked again (a longer expiry): one record, the second.
+    let again = ask(&executor, "c0", "T-1", HOUR * 2).await;
+    assert_eq!(again.key(), saved[0].key());
+    store.store().save(&again).unwrap();
+    let listed = store.store().list().unwrap();
+    assert_eq!(listed.len(), 6);
+    assert_eq!(listed.iter().find(|p| p.key() == again.key()), Some(&again), "replaced");
+    assert_eq!(store.store().take(&again.key()).unwrap(), Some(again));
+    assert_eq!(store.store().take("pc-nothing-here").unwrap(), None);
+}
+
+both!(an_expired_call_is_refused_by_resume_and_purged);
+async fn an_expired_call_is_refused_by_resume_and_purged(db: Db) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let executor = executor(runs.clone());
+    let store = db.pending();
+    let expired = ask(&executor, "late", "T-1", Duration::ZERO).await;
+    let live = ask(&executor, "on-time", "T-2", HOUR).await;
+    let expired_too = ask(&executor, "late-too", "T-3", Duration::ZERO).await;
+    for p in [&expired, &live, &expired_too] {
+        store.store().save(p).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    // Listed and taken as any other, so that resume can say why it does not run.
+    assert_eq!(store.store().list().unwrap().len(), 3);
+    let taken = store.store().take(&expired.key()).unwrap().expect("kept until purged");
+    let refused = executor.resume(&taken, &Resolution::Approve, &CallOptions::new()).await;
+    assert_eq!((refused.code(), refused.executed), (Some("approval_expired"), false), "{refused:?}");
+
+    assert_eq!(store.purge_expired(HOUR), 0, "not expired for an hour yet");
+    assert_eq!(store.purge_expired(Duration::ZERO), 1, "the other expired call");
+    assert_eq!(store.store().list().unwrap(), vec![live.clone()], "the live call stays");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+both!(a_record_altered_in_the_database_is_refused_and_a_corrupt_row_reported);
+async fn a_record_altered_in_the_database_is_refused_and_a_corrupt_row_reported(db: Db) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let executor = executor(runs.clone());
+    let store = db.pending();
+    let pending = ask(&executor, "c1", "T-1", HOUR).await;
+    store.store().save(&pending).unwrap();
+
+    // Someone with write access to the table points the approved call at another ticket.
+    db.exec("UPDATE keel_pending_calls SET record = replace(record, '\"T-1\"', '\"T-2\"')").await;
+    let taken = store.store().take(&pending.key()).unwrap().expect("taken as it is");
+    assert_eq!(taken.arguments, json!({"ticket": "T-2"}), "the change reached the record");
+    let refused = executor.resume(&taken, &Resolution::Approve, &CallOptions::new()).await;
+    assert_eq!((refused.code(), refused.executed), (Some("approval_stale"), false), "{refused:?}");
+    assert_eq!(refused.error().and_then(|e| e.details.clone()), Some(json!({"verified": false})));
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "never ran");
+
+    // A row that is not a pending call: reported, never a panic, and left for an operator.
+    let other = ask(&executor, "c2", "T-3", HOUR).await;
+    store.store().save(&other).unwrap();
+    db.exec("UPDATE keel_pending_calls SET record = '{\"not\": \"a pending call\"'").await;
+    for _ in 0..2 {
+        let err = store.store().take(&other.key()).unwrap_err();
+        assert!(matches!(&err, PendingStoreError::Corrupt { entry, .. } if *entry == other.key()), "{err:?}");
+    }
+    assert!(matches!(store.store().list(), Err(PendingStoreError::Corrupt { .. })));
+    // A valid record kept under another call's key is not that call.
+    db.exec(&format!(
+        "UPDATE keel_pending_calls SET record = '{}'",
+        serde_json::to_string(&pending).unwrap().replace('\'', "''")
+    ))
+    .await;
+    let err = store.store().take(&other.key()).unwrap_err();
+    assert!(err.to_string().contains("is the call of key"), "{err}");
+}
+
+both!(the_sync_methods_work_from_inside_tokio_runtimes);
+async fn the_sync_methods_work_from_inside_tokio_runtimes(db: Db) {
+    let executor = executor(Arc::default());
+    let pending = ask(&executor, "c1", "T-1", HOUR).await;
+    let db = Arc::new(db);
+    // On a worker of this multi-threaded runtime, from a spawned task.
+    let (d, p) = (db.clone(), pending.clone());
+    tokio::spawn(async move {
+        let store = d.pending();
+        store.store().save(&p).unwrap();
+        assert_eq!(store.store().list().unwrap().len(), 1);
+        drop(store); // dropped inside the runtime: no panic
+    })
+    .await
+    .unwrap();
+    // From a current-thread runtime's only thread.
+    let (d, p) = (db.clone(), pending.clone());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let store = d.pending();
+            assert_eq!(store.store().take(&p.key()).unwrap(), Some(p.clone()));
+            store.store().save(&p).unwrap();
+        });
+    })
+    .join()
+    .unwrap();
+    // The async methods of the PostgreSQL store.
+    if let Db::Postgres(pg) = &*db {
+        let store = PostgresPendingStore::connect(&pg.conninfo).unwrap();
+        assert_eq!(store.list_async().await.unwrap(), vec![pending.clone()]);
+        assert_eq!(store.take_async(&pending.key()).await.unwrap(), Some(pending.clone()));
+        assert_eq!(store.take_async(&pending.key()).await.unwrap(), None);
+        store.save_async(&pending).await.unwrap();
+    }
+    assert_eq!(db.pending().store().take(&pending.key()).unwrap(), Some(pending));
+}
+
+// ---- Effect records ----
+
+const LONG: Duration = Duration::from_secs(60);
+
+both!(an_effect_runs_once_and_its_result_is_replayed);
+async fn an_effect_runs_once_and_its_result_is_replayed(db: Db) {
+    let store = db.effects(HOUR);
+    let lease = lease_of(store.begin("order-1", "f1", LONG).await.unwrap());
+    assert_eq!(lease.key(), "order-1");
+    assert!(matches!(store.begin("order-1", "f1", LONG).await.unwrap(), Begin::InProgress { .. }));
+    store.finish(&lease, &json!({"charged": 42})).await.unwrap();
+    for other in [&store, &db.effects(HOUR)] {
+        assert_eq!(other.begin("order-1", "f1", LONG).await.unwrap(), Begin::Replay(json!({"charged": 42})));
+    }
+    let again = store.finish(&lease, &json!("twice")).await.unwrap_err();
+    assert_eq!(again.code(), "lease_lost", "a finished record is not finished again");
+    assert_eq!(store.begin("order-1", "f1", LONG).await.unwrap(), Begin::Replay(json!({"charged": 42})));
+
+    // Abandoned: the next begin runs it.
+    let lease = lease_of(store.begin("order-2", "f2", LONG).await.unwrap());
+    store.abandon(&lease).await.unwrap();
+    assert_eq!(store.abandon(&lease).await.unwrap_err().code(), "lease_lost");
+    let lease = lease_of(store.begin("order-2", "f2", LONG).await.unwrap());
+    store.finish(&lease, &Value::Null).await.unwrap();
+    assert_eq!(store.begin("order-2", "f2", LONG).await.unwrap(), Begin::Replay(Value::Null));
+
+    let err = store.begin("", "f", LONG).await.unwrap_err();
+    assert_eq!(err.code(), "invalid_key");
+}
+
+both!(of_concurrent_begins_exactly_one_runs);
+async fn of_concurrent_begins_exactly_one_runs(db: Db) {
+    // Four replicas, sixteen tasks each, on several keys in turn.
+    let stores: Vec<Arc<dyn EffectStore>> = (0..4).map(|_| db.effects(HOUR)).collect();
+    for round in 0..3 {
+        let key = format!("payment-{round}");
+        let start = Arc::new(tokio::sync::Barrier::new(64));
+        let tasks: Vec<_> = (0..64)
+            .map(|i| {
+                let (store, start, key) = (stores[i % stores.len()].clone(), start.clone(), key.clone());
+                tokio::spawn(async move {
+                    start.wait().await;
+                    store.begin(&key, "same-call", LONG).await.expect("begin")
+                })
+            })
+            .collect();
+        let mut runs = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                Begin::Run(lease) => runs.push(lease),
+                Begin::InProgress { .. } => {}
+                other => panic!("round {round}: {other:?}"),
+            }
+        }
+        assert_eq!(runs.len(), 1, "round {round}: exactly one Run");
+        stores[0].finish(&runs[0], &json!(round)).await.unwrap();
+        assert_eq!(stores[3].begin(&key, "same-call", LONG).await.unwrap(), Begin::Replay(json!(round)));
+    }
+}
+
+both!(an_expired_lease_lets_the_call_run_again);
+async fn an_expired_lease_lets_the_call_run_again(db: Db) {
+    let store = db.effects(HOUR);
+    let short = Duration::from_millis(300);
+    let crashed = lease_of(store.begin("job", "f", short).await.unwrap());
+    let Begin::InProgress { lease_expires_at_ms } = store.begin("job", "f", short).await.unwrap() else {
+        panic!("held")
+    };
+    assert_eq!(lease_expires_at_ms, crashed.expires_at_ms());
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let second = lease_of(db.effects(HOUR).begin("job", "f", LONG).await.unwrap());
+    assert_ne!(second.token(), crashed.token());
+    assert_eq!(store.finish(&crashed, &json!("late")).await.unwrap_err().code(), "lease_lost");
+    assert_eq!(store.renew(&crashed, LONG).await.unwrap_err().code(), "lease_lost");
+    store.finish(&second, &json!("second")).await.unwrap();
+    assert_eq!(store.begin("job", "f", short).await.unwrap(), Begin::Replay(json!("second")));
+
+    // A renewed lease holds past its first expiry.
+    let lease = lease_of(store.begin("long-job", "f", short).await.unwrap());
+    let renewed = store.renew(&lease, LONG).await.unwrap();
+    assert!(renewed.expires_at_ms() > lease.expires_at_ms(), "{renewed:?}");
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert!(matches!(store.begin("long-job", "f", short).await.unwrap(), Begin::InProgress { .. }));
+    store.finish(&renewed, &json!(1)).await.unwrap();
+}
+
+both!(a_key_reused_with_another_fingerprint_conflicts);
+async fn a_key_reused_with_another_fingerprint_conflicts(db: Db) {
+    let store = db.effects(HOUR);
+    let lease = lease_of(store.begin("k", "charge 10", LONG).await.unwrap());
+    let check = |e: StateError| {
+        assert_eq!(e.code(), "key_conflict");
+        assert!(
+            matches!(&e, StateError::Conflict { key, recorded, given } if key == "k" && recorded == "charge 10" && given == "charge 99"),
+            "{e}"
+        );
+    };
+    check(store.begin("k", "charge 99", LONG).await.unwrap_err());
+    store.finish(&lease, &json!("ok")).await.unwrap();
+    check(store.begin("k", "charge 99", LONG).await.unwrap_err());
+    assert_eq!(store.begin("k", "charge 10", LONG).await.unwrap(), Begin::Replay(json!("ok")), "unchanged");
+
+    // An expired lease is taken over for the same call only.
+    let short = lease_of(store.begin("k2", "a", Duration::from_millis(100)).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(store.begin("k2", "b", LONG).await.unwrap_err().code(), "key_conflict");
+    store.abandon(&short).await.unwrap();
+}
+
+both!(records_past_the_retention_are_forgotten_and_purged);
+async fn records_past_the_retention_are_forgotten_and_purged(db: Db) {
+    let retention = Duration::from_millis(400);
+    let store = db.effects(retention);
+    let done = lease_of(store.begin("done", "f", LONG).await.unwrap());
+    store.finish(&done, &json!(1)).await.unwrap();
+    let _crashed = lease_of(store.begin("crashed", "f", Duration::from_millis(10)).await.unwrap());
+    let _live = lease_of(store.begin("live", "f", LONG).await.unwrap());
+    assert_eq!(store.purge_expired().await.unwrap(), 0, "nothing is past the retention yet");
+    assert_eq!(store.begin("done", "f", LONG).await.unwrap(), Begin::Replay(json!(1)));
+
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Forgotten before any purge: the key is free, for any call.
+    let reused = lease_of(store.begin("done", "another call", LONG).await.unwrap());
+    store.finish(&reused, &json!(2)).await.unwrap();
+    assert_eq!(store.purge_expired().await.unwrap(), 1, "the crashed runner's record");
+    assert_eq!(store.purge_expired().await.unwrap(), 0);
+    assert!(matches!(store.begin("live", "f", LONG).await.unwrap(), Begin::InProgress { .. }), "a live lease stays");
+    assert_eq!(store.begin("done", "another call", LONG).await.unwrap(), Begin::Replay(json!(2)));
+    lease_of(store.begin("crashed", "other", LONG).await.unwrap());
+}
+
+both!(a_corrupt_effect_record_is_reported);
+async fn a_corrupt_effect_record_is_reported(db: Db) {
+    let store = db.effects(HOUR);
+    let lease = lease_of(store.begin("k", "f", LONG).await.unwrap());
+    store.finish(&lease, &json!({"ok": true})).await.unwrap();
+    db.exec("UPDATE keel_effects SET result = '{not json' WHERE key = 'k'").await;
+    let err = store.begin("k", "f", LONG).await.unwrap_err();
+    assert_eq!(err.code(), "corrupt_row", "{err}");
+    assert!(std::error::Error::source(&err).is_some(), "the parser's error is kept");
+    db.exec("UPDATE keel_effects SET result = NULL WHERE key = 'k'").await;
+    assert_eq!(store.begin("k", "f", LONG).await.unwrap_err().code(), "corrupt_row");
+}
+
+/// Opens a store on the table it is given.
+type Opener = Box<dyn Fn(&str) -> Result<(), StateError>>;
+
+both!(tables_are_named_checked_and_kept_apart);
+async fn tables_are_named_checked_and_kept_apart(db: Db) {
+    let executor = executor(Arc::default());
+    let pending = ask(&executor, "c1", "T-1", HOUR).await;
+    let (open_pending, open_effects): (Opener, Opener) = match &db {
+        Db::Sqlite(dir) => {
+            let (a, b) = (dir.db(), dir.db());
+            (
+                Box::new(move |t| {
+                    let s = SqlitePendingStore::builder(&a).table(t).open_pending()?;
+                    s.save(&pending).map_err(|e| StateError::Config { message: e.to_string(), source: None })
+                }),
+                Box::new(move |t| SqliteEffectStore::builder(&b).table(t).open_effects().map(drop)),
+            )
+        }
+        Db::Postgres(pg) => {
+            let (a, b) = (pg.conninfo.clone(), pg.conninfo.clone());
+            (
+                Box::new(move |t| {
+                    let s = PostgresPendingStore::builder(&a).table(t).connect_pending()?;
+                    s.save(&pending).map_err(|e| StateError::Config { message: e.to_string(), source: None })
+                }),
+                Box::new(move |t| PostgresEffectStore::builder(&b).table(t).connect_effects().map(drop)),
+            )
+        }
+    };
+    open_pending("tenant_a_pending").unwrap();
+    open_pending("tenant_a_pending").unwrap();
+    open_effects("tenant_a_effects").unwrap();
+    let err = open_effects("tenant_a_pending").unwrap_err();
+    assert!(err.code() == "config_error" && err.to_string().contains("holds pending_calls"), "{err}");
+    for bad in ["Tenant", "a; DROP TABLE keel_effects", "keel_state_schema", ""] {
+        assert_eq!(open_pending(bad).unwrap_err().code(), "config_error", "{bad:?}");
+    }
+    db.exec("UPDATE keel_state_schema SET version = 99 WHERE table_name = 'tenant_a_effects'").await;
+    let err = open_effects("tenant_a_effects").unwrap_err();
+    assert!(err.to_string().contains("newer than this build"), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_sqlite_file_is_private_to_its_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("modes");
+    let store = SqlitePendingStore::open(dir.db()).unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(store.path()), 0o600);
+    drop(store);
+    std::fs::set_permissions(dir.db(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = SqliteEffectStore::open(dir.db()).unwrap_err();
+    assert!(err.code() == "config_error" && err.to_string().contains("chmod 600"), "{err}");
+    assert_eq!(mode(&dir.db()), 0o644, "neither used nor changed");
+}
