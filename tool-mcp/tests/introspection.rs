@@ -87,11 +87,29 @@ struct Seen {
 
 /// The introspection endpoint: the answers it gives per token (a token it does not know is inactive), how many
 /// requests it got, and what it saw of the last one.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Endpoint {
     answers: Arc<Mutex<HashMap<String, Value>>>,
     requests: Arc<AtomicUsize>,
     last: Arc<Mutex<Option<Seen>>>,
+    /// Requests being answered now, and the most at once.
+    in_flight: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+    /// A token starting `t-slow` is answered only once a permit is released here.
+    hold: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Endpoint {
+    fn default() -> Endpoint {
+        Endpoint {
+            answers: Arc::default(),
+            requests: Arc::default(),
+            last: Arc::default(),
+            in_flight: Arc::default(),
+            peak: Arc::default(),
+            hold: Arc::new(tokio::sync::Semaphore::new(0)),
+        }
+    }
 }
 
 impl Endpoint {
@@ -101,6 +119,16 @@ impl Endpoint {
 
     fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
+    }
+
+    /// The most requests it was answering at once.
+    fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    /// Lets `n` held requests answer.
+    fn release(&self, n: usize) {
+        self.hold.add_permits(n);
     }
 
     /// Whether the request authenticates the resource server: `client_secret_basic` (the id and secret
@@ -124,6 +152,14 @@ impl Endpoint {
 
     async fn handle(&self, request: Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
         self.requests.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let response = self.answer_to(request).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        response
+    }
+
+    async fn answer_to(&self, request: Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
         let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let (content_type, authorization) = (header("content-type"), header("authorization"));
         let method = request.method().clone();
@@ -145,6 +181,9 @@ impl Endpoint {
             return respond(StatusCode::UNAUTHORIZED, json!({"error": "invalid_client"}).to_string());
         }
         let token = seen.form.get("token").cloned().unwrap_or_default();
+        if token.starts_with("t-slow") {
+            self.hold.acquire().await.unwrap().forget();
+        }
         match token.as_str() {
             "t-fails" => respond(StatusCode::INTERNAL_SERVER_ERROR, "upstream trouble".into()),
             "t-garbage" => respond(StatusCode::OK, "<html>not json</html>".into()),
@@ -449,4 +488,46 @@ async fn a_cached_token_is_asked_about_again_after_its_ttl() {
     assert_eq!(status, 401);
     assert!(challenge.unwrap_or_default().contains("the token is not active"));
     assert_eq!(endpoint.requests(), 2);
+}
+
+/// At most `max_concurrent` introspection requests are in flight at once: with two permits, five new tokens at
+/// once reach the endpoint two at a time; a token that finds no permit within the timeout is refused as not
+/// checkable now, and nothing is cached for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn introspection_requests_in_flight_are_capped() {
+    use keel_tools_mcp::http::auth::TokenVerifier;
+    let endpoint = Endpoint::default();
+    let url = endpoint.serve().await;
+    let resource = "http://127.0.0.1:9/mcp";
+    let tokens: Vec<String> = (0..5).map(|i| format!("t-slow-{i}")).collect();
+    for (i, token) in tokens.iter().enumerate() {
+        endpoint.answer(token, active(resource, &format!("user{i}"), ""));
+    }
+    let verifier = Arc::new(verifier(&url, resource).max_concurrent(2).timeout(Duration::from_secs(2)));
+    let mut checks = tokio::task::JoinSet::new();
+    for token in tokens {
+        let verifier = verifier.clone();
+        checks.spawn(async move { verifier.verify(&token).await.map(|p| p.subject.clone()) });
+    }
+    // The endpoint holds every slow token until let go: two arrive, the other three wait for a permit.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(endpoint.requests(), 2, "two requests in flight, no more");
+    // Half-way through the timeout, the two are answered; two of the waiting get the permits and are held past
+    // what is left of their timeout, and the last never gets one.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    endpoint.release(2);
+    let mut admitted = 0;
+    let mut refused = Vec::new();
+    while let Some(result) = checks.join_next().await {
+        match result.unwrap() {
+            Ok(_) => admitted += 1,
+            Err(e) => refused.push(e.description().to_owned()),
+        }
+    }
+    assert_eq!((admitted, refused.len()), (2, 3), "{refused:?}");
+    assert!(refused.iter().all(|r| r == "the token cannot be checked now"), "{refused:?}");
+    assert_eq!(endpoint.requests(), 4, "the last token never reached the endpoint");
+    assert_eq!(endpoint.peak(), 2, "never more than two at once");
+    assert_eq!(verifier.cached(), 2, "nothing cached for the refused tokens");
+    endpoint.release(16);
 }

@@ -37,7 +37,7 @@ mod introspection;
 mod token_cache;
 pub use introspection::{
     ClientAuthMethod, DEFAULT_INTROSPECTION_CACHE_CAPACITY, DEFAULT_INTROSPECTION_CACHE_TTL,
-    DEFAULT_INTROSPECTION_TIMEOUT, IntrospectionVerifier,
+    DEFAULT_INTROSPECTION_CONCURRENCY, DEFAULT_INTROSPECTION_TIMEOUT, IntrospectionVerifier,
 };
 use token_cache::{TokenCache, digest};
 

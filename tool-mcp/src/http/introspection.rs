@@ -16,6 +16,8 @@ pub const DEFAULT_INTROSPECTION_CACHE_CAPACITY: usize = 10_000;
 pub const DEFAULT_INTROSPECTION_CACHE_TTL: Duration = Duration::from_secs(60);
 /// The default time an introspection request may take.
 pub const DEFAULT_INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most introspection requests an [`IntrospectionVerifier`] has in flight at once, by default.
+pub const DEFAULT_INTROSPECTION_CONCURRENCY: usize = 32;
 /// The largest introspection response read; a larger one counts as a failure of the endpoint.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 
@@ -93,6 +95,9 @@ pub struct IntrospectionVerifier {
     roots: Vec<Vec<u8>>,
     client: reqwest::Client,
     cache: TokenCache,
+    /// One permit per introspection request in flight.
+    in_flight: Arc<tokio::sync::Semaphore>,
+    max_in_flight: usize,
 }
 
 impl fmt::Debug for IntrospectionVerifier {
@@ -109,6 +114,7 @@ impl fmt::Debug for IntrospectionVerifier {
             .field("client_auth", &auth)
             .field("cache_ttl", &self.ttl)
             .field("cache_capacity", &self.cache.capacity())
+            .field("max_concurrent", &self.max_in_flight)
             .finish_non_exhaustive()
     }
 }
@@ -160,6 +166,8 @@ impl IntrospectionVerifier {
             roots: Vec::new(),
             client: build_client(&[])?,
             cache: TokenCache::new(DEFAULT_INTROSPECTION_CACHE_CAPACITY),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(DEFAULT_INTROSPECTION_CONCURRENCY)),
+            max_in_flight: DEFAULT_INTROSPECTION_CONCURRENCY,
         })
     }
 
@@ -259,6 +267,17 @@ impl IntrospectionVerifier {
         Ok(self)
     }
 
+    /// The most introspection requests in flight at once (default [`DEFAULT_INTROSPECTION_CONCURRENCY`]; at least
+    /// one). A token that finds them all taken waits for one within the [`timeout`](IntrospectionVerifier::timeout),
+    /// then is refused as not checkable now: a flood of new tokens (each one uncached) cannot turn this server into
+    /// a flood of requests to the authorization server.
+    #[must_use]
+    pub fn max_concurrent(mut self, max: usize) -> IntrospectionVerifier {
+        self.max_in_flight = max.max(1);
+        self.in_flight = Arc::new(tokio::sync::Semaphore::new(self.max_in_flight));
+        self
+    }
+
     /// Verified tokens in the cache now (expired ones included until they are dropped).
     pub fn cached(&self) -> usize {
         self.cache.len()
@@ -266,11 +285,17 @@ impl IntrospectionVerifier {
 
     /// Asks the endpoint about `token`: its answer, or why there is none.
     async fn introspect(&self, token: &str) -> Result<Introspection, String> {
+        let started = tokio::time::Instant::now();
+        let _permit = match tokio::time::timeout(self.timeout, self.in_flight.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            _ => return Err(format!("{} introspection requests are in flight already", self.max_in_flight)),
+        };
+        let timeout = self.timeout.saturating_sub(started.elapsed());
         let mut body = format!("token={}&token_type_hint=access_token", form_encode(token));
         let mut request = self
             .client
             .post(self.endpoint.clone())
-            .timeout(self.timeout)
+            .timeout(timeout)
             .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(reqwest::header::ACCEPT, "application/json");
         match &self.auth {
