@@ -1,0 +1,620 @@
+//! The index and its queries.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::analyze::{for_each_term, for_each_word, is_stopword, stem};
+use crate::{Document, Embedder, Hit, SearchError};
+
+/// The fields of a document, in order of weight.
+const NAME: usize = 0;
+const DESCRIPTION: usize = 1;
+const PARAM_NAMES: usize = 2;
+const PARAM_DOCS: usize = 3;
+const FIELDS: usize = 4;
+
+/// BM25F: each field's weight (a term in the name counts 4 times one in a parameter's docs) ...
+const WEIGHTS: [f32; FIELDS] = [4.0, 2.0, 1.5, 1.0];
+/// ... and how much its length is normalised (0: not at all, 1: fully). Names are short and alike, so a long
+/// name is barely penalised.
+const LENGTH_NORM: [f32; FIELDS] = [0.3, 0.75, 0.5, 0.75];
+/// BM25's term-frequency saturation.
+const K1: f32 = 1.2;
+
+/// The most distinct words of a query that count; the rest are ignored.
+pub const MAX_QUERY_TERMS: usize = 32;
+
+/// Reciprocal rank fusion's constant: a document at rank `r` (from 1) in a list adds `1 / (60 + r)`.
+const RRF_K: f32 = 60.0;
+/// How many of each ranked list take part in the fusion (or `limit`, if larger).
+const FUSION_DEPTH: usize = 100;
+
+/// The longest pattern [`SearchIndex::search_regex`] accepts, in characters.
+pub const MAX_PATTERN_LEN: usize = 200;
+/// The most heap a compiled pattern may use, in bytes (its NFA, and separately its lazy DFA's cache).
+pub const MAX_PATTERN_SIZE: usize = 2 << 20;
+const PATTERN_NEST_LIMIT: u32 = 64;
+
+/// Document ids are `u32`; documents past this many are not indexed.
+const MAX_DOCS: usize = u32::MAX as usize;
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    /// The document's whole BM25F score for the term: idf times the saturated, weighted, normalised frequency.
+    impact: f32,
+}
+
+/// An immutable search index over a set of [`Document`]s: BM25F ranking ([`search`](Self::search)), regular
+/// expressions ([`search_regex`](Self::search_regex)) and, when built [`with_embedder`](Self::with_embedder),
+/// ranking fused with embedding similarity.
+///
+/// Built once, then shared: it is `Send + Sync`, and queries take `&self`.
+///
+/// ```
+/// use keel_tools_search::{Document, SearchIndex};
+///
+/// let index = SearchIndex::build([
+///     Document::new("billing.invoice.refund", "Refund an invoice, fully or in part."),
+///     Document::new("billing.invoice.send", "Email an invoice to the customer."),
+///     Document::new("incident.lookup", "Look up an incident by id."),
+/// ]);
+/// let hits = index.search("refunds", 10);
+/// assert_eq!(hits.len(), 1);
+/// assert_eq!(hits[0].name(), "billing.invoice.refund");
+/// assert_eq!(hits[0].index(), 0);
+/// ```
+pub struct SearchIndex {
+    docs: Vec<Document>,
+    /// Each document's place in the order by name, then index: ties in score are broken by it.
+    name_rank: Vec<u32>,
+    terms: HashMap<Box<str>, u32>,
+    /// The postings of term `t` are `postings[offsets[t]..offsets[t + 1]]`, by document.
+    offsets: Vec<usize>,
+    postings: Vec<Posting>,
+    /// Each document's name, lowercased with `-` as `.`, and its index; sorted.
+    exact: Vec<(Box<str>, u32)>,
+    semantic: Option<Semantic>,
+}
+
+struct Semantic {
+    embedder: Box<dyn Embedder>,
+    /// The dimension of every vector; `None` when there are no documents.
+    dim: Option<usize>,
+    /// The documents' vectors, unit length (or all zeros), one after another.
+    vectors: Vec<f32>,
+}
+
+impl fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SearchIndex")
+            .field("documents", &self.docs.len())
+            .field("terms", &self.terms.len())
+            .field("postings", &self.postings.len())
+            .field("embedding_dim", &self.semantic.as_ref().map(|s| s.dim))
+            .finish()
+    }
+}
+
+impl SearchIndex {
+    /// Indexes `documents` for [`search`](Self::search) and [`search_regex`](Self::search_regex).
+    ///
+    /// Names need not be unique: documents are told apart by their index, their place in `documents`.
+    pub fn build(documents: impl IntoIterator<Item = Document>) -> Self {
+        let docs: Vec<Document> = documents.into_iter().take(MAX_DOCS).collect();
+        Self::from_docs(docs, None)
+    }
+
+    /// Indexes `documents` as [`build`](Self::build) does, and embeds each with `embedder` (the text of
+    /// [`Document::embedding_text`]); [`search`](Self::search) then embeds each query too and fuses the two
+    /// rankings.
+    ///
+    /// # Errors
+    ///
+    /// [`SearchError::InvalidEmbedding`] if a vector is empty or holds a NaN or an infinity, and
+    /// [`SearchError::DimensionMismatch`] if two documents' vectors differ in length. The error names the
+    /// document.
+    ///
+    /// ```
+    /// use keel_tools_search::{Document, Embedder, SearchIndex};
+    ///
+    /// /// A toy embedder: how often each of three topics' words appears.
+    /// struct Topics;
+    /// impl Embedder for Topics {
+    ///     fn embed(&self, text: &str) -> Vec<f32> {
+    ///         let text = text.to_lowercase();
+    ///         let count = |words: &[&str]| words.iter().filter(|w| text.contains(*w)).count() as f32;
+    ///         vec![count(&["money", "invoice", "refund", "pay"]), count(&["outage", "incident"]), count(&["user"])]
+    ///     }
+    /// }
+    ///
+    /// let index = SearchIndex::with_embedder(
+    ///     [
+    ///         Document::new("billing.invoice.refund", "Refund an invoice."),
+    ///         Document::new("incident.lookup", "Look up an incident."),
+    ///     ],
+    ///     Topics,
+    /// )?;
+    /// // No word of the query is in a document, but its embedding is close to the refund tool's.
+    /// let hits = index.search("give the money back", 1);
+    /// assert_eq!(hits[0].name(), "billing.invoice.refund");
+    /// # Ok::<(), keel_tools_search::SearchError>(())
+    /// ```
+    pub fn with_embedder(
+        documents: impl IntoIterator<Item = Document>,
+        embedder: impl Embedder + 'static,
+    ) -> Result<Self, SearchError> {
+        let docs: Vec<Document> = documents.into_iter().take(MAX_DOCS).collect();
+        let mut dim = None;
+        let mut vectors = Vec::new();
+        for doc in &docs {
+            let v = embedder.embed(&doc.embedding_text());
+            check_vector(&v, dim, Some(doc.name()))?;
+            dim = Some(v.len());
+            push_unit(&mut vectors, &v);
+        }
+        Ok(Self::from_docs(docs, Some(Semantic { embedder: Box::new(embedder), dim, vectors })))
+    }
+
+    fn from_docs(docs: Vec<Document>, semantic: Option<Semantic>) -> Self {
+        let mut order: Vec<u32> = (0..docs.len() as u32).collect();
+        order.sort_by(|&a, &b| docs[a as usize].name().cmp(docs[b as usize].name()).then(a.cmp(&b)));
+        let mut name_rank = vec![0; docs.len()];
+        for (rank, &d) in order.iter().enumerate() {
+            name_rank[d as usize] = rank as u32;
+        }
+        let mut exact: Vec<(Box<str>, u32)> =
+            docs.iter().enumerate().map(|(i, d)| (normalize_name(d.name()).into_boxed_str(), i as u32)).collect();
+        exact.sort();
+        let (terms, offsets, postings) = invert(&docs);
+        SearchIndex { docs, name_rank, terms, offsets, postings, exact, semantic }
+    }
+
+    /// The indexed documents, in the order given; a [`Hit::index`] is a place in this slice.
+    pub fn documents(&self) -> &[Document] {
+        &self.docs
+    }
+
+    /// How many documents are indexed.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether no document is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// The best `limit` documents for `query`, best first.
+    ///
+    /// The query is analysed as the documents are (split into words at non-alphanumerics and camelCase,
+    /// lowercased, lightly stemmed; see the [crate docs](crate#ranking)), and common English words (`the`, `how`,
+    /// `for`, ...) are dropped unless the query has nothing else. Only the first [`MAX_QUERY_TERMS`] distinct
+    /// words count. Documents are ranked by BM25F over their fields: name, description, parameter names,
+    /// parameter docs, in decreasing weight. A document that matches no word is not returned.
+    ///
+    /// A query equal to a document's name (ignoring case and surrounding space, with `-` and `.` alike, so the
+    /// wire form `incident-lookup` finds `incident.lookup`) puts that document first.
+    ///
+    /// With an [embedder](Self::with_embedder), the query is embedded as well, and the BM25F ranking is fused
+    /// with the ranking by cosine similarity (reciprocal rank fusion over the first 100 or `limit` of each,
+    /// counting only documents of positive similarity). If the query's vector is unusable (another dimension, a
+    /// NaN), the BM25F ranking is returned alone; [`try_search`](Self::try_search) reports it instead.
+    ///
+    /// Equal scores are ordered by name, then by index. Scores compare only within one result; with an
+    /// embedder they are fusion scores, not BM25F. An empty query, or a `limit` of 0, returns nothing.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<Hit<'_>> {
+        self.run(query, limit, false).unwrap_or_default()
+    }
+
+    /// [`search`](Self::search), reporting an unusable query vector.
+    ///
+    /// # Errors
+    ///
+    /// [`SearchError::DimensionMismatch`] if the embedder gives the query a vector of another length than the
+    /// documents', and [`SearchError::InvalidEmbedding`] if it holds a NaN or an infinity. Without an embedder,
+    /// it never fails.
+    pub fn try_search(&self, query: &str, limit: usize) -> Result<Vec<Hit<'_>>, SearchError> {
+        self.run(query, limit, true)
+    }
+
+    fn run(&self, query: &str, limit: usize, strict: bool) -> Result<Vec<Hit<'_>>, SearchError> {
+        if limit == 0 || query.trim().is_empty() || self.docs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let terms = self.query_terms(query);
+        let lexical = self.lexical(&terms);
+        let mut cands = match &self.semantic {
+            None => lexical,
+            Some(semantic) => match self.similar(semantic, query, limit) {
+                Ok(similar) => self.fuse(lexical, similar, limit),
+                Err(e) if strict => return Err(e),
+                Err(_) => lexical,
+            },
+        };
+        self.boost_exact(query, &mut cands);
+        Ok(self.hits(cands, limit))
+    }
+
+    /// The distinct known terms of the query, stopwords dropped if anything else is there.
+    fn query_terms(&self, query: &str) -> Vec<(u32, bool)> {
+        let mut terms: Vec<(u32, bool)> = Vec::new();
+        let mut words = 0;
+        let mut content = false;
+        let mut buf = String::new();
+        for_each_word(query, &mut buf, |word| {
+            if words == MAX_QUERY_TERMS {
+                return;
+            }
+            let stop = is_stopword(word);
+            stem(word);
+            match self.terms.get(word.as_str()) {
+                Some(&t) if !terms.iter().any(|&(u, _)| u == t) => {
+                    words += 1;
+                    content |= !stop;
+                    terms.push((t, stop));
+                }
+                Some(_) => {}
+                None => {
+                    words += 1;
+                    content |= !stop;
+                }
+            }
+        });
+        if content {
+            terms.retain(|&(_, stop)| !stop);
+        }
+        terms
+    }
+
+    /// Every document matching a term, with its BM25F score; in no order.
+    fn lexical(&self, terms: &[(u32, bool)]) -> Vec<(u32, f32)> {
+        let postings = |t: u32| &self.postings[self.offsets[t as usize]..self.offsets[t as usize + 1]];
+        match terms {
+            [] => Vec::new(),
+            [(t, _)] => postings(*t).iter().map(|p| (p.doc, p.impact)).collect(),
+            _ => {
+                // Impacts are positive, so a zero score means "not seen yet".
+                let mut acc = vec![0f32; self.docs.len()];
+                let mut touched = Vec::new();
+                for &(t, _) in terms {
+                    for p in postings(t) {
+                        let s = &mut acc[p.doc as usize];
+                        if *s == 0.0 {
+                            touched.push(p.doc);
+                        }
+                        *s += p.impact;
+                    }
+                }
+                touched.into_iter().map(|d| (d, acc[d as usize])).collect()
+            }
+        }
+    }
+
+    /// The documents of positive cosine similarity to the query, with it; in no order.
+    fn similar(&self, semantic: &Semantic, query: &str, limit: usize) -> Result<Vec<(u32, f32)>, SearchError> {
+        let v = semantic.embedder.embed(query);
+        if let Some(dim) = semantic.dim
+            && v.len() != dim
+        {
+            return Err(SearchError::DimensionMismatch { expected: dim, found: v.len(), document: None });
+        }
+        if v.iter().any(|x| !x.is_finite()) {
+            return Err(SearchError::InvalidEmbedding { reason: "it holds a NaN or an infinity", document: None });
+        }
+        let Some(dim) = semantic.dim.filter(|&d| d > 0) else { return Ok(Vec::new()) };
+        let mut q = Vec::with_capacity(dim);
+        push_unit(&mut q, &v);
+        let mut similar: Vec<(u32, f32)> = semantic
+            .vectors
+            .chunks_exact(dim)
+            .enumerate()
+            .filter_map(|(i, d)| {
+                let cos: f32 = d.iter().zip(&q).map(|(a, b)| a * b).sum();
+                (cos > 0.0).then_some((i as u32, cos))
+            })
+            .collect();
+        self.truncate_ranked(&mut similar, limit.max(FUSION_DEPTH));
+        Ok(similar)
+    }
+
+    /// Reciprocal rank fusion of two candidate lists.
+    fn fuse(&self, mut lexical: Vec<(u32, f32)>, similar: Vec<(u32, f32)>, limit: usize) -> Vec<(u32, f32)> {
+        self.truncate_ranked(&mut lexical, limit.max(FUSION_DEPTH));
+        let mut fused: Vec<(u32, f32)> = lexical
+            .iter()
+            .chain(&similar)
+            .zip((0..lexical.len()).chain(0..similar.len()))
+            .map(|(&(d, _), rank)| (d, 1.0 / (RRF_K + 1.0 + rank as f32)))
+            .collect();
+        fused.sort_unstable_by_key(|&(d, _)| d);
+        fused.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+            }
+            same
+        });
+        fused
+    }
+
+    /// Puts the documents named exactly as the query above every other.
+    fn boost_exact(&self, query: &str, cands: &mut Vec<(u32, f32)>) {
+        let q = normalize_name(query.trim());
+        let start = self.exact.partition_point(|(n, _)| **n < *q);
+        let end = start + self.exact[start..].partition_point(|(n, _)| **n == *q);
+        if start == end {
+            return;
+        }
+        let top = cands.iter().map(|c| c.1).fold(0.0, f32::max) + 1.0;
+        for &(_, d) in &self.exact[start..end] {
+            match cands.iter_mut().find(|c| c.0 == d) {
+                Some(c) => c.1 = top,
+                None => cands.push((d, top)),
+            }
+        }
+    }
+
+    /// The order of results: score, then name, then index.
+    fn cmp(&self, a: &(u32, f32), b: &(u32, f32)) -> Ordering {
+        b.1.total_cmp(&a.1).then_with(|| self.name_rank[a.0 as usize].cmp(&self.name_rank[b.0 as usize]))
+    }
+
+    /// Keeps the best `k` candidates, sorted.
+    fn truncate_ranked(&self, cands: &mut Vec<(u32, f32)>, k: usize) {
+        if k == 0 {
+            cands.clear();
+            return;
+        }
+        if cands.len() > k {
+            cands.select_nth_unstable_by(k - 1, |a, b| self.cmp(a, b));
+            cands.truncate(k);
+        }
+        cands.sort_unstable_by(|a, b| self.cmp(a, b));
+    }
+
+    fn hits(&self, mut cands: Vec<(u32, f32)>, limit: usize) -> Vec<Hit<'_>> {
+        self.truncate_ranked(&mut cands, limit);
+        cands
+            .into_iter()
+            .map(|(d, score)| Hit { name: self.docs[d as usize].name(), index: d as usize, score })
+            .collect()
+    }
+
+    /// The best `limit` documents whose name, description, a parameter's name or a parameter's docs match the
+    /// regular expression `pattern`, best first.
+    ///
+    /// This is the search of Anthropic's regex tool search (`tool_search_tool_regex`): the pattern is searched
+    /// for (not anchored) in each of those texts separately, and is case-sensitive unless it says `(?i)`.
+    /// A document's score is the sum of the weights of the fields where it matches (name 4, description 2,
+    /// parameter names 1.5, parameter docs 1); equal scores are ordered by name, then by index.
+    ///
+    /// The syntax is that of the [`regex`](https://docs.rs/regex) crate, which for common patterns is Python's
+    /// `re`: classes, `\d \w \s \b`, `(?i)` and the other inline flags, `(?P<name>...)` groups, lazy and counted
+    /// repetition. It differs where Python's engine backtracks: there are no look-arounds (`(?=`, `(?!`,
+    /// `(?<=`, `(?<!`), backreferences (`\1`, `(?P=name)`), conditionals or atomic groups, and such a pattern is
+    /// an [`InvalidPattern`](SearchError::InvalidPattern) error. In exchange, matching takes time linear in the
+    /// text, whatever the pattern. Python's `\Z` (end of text) is accepted and read as `\z`. As in Python on
+    /// text, `\d`, `\w`, `\s` and case-insensitive matching follow Unicode.
+    ///
+    /// # Errors
+    ///
+    /// [`SearchError::PatternTooLong`] beyond [`MAX_PATTERN_LEN`] characters,
+    /// [`SearchError::InvalidPattern`] for a syntax error (with the parser's message), and
+    /// [`SearchError::PatternTooComplex`] if the compiled pattern would need more than [`MAX_PATTERN_SIZE`]
+    /// bytes (`\w{100}{100}`). A `limit` of 0 returns nothing, but the pattern is checked first.
+    ///
+    /// ```
+    /// use keel_tools_search::{Document, SearchError, SearchIndex};
+    ///
+    /// let index = SearchIndex::build([
+    ///     Document::new("billing.invoice.refund", "Refund an invoice."),
+    ///     Document::new("incident.lookup", "Look up an incident.").with_param("id", "Incident id."),
+    /// ]);
+    /// let hits = index.search_regex(r"(?i)^incident\b", 5)?;
+    /// assert_eq!(hits[0].name(), "incident.lookup");
+    /// assert!(matches!(index.search_regex("(?<=a)b", 5), Err(SearchError::InvalidPattern { .. })));
+    /// # Ok::<(), SearchError>(())
+    /// ```
+    pub fn search_regex(&self, pattern: &str, limit: usize) -> Result<Vec<Hit<'_>>, SearchError> {
+        let re = compile(pattern)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let is_match = |text: &str| !text.is_empty() && re.is_match(text);
+        let mut cands = Vec::new();
+        for (i, doc) in self.docs.iter().enumerate() {
+            let mut score = 0.0;
+            if is_match(doc.name()) {
+                score += WEIGHTS[NAME];
+            }
+            if is_match(doc.description()) {
+                score += WEIGHTS[DESCRIPTION];
+            }
+            if doc.params().any(|(name, _)| is_match(name)) {
+                score += WEIGHTS[PARAM_NAMES];
+            }
+            if doc.params().any(|(_, docs)| is_match(docs)) {
+                score += WEIGHTS[PARAM_DOCS];
+            }
+            if score > 0.0 {
+                cands.push((i as u32, score));
+            }
+        }
+        Ok(self.hits(cands, limit))
+    }
+}
+
+/// Builds the inverted index: the vocabulary, and each term's postings with their BM25F impacts.
+fn invert(docs: &[Document]) -> (HashMap<Box<str>, u32>, Vec<usize>, Vec<Posting>) {
+    struct Entry {
+        term: u32,
+        doc: u32,
+        tf: [u32; FIELDS],
+    }
+    let mut terms: HashMap<Box<str>, u32> = HashMap::new();
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut lengths: Vec<[u32; FIELDS]> = Vec::with_capacity(docs.len());
+    let mut doc_terms: Vec<(u32, u8)> = Vec::new();
+    let mut buf = String::new();
+    for (d, doc) in docs.iter().enumerate() {
+        doc_terms.clear();
+        let mut len = [0u32; FIELDS];
+        let mut add = |text: &str, field: usize| {
+            for_each_term(text, &mut buf, |t| {
+                let id = match terms.get(t) {
+                    Some(&id) => id,
+                    None => {
+                        let id = terms.len() as u32;
+                        terms.insert(t.into(), id);
+                        id
+                    }
+                };
+                doc_terms.push((id, field as u8));
+                len[field] = len[field].saturating_add(1);
+            });
+        };
+        add(doc.name(), NAME);
+        add(doc.description(), DESCRIPTION);
+        for (name, docs) in doc.params() {
+            add(name, PARAM_NAMES);
+            add(docs, PARAM_DOCS);
+        }
+        doc_terms.sort_unstable();
+        for group in doc_terms.chunk_by(|a, b| a.0 == b.0) {
+            let mut tf = [0u32; FIELDS];
+            for &(_, field) in group {
+                tf[field as usize] += 1;
+            }
+            entries.push(Entry { term: group[0].0, doc: d as u32, tf });
+        }
+        lengths.push(len);
+    }
+
+    let n = docs.len() as f64;
+    let mut avg = [0f64; FIELDS];
+    for len in &lengths {
+        for f in 0..FIELDS {
+            avg[f] += f64::from(len[f]);
+        }
+    }
+    for a in &mut avg {
+        *a /= n.max(1.0);
+    }
+
+    let mut offsets = vec![0usize; terms.len() + 1];
+    for e in &entries {
+        offsets[e.term as usize + 1] += 1;
+    }
+    for t in 0..terms.len() {
+        offsets[t + 1] += offsets[t];
+    }
+    let mut next = offsets.clone();
+    let mut postings = vec![Posting { doc: 0, impact: 0.0 }; entries.len()];
+    for e in &entries {
+        let t = e.term as usize;
+        let df = (offsets[t + 1] - offsets[t]) as f64;
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        let len = &lengths[e.doc as usize];
+        let mut tf = 0f64;
+        for f in 0..FIELDS {
+            if e.tf[f] == 0 {
+                continue;
+            }
+            let b = f64::from(LENGTH_NORM[f]);
+            let norm = if avg[f] > 0.0 { 1.0 - b + b * f64::from(len[f]) / avg[f] } else { 1.0 };
+            tf += f64::from(WEIGHTS[f]) * f64::from(e.tf[f]) / norm;
+        }
+        let k1 = f64::from(K1);
+        let impact = idf * tf * (k1 + 1.0) / (k1 + tf);
+        postings[next[t]] = Posting { doc: e.doc, impact: impact as f32 };
+        next[t] += 1;
+    }
+    (terms, offsets, postings)
+}
+
+/// A name as compared with a query for an exact match.
+fn normalize_name(name: &str) -> String {
+    name.chars().flat_map(char::to_lowercase).map(|c| if c == '-' { '.' } else { c }).collect()
+}
+
+fn check_vector(v: &[f32], dim: Option<usize>, document: Option<&str>) -> Result<(), SearchError> {
+    let document = || document.map(str::to_owned);
+    if v.is_empty() {
+        return Err(SearchError::InvalidEmbedding { reason: "it is empty", document: document() });
+    }
+    if let Some(dim) = dim
+        && v.len() != dim
+    {
+        return Err(SearchError::DimensionMismatch { expected: dim, found: v.len(), document: document() });
+    }
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err(SearchError::InvalidEmbedding { reason: "it holds a NaN or an infinity", document: document() });
+    }
+    Ok(())
+}
+
+/// Appends `v` scaled to unit length (all zeros if it is zero). Its values are finite.
+fn push_unit(out: &mut Vec<f32>, v: &[f32]) {
+    let norm = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+    if norm > 0.0 {
+        out.extend(v.iter().map(|&x| (f64::from(x) / norm) as f32));
+    } else {
+        out.extend(v.iter().map(|_| 0.0));
+    }
+}
+
+/// Compiles a pattern for [`SearchIndex::search_regex`].
+fn compile(pattern: &str) -> Result<regex::Regex, SearchError> {
+    let len = pattern.chars().count();
+    if len > MAX_PATTERN_LEN {
+        return Err(SearchError::PatternTooLong { len, max: MAX_PATTERN_LEN });
+    }
+    regex::RegexBuilder::new(&python_to_rust(pattern))
+        .size_limit(MAX_PATTERN_SIZE)
+        .dfa_size_limit(MAX_PATTERN_SIZE)
+        .nest_limit(PATTERN_NEST_LIMIT)
+        .build()
+        .map_err(|e| match e {
+            regex::Error::CompiledTooBig(limit) => SearchError::PatternTooComplex { limit },
+            regex::Error::Syntax(message) => SearchError::InvalidPattern { message },
+            other => SearchError::InvalidPattern { message: other.to_string() },
+        })
+}
+
+/// Python's `\Z` is the regex crate's `\z`; everything else is passed on.
+fn python_to_rust(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '\\'
+            && let Some(next) = chars.next()
+        {
+            out.push(if next == 'Z' { 'z' } else { next });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_end_of_text() {
+        assert_eq!(python_to_rust(r"a\Z"), r"a\z");
+        assert_eq!(python_to_rust(r"a\\Z"), r"a\\Z");
+        assert_eq!(python_to_rust(r"\d+\\"), r"\d+\\");
+        assert_eq!(python_to_rust("\\"), "\\");
+    }
+
+    #[test]
+    fn impacts_are_positive() {
+        let docs: Vec<Document> =
+            (0..50).map(|i| Document::new(format!("tool.n{i}"), "the same words in every tool")).collect();
+        let (_, _, postings) = invert(&docs);
+        assert!(postings.iter().all(|p| p.impact > 0.0 && p.impact.is_finite()));
+    }
+}
