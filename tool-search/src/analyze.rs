@@ -116,12 +116,14 @@ fn undouble(w: &mut String) {
 }
 
 /// Words dropped from a query when it holds any other word (lowercase, before stemming). Documents keep them:
-/// a query of stopwords alone (`"list all"`) still matches.
+/// a query of stopwords alone (`"list all"`) still matches. `s` and `t` are what is left of `customer's` and
+/// `don't` once split at the apostrophe.
 const STOPWORDS: &[&str] = &[
     "a", "about", "an", "and", "any", "are", "as", "at", "be", "by", "can", "could", "do", "does", "for", "from",
     "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "need", "of", "on", "or", "our", "please",
-    "should", "some", "that", "the", "their", "them", "then", "there", "these", "this", "to", "tool", "tools", "us",
-    "want", "was", "we", "what", "when", "where", "which", "who", "will", "with", "would", "you", "your",
+    "s", "should", "some", "t", "that", "the", "their", "them", "then", "there", "these", "this", "to", "tool",
+    "tools", "us", "want", "was", "we", "what", "when", "where", "which", "who", "will", "with", "would", "you",
+    "your",
 ];
 
 /// Whether a lowercase word is a stopword.
