@@ -7,8 +7,9 @@
 //! tool goes through `Document::from_schema`, as a registry would.
 //!
 //! Each round times every query of [`QUERIES`] `ITERS` times, one `Instant` pair per call, and prints its
-//! p50/p90/p99, then the same over all queries together. Build times are per round too: `from_schema` for the
-//! 10,000 tools, and `SearchIndex::build` over the documents (their copy not timed).
+//! p50/p90/p99, then the same over all queries together, then each pattern of [`PATTERNS`] with `search_regex`
+//! (`ITERS / 20` calls). Build times are per round too: `from_schema` for the 10,000 tools, and
+//! `SearchIndex::build` over the documents (their copy not timed).
 //!
 //! ```sh
 //! cargo bench -p keel-bench --bench search                 # 3 rounds of 2,000 calls per query
@@ -51,6 +52,9 @@ const QUERIES: &[&str] = &[
     "export analytics report as csv for last month",
     "xylophone quartz",
 ];
+
+/// Patterns for `search_regex`, timed `ITERS / 20` times each per round.
+const PATTERNS: &[&str] = &[r"^billing\.", r"(?i)refund", r"invoice.*(csv|pdf)", r"\btime[_ ]zone\b"];
 
 const DOMAINS: &[&str] = &[
     "billing",
@@ -464,5 +468,20 @@ fn main() {
         all.sort_unstable();
         let (p50, p90, p99) = percentiles(&all);
         println!("  {:<46} {p50:>9.1} {p90:>9.1} {p99:>9.1}", "all queries");
+
+        // Regex search runs the pattern over every document's texts: far fewer calls.
+        let calls = (iters / 20).max(5);
+        for pattern in PATTERNS {
+            let mut times = Vec::with_capacity(calls);
+            for _ in 0..calls {
+                let start = Instant::now();
+                let hits = index.search_regex(black_box(pattern), LIMIT).expect("valid pattern");
+                times.push(start.elapsed().as_nanos() as u64);
+                black_box(hits);
+            }
+            times.sort_unstable();
+            let (p50, p90, p99) = percentiles(&times);
+            println!("  {:<46} {p50:>9.1} {p90:>9.1} {p99:>9.1}", format!("regex {pattern}"));
+        }
     }
 }

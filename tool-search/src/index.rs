@@ -76,6 +76,14 @@ pub struct SearchIndex {
     /// Each document's name, lowercased with `-` as `.`, and its index; sorted.
     exact: Vec<(Box<str>, u32)>,
     semantic: Option<Semantic>,
+    /// Every text of every document (name, description, then each parameter's name and docs), each followed
+    /// by `\n`, for regex search.
+    haystack: String,
+    /// Each text's place in `haystack` (where it starts; its `\n` is just before the next one's start), then
+    /// the haystack's length.
+    text_starts: Vec<usize>,
+    /// Each text's document and field.
+    text_owner: Vec<(u32, u8)>,
 }
 
 struct Semantic {
@@ -168,7 +176,20 @@ impl SearchIndex {
             docs.iter().enumerate().map(|(i, d)| (normalize_name(d.name()).into_boxed_str(), i as u32)).collect();
         exact.sort();
         let (terms, offsets, postings) = invert(&docs);
-        SearchIndex { docs, name_rank, terms, offsets, postings, exact, semantic }
+        let mut haystack = String::new();
+        let mut text_starts = Vec::new();
+        let mut text_owner = Vec::new();
+        for (d, doc) in docs.iter().enumerate() {
+            let params = doc.params().flat_map(|(n, p)| [(n, PARAM_NAMES), (p, PARAM_DOCS)]);
+            for (text, field) in [(doc.name(), NAME), (doc.description(), DESCRIPTION)].into_iter().chain(params) {
+                text_starts.push(haystack.len());
+                text_owner.push((d as u32, field as u8));
+                haystack.push_str(text);
+                haystack.push('\n');
+            }
+        }
+        text_starts.push(haystack.len());
+        SearchIndex { docs, name_rank, terms, offsets, postings, exact, semantic, haystack, text_starts, text_owner }
     }
 
     /// The indexed documents, in the order given; a [`Hit::index`] is a place in this slice.
@@ -395,8 +416,9 @@ impl SearchIndex {
     /// repetition. It differs where Python's engine backtracks: there are no look-arounds (`(?=`, `(?!`,
     /// `(?<=`, `(?<!`), backreferences (`\1`, `(?P=name)`), conditionals or atomic groups, and such a pattern is
     /// an [`InvalidPattern`](SearchError::InvalidPattern) error. In exchange, matching takes time linear in the
-    /// text, whatever the pattern. Python's `\Z` (end of text) is accepted and read as `\z`. As in Python on
-    /// text, `\d`, `\w`, `\s` and case-insensitive matching follow Unicode.
+    /// text, whatever the pattern. Python's `\Z` (end of text) is accepted and read as `\z`; `$` holds only at the
+    /// end of a text, where Python's also holds before a final newline. As in Python on text, `\d`, `\w`, `\s`
+    /// and case-insensitive matching follow Unicode.
     ///
     /// # Errors
     ///
@@ -418,32 +440,78 @@ impl SearchIndex {
     /// # Ok::<(), SearchError>(())
     /// ```
     pub fn search_regex(&self, pattern: &str, limit: usize) -> Result<Vec<Hit<'_>>, SearchError> {
-        let re = compile(pattern)?;
+        let pattern = python_to_rust(pattern);
+        let re = compile(&pattern, false)?;
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let is_match = |text: &str| !text.is_empty() && re.is_match(text);
-        let mut cands = Vec::new();
-        for (i, doc) in self.docs.iter().enumerate() {
-            let mut score = 0.0;
-            if is_match(doc.name()) {
-                score += WEIGHTS[NAME];
-            }
-            if is_match(doc.description()) {
-                score += WEIGHTS[DESCRIPTION];
-            }
-            if doc.params().any(|(name, _)| is_match(name)) {
-                score += WEIGHTS[PARAM_NAMES];
-            }
-            if doc.params().any(|(_, docs)| is_match(docs)) {
-                score += WEIGHTS[PARAM_DOCS];
-            }
-            if score > 0.0 {
-                cands.push((i as u32, score));
-            }
+        if !scan_safe(&pattern) {
+            let cands = (0..self.docs.len())
+                .filter_map(|d| {
+                    let score = self.regex_score(&re, &self.docs[d]);
+                    (score > 0.0).then_some((d as u32, score))
+                })
+                .collect();
+            return Ok(self.hits(cands, limit));
         }
+        // One pass over all the texts, each followed by `\n`, with `^` and `$` holding at every line. Every match
+        // within a text is a match here too (see `scan_safe`), and a match here that lies within a text of one
+        // line is a match of that text. Other matches (across a `\n`, or in a text of several lines) are checked
+        // on the text where they start. The pass then goes on from the next text, so a match across texts hides
+        // no match of the next one.
+        let scan = compile(&pattern, true)?;
+        let mut cands = Vec::new();
+        let mut current: Option<(u32, u8)> = None;
+        let mut at = 0;
+        while let Some(m) = scan.find_at(&self.haystack, at) {
+            // An empty match after the last `\n` is in no text.
+            if m.start() >= self.haystack.len() {
+                break;
+            }
+            let t = self.text_starts.partition_point(|&s| s <= m.start()) - 1;
+            let (start, end) = (self.text_starts[t], self.text_starts[t + 1] - 1);
+            let text = &self.haystack[start..end];
+            let (doc, field) = self.text_owner[t];
+            let matched =
+                !text.is_empty() && if m.end() <= end && !text.contains('\n') { true } else { re.is_match(text) };
+            if matched {
+                match &mut current {
+                    Some((d, fields)) if *d == doc => *fields |= 1 << field,
+                    _ => {
+                        cands.extend(current.map(|(d, fields)| (d, fields_score(fields))));
+                        current = Some((doc, 1 << field));
+                    }
+                }
+            }
+            at = self.text_starts[t + 1];
+        }
+        cands.extend(current.map(|(d, fields)| (d, fields_score(fields))));
         Ok(self.hits(cands, limit))
     }
+
+    /// A document's regex score: the weights of the fields where `re` matches.
+    fn regex_score(&self, re: &regex::Regex, doc: &Document) -> f32 {
+        let is_match = |text: &str| !text.is_empty() && re.is_match(text);
+        let mut score = 0.0;
+        if is_match(doc.name()) {
+            score += WEIGHTS[NAME];
+        }
+        if is_match(doc.description()) {
+            score += WEIGHTS[DESCRIPTION];
+        }
+        if doc.params().any(|(name, _)| is_match(name)) {
+            score += WEIGHTS[PARAM_NAMES];
+        }
+        if doc.params().any(|(_, docs)| is_match(docs)) {
+            score += WEIGHTS[PARAM_DOCS];
+        }
+        score
+    }
+}
+
+/// The regex score of the fields in a bit set.
+fn fields_score(fields: u8) -> f32 {
+    (0..FIELDS).filter(|f| fields & (1 << f) != 0).map(|f| WEIGHTS[f]).sum()
 }
 
 /// Builds the inverted index: the vocabulary, and each term's postings with their BM25F impacts.
@@ -565,13 +633,14 @@ fn push_unit(out: &mut Vec<f32>, v: &[f32]) {
     }
 }
 
-/// Compiles a pattern for [`SearchIndex::search_regex`].
-fn compile(pattern: &str) -> Result<regex::Regex, SearchError> {
+/// Compiles a pattern for [`SearchIndex::search_regex`]; `scan` for the pass over the whole haystack.
+fn compile(pattern: &str, scan: bool) -> Result<regex::Regex, SearchError> {
     let len = pattern.chars().count();
     if len > MAX_PATTERN_LEN {
         return Err(SearchError::PatternTooLong { len, max: MAX_PATTERN_LEN });
     }
-    regex::RegexBuilder::new(&python_to_rust(pattern))
+    regex::RegexBuilder::new(pattern)
+        .multi_line(scan)
         .size_limit(MAX_PATTERN_SIZE)
         .dfa_size_limit(MAX_PATTERN_SIZE)
         .nest_limit(PATTERN_NEST_LIMIT)
@@ -581,6 +650,31 @@ fn compile(pattern: &str) -> Result<regex::Regex, SearchError> {
             regex::Error::Syntax(message) => SearchError::InvalidPattern { message },
             other => SearchError::InvalidPattern { message: other.to_string() },
         })
+}
+
+/// Whether every match of `pattern` within one text is also a match, in multi-line mode, within the haystack
+/// where that text is followed by `\n` (and preceded by one, or starts it).
+///
+/// Most of the syntax sees no difference, and word boundaries (`\b`, `\B`) do not either, since `\n` is not a
+/// word character, like the edges of a text. `^` and `$` at the edges of a text hold at the `\n`s in
+/// multi-line mode. What does differ is `\A` and `\z`, which hold only at the ends of the whole haystack, and
+/// a flag group turning multi-line mode off (`(?-m)`): for those (conservatively, for any `\A`, `\z` or `-` in
+/// a flag group, even where it means something else), the texts are matched one by one instead.
+fn scan_safe(pattern: &str) -> bool {
+    if pattern.contains(r"\A") || pattern.contains(r"\z") {
+        return false;
+    }
+    let mut rest = pattern;
+    while let Some(i) = rest.find("(?") {
+        let flags = &rest[i + 2..];
+        let end = flags.find([')', ':']).unwrap_or(flags.len());
+        let group = &flags[..end];
+        if group.contains('-') && group.chars().all(|c| c.is_ascii_alphabetic() || c == '-') {
+            return false;
+        }
+        rest = &flags[end..];
+    }
+    true
 }
 
 /// Python's `\Z` is the regex crate's `\z`; everything else is passed on.
@@ -608,6 +702,94 @@ mod tests {
         assert_eq!(python_to_rust(r"a\\Z"), r"a\\Z");
         assert_eq!(python_to_rust(r"\d+\\"), r"\d+\\");
         assert_eq!(python_to_rust("\\"), "\\");
+    }
+
+    #[test]
+    fn regex_scan_finds_what_texts_one_by_one_find() {
+        let index = SearchIndex::build([
+            Document::new("alpha.one", "First line.\nSecond line ends here").with_param("a_b", "x\ny"),
+            Document::new("beta", "").with_param("", "tail e"),
+            Document::new("", "Word bound-ary; the END").with_param("q", "e"),
+            Document::new("gamma", "e\n"),
+        ]);
+        let patterns = [
+            "",
+            "^",
+            "$",
+            "^$",
+            "e",
+            "^b",
+            "e$",
+            "^Second",
+            "here$",
+            r"\bbound\b",
+            r"\Bound",
+            "(?s)one.First",
+            r"x\ny",
+            "(?m)^Second",
+            r"\n",
+            "(?-m)^e$",
+            r"\Aalpha",
+            r"e\z",
+            r"e\Z",
+            "(?i)end$",
+            "(?P<w>[a-z]-?)e$",
+            r"^\w+\.\w+$",
+            "(?is-m)^f.*y$",
+            r"[\s\S]{3}$",
+        ];
+        for p in patterns {
+            let translated = python_to_rust(p);
+            let re = compile(&translated, false).unwrap();
+            let mut expected: Vec<usize> =
+                (0..index.len()).filter(|&d| index.regex_score(&re, &index.docs[d]) > 0.0).collect();
+            expected.sort_by_key(|&d| index.name_rank[d]);
+            let mut found: Vec<usize> = index.search_regex(p, 10).unwrap().iter().map(|h| h.index()).collect();
+            found.sort_by_key(|&d| index.name_rank[d]);
+            assert_eq!(found, expected, "{p:?} (scanned: {})", scan_safe(&translated));
+        }
+        assert!(scan_safe("(?P<x>[a-z])(?i:b)"));
+        assert!(!scan_safe("(?i-m)^a"));
+    }
+
+    #[test]
+    fn regex_scan_agrees_on_random_texts_and_patterns() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: usize| {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) % n as u64) as usize
+        };
+        const TEXT: &[&str] = &["a", "b", "ab", " ", "\n", "-", "é", "_"];
+        const PATTERN: &[&str] = &[
+            "a", "b", "^", "$", r"\b", r"\B", ".", "(?s).", r"\n", r"\s", "*", "+", "?", "(?m)", "(?-m)", r"\A", r"\z",
+            "|",
+        ];
+        let mut text =
+            |next: &mut dyn FnMut(usize) -> usize| (0..next(5)).map(|_| TEXT[next(TEXT.len())]).collect::<String>();
+        let docs: Vec<Document> = (0..40)
+            .map(|_| {
+                let mut doc = Document::new(text(&mut next), text(&mut next));
+                for _ in 0..next(3) {
+                    doc = doc.with_param(text(&mut next), text(&mut next));
+                }
+                doc
+            })
+            .collect();
+        let index = SearchIndex::build(docs);
+        let mut checked = 0;
+        for _ in 0..2_000 {
+            let p: String = (0..1 + next(5)).map(|_| PATTERN[next(PATTERN.len())]).collect();
+            let Ok(re) = compile(&p, false) else { continue };
+            let expected: Vec<usize> =
+                (0..index.len()).filter(|&d| index.regex_score(&re, &index.docs[d]) > 0.0).collect();
+            let mut found: Vec<usize> = index.search_regex(&p, 100).unwrap().iter().map(|h| h.index()).collect();
+            found.sort_unstable();
+            assert_eq!(found, expected, "{p:?}");
+            checked += 1;
+        }
+        assert!(checked > 500, "{checked}");
     }
 
     #[test]
