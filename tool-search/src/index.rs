@@ -766,7 +766,7 @@ mod tests {
             "a", "b", "^", "$", r"\b", r"\B", ".", "(?s).", r"\n", r"\s", "*", "+", "?", "(?m)", "(?-m)", r"\A", r"\z",
             "|",
         ];
-        let mut text =
+        let text =
             |next: &mut dyn FnMut(usize) -> usize| (0..next(5)).map(|_| TEXT[next(TEXT.len())]).collect::<String>();
         let docs: Vec<Document> = (0..40)
             .map(|_| {
