@@ -29,6 +29,8 @@ pub const MAX_QUERY_TERMS: usize = 32;
 const RRF_K: f32 = 60.0;
 /// How many of each ranked list take part in the fusion (or `limit`, if larger).
 const FUSION_DEPTH: usize = 100;
+/// Up to this many results are chosen in one pass over the candidates, beyond it by a selection.
+const SMALL_K: usize = 128;
 
 /// The longest pattern [`SearchIndex::search_regex`] accepts, in characters.
 pub const MAX_PATTERN_LEN: usize = 200;
@@ -245,17 +247,20 @@ impl SearchIndex {
             return Ok(Vec::new());
         }
         let terms = self.query_terms(query);
-        let lexical = self.lexical(&terms);
-        let mut cands = match &self.semantic {
-            None => lexical,
-            Some(semantic) => match self.similar(semantic, query, limit) {
-                Ok(similar) => self.fuse(lexical, similar, limit),
-                Err(e) if strict => return Err(e),
-                Err(_) => lexical,
-            },
+        let mut best = match &self.semantic {
+            None => self.lexical(&terms, limit),
+            Some(semantic) => {
+                let depth = limit.max(FUSION_DEPTH);
+                let lexical = self.lexical(&terms, depth);
+                match self.similar(semantic, query, depth) {
+                    Ok(similar) => self.fuse(&lexical, &similar, limit),
+                    Err(e) if strict => return Err(e),
+                    Err(_) => lexical,
+                }
+            }
         };
-        self.boost_exact(query, &mut cands);
-        Ok(self.hits(cands, limit))
+        self.boost_exact(query, &mut best);
+        Ok(self.hits(best, limit))
     }
 
     /// The distinct known terms of the query, stopwords dropped if anything else is there.
@@ -289,12 +294,12 @@ impl SearchIndex {
         terms
     }
 
-    /// Every document matching a term, with its BM25F score; in no order.
-    fn lexical(&self, terms: &[(u32, bool)]) -> Vec<(u32, f32)> {
+    /// The best `k` documents matching a term, with their BM25F scores, best first.
+    fn lexical(&self, terms: &[(u32, bool)], k: usize) -> Vec<(u32, f32)> {
         let postings = |t: u32| &self.postings[self.offsets[t as usize]..self.offsets[t as usize + 1]];
         match terms {
             [] => Vec::new(),
-            [(t, _)] => postings(*t).iter().map(|p| (p.doc, p.impact)).collect(),
+            [(t, _)] => self.select(postings(*t).iter().map(|p| (p.doc, p.impact)), k),
             _ => {
                 // Impacts are positive, so a zero score means "not seen yet".
                 let mut acc = vec![0f32; self.docs.len()];
@@ -308,13 +313,13 @@ impl SearchIndex {
                         *s += p.impact;
                     }
                 }
-                touched.into_iter().map(|d| (d, acc[d as usize])).collect()
+                self.select(touched.iter().map(|&d| (d, acc[d as usize])), k)
             }
         }
     }
 
-    /// The documents of positive cosine similarity to the query, with it; in no order.
-    fn similar(&self, semantic: &Semantic, query: &str, limit: usize) -> Result<Vec<(u32, f32)>, SearchError> {
+    /// The best `k` documents of positive cosine similarity to the query, with it, best first.
+    fn similar(&self, semantic: &Semantic, query: &str, k: usize) -> Result<Vec<(u32, f32)>, SearchError> {
         let v = semantic.embedder.embed(query);
         if let Some(dim) = semantic.dim
             && v.len() != dim
@@ -327,27 +332,21 @@ impl SearchIndex {
         let Some(dim) = semantic.dim.filter(|&d| d > 0) else { return Ok(Vec::new()) };
         let mut q = Vec::with_capacity(dim);
         push_unit(&mut q, &v);
-        let mut similar: Vec<(u32, f32)> = semantic
-            .vectors
-            .chunks_exact(dim)
-            .enumerate()
-            .filter_map(|(i, d)| {
-                let cos: f32 = d.iter().zip(&q).map(|(a, b)| a * b).sum();
-                (cos > 0.0).then_some((i as u32, cos))
-            })
-            .collect();
-        self.truncate_ranked(&mut similar, limit.max(FUSION_DEPTH));
-        Ok(similar)
+        let similar = semantic.vectors.chunks_exact(dim).enumerate().filter_map(|(i, d)| {
+            let cos: f32 = d.iter().zip(&q).map(|(a, b)| a * b).sum();
+            (cos > 0.0).then_some((i as u32, cos))
+        });
+        Ok(self.select(similar, k))
     }
 
-    /// Reciprocal rank fusion of two candidate lists.
-    fn fuse(&self, mut lexical: Vec<(u32, f32)>, similar: Vec<(u32, f32)>, limit: usize) -> Vec<(u32, f32)> {
-        self.truncate_ranked(&mut lexical, limit.max(FUSION_DEPTH));
+    /// Reciprocal rank fusion of two ranked lists: the best `k`, best first.
+    fn fuse(&self, lexical: &[(u32, f32)], similar: &[(u32, f32)], k: usize) -> Vec<(u32, f32)> {
+        let rrf = |rank: usize| 1.0 / (RRF_K + 1.0 + rank as f32);
         let mut fused: Vec<(u32, f32)> = lexical
             .iter()
-            .chain(&similar)
-            .zip((0..lexical.len()).chain(0..similar.len()))
-            .map(|(&(d, _), rank)| (d, 1.0 / (RRF_K + 1.0 + rank as f32)))
+            .enumerate()
+            .chain(similar.iter().enumerate())
+            .map(|(rank, &(d, _))| (d, rrf(rank)))
             .collect();
         fused.sort_unstable_by_key(|&(d, _)| d);
         fused.dedup_by(|later, kept| {
@@ -357,7 +356,7 @@ impl SearchIndex {
             }
             same
         });
-        fused
+        self.select(fused.into_iter(), k)
     }
 
     /// Puts the documents named exactly as the query above every other.
@@ -380,6 +379,26 @@ impl SearchIndex {
     /// The order of results: score, then name, then index.
     fn cmp(&self, a: &(u32, f32), b: &(u32, f32)) -> Ordering {
         b.1.total_cmp(&a.1).then_with(|| self.name_rank[a.0 as usize].cmp(&self.name_rank[b.0 as usize]))
+    }
+
+    /// The best `k` candidates, best first. For a small `k`, one pass keeping them in a sorted array, where
+    /// most candidates cost one comparison with the worst kept; otherwise a selection over all of them.
+    fn select(&self, cands: impl Iterator<Item = (u32, f32)>, k: usize) -> Vec<(u32, f32)> {
+        if k > SMALL_K {
+            let mut all: Vec<(u32, f32)> = cands.collect();
+            self.truncate_ranked(&mut all, k);
+            return all;
+        }
+        let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+        for c in cands {
+            if best.len() == k && best.last().is_none_or(|worst| self.cmp(&c, worst) != Ordering::Less) {
+                continue;
+            }
+            let at = best.partition_point(|b| self.cmp(b, &c) == Ordering::Less);
+            best.insert(at, c);
+            best.truncate(k);
+        }
+        best
     }
 
     /// Keeps the best `k` candidates, sorted.
