@@ -169,14 +169,14 @@ impl SearchIndex {
 
     fn from_docs(docs: Vec<Document>, semantic: Option<Semantic>) -> Self {
         let mut order: Vec<u32> = (0..docs.len() as u32).collect();
-        order.sort_by(|&a, &b| docs[a as usize].name().cmp(docs[b as usize].name()).then(a.cmp(&b)));
+        order.sort_unstable_by(|&a, &b| docs[a as usize].name().cmp(docs[b as usize].name()).then(a.cmp(&b)));
         let mut name_rank = vec![0; docs.len()];
         for (rank, &d) in order.iter().enumerate() {
             name_rank[d as usize] = rank as u32;
         }
         let mut exact: Vec<(Box<str>, u32)> =
             docs.iter().enumerate().map(|(i, d)| (normalize_name(d.name()).into_boxed_str(), i as u32)).collect();
-        exact.sort();
+        exact.sort_unstable();
         let (terms, offsets, postings) = invert(&docs);
         let mut haystack = String::new();
         let mut text_starts = Vec::new();
@@ -543,10 +543,11 @@ fn invert(docs: &[Document]) -> (HashMap<Box<str>, u32>, Vec<usize>, Vec<Posting
     let mut terms: HashMap<Box<str>, u32> = HashMap::new();
     let mut entries: Vec<Entry> = Vec::new();
     let mut lengths: Vec<[u32; FIELDS]> = Vec::with_capacity(docs.len());
-    let mut doc_terms: Vec<(u32, u8)> = Vec::new();
+    // Per term: the last document that had it, and its entry's place in `entries`.
+    let mut last: Vec<(u32, usize)> = Vec::new();
     let mut buf = String::new();
     for (d, doc) in docs.iter().enumerate() {
-        doc_terms.clear();
+        let d = d as u32;
         let mut len = [0u32; FIELDS];
         let mut add = |text: &str, field: usize| {
             for_each_term(text, &mut buf, |t| {
@@ -555,10 +556,18 @@ fn invert(docs: &[Document]) -> (HashMap<Box<str>, u32>, Vec<usize>, Vec<Posting
                     None => {
                         let id = terms.len() as u32;
                         terms.insert(t.into(), id);
+                        last.push((u32::MAX, 0));
                         id
                     }
                 };
-                doc_terms.push((id, field as u8));
+                let (seen_in, at) = &mut last[id as usize];
+                if *seen_in != d {
+                    *seen_in = d;
+                    *at = entries.len();
+                    entries.push(Entry { term: id, doc: d, tf: [0; FIELDS] });
+                }
+                let tf = &mut entries[*at].tf[field];
+                *tf = tf.saturating_add(1);
                 len[field] = len[field].saturating_add(1);
             });
         };
@@ -567,14 +576,6 @@ fn invert(docs: &[Document]) -> (HashMap<Box<str>, u32>, Vec<usize>, Vec<Posting
         for (name, docs) in doc.params() {
             add(name, PARAM_NAMES);
             add(docs, PARAM_DOCS);
-        }
-        doc_terms.sort_unstable();
-        for group in doc_terms.chunk_by(|a, b| a.0 == b.0) {
-            let mut tf = [0u32; FIELDS];
-            for &(_, field) in group {
-                tf[field as usize] += 1;
-            }
-            entries.push(Entry { term: group[0].0, doc: d as u32, tf });
         }
         lengths.push(len);
     }
