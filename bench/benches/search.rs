@@ -16,6 +16,9 @@
 //! cargo bench -p keel-bench --bench search -- 5 5000       # rounds, calls per query per round
 //! ```
 //!
+//! Without `--bench` (which `cargo bench` passes), as under `cargo test --benches`, it runs one round of 20 calls
+//! per query, to check that it works.
+//!
 //! Instructions per query, with callgrind (the binary is the one `cargo bench` runs; `--no-run` prints its
 //! path): `callgrind N` runs each query N times inside `run_queries`, `callgrind N Q` only query number Q.
 //!
@@ -420,8 +423,10 @@ fn main() {
         return;
     }
 
-    let rounds: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(3);
-    let iters: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2_000);
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`), one short round checks that it runs.
+    let measuring = std::env::args().any(|a| a == "--bench");
+    let rounds: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(if measuring { 3 } else { 1 });
+    let iters: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(if measuring { 2_000 } else { 20 });
     let params: usize = docs.iter().map(|d| d.params().len()).sum();
     println!(
         "tool search: {TOOLS} tools ({params} parameters), limit {LIMIT}, {rounds} rounds of {iters} calls per query"
