@@ -110,7 +110,8 @@ impl fmt::Debug for SearchIndex {
 impl SearchIndex {
     /// Indexes `documents` for [`search`](Self::search) and [`search_regex`](Self::search_regex).
     ///
-    /// Names need not be unique: documents are told apart by their index, their place in `documents`.
+    /// Names need not be unique: documents are told apart by their index, their place in `documents`. Indexes
+    /// are 32-bit: documents after the first `u32::MAX` are left out.
     pub fn build(documents: impl IntoIterator<Item = Document>) -> Self {
         let docs: Vec<Document> = documents.into_iter().take(MAX_DOCS).collect();
         Self::from_docs(docs, None)
