@@ -116,6 +116,17 @@ pub enum EventKind {
         /// The error that failed the request.
         error: String,
     },
+    /// Deferred tools were surfaced: shown to the model, and callable from now on in this run
+    /// ([`crate::deferral`]).
+    ToolsSurfaced {
+        /// The tools newly surfaced (registered names), in the order they were.
+        tools: Vec<String>,
+        /// What surfaced them: `search_tools` (keel's search tool), or a provider's own search (`anthropic`).
+        via: String,
+        /// The call of the search that surfaced them, when one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<Arc<str>>,
+    },
     /// The run ended.
     RunFinished {
         /// The terminal decision.
@@ -218,6 +229,13 @@ impl Event {
             EventKind::ModelRetry { turn, attempt, reason, wait_ms, error } => format!(
                 "event: model_retry | turn: {turn} | attempt: {attempt} | reason: {reason} | wait: {wait_ms} ms | error: {error}"
             ),
+            EventKind::ToolsSurfaced { tools, via, call_id } => {
+                let mut s = format!("event: tools_surfaced | tools: {} | via: {via}", tools.join(", "));
+                if let Some(id) = call_id {
+                    s.push_str(&format!(" | call_id: {id}"));
+                }
+                s
+            }
             EventKind::RunFinished { terminal, reason, steps, not_executed, usage } => {
                 let mut s = format!("event: run_finished | terminal: {terminal} | reason: {reason} | steps: {steps}");
                 if let Some(u) = usage {

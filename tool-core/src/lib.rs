@@ -97,6 +97,7 @@ mod call_context;
 mod call_policy;
 mod clock;
 mod codec;
+pub mod deferral;
 pub mod content;
 mod effect;
 mod error;

@@ -459,7 +459,19 @@ impl ToolDefinition {
     pub fn renamed(&self, name: impl Into<Cow<'static, str>>) -> Result<ToolDefinition, NameError> {
         let name = name.into();
         name::validate(&name)?;
-        Ok(ToolDefinition {
+        Ok(self.copy_as(name))
+    }
+
+    /// A copy marked deferred or not ([`ToolDefinition::deferred`]); used by [`ToolView::defer`](crate::ToolView::defer).
+    pub fn with_deferred(&self, deferred: bool) -> ToolDefinition {
+        let mut copy = self.copy_as(self.name.clone());
+        copy.deferred = deferred;
+        copy
+    }
+
+    /// A copy under `name`, which is valid.
+    fn copy_as(&self, name: Cow<'static, str>) -> ToolDefinition {
+        ToolDefinition {
             wire_name: name::to_wire(&name),
             name,
             description: self.description.clone(),
@@ -484,7 +496,7 @@ impl ToolDefinition {
             // Rendered schemas carry the name, so the copy renders its own.
             schemas: OnceLock::new(),
             compiled: OnceLock::new(),
-        })
+        }
     }
 
     /// A copy shown to the model under another contract: `name`, `description` and argument schema `input_schema`,
