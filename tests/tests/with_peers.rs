@@ -15,6 +15,8 @@ fn count_cards(store: State<CardStore>, #[arg(description = "todo, doing or done
     store.cards.iter().filter(|c| c.status == status).count()
 }
 
+#[path = "agent_choice.rs"]
+mod agent_choice;
 #[path = "agent_llama.rs"]
 mod agent_llama;
 #[path = "agent_openai.rs"]

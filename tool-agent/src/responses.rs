@@ -7,7 +7,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{ToolChoice, request_option_methods};
+use crate::options::{ToolChoice, request_option_methods, shown_names};
 use crate::wire;
 
 /// A client for `POST {base}/responses`.
@@ -76,8 +76,9 @@ impl ResponsesClient {
     client_accessors!("`/responses`");
 
     /// The request body of one turn: the conversation as `input` items, the tools, and the options set on the
-    /// builder (a named [`ToolChoice`] as `{"type": "function", "name": <wire name>}`; no `tool_choice` when the
-    /// turn has no tools).
+    /// builder (a named [`ToolChoice`] as `{"type": "function", "name": <wire name>}`, an allowed subset as
+    /// `{"type": "allowed_tools", "mode": "auto" | "required", "tools": [{"type": "function", "name": <wire
+    /// name>}, ...]}` with the full tool list; no `tool_choice` when the turn has no tools).
     ///
     /// # Errors
     ///
@@ -101,6 +102,13 @@ impl ResponsesClient {
                 ToolChoice::None => json!("none"),
                 ToolChoice::Required => json!("required"),
                 ToolChoice::Tool(name) => json!({"type": "function", "name": codec.shown_name(&name)}),
+                ToolChoice::Allowed { tools, mode } => {
+                    let tools: Vec<Value> = shown_names(&codec, &tools)
+                        .into_iter()
+                        .map(|name| json!({"type": "function", "name": name}))
+                        .collect();
+                    json!({"type": "allowed_tools", "mode": mode.as_str(), "tools": tools})
+                }
             };
             body.insert("tool_choice".into(), choice);
         }
