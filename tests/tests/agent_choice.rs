@@ -238,34 +238,3 @@ async fn an_allowed_name_the_turn_does_not_have_or_no_name_at_all_fails_before_a
     }
     assert!(stub.requests().is_empty(), "nothing was sent");
 }
-
-#[tokio::test]
-async fn a_named_tool_and_none_hold_the_turn_too() {
-    // Forced to `cards.count`, the model still asks for `read_task_cards` as well: it is refused.
-    let stub = StubServer::start().await.unwrap();
-    stub.respond_jsonl(OPENAI_CHAT, OPENAI).unwrap();
-    let model = OpenAiClient::builder(format!("{}/v1", stub.url()), "gpt-test")
-        .choice_policy(ChoicePolicy::first_then(ToolChoice::tool("cards.count"), ToolChoice::Auto))
-        .build()
-        .unwrap();
-    let bodies = run_and_check(&model, &stub).await;
-    assert_eq!(bodies[0]["tool_choice"], json!({"type": "function", "function": {"name": "cards-count"}}));
-
-    // Told to call nothing, it calls anyway: neither call runs.
-    let stub = StubServer::start().await.unwrap();
-    stub.respond_jsonl(OPENAI_CHAT, OPENAI).unwrap();
-    let model =
-        OpenAiClient::builder(format!("{}/v1", stub.url()), "gpt-test").tool_choice(ToolChoice::None).build().unwrap();
-    let mut run = run();
-    let mut messages = conversation();
-    let outcome = Agent::new(&model).run(&mut run, &mut messages).await.unwrap();
-    assert_eq!(outcome.steps, 0);
-    let codes: Vec<Option<&str>> = messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool(r) => Some(r.code()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(codes, [Some("unknown_tool"), Some("unknown_tool")]);
-}

@@ -23,6 +23,8 @@ mod agent_llama;
 mod agent_openai;
 #[path = "agent_options.rs"]
 mod agent_options;
+#[path = "agent_strict.rs"]
+mod agent_strict;
 #[path = "catalog_postgres_tls.rs"]
 mod catalog_postgres_tls;
 #[path = "catalog_replicas.rs"]

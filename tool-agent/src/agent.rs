@@ -28,8 +28,8 @@ use crate::stream_event::{StreamEvent, StreamSink};
 /// | the model cannot be reached or answers something malformed | `error` | `model_error` (and `Err`) |
 ///
 /// The tools sent to the model are the run's executor view, so the model sees exactly what may run. A turn whose
-/// [`ToolChoice`] restricts the calls ([`ToolChoice::allowed_tools`]: an allowed subset, one named tool, or none)
-/// is held to it: the loop asks the model for the turn's choice once ([`ChatModel::tool_choice`]), hands it to the
+/// [`ToolChoice`] allows a subset of the tools ([`ToolChoice::Allowed`], [`ToolChoice::allowed_tools`]) is held
+/// to it: the loop asks the model for the turn's choice once ([`ChatModel::tool_choice`]), hands it to the
 /// client with the turn, and runs the turn's calls with [`Run::process_batch_allowed`], so a call of a tool the
 /// turn did not allow is refused as `unknown_tool` and never runs, though the tool is in the view.
 ///

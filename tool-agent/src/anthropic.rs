@@ -10,7 +10,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{AllowedMode, ToolChoice, request_option_methods, tools_sent};
+use crate::options::{AllowedMode, ToolChoice, request_option_methods, strict_method, tools_sent};
 use crate::wire;
 
 /// The `anthropic-version` header every request carries.
@@ -61,6 +61,9 @@ impl AnthropicBuilder {
         "`model`, `messages`, `system`, `tools` and the options below (`tool_choice`, `temperature`, `max_tokens`)"
     );
     request_option_methods!("`temperature`", "nothing: the API has none, and `build` refuses it", "`max_tokens`");
+    strict_method!(
+        "no strict tool use (`Strict::WhenPossible` sends `\"strict\": true` on every tool whose schema allows it)"
+    );
     /// Checks the base URL and builds the client.
     ///
     /// # Errors
@@ -101,8 +104,8 @@ impl AnthropicClient {
             body.insert("system".into(), Value::String(system));
         }
         body.insert("messages".into(), Value::Array(conversation.messages));
-        let codec = turn.tools.codec(Provider::Anthropic);
         let request = &self.common.request;
+        let codec = request.codec(turn, Provider::Anthropic)?;
         let choice = request.choice(turn)?;
         let tools = tools_sent(&codec, choice.as_ref(), &self.warned);
         if !tools.is_empty() {

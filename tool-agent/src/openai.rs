@@ -7,7 +7,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{ToolChoice, request_option_methods, shown_names};
+use crate::options::{ToolChoice, request_option_methods, shown_names, strict_method};
 use crate::wire;
 
 /// A client for `POST {base}/chat/completions`.
@@ -50,6 +50,7 @@ impl OpenAiBuilder {
         "`model`, `messages`, `tools` and the options below (`tool_choice`, `temperature`, `seed`, `max_tokens`)"
     );
     request_option_methods!("`temperature`", "`seed`", "`max_tokens`");
+    strict_method!("strict mode for every tool whose schema allows it");
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OpenAiClient, ModelError> {
         Ok(OpenAiClient { common: self.settings.build(|base, _, _| format!("{base}/chat/completions"))? })
@@ -84,7 +85,7 @@ impl OpenAiClient {
         let mut body = self.common.body(true);
         let conversation = wire::conversation(turn.tools, WireFormat::OpenAiChat, turn.messages);
         body.insert("messages".into(), Value::Array(conversation.messages));
-        let codec = turn.tools.codec(Provider::OpenAiChat);
+        let codec = self.common.request.codec(turn, Provider::OpenAiChat)?;
         let tools = codec.tool_list();
         if !tools.is_empty() {
             // One copy of each tool's shared rendering, straight into the body.

@@ -105,15 +105,16 @@ impl ToolChoice {
     }
 
     /// The tools a call may name in a turn with this choice, when the choice restricts them: the allowed tools of
-    /// [`ToolChoice::Allowed`], the one tool of [`ToolChoice::Tool`], none at all for [`ToolChoice::None`];
-    /// `None` (no restriction) for [`ToolChoice::Auto`] and [`ToolChoice::Required`]. The
+    /// [`ToolChoice::Allowed`]; `None` (no restriction beyond the view) for every other choice. The
     /// [`Agent`](crate::Agent) refuses a call outside them as `unknown_tool`.
+    ///
+    /// [`ToolChoice::Tool`] and [`ToolChoice::None`] say which call must come (or that none should), not which
+    /// tools may run: OpenAI-compatible servers that do not honour `tool_choice` answer them with other calls,
+    /// which run as before.
     pub fn allowed_tools(&self) -> Option<&[String]> {
         match self {
-            ToolChoice::Auto | ToolChoice::Required => None,
-            ToolChoice::None => Some(&[]),
-            ToolChoice::Tool(name) => Some(std::slice::from_ref(name)),
             ToolChoice::Allowed { tools, .. } => Some(tools),
+            _ => None,
         }
     }
 
@@ -219,6 +220,7 @@ pub(crate) struct RequestOptions {
     pub(crate) temperature: Option<f64>,
     pub(crate) seed: Option<i64>,
     pub(crate) max_tokens: Option<u32>,
+    pub(crate) strict: keel_tools_core::Strict,
 }
 
 impl RequestOptions {
@@ -253,6 +255,44 @@ impl RequestOptions {
         }
     }
 }
+
+impl RequestOptions {
+    /// The codec of `provider` for the turn's tools, with the client's strict-mode setting; under
+    /// [`Strict::Required`](keel_tools_core::Strict::Required), an error naming every tool that cannot be strict,
+    /// and why.
+    pub(crate) fn codec(&self, turn: &Turn<'_>, provider: Provider) -> Result<keel_tools_core::Codec, ModelError> {
+        let codec = turn.tools.codec(provider).with_strict(self.strict);
+        if self.strict == keel_tools_core::Strict::Required {
+            let not = codec.not_strict();
+            if !not.is_empty() {
+                let each: Vec<String> = not.iter().map(|(tool, why)| format!("`{tool}`: {why}")).collect();
+                return Err(ModelError::config(format!(
+                    "Strict::Required, but {} of this turn's tools cannot be strict for {}: {}",
+                    not.len(),
+                    provider.as_str(),
+                    each.join("; ")
+                )));
+            }
+        }
+        Ok(codec)
+    }
+}
+
+/// The builder method of the strict-mode setting, for the clients whose API has a strict mode.
+macro_rules! strict_method {
+    ($default:literal) => {
+        #[doc = concat!("Whether the tools are sent in the API's strict mode ([`Strict`](keel_tools_core::Strict)); the default, `Strict::Auto`, is ", $default, ".")]
+        ///
+        /// With [`Strict::Required`](keel_tools_core::Strict::Required) a turn whose tools are not all strict is
+        /// not sent: it fails with [`ModelError::Config`](crate::ModelError::Config), naming each tool and why
+        /// ([`Codec::not_strict`](keel_tools_core::Codec::not_strict)). `keel check` names them ahead of time.
+        pub fn strict(mut self, strict: keel_tools_core::Strict) -> Self {
+            self.settings.request.strict = strict;
+            self
+        }
+    };
+}
+pub(crate) use strict_method;
 
 /// The allowed tools' names as `provider` is shown them, in the order given, each once.
 pub(crate) fn shown_names(codec: &keel_tools_core::Codec, tools: &[String]) -> Vec<String> {

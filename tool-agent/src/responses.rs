@@ -7,7 +7,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{ToolChoice, request_option_methods, shown_names};
+use crate::options::{ToolChoice, request_option_methods, shown_names, strict_method};
 use crate::wire;
 
 /// A client for `POST {base}/responses`.
@@ -54,6 +54,7 @@ impl ResponsesBuilder {
         "nothing: the API has none, and `build` refuses it",
         "`max_output_tokens`"
     );
+    strict_method!("strict mode for every tool whose schema allows it");
     /// Checks the base URL and builds the client.
     ///
     /// # Errors
@@ -88,7 +89,7 @@ impl ResponsesClient {
         let mut body = self.common.body(true);
         let conversation = wire::conversation(turn.tools, WireFormat::OpenAiResponses, turn.messages);
         body.insert("input".into(), Value::Array(conversation.messages));
-        let codec = turn.tools.codec(Provider::OpenAiResponses);
+        let codec = self.common.request.codec(turn, Provider::OpenAiResponses)?;
         let tools = codec.tool_list();
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools.to_vec()));

@@ -217,7 +217,7 @@ pub mod schema {
 pub use call::ToolCall;
 pub use call_context::{Args, CallContext, State};
 pub use call_policy::Approval;
-pub use codec::Codec;
+pub use codec::{Codec, Strict};
 pub use error::ToolError;
 pub use execution::Executor;
 pub use result::ToolResult;

@@ -92,10 +92,11 @@ pub struct ToolSchemas {
     pub(crate) input: Value,
     /// The output schema, as generated.
     pub(crate) output: Option<Value>,
-    /// Each provider's rendering, by [`Provider::slot`].
-    pub(crate) rendered: [OnceLock<Value>; Provider::ALL.len()],
-    /// Each provider's rendering as compact JSON text, by [`Provider::slot`].
-    pub(crate) rendered_json: [OnceLock<Box<str>>; Provider::ALL.len()],
+    /// Each provider's rendering, by [`Provider::slot`], then the variants a [`Strict`](crate::Strict) setting
+    /// asks for.
+    pub(crate) rendered: [OnceLock<Value>; crate::codec::RENDERINGS],
+    /// The same renderings as compact JSON text.
+    pub(crate) rendered_json: [OnceLock<Box<str>>; crate::codec::RENDERINGS],
     /// Whether the input schema states a `default` anywhere (see [`ToolSchemas::states_defaults`]).
     defaults: OnceLock<bool>,
 }
