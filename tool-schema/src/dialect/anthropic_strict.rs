@@ -12,7 +12,8 @@
 //!   absence, which the canonical schema allows; keel's canonical form of arguments removes such nulls before
 //!   validation either way;
 //! * `oneOf` becomes `anyOf` (serde's branches exclude each other, so the meaning is the same), an `allOf` is
-//!   merged;
+//!   merged; a list of types (`["integer", "null"]`) becomes an `anyOf` of one type each, and fixed values
+//!   (`enum`, `const`) go without a `type` beside them: the shapes Anthropic's SDK sends;
 //! * keywords Anthropic's subset does not take but that only narrow a value (`minimum`, `maximum`, `multipleOf`,
 //!   `minLength`, `maxLength`, `pattern`, `maxItems`, `minItems` other than 0 or 1, `uniqueItems`, `default`,
 //!   formats outside its list, ...) are folded into the description, as Anthropic's own SDK does with them; keel's
@@ -191,6 +192,7 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
     }
     notes.extend(transform::fold_keywords(&mut map, FOLDED));
     map.retain(|k, _| KEPT.contains(&k.as_str()));
+    split_type_list(&mut map);
 
     let types: Vec<&str> = match map.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
@@ -248,6 +250,49 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
     }
     transform::append_notes(&mut map, &notes);
     Ok(Value::Object(map))
+}
+
+/// The shapes Anthropic's SDK sends (its `transform_schema`): fixed values without a `type` beside them, and a list
+/// of types (`["integer", "null"]`, an `Option`) as an `anyOf` of one type each, every type with its own keywords.
+fn split_type_list(map: &mut Map<String, Value>) {
+    if map.contains_key("enum") || map.contains_key("const") {
+        map.shift_remove("type");
+        return;
+    }
+    let types = match map.get("type") {
+        Some(Value::Array(ts)) if ts.len() > 1 && !map.contains_key("anyOf") => ts.clone(),
+        Some(Value::Array(ts)) if ts.len() == 1 => {
+            let t = ts[0].clone();
+            map.insert("type".to_owned(), t);
+            return;
+        }
+        _ => return,
+    };
+    const OWN: &[(&str, &[&str])] = &[
+        ("object", &["properties", "required", "additionalProperties"]),
+        ("array", &["items", "minItems"]),
+        ("string", &["format"]),
+    ];
+    let mut branches = Vec::with_capacity(types.len());
+    for t in types {
+        let mut branch = Map::new();
+        if let Some((_, keys)) = OWN.iter().find(|(name, _)| t.as_str() == Some(*name)) {
+            for k in *keys {
+                if let Some(v) = map.get(*k) {
+                    branch.insert((*k).to_owned(), v.clone());
+                }
+            }
+        }
+        branch.insert("type".to_owned(), t);
+        branches.push(Value::Object(branch));
+    }
+    for (_, keys) in OWN {
+        for k in *keys {
+            map.shift_remove(*k);
+        }
+    }
+    map.shift_remove("type");
+    map.insert("anyOf".to_owned(), Value::Array(branches));
 }
 
 /// Closes an object: no other properties; its properties converted; `required` as it was.
@@ -335,12 +380,12 @@ mod tests {
             json!({"type": "string", "description": "Minimum length: 5. Pattern: ^INC-[0-9]+$."})
         );
         assert_eq!(s["properties"]["since"]["format"], "date-time");
-        assert_eq!(s["properties"]["limit"]["type"], json!(["integer", "null"]));
+        assert_eq!(s["properties"]["limit"]["anyOf"], json!([{"type": "integer"}, {"type": "null"}]));
         assert_eq!(s["properties"]["limit"]["description"], "Minimum: 1. Maximum: 100.");
         assert!(s["properties"]["limit"].get("format").is_none());
         assert!(s["properties"]["tags"].get("minItems").is_none());
         assert_eq!(s["properties"]["tags"]["description"], "Minimum items: 2. Items must be unique.");
-        assert_eq!(s["properties"]["kind"]["anyOf"][1], json!({"const": "b", "type": "string"}));
+        assert_eq!(s["properties"]["kind"]["anyOf"][1], json!({"const": "b"}));
         assert_eq!(s["properties"]["at"]["properties"]["zip"]["type"], "string");
         assert_eq!(s["properties"]["at"]["additionalProperties"], false);
     }
