@@ -66,6 +66,7 @@
 
 mod agent;
 mod anthropic;
+mod choice;
 mod client;
 mod gemini;
 mod http;

@@ -209,7 +209,7 @@ pub struct Turn<'a> {
     pub stream: Option<&'a dyn crate::stream_event::StreamSink>,
     /// The tool choice of this turn, when the caller has settled it ([`Turn::with_choice`]): a client sends it
     /// instead of asking its own [`ChoicePolicy`](crate::ChoicePolicy). `None`: the client's policy decides.
-    pub choice: Option<&'a crate::options::ToolChoice>,
+    pub choice: Option<&'a crate::choice::ToolChoice>,
 }
 
 impl fmt::Debug for Turn<'_> {
@@ -233,7 +233,7 @@ impl<'a> Turn<'a> {
     /// decides). The [`Agent`](crate::Agent) settles each turn's choice with [`ChatModel::tool_choice`] and
     /// holds the turn's calls to the same choice.
     #[must_use]
-    pub fn with_choice(mut self, choice: Option<&'a crate::options::ToolChoice>) -> Turn<'a> {
+    pub fn with_choice(mut self, choice: Option<&'a crate::choice::ToolChoice>) -> Turn<'a> {
         self.choice = choice;
         self
     }
@@ -285,7 +285,7 @@ pub trait ChatModel: Send + Sync {
     ///
     /// [`ModelError::Config`] for a choice that names a tool the turn does not have, or requires a call in a turn
     /// without tools.
-    fn tool_choice(&self, turn: &Turn<'_>) -> Result<Option<crate::options::ToolChoice>, ModelError> {
+    fn tool_choice(&self, turn: &Turn<'_>) -> Result<Option<crate::choice::ToolChoice>, ModelError> {
         let _ = turn;
         Ok(None)
     }
@@ -307,7 +307,7 @@ impl<M: ChatModel + ?Sized> ChatModel for &M {
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         (**self).chat(turn)
     }
-    fn tool_choice(&self, turn: &Turn<'_>) -> Result<Option<crate::options::ToolChoice>, ModelError> {
+    fn tool_choice(&self, turn: &Turn<'_>) -> Result<Option<crate::choice::ToolChoice>, ModelError> {
         (**self).tool_choice(turn)
     }
     fn telemetry(&self) -> Option<(&str, &'static str)> {
@@ -325,7 +325,7 @@ impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         (**self).chat(turn)
     }
-    fn tool_choice(&self, turn: &Turn<'_>) -> Result<Option<crate::options::ToolChoice>, ModelError> {
+    fn tool_choice(&self, turn: &Turn<'_>) -> Result<Option<crate::choice::ToolChoice>, ModelError> {
         (**self).tool_choice(turn)
     }
     fn telemetry(&self) -> Option<(&str, &'static str)> {

@@ -12,9 +12,9 @@ use crate::tool_schemas::Provider;
 use crate::view::ToolView;
 use keel_tools_schema::Limits;
 
+pub use crate::tool_schemas::Strict;
 use format::Format;
 pub use loss::{Loss, LossKind};
-pub use strict::Strict;
 
 mod anthropic;
 mod entry;
@@ -26,7 +26,6 @@ mod message;
 mod ollama;
 mod openai;
 mod strict;
-pub(crate) use strict::{RENDERINGS, slot as rendering_slot};
 
 /// The format of `provider`: the one place a [`Provider`] meets the module that speaks it.
 fn format(provider: Provider) -> &'static dyn Format {

@@ -217,12 +217,12 @@ pub mod schema {
 pub use call::ToolCall;
 pub use call_context::{Args, CallContext, State};
 pub use call_policy::Approval;
-pub use codec::{Codec, Strict};
+pub use codec::Codec;
 pub use error::ToolError;
 pub use execution::Executor;
 pub use result::ToolResult;
 pub use tool_registry::Registry;
-pub use tool_schemas::Provider;
+pub use tool_schemas::{Provider, Strict};
 pub use view::ToolView;
 
 #[cfg(feature = "macros")]

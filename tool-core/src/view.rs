@@ -7,10 +7,9 @@ use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::codec::Strict;
 use crate::name;
 use crate::tool_definition::{Effect, ToolDefinition};
-use crate::tool_schemas::Provider;
+use crate::tool_schemas::{Provider, RENDERINGS, Strict, rendering_slot};
 
 /// [`ToolView`]: the tools one run or turn may see, which are exactly the tools it may call.
 ///
@@ -48,7 +47,7 @@ struct Inner {
     /// Sorted by name, unique: looked up by binary search (a view is often built per turn, and an index costs
     /// more to build than a few lookups save; an executor builds its own, once, for the calls it looks up).
     tools: Vec<Arc<ToolDefinition>>,
-    rendered: [OnceLock<Vec<Value>>; crate::codec::RENDERINGS],
+    rendered: [OnceLock<Vec<Value>>; RENDERINGS],
 }
 
 impl fmt::Debug for ToolView {
@@ -149,7 +148,7 @@ impl ToolView {
     /// The cache of the view's list in `provider`'s format under `strict` (filled by the codecs:
     /// [`ToolView::schemas`]).
     pub(crate) fn rendered(&self, provider: Provider, strict: Strict) -> &OnceLock<Vec<Value>> {
-        &self.inner.rendered[crate::codec::rendering_slot(provider, strict)]
+        &self.inner.rendered[rendering_slot(provider, strict)]
     }
 
     /// Chooses a subset of this view (by names, tags, effects), e.g. one turn's tools out of a run's.
