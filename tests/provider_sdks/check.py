@@ -22,6 +22,15 @@ each provider's reply to a success and to an error of it. For every tool this ch
   transform (`openai.lib._pydantic._ensure_strict_json_schema`, what `openai.pydantic_function_tool` applies);
 - every Anthropic `input_examples` item against that entry's `input_schema`; and that some tool of the dump has
   `input_examples` at all, so that `anthropic.types.ToolParam` is checked on them;
+- the entries a strict-mode setting changes (`strict_entries`): Anthropic's with `Strict::WhenPossible` against
+  `anthropic.types.ToolParam` (which takes `strict: bool`), and, with `"strict": true`, its `input_schema` unchanged
+  by the `anthropic` SDK's own strict transform (`anthropic.lib._parse._transform.transform_schema`); OpenAI's with
+  `Strict::Off` against the same types as above, with `"strict": false`;
+- request bodies with a tool choice that allows a subset of the tools (`requests`): Chat Completions' `tool_choice`
+  against `ChatCompletionToolChoiceOptionParam` (`allowed_tools`), Responses' against `response_create_params.ToolChoice`
+  (`ToolChoiceAllowedParam`), Gemini's `toolConfig` against `google.genai.types.ToolConfig`
+  (`allowedFunctionNames`, modes `VALIDATED` and `ANY`), Anthropic's `tool_choice` against `ToolChoiceParam` and
+  each of its (narrowed) `tools` against `ToolParam`; and that each names only tools of its list;
 - what the model reads in every entry: no generated `title` (`__KeelArgs`, `Array_of_T`, a primitive type's name),
   no rustdoc link markup (``[`Item`]``) in a description, and `properties` in the order of `required` (declaration
   order, as schemars lists `required`).
@@ -43,8 +52,14 @@ import jsonschema
 import mcp.types
 import ollama
 from google.genai import types as genai
+from anthropic.lib._parse._transform import transform_schema as anthropic_strict_transform
 from openai.lib._pydantic import _ensure_strict_json_schema
-from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionToolMessageParam
+from openai.types.chat import (
+    ChatCompletionFunctionToolParam,
+    ChatCompletionToolChoiceOptionParam,
+    ChatCompletionToolMessageParam,
+)
+from openai.types.responses.response_create_params import ToolChoice as ResponsesToolChoice
 from openai.types.responses import FunctionToolParam
 from openai.types.responses.response_input_param import FunctionCallOutput
 from pydantic import TypeAdapter, ValidationError
@@ -132,6 +147,14 @@ REPLY_TYPES = {
 COVERED = {"anthropic input_examples"}
 
 GEMINI_JSON_SCHEMA = model(genai.JSONSchema, "google.genai JSONSchema")
+
+# The `tool_choice` (Gemini: `toolConfig`) of each API's request.
+CHOICE_TYPES = {
+    "openai-chat": typed_dict(ChatCompletionToolChoiceOptionParam, "openai ChatCompletionToolChoiceOptionParam"),
+    "openai-responses": typed_dict(ResponsesToolChoice, "openai responses ToolChoice"),
+    "anthropic": typed_dict(anthropic.types.ToolChoiceParam, "anthropic ToolChoiceParam"),
+    "gemini": model(genai.ToolConfig, "google.genai ToolConfig"),
+}
 
 # The type of each message of a turn's replies (`Codec::replies`), where it is not the reply's own.
 TURN_TYPES = {
@@ -247,6 +270,35 @@ class Checker:
         for d in differences(parameters, transformed, report_added=True):
             self.finding(tool, where, f"the openai SDK's strict transform {d}")
 
+    def anthropic_strict(self, tool, where, schema):
+        """A strict `input_schema` comes back unchanged from the anthropic SDK's own strict transform."""
+        self.checks += 1
+        try:
+            transformed = anthropic_strict_transform(copy.deepcopy(schema))
+        except (TypeError, ValueError, AssertionError, KeyError) as e:
+            self.finding(tool, where, f"the anthropic SDK's strict transform fails: {e}")
+            return
+        for d in differences(schema, transformed, report_added=True):
+            self.finding(tool, where, f"the anthropic SDK's strict transform {d}")
+
+    def strict_entries(self, tool):
+        for provider, entry in tool.get("strict_entries", {}).items():
+            where = f"{provider} entry ({'strict' if provider == 'anthropic' else 'strict off'})"
+            reported = {loss["at"] for loss in tool.get("strict_losses", {}).get(provider, [])}
+            self.sdk_type(tool, where, ENTRY_TYPES[provider], entry, reported)
+            for at, schema in input_schemas(provider, entry).items():
+                self.meta_schema(tool, f"{where} {at}", schema)
+            self.model_text(tool, where, entry)
+            if provider == "anthropic":
+                if entry.get("strict") is True:
+                    self.anthropic_strict(tool, f"{where} input_schema", entry["input_schema"])
+                elif not any(loss["at"] == "/strict" for loss in tool.get("strict_losses", {}).get(provider, [])):
+                    self.finding(tool, where, "not strict, and no loss says why")
+            else:
+                flag = entry.get("function", entry).get("strict")
+                if flag is not False:
+                    self.finding(tool, where, f"\"strict\" is {short(flag)}, not false")
+
     def model_text(self, tool, where, entry):
         """What the model reads: titles, descriptions and the order of properties."""
         self.checks += 1
@@ -294,7 +346,43 @@ class Checker:
             e = errors[0]
             self.finding(tool, where, f"structuredContent is not valid against the outputSchema: {e.message}")
 
+    def requests(self, requests):
+        """Request bodies with a tool choice that allows a subset of the tools."""
+        who = {"crate": "requests", "name": "allowed_tools"}
+        for api, bodies in requests.items():
+            for i, body in enumerate(bodies):
+                where = f"{api} request[{i}]"
+                if api == "gemini":
+                    config = body.get("toolConfig")
+                    self.sdk_type(who, f"{where} toolConfig", CHOICE_TYPES[api], config)
+                    names = [d["name"] for t in body.get("tools", []) for d in t.get("functionDeclarations", [])]
+                    calling = (config or {}).get("functionCallingConfig", {})
+                    allowed = calling.get("allowedFunctionNames", [])
+                    # The SDK's enums take any text with a warning: the mode is checked against its values here.
+                    self.checks += 1
+                    modes = {m.value for m in genai.FunctionCallingConfigMode}
+                    if calling.get("mode") not in modes:
+                        self.finding(who, where, f"mode {short(calling.get('mode'))} is not one of {sorted(modes)}")
+                else:
+                    self.sdk_type(who, f"{where} tool_choice", CHOICE_TYPES[api], body.get("tool_choice"))
+                    choice = body.get("tool_choice") or {}
+                    if api == "openai-chat":
+                        names = [t["function"]["name"] for t in body.get("tools", [])]
+                        allowed = [t["function"]["name"] for t in choice.get("allowed_tools", {}).get("tools", [])]
+                    elif api == "openai-responses":
+                        names = [t["name"] for t in body.get("tools", [])]
+                        allowed = [t["name"] for t in choice.get("tools", [])]
+                    else:
+                        names = [t["name"] for t in body.get("tools", [])]
+                        allowed = names
+                        for j, entry in enumerate(body.get("tools", [])):
+                            self.sdk_type(who, f"{where} tools[{j}]", ENTRY_TYPES["anthropic"], entry)
+                self.checks += 1
+                if not allowed or any(name not in names for name in allowed):
+                    self.finding(who, where, f"allows {short(allowed)}, not a non-empty subset of {short(names)}")
+
     def tool(self, tool):
+        self.strict_entries(tool)
         entries = tool["entries"]
         for provider in PROVIDERS:
             if provider not in entries:
@@ -342,6 +430,7 @@ def main():
         checker.tool(tool)
     for what in COVERED - checker.covered:
         checker.findings.setdefault(f"no tool exercises {what}: the dump no longer covers it", []).append("*")
+    checker.requests(dump.get("requests", {}))
     for text, tools in checker.known.items():
         print(f"known: {text} [{len(tools)} tool{'s' if len(tools) > 1 else ''}]")
     for text, tools in checker.findings.items():

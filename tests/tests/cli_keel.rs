@@ -73,6 +73,7 @@ fn schema_prints_the_canonical_contract() {
     assert_eq!(&v["input"], def.input_schema());
     assert_eq!(v["output"], *def.output_schema().unwrap());
     assert_eq!(v["openai_strict"], true);
+    assert_eq!(v["anthropic_strict"], true);
     assert_eq!(v["fingerprints"]["input"], keel_tools_contract::lock::fingerprint(def.input_schema()));
 
     let (code, _, err) = keel(&demo(), &["schema", "nope"]);

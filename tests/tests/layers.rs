@@ -103,7 +103,7 @@ const CRATES: &[Crate] = &[
     Crate {
         dir: "tool-agent",
         layers: &[
-            &["stream_event"],
+            &["stream_event", "choice"],
             &["model"],
             &["wire", "otel", "options", "key", "retry"],
             &["http", "stub", "stream"],

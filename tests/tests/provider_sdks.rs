@@ -2,8 +2,11 @@
 //! provider for the tools of `tools-rich` and of the examples crate, and the replies to a success and an error of
 //! each tool, are written to `target/provider-sdks/dump.json`; `tests/provider_sdks/check.py` validates them with
 //! the SDKs' types (what a type would drop is a finding too), the JSON Schema 2020-12 meta-schema, the subset
-//! `google-genai` models for Gemini and the `openai` SDK's strict-schema transform, and checks what the model reads
-//! (no generated titles, no rustdoc link markup, properties in declaration order). It prints one line per finding.
+//! `google-genai` models for Gemini and the `openai` and `anthropic` SDKs' strict-schema transforms, and checks what
+//! the model reads (no generated titles, no rustdoc link markup, properties in declaration order). The dump also
+//! holds the entries a strict-mode setting changes (Anthropic's strict tool use, OpenAI's strict mode off) and request
+//! bodies with a tool choice that allows a subset of the tools, checked against the SDKs' `tool_choice` and
+//! `toolConfig` types. It prints one line per finding.
 //!
 //! The SDKs live in the venv `target/provider-venv`, made by `scripts/provider-sdks.sh`. Without it the test is
 //! skipped (and named in the line the test binary ends with), unless peers are required (`CI` set, or
@@ -13,9 +16,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use keel_tools_agent::{
+    AllowedMode, AnthropicClient, GeminiClient, Message, OpenAiClient, ResponsesClient, ToolChoice, Turn,
+};
 use keel_tools_core::definition::{Origin, ToolDefinition};
 use keel_tools_core::executor::CallOptions;
-use keel_tools_core::{Approval, Executor, Provider, Registry, ToolCall, ToolResult, ToolView};
+use keel_tools_core::{Approval, Executor, Provider, Registry, Strict, ToolCall, ToolResult, ToolView};
 use serde_json::{Map, Value, json};
 
 keel_tools_core::link_tools!(examples, tools_rich);
@@ -138,6 +144,25 @@ fn dump() -> Value {
                     .collect();
                 losses.insert(provider.as_str().to_owned(), Value::Array(of_tool));
             }
+            // The entries a strict-mode setting changes: Anthropic's strict tool use, OpenAI's strict mode off.
+            let mut strict_entries = Map::new();
+            let mut strict_losses = Map::new();
+            for (provider, strict) in [
+                (Provider::Anthropic, Strict::WhenPossible),
+                (Provider::OpenAiChat, Strict::Off),
+                (Provider::OpenAiResponses, Strict::Off),
+            ] {
+                let codec = view.codec(provider).with_strict(strict);
+                let entry = codec.tool(def.name()).cloned().expect("every tool is listed");
+                strict_entries.insert(provider.as_str().to_owned(), entry);
+                let of_tool: Vec<Value> = codec
+                    .losses()
+                    .iter()
+                    .filter(|l| l.tool == def.name())
+                    .map(|l| serde_json::to_value(l).expect("a loss serialises"))
+                    .collect();
+                strict_losses.insert(provider.as_str().to_owned(), Value::Array(of_tool));
+            }
             let ok = success(def, &format!("call_ok_{i}"));
             let failed = runtime.block_on(error(&executor, def, &format!("call_error_{i}")));
             tools.push(json!({
@@ -145,6 +170,8 @@ fn dump() -> Value {
                 "crate": krate,
                 "entries": entries,
                 "losses": losses,
+                "strict_entries": strict_entries,
+                "strict_losses": strict_losses,
                 "replies": {"ok": replies(&view, &ok), "error": replies(&view, &failed)},
             }));
         }
@@ -158,7 +185,60 @@ fn dump() -> Value {
             (p.as_str().to_owned(), Value::Array(losses))
         })
         .collect();
-    json!({ "tools": tools, "format_losses": format_losses })
+    json!({ "tools": tools, "format_losses": format_losses, "requests": requests(&registry) })
+}
+
+/// Request bodies with a tool choice that allows a subset of the tools, for each API with such a form (and
+/// Anthropic's, whose client narrows the list), in both modes: `{api: [body, ...]}`.
+fn requests(registry: &Registry) -> Value {
+    let view = ToolView::new(tools_of(registry, "examples"));
+    let allowed: Vec<String> = view.names().take(2).map(str::to_owned).collect();
+    let messages = [Message::user("Which cards are still to do?")];
+    let turn = Turn::new(&messages, &view);
+    let mut out = Map::new();
+    for mode in [AllowedMode::Auto, AllowedMode::Required] {
+        let choice = ToolChoice::allowed(allowed.clone(), mode);
+        let base = "http://127.0.0.1:1";
+        let bodies = [
+            (
+                "openai-chat",
+                OpenAiClient::builder(format!("{base}/v1"), "m")
+                    .tool_choice(choice.clone())
+                    .build()
+                    .and_then(|c| c.request_body(&turn)),
+            ),
+            (
+                "openai-responses",
+                ResponsesClient::builder(format!("{base}/v1"), "m")
+                    .tool_choice(choice.clone())
+                    .build()
+                    .and_then(|c| c.request_body(&turn)),
+            ),
+            (
+                "gemini",
+                GeminiClient::builder(base, "m")
+                    .tool_choice(choice.clone())
+                    .build()
+                    .and_then(|c| c.request_body(&turn)),
+            ),
+            (
+                "anthropic",
+                AnthropicClient::builder(base, "m")
+                    .tool_choice(choice.clone())
+                    .strict(Strict::WhenPossible)
+                    .build()
+                    .and_then(|c| c.request_body(&turn)),
+            ),
+        ];
+        for (api, body) in bodies {
+            let body = body.expect("the request body is made");
+            let list = out.entry(api).or_insert_with(|| Value::Array(Vec::new()));
+            if let Value::Array(list) = list {
+                list.push(body);
+            }
+        }
+    }
+    Value::Object(out)
 }
 
 /// The name a tool list entry shows.

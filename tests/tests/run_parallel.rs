@@ -324,3 +324,38 @@ async fn a_policy_may_mark_a_write_tool_parallel_safe() {
     assert!(batch.results.iter().all(|r| r.is_ok()), "{:?}", codes(&batch.results));
     assert_eq!(board.peak("par.write"), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_restricted_to_some_tools_refuses_the_others_as_unknown_without_running_them() {
+    // Three calls may overlap; the one outside the batch's tools is answered alone, as an unknown tool, and
+    // stops the batch (the default decider), before anything after it starts.
+    let (mut run, board) = setup(Board::default().with_barrier("pair", 2), Concurrency::new(4));
+    let calls = vec![
+        call("c1", "par.read", "meet:pair"),
+        call("c2", "par.read", "meet:pair"),
+        call("c3", "par.other", "sleep:1"),
+        call("c4", "par.read", "sleep:1"),
+    ];
+    let batch = run.process_batch_allowed(calls, &["par.read"]).await;
+    assert_eq!(
+        codes(&batch.results),
+        [("c1", "ok"), ("c2", "ok"), ("c3", "unknown_tool")].map(|(a, b)| (a.into(), b.into()))
+    );
+    assert!(!batch.results[2].executed);
+    assert_eq!(batch.not_executed.iter().map(|n| n.call_id.as_str()).collect::<Vec<_>>(), ["c4"]);
+    assert_eq!(board.peak("*"), 2, "the allowed calls overlapped");
+    assert!(!board.log().iter().any(|l| l.contains("c3")), "the refused call never ran: {:?}", board.log());
+
+    // The run's own options restrict every batch; a batch's tools restrict it further.
+    let board = Arc::new(Board::default());
+    let registry = Registry::from_inventory().unwrap();
+    let view = registry.view().names(["par.read", "par.other"]).build().unwrap();
+    let executor = Executor::builder(view).state_arc(board.clone()).build().unwrap();
+    let options = keel_tools_core::executor::CallOptions::new().allowed_tools(["par.other"]);
+    let mut run = Run::builder(executor).options(options).decider(|_: &_, _: &_, _: &_| Decision::Continue).build();
+    let batch = run.process_batch(vec![call("d1", "par.read", ""), call("d2", "par.other", "")]).await;
+    assert_eq!(codes(&batch.results), [("d1", "unknown_tool"), ("d2", "ok")].map(|(a, b)| (a.into(), b.into())));
+    let batch = run.process_batch_allowed(vec![call("d3", "par.other", "")], &["par.read"]).await;
+    assert_eq!(codes(&batch.results), [("d3", "unknown_tool")].map(|(a, b)| (a.into(), b.into())));
+    assert_eq!(board.log(), ["start d2", "end d2"]);
+}

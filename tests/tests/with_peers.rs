@@ -15,12 +15,16 @@ fn count_cards(store: State<CardStore>, #[arg(description = "todo, doing or done
     store.cards.iter().filter(|c| c.status == status).count()
 }
 
+#[path = "agent_choice.rs"]
+mod agent_choice;
 #[path = "agent_llama.rs"]
 mod agent_llama;
 #[path = "agent_openai.rs"]
 mod agent_openai;
 #[path = "agent_options.rs"]
 mod agent_options;
+#[path = "agent_strict.rs"]
+mod agent_strict;
 #[path = "catalog_postgres_tls.rs"]
 mod catalog_postgres_tls;
 #[path = "catalog_replicas.rs"]

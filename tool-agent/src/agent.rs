@@ -8,6 +8,7 @@ use keel_tools_core::events::{Decision, EventKind, NotExecuted, Usage};
 use keel_tools_core::runs::Run;
 
 use crate::model::{AssistantMessage, ChatModel, Message, Mode, ModelError, Turn};
+use crate::options::ToolChoice;
 use crate::retry::RetryPolicy;
 use crate::stream_event::{StreamEvent, StreamSink};
 
@@ -26,7 +27,11 @@ use crate::stream_event::{StreamEvent, StreamSink};
 /// | `max_turns` model turns, each with tool calls | `error` | `max_turns` |
 /// | the model cannot be reached or answers something malformed | `error` | `model_error` (and `Err`) |
 ///
-/// The tools sent to the model are the run's executor view, so the model sees exactly what may run.
+/// The tools sent to the model are the run's executor view, so the model sees exactly what may run. A turn whose
+/// [`ToolChoice`] allows a subset of the tools ([`ToolChoice::Allowed`], [`ToolChoice::allowed_tools`]) is held
+/// to it: the loop asks the model for the turn's choice once ([`ChatModel::tool_choice`]), hands it to the
+/// client with the turn, and runs the turn's calls with [`Run::process_batch_allowed`], so a call of a tool the
+/// turn did not allow is refused as `unknown_tool` and never runs, though the tool is in the view.
 ///
 /// A model request that fails in a way worth trying again (a 429, a 5xx, Anthropic's 529, a refused or reset
 /// connection, a timeout) is retried as the [`RetryPolicy`] says, each retry logged as a `model_retry` event with
@@ -184,7 +189,15 @@ impl<M: ChatModel> Agent<M> {
                 break;
             }
             turns += 1;
-            let reply = match self.turn(run, turns, messages, &view, &mut retries).await {
+            // The turn's choice, settled once: the client sends it, and the turn's calls are held to it.
+            let reply = match self.model.tool_choice(&Turn::new(messages, &view)) {
+                Ok(choice) => {
+                    let reply = self.turn(run, turns, messages, &view, choice.as_ref(), &mut retries).await;
+                    reply.map(|reply| (reply, choice))
+                }
+                Err(error) => Err(error),
+            };
+            let (reply, choice) = match reply {
                 Ok(reply) => reply,
                 Err(error) => {
                     tracing::warn!(run_id = run.id(), turn = turns, %error, "model turn failed");
@@ -205,7 +218,10 @@ impl<M: ChatModel> Agent<M> {
                 break;
             }
             messages.push(Message::Assistant(reply));
-            let batch = run.process_batch(calls).await;
+            let batch = match choice.as_ref().and_then(ToolChoice::allowed_tools) {
+                Some(allowed) => run.process_batch_allowed(calls, allowed).await,
+                None => run.process_batch(calls).await,
+            };
             messages.extend(batch.results.into_iter().map(Message::Tool));
             not_executed.extend(batch.not_executed);
         }
@@ -239,6 +255,7 @@ impl<M: ChatModel> Agent<M> {
         turn_number: u32,
         messages: &[Message],
         view: &keel_tools_core::ToolView,
+        choice: Option<&ToolChoice>,
         retries: &mut u32,
     ) -> Result<AssistantMessage, ModelError> {
         let mut attempt = 0;
@@ -248,7 +265,7 @@ impl<M: ChatModel> Agent<M> {
             if let Some(sink) = sink {
                 sink.event(&StreamEvent::Waiting { turn: turn_number, attempt: attempt + 1 });
             }
-            let mut turn = Turn::new(messages, view);
+            let mut turn = Turn::new(messages, view).with_choice(choice);
             if let Some(sink) = sink {
                 turn = turn.with_stream(sink);
             }

@@ -1,5 +1,8 @@
 //! [`AnthropicClient`]: Anthropic's Messages API.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use keel_tools_core::Provider;
 use serde_json::{Value, json};
 
@@ -7,7 +10,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{ToolChoice, request_option_methods};
+use crate::options::{AllowedMode, ToolChoice, request_option_methods, strict_method, tools_sent};
 use crate::wire;
 
 /// The `anthropic-version` header every request carries.
@@ -36,6 +39,8 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 #[derive(Debug, Clone)]
 pub struct AnthropicClient {
     common: Common,
+    /// Whether the client has warned that it narrowed a turn's tool list for [`ToolChoice::Allowed`].
+    warned: Arc<AtomicBool>,
 }
 
 /// Builds an [`AnthropicClient`].
@@ -56,6 +61,9 @@ impl AnthropicBuilder {
         "`model`, `messages`, `system`, `tools` and the options below (`tool_choice`, `temperature`, `max_tokens`)"
     );
     request_option_methods!("`temperature`", "nothing: the API has none, and `build` refuses it", "`max_tokens`");
+    strict_method!(
+        "no strict tool use (`Strict::WhenPossible` sends `\"strict\": true` on every tool whose schema allows it)"
+    );
     /// Checks the base URL and builds the client.
     ///
     /// # Errors
@@ -65,7 +73,7 @@ impl AnthropicBuilder {
     pub fn build(self) -> Result<AnthropicClient, ModelError> {
         let common =
             self.settings.build_without_seed("Anthropic's Messages API", |base, _, _| format!("{base}/v1/messages"))?;
-        Ok(AnthropicClient { common })
+        Ok(AnthropicClient { common, warned: Arc::default() })
     }
 }
 
@@ -81,6 +89,10 @@ impl AnthropicClient {
     /// set on the builder (a named [`ToolChoice`] as `{"type": "tool", "name": <wire name>}`, [`ToolChoice::Required`]
     /// as `{"type": "any"}`; no `tool_choice` when the turn has no tools).
     ///
+    /// The Messages API has no choice that allows a subset of the tools: for [`ToolChoice::Allowed`] the turn is
+    /// sent only the allowed tools, with `{"type": "auto"}` or `{"type": "any"}`, which changes the tool list
+    /// and so costs the prompt cache ([`ToolChoice::loss`]; the client warns once).
+    ///
     /// # Errors
     ///
     /// [`ModelError::Config`] when the turn's [`ToolChoice`] names a tool the turn does not have, or requires a
@@ -92,19 +104,22 @@ impl AnthropicClient {
             body.insert("system".into(), Value::String(system));
         }
         body.insert("messages".into(), Value::Array(conversation.messages));
-        let codec = turn.tools.codec(Provider::Anthropic);
-        let tools = codec.tool_list();
-        if !tools.is_empty() {
-            body.insert("tools".into(), Value::Array(tools.to_vec()));
-        }
         let request = &self.common.request;
-        if let Some(choice) = request.choice(turn)?
-            && !tools.is_empty()
+        let codec = request.codec(turn, Provider::Anthropic)?;
+        let choice = request.choice(turn)?;
+        let tools = tools_sent(&codec, choice.as_ref(), &self.warned);
+        if !tools.is_empty() {
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        if let Some(choice) = choice
+            && body.contains_key("tools")
         {
             let choice = match choice {
-                ToolChoice::Auto => json!({"type": "auto"}),
+                ToolChoice::Auto | ToolChoice::Allowed { mode: AllowedMode::Auto, .. } => json!({"type": "auto"}),
                 ToolChoice::None => json!({"type": "none"}),
-                ToolChoice::Required => json!({"type": "any"}),
+                ToolChoice::Required | ToolChoice::Allowed { mode: AllowedMode::Required, .. } => {
+                    json!({"type": "any"})
+                }
                 ToolChoice::Tool(name) => json!({"type": "tool", "name": codec.shown_name(&name)}),
             };
             body.insert("tool_choice".into(), choice);

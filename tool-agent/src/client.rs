@@ -200,6 +200,13 @@ macro_rules! chat_model {
                 Some((&self.common.model, $provider))
             }
 
+            fn tool_choice(
+                &self,
+                turn: &crate::model::Turn<'_>,
+            ) -> Result<Option<crate::options::ToolChoice>, crate::model::ModelError> {
+                self.common.request.choice(turn)
+            }
+
             fn chat<'a>(
                 &'a self,
                 turn: crate::model::Turn<'a>,

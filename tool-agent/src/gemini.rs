@@ -7,7 +7,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{ToolChoice, request_option_methods};
+use crate::options::{AllowedMode, ToolChoice, request_option_methods, shown_names};
 use crate::wire;
 
 /// A client for `POST {base}/models/{model}:generateContent` (streaming: `:streamGenerateContent?alt=sse`).
@@ -82,7 +82,9 @@ impl GeminiClient {
 
     /// The request body of one turn: `contents`, `systemInstruction`, the tools as one `functionDeclarations`
     /// entry, the [`ToolChoice`] as `toolConfig.functionCallingConfig` (`AUTO`, `NONE`, `ANY`, or `ANY` with
-    /// `allowedFunctionNames` for a named tool; none when the turn has no tools), and `generationConfig`.
+    /// `allowedFunctionNames` for a named tool; an allowed subset as `allowedFunctionNames` with `VALIDATED` for
+    /// [`AllowedMode::Auto`] and `ANY` for [`AllowedMode::Required`], the tool list unchanged; none when the turn
+    /// has no tools), and `generationConfig`.
     ///
     /// # Errors
     ///
@@ -109,6 +111,15 @@ impl GeminiClient {
                 ToolChoice::None => json!({"mode": "NONE"}),
                 ToolChoice::Required => json!({"mode": "ANY"}),
                 ToolChoice::Tool(name) => json!({"mode": "ANY", "allowedFunctionNames": [codec.shown_name(&name)]}),
+                // `allowedFunctionNames` goes only with `ANY` and `VALIDATED`; `VALIDATED` lets the model answer in
+                // text, as `auto` does, and holds its calls to the allowed functions.
+                ToolChoice::Allowed { tools, mode } => json!({
+                    "mode": match mode {
+                        AllowedMode::Auto => "VALIDATED",
+                        AllowedMode::Required => "ANY",
+                    },
+                    "allowedFunctionNames": shown_names(&codec, &tools),
+                }),
             };
             body.insert("toolConfig".into(), json!({"functionCallingConfig": config}));
         }

@@ -66,6 +66,7 @@
 
 mod agent;
 mod anthropic;
+mod choice;
 mod client;
 mod gemini;
 mod http;
@@ -93,7 +94,7 @@ pub use key::ApiKey;
 pub use model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn, WireFormat};
 pub use ollama::{OllamaBuilder, OllamaClient};
 pub use openai::{OpenAiBuilder, OpenAiClient};
-pub use options::{ChoicePolicy, ToolChoice};
+pub use options::{AllowedMode, ChoicePolicy, ToolChoice};
 pub use replay::{Replay, ReplayOrigin, SeenTurn};
 pub use responses::{ResponsesBuilder, ResponsesClient};
 pub use retry::RetryPolicy;

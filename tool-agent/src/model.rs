@@ -207,6 +207,9 @@ pub struct Turn<'a> {
     pub tools: &'a ToolView,
     /// Where a client that streams sends its [`StreamEvent`](crate::StreamEvent)s.
     pub stream: Option<&'a dyn crate::stream_event::StreamSink>,
+    /// The tool choice of this turn, when the caller has settled it ([`Turn::with_choice`]): a client sends it
+    /// instead of asking its own [`ChoicePolicy`](crate::ChoicePolicy). `None`: the client's policy decides.
+    pub choice: Option<&'a crate::choice::ToolChoice>,
 }
 
 impl fmt::Debug for Turn<'_> {
@@ -215,14 +218,24 @@ impl fmt::Debug for Turn<'_> {
             .field("messages", &self.messages.len())
             .field("tools", &self.tools.names().collect::<Vec<_>>())
             .field("stream", &self.stream.is_some())
+            .field("choice", &self.choice)
             .finish()
     }
 }
 
 impl<'a> Turn<'a> {
-    /// A turn over `messages` with `tools`, its stream events going nowhere.
+    /// A turn over `messages` with `tools`, its stream events going nowhere, its tool choice left to the client.
     pub fn new(messages: &'a [Message], tools: &'a ToolView) -> Turn<'a> {
-        Turn { messages, tools, stream: None }
+        Turn { messages, tools, stream: None, choice: None }
+    }
+
+    /// The same turn with its tool choice settled: the client sends `choice` (`None`: the client's policy
+    /// decides). The [`Agent`](crate::Agent) settles each turn's choice with [`ChatModel::tool_choice`] and
+    /// holds the turn's calls to the same choice.
+    #[must_use]
+    pub fn with_choice(mut self, choice: Option<&'a crate::choice::ToolChoice>) -> Turn<'a> {
+        self.choice = choice;
+        self
     }
 
     /// The same turn, its stream events going to `sink`.
@@ -261,6 +274,22 @@ pub trait ChatModel: Send + Sync {
     /// Runs one turn.
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>>;
 
+    /// The tool choice this model sends in `turn` (from its [`ChoicePolicy`](crate::ChoicePolicy), checked
+    /// against the turn's tools), or `None` when it sends none; the default is `None`.
+    ///
+    /// The [`Agent`](crate::Agent) asks once per turn, hands the answer to [`ChatModel::chat`] with the turn
+    /// ([`Turn::with_choice`]), and holds the turn's calls to it ([`ToolChoice::allowed_tools`](crate::ToolChoice::allowed_tools)):
+    /// what the model was allowed and what may run come from one value. A model that wraps another forwards this.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] for a choice that names a tool the turn does not have, or requires a call in a turn
+    /// without tools.
+    fn tool_choice(&self, turn: &Turn<'_>) -> Result<Option<crate::choice::ToolChoice>, ModelError> {
+        let _ = turn;
+        Ok(None)
+    }
+
     /// The model's name and its provider (`openai`, `ollama`), for telemetry (`gen_ai.request.model`,
     /// `gen_ai.provider.name`); `None` when no model is asked (a replay).
     fn telemetry(&self) -> Option<(&str, &'static str)> {
@@ -278,6 +307,9 @@ impl<M: ChatModel + ?Sized> ChatModel for &M {
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         (**self).chat(turn)
     }
+    fn tool_choice(&self, turn: &Turn<'_>) -> Result<Option<crate::choice::ToolChoice>, ModelError> {
+        (**self).tool_choice(turn)
+    }
     fn telemetry(&self) -> Option<(&str, &'static str)> {
         (**self).telemetry()
     }
@@ -292,6 +324,9 @@ impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
     }
     fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
         (**self).chat(turn)
+    }
+    fn tool_choice(&self, turn: &Turn<'_>) -> Result<Option<crate::choice::ToolChoice>, ModelError> {
+        (**self).tool_choice(turn)
     }
     fn telemetry(&self) -> Option<(&str, &'static str)> {
         (**self).telemetry()

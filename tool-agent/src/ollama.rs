@@ -1,5 +1,8 @@
 //! [`OllamaClient`]: Ollama's native `/api/chat`.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use keel_tools_core::Provider;
 use serde_json::{Map, Value};
 
@@ -7,7 +10,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{ToolChoice, request_option_methods};
+use crate::options::{AllowedMode, ToolChoice, request_option_methods, tools_sent};
 use crate::wire;
 
 /// A client for Ollama's `POST /api/chat` with `"stream": false`.
@@ -29,6 +32,8 @@ use crate::wire;
 pub struct OllamaClient {
     common: Common,
     options: Map<String, Value>,
+    /// Whether the client has warned that it narrowed a turn's tool list for [`ToolChoice::Allowed`].
+    warned: Arc<AtomicBool>,
 }
 
 /// Builds an [`OllamaClient`].
@@ -55,7 +60,7 @@ impl OllamaBuilder {
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OllamaClient, ModelError> {
         let common = self.settings.build(|base, _, _| format!("{base}/api/chat"))?;
-        Ok(OllamaClient { common, options: self.options })
+        Ok(OllamaClient { common, options: self.options, warned: Arc::default() })
     }
 }
 
@@ -77,16 +82,21 @@ impl OllamaClient {
     /// [`OllamaBuilder::option`]).
     ///
     /// `/api/chat` has no `tool_choice`: [`ToolChoice::None`] sends the turn without tools, [`ToolChoice::Auto`]
-    /// with them, and a choice that forces a call cannot be honoured.
+    /// with them, [`ToolChoice::Allowed`] with [`AllowedMode::Auto`] with only the allowed tools (which changes
+    /// the tool list and so costs the prompt cache: [`ToolChoice::loss`]; the client warns once), and a choice
+    /// that forces a call cannot be honoured.
     ///
     /// # Errors
     ///
-    /// [`ModelError::Config`] for [`ToolChoice::Required`] or [`ToolChoice::Tool`] (Ollama's OpenAI-compatible
+    /// [`ModelError::Config`] for [`ToolChoice::Required`], [`ToolChoice::Tool`] or [`AllowedMode::Required`] (Ollama's OpenAI-compatible
     /// endpoint, [`OpenAiClient`](crate::OpenAiClient) at `{base}/v1`, takes them), or a named tool the turn does
     /// not have.
     pub fn request_body(&self, turn: &Turn<'_>) -> Result<Value, ModelError> {
         let choice = self.common.request.choice(turn)?;
-        if let Some(ToolChoice::Required | ToolChoice::Tool(_)) = &choice {
+        if let Some(
+            ToolChoice::Required | ToolChoice::Tool(_) | ToolChoice::Allowed { mode: AllowedMode::Required, .. },
+        ) = &choice
+        {
             return Err(ModelError::config(format!(
                 "Ollama's /api/chat has no tool_choice, so a tool call cannot be forced; use its OpenAI-compatible \
                  endpoint instead (OpenAiClient at {}/v1)",
@@ -97,10 +107,10 @@ impl OllamaClient {
         let conversation = wire::conversation(turn.tools, WireFormat::Ollama, turn.messages);
         body.insert("messages".into(), Value::Array(conversation.messages));
         let codec = turn.tools.codec(Provider::Ollama);
-        let tools = codec.tool_list();
+        let tools = tools_sent(&codec, choice.as_ref(), &self.warned);
         if !tools.is_empty() && choice != Some(ToolChoice::None) {
             // One copy of each tool's shared rendering, straight into the body.
-            body.insert("tools".into(), Value::Array(tools.to_vec()));
+            body.insert("tools".into(), Value::Array(tools));
         }
         body.insert("stream".into(), Value::Bool(self.common.stream));
         let mut options = self.options.clone();

@@ -7,7 +7,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{ToolChoice, request_option_methods};
+use crate::options::{ToolChoice, request_option_methods, shown_names, strict_method};
 use crate::wire;
 
 /// A client for `POST {base}/chat/completions`.
@@ -50,6 +50,7 @@ impl OpenAiBuilder {
         "`model`, `messages`, `tools` and the options below (`tool_choice`, `temperature`, `seed`, `max_tokens`)"
     );
     request_option_methods!("`temperature`", "`seed`", "`max_tokens`");
+    strict_method!("strict mode for every tool whose schema allows it");
     /// Checks the base URL and builds the client.
     pub fn build(self) -> Result<OpenAiClient, ModelError> {
         Ok(OpenAiClient { common: self.settings.build(|base, _, _| format!("{base}/chat/completions"))? })
@@ -71,8 +72,10 @@ impl OpenAiClient {
     client_accessors!("`/chat/completions`");
 
     /// The request body of one turn: the conversation, the tools, and the options set on the builder (a
-    /// named [`ToolChoice`] as `{"type": "function", "function": {"name": <wire name>}}`; no `tool_choice` when
-    /// the turn has no tools).
+    /// named [`ToolChoice`] as `{"type": "function", "function": {"name": <wire name>}}`, an allowed subset as
+    /// `{"type": "allowed_tools", "allowed_tools": {"mode": "auto" | "required", "tools": [{"type": "function",
+    /// "function": {"name": <wire name>}}, ...]}}` with the full tool list; no `tool_choice` when the turn has no
+    /// tools).
     ///
     /// # Errors
     ///
@@ -82,7 +85,7 @@ impl OpenAiClient {
         let mut body = self.common.body(true);
         let conversation = wire::conversation(turn.tools, WireFormat::OpenAiChat, turn.messages);
         body.insert("messages".into(), Value::Array(conversation.messages));
-        let codec = turn.tools.codec(Provider::OpenAiChat);
+        let codec = self.common.request.codec(turn, Provider::OpenAiChat)?;
         let tools = codec.tool_list();
         if !tools.is_empty() {
             // One copy of each tool's shared rendering, straight into the body.
@@ -96,6 +99,13 @@ impl OpenAiClient {
                 ToolChoice::None => json!("none"),
                 ToolChoice::Required => json!("required"),
                 ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": codec.shown_name(&name)}}),
+                ToolChoice::Allowed { tools, mode } => {
+                    let tools: Vec<Value> = shown_names(&codec, &tools)
+                        .into_iter()
+                        .map(|name| json!({"type": "function", "function": {"name": name}}))
+                        .collect();
+                    json!({"type": "allowed_tools", "allowed_tools": {"mode": mode.as_str(), "tools": tools}})
+                }
             };
             body.insert("tool_choice".into(), choice);
         }

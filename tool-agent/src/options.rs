@@ -1,32 +1,16 @@
 //! Request options both clients send: which tool the model must call ([`ToolChoice`], per turn with
 //! [`ChoicePolicy`]), temperature, seed and the most tokens to generate.
+//!
+//! [`ToolChoice::Allowed`] allows a subset of the tools with the tool list unchanged; its docs give each API's
+//! form.
 
 use std::fmt;
 use std::sync::Arc;
 
+use keel_tools_core::Provider;
+
+pub use crate::choice::{AllowedMode, ToolChoice};
 use crate::model::{Message, ModelError, Turn};
-
-/// Whether, and which, tool the model must call in a turn.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ToolChoice {
-    /// The model decides (the servers' default).
-    Auto,
-    /// The model must answer in text.
-    None,
-    /// The model must call some tool.
-    Required,
-    /// The model must call this tool, given by its registered name (`incident.lookup`); the client sends it as
-    /// the provider is shown it (`incident-lookup` for OpenAI).
-    Tool(String),
-}
-
-impl ToolChoice {
-    /// The choice that names the tool `name`.
-    pub fn tool(name: impl Into<String>) -> ToolChoice {
-        ToolChoice::Tool(name.into())
-    }
-}
 
 /// Which [`ToolChoice`] each turn gets.
 ///
@@ -96,24 +80,116 @@ pub(crate) struct RequestOptions {
     pub(crate) temperature: Option<f64>,
     pub(crate) seed: Option<i64>,
     pub(crate) max_tokens: Option<u32>,
+    pub(crate) strict: keel_tools_core::Strict,
 }
 
 impl RequestOptions {
-    /// The turn's choice, its named tool checked against the turn's tools: a name the model was not given could
-    /// never be called.
+    /// The turn's choice: the one the turn carries ([`Turn::with_choice`], set by the agent), else the policy's;
+    /// its named tools checked against the turn's tools: a name the model was not given could never be called.
     pub(crate) fn choice(&self, turn: &Turn<'_>) -> Result<Option<ToolChoice>, ModelError> {
-        let Some(policy) = &self.choice else { return Ok(None) };
-        let choice = policy.choice(turn);
-        match &choice {
-            ToolChoice::Tool(name) if turn.tools.get(name).is_none() => Err(ModelError::config(format!(
+        let choice = match (turn.choice, &self.choice) {
+            (Some(choice), _) => choice.clone(),
+            (None, Some(policy)) => policy.choice(turn),
+            (None, None) => return Ok(None),
+        };
+        let unknown = |name: &str| {
+            ModelError::config(format!(
                 "tool_choice names `{name}`, which is not among this turn's tools ({})",
                 turn.tools.names().collect::<Vec<_>>().join(", ")
-            ))),
-            ToolChoice::Tool(_) | ToolChoice::Required if turn.tools.is_empty() => {
+            ))
+        };
+        match &choice {
+            ToolChoice::Tool(name) if turn.tools.get(name).is_none() => Err(unknown(name)),
+            ToolChoice::Allowed { tools, .. } if tools.is_empty() => Err(ModelError::config(
+                "tool_choice allows no tool; ToolChoice::None is the choice that lets the model call none",
+            )),
+            ToolChoice::Allowed { tools, .. } if tools.iter().any(|t| turn.tools.get(t).is_none()) => {
+                Err(unknown(tools.iter().find(|t| turn.tools.get(t).is_none()).map_or("", String::as_str)))
+            }
+            ToolChoice::Tool(_) | ToolChoice::Required | ToolChoice::Allowed { mode: AllowedMode::Required, .. }
+                if turn.tools.is_empty() =>
+            {
                 Err(ModelError::config("tool_choice requires a tool call, but this turn has no tools"))
             }
             _ => Ok(Some(choice)),
         }
+    }
+}
+
+impl RequestOptions {
+    /// The codec of `provider` for the turn's tools, with the client's strict-mode setting; under
+    /// [`Strict::Required`](keel_tools_core::Strict::Required), an error naming every tool that cannot be strict,
+    /// and why.
+    pub(crate) fn codec(&self, turn: &Turn<'_>, provider: Provider) -> Result<keel_tools_core::Codec, ModelError> {
+        let codec = turn.tools.codec(provider).with_strict(self.strict);
+        if self.strict == keel_tools_core::Strict::Required {
+            let not = codec.not_strict();
+            if !not.is_empty() {
+                let each: Vec<String> = not.iter().map(|(tool, why)| format!("`{tool}`: {why}")).collect();
+                return Err(ModelError::config(format!(
+                    "Strict::Required, but {} of this turn's tools cannot be strict for {}: {}",
+                    not.len(),
+                    provider.as_str(),
+                    each.join("; ")
+                )));
+            }
+        }
+        Ok(codec)
+    }
+}
+
+/// The builder method of the strict-mode setting, for the clients whose API has a strict mode.
+macro_rules! strict_method {
+    ($default:literal) => {
+        #[doc = concat!("Whether the tools are sent in the API's strict mode ([`Strict`](keel_tools_core::Strict)); the default, `Strict::Auto`, is ", $default, ".")]
+        ///
+        /// With [`Strict::Required`](keel_tools_core::Strict::Required) a turn whose tools are not all strict is
+        /// not sent: it fails with [`ModelError::Config`](crate::ModelError::Config), naming each tool and why
+        /// ([`Codec::not_strict`](keel_tools_core::Codec::not_strict)). `keel check` names them ahead of time.
+        pub fn strict(mut self, strict: keel_tools_core::Strict) -> Self {
+            self.settings.request.strict = strict;
+            self
+        }
+    };
+}
+pub(crate) use strict_method;
+
+/// The allowed tools' names as `provider` is shown them, in the order given, each once.
+pub(crate) fn shown_names(codec: &keel_tools_core::Codec, tools: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(tools.len());
+    for name in tools {
+        let shown = codec.shown_name(name);
+        if !out.contains(&shown) {
+            out.push(shown);
+        }
+    }
+    out
+}
+
+/// The turn's tool list, or (for [`ToolChoice::Allowed`], on an API with no form for it) only the allowed tools'
+/// entries, with a warning the first time `warned` sees it.
+pub(crate) fn tools_sent(
+    codec: &keel_tools_core::Codec,
+    choice: Option<&ToolChoice>,
+    warned: &std::sync::atomic::AtomicBool,
+) -> Vec<serde_json::Value> {
+    let tools = codec.tool_list();
+    match choice {
+        Some(ToolChoice::Allowed { tools: allowed, .. }) => {
+            if let Some(loss) = choice.and_then(|c| c.loss(codec.provider()))
+                && !warned.swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(provider = codec.provider().as_str(), "{}", loss.message);
+            }
+            codec
+                .view()
+                .iter()
+                .zip(tools.iter())
+                .filter(|(def, _)| allowed.iter().any(|a| a == def.name()))
+                .map(|(_, entry)| entry.clone())
+                .collect()
+        }
+        _ => tools.to_vec(),
     }
 }
 

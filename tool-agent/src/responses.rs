@@ -7,7 +7,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{ToolChoice, request_option_methods};
+use crate::options::{ToolChoice, request_option_methods, shown_names, strict_method};
 use crate::wire;
 
 /// A client for `POST {base}/responses`.
@@ -54,6 +54,7 @@ impl ResponsesBuilder {
         "nothing: the API has none, and `build` refuses it",
         "`max_output_tokens`"
     );
+    strict_method!("strict mode for every tool whose schema allows it");
     /// Checks the base URL and builds the client.
     ///
     /// # Errors
@@ -76,8 +77,9 @@ impl ResponsesClient {
     client_accessors!("`/responses`");
 
     /// The request body of one turn: the conversation as `input` items, the tools, and the options set on the
-    /// builder (a named [`ToolChoice`] as `{"type": "function", "name": <wire name>}`; no `tool_choice` when the
-    /// turn has no tools).
+    /// builder (a named [`ToolChoice`] as `{"type": "function", "name": <wire name>}`, an allowed subset as
+    /// `{"type": "allowed_tools", "mode": "auto" | "required", "tools": [{"type": "function", "name": <wire
+    /// name>}, ...]}` with the full tool list; no `tool_choice` when the turn has no tools).
     ///
     /// # Errors
     ///
@@ -87,7 +89,7 @@ impl ResponsesClient {
         let mut body = self.common.body(true);
         let conversation = wire::conversation(turn.tools, WireFormat::OpenAiResponses, turn.messages);
         body.insert("input".into(), Value::Array(conversation.messages));
-        let codec = turn.tools.codec(Provider::OpenAiResponses);
+        let codec = self.common.request.codec(turn, Provider::OpenAiResponses)?;
         let tools = codec.tool_list();
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools.to_vec()));
@@ -101,6 +103,13 @@ impl ResponsesClient {
                 ToolChoice::None => json!("none"),
                 ToolChoice::Required => json!("required"),
                 ToolChoice::Tool(name) => json!({"type": "function", "name": codec.shown_name(&name)}),
+                ToolChoice::Allowed { tools, mode } => {
+                    let tools: Vec<Value> = shown_names(&codec, &tools)
+                        .into_iter()
+                        .map(|name| json!({"type": "function", "name": name}))
+                        .collect();
+                    json!({"type": "allowed_tools", "mode": mode.as_str(), "tools": tools})
+                }
             };
             body.insert("tool_choice".into(), choice);
         }

@@ -405,10 +405,12 @@ fn unknown_tool(registry: &Registry, name: &str) -> Failure {
 
 fn schema(registry: &Registry, name: &str, out: &mut dyn Write) -> Outcome {
     let def = registry.get(name).ok_or_else(|| unknown_tool(registry, name))?;
-    let strict = match def.openai_strictness() {
+    let strictness = |s: Result<(), String>| match s {
         Ok(()) => Value::Bool(true),
         Err(reason) => Value::String(reason),
     };
+    let strict = strictness(def.openai_strictness());
+    let anthropic_strict = strictness(def.anthropic_strictness());
     let value = json!({
         "name": def.name(),
         "wire_name": def.wire_name(),
@@ -420,6 +422,7 @@ fn schema(registry: &Registry, name: &str, out: &mut dyn Write) -> Outcome {
         "input": def.input_schema(),
         "output": def.output_schema(),
         "openai_strict": strict,
+        "anthropic_strict": anthropic_strict,
         "fingerprints": {
             "input": lock::fingerprint(def.input_schema()),
             "output": def.output_schema().map(lock::fingerprint),

@@ -15,6 +15,7 @@
 //! | Ollama | keywords dropped without a trace (`not`, `if`/`then`/`else`, `dependentRequired`, ...), recursive types cut to a stand-in; what the ollama Python client drops (a property's nested `properties`, a reply's `tool_call_id`) | warning |
 //! | OpenAI (both APIs) | the schema cannot be strict, so it is sent with `"strict": false` ([`ToolDefinition::openai_strictness`]) | warning |
 //! | OpenAI (both APIs) | keywords strict mode does not take, which keel states in the description (`minLength`, `maxLength`, formats outside its list, `default`, ...) | info |
+//! | Anthropic | the schema cannot be sent with `"strict": true` (strict tool use, asked for with `Strict::WhenPossible` or `Strict::Required`; [`ToolDefinition::anthropic_strictness`]) | info |
 //! | OpenAI, Anthropic, Gemini | a dotted name, sent as its wire name (`incident.search` as `incident-search`) and mapped back by the codec | info |
 //! | Gemini | a wire name outside `[A-Za-z_][A-Za-z0-9_.:-]{0,63}` | error |
 //! | Gemini | keywords outside the JSON Schema subset Gemini documents for `parametersJsonSchema` | warning (validation) / info (annotations) |
@@ -106,8 +107,30 @@ pub fn lint(def: &ToolDefinition) -> Vec<Finding> {
     general(def, &mut out);
     for provider in Provider::ALL {
         out.extend(def.losses(provider).into_iter().map(from_loss));
+        if provider == Provider::Anthropic {
+            anthropic_strictness(def, &mut out);
+        }
     }
     out
+}
+
+/// Anthropic's strict tool use is asked for, not sent by default: a tool that cannot take it is worth knowing
+/// before it is asked for (info), not a loss of the default entry.
+fn anthropic_strictness(def: &ToolDefinition, out: &mut Vec<Finding>) {
+    if !is_object_schema(def.input_schema()) {
+        return;
+    }
+    if let Err(why) = def.anthropic_strictness() {
+        out.push(finding(
+            Some(Provider::Anthropic),
+            def.name(),
+            Severity::Info,
+            format!(
+                "cannot be strict (strict tool use, asked for with Strict::WhenPossible or Strict::Required): {why}; \
+                 it is sent without \"strict\", and Strict::Required refuses to send it"
+            ),
+        ));
+    }
 }
 
 /// A codec's loss as a finding: adapted is info, dropped a warning, rejected an error.
@@ -367,6 +390,11 @@ mod tests {
         assert!(messages(&f, Provider::Ollama, Severity::Warning).iter().any(|m| m.contains("recursive")), "{f:#?}");
         let o = messages(&f, Provider::OpenAiChat, Severity::Warning);
         assert!(o.iter().any(|m| m.starts_with("cannot be strict")), "{o:#?}");
+        let a = messages(&f, Provider::Anthropic, Severity::Info);
+        assert!(
+            a.iter().any(|m| m.starts_with("cannot be strict (strict tool use") && m.contains("recursive")),
+            "{a:#?}"
+        );
         for p in [Provider::OpenAiChat, Provider::Anthropic, Provider::Gemini] {
             assert!(messages(&f, p, Severity::Info).iter().any(|m| m.contains("`tree-put`")), "{p:?}: {f:#?}");
         }
@@ -386,6 +414,9 @@ mod tests {
         let f = lint(&d);
         let info = messages(&f, Provider::OpenAiChat, Severity::Info);
         assert!(info.iter().any(|m| m.starts_with("`text`: strict mode does not take `maxLength`")), "{info:#?}");
+        // A closed object is strict for Anthropic too: nothing said.
+        let a = messages(&f, Provider::Anthropic, Severity::Info);
+        assert!(!a.iter().any(|m| m.starts_with("cannot be strict")), "{a:#?}");
         assert!(f.iter().any(|f| f.provider.is_none() && f.severity == Severity::Warning), "{f:#?}");
     }
 

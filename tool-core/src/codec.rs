@@ -12,6 +12,7 @@ use crate::tool_schemas::Provider;
 use crate::view::ToolView;
 use keel_tools_schema::Limits;
 
+pub use crate::tool_schemas::Strict;
 use format::Format;
 pub use loss::{Loss, LossKind};
 
@@ -24,6 +25,7 @@ mod mcp;
 mod message;
 mod ollama;
 mod openai;
+mod strict;
 
 /// The format of `provider`: the one place a [`Provider`] meets the module that speaks it.
 fn format(provider: Provider) -> &'static dyn Format {
@@ -99,11 +101,16 @@ pub struct Codec {
     view: ToolView,
     provider: Provider,
     limits: Limits,
+    strict: Strict,
 }
 
 impl fmt::Debug for Codec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Codec").field("provider", &self.provider).field("view", &self.view).finish()
+        f.debug_struct("Codec")
+            .field("provider", &self.provider)
+            .field("strict", &self.strict)
+            .field("view", &self.view)
+            .finish()
     }
 }
 
@@ -149,14 +156,14 @@ impl ToolView {
     /// The codec of `provider` bound to this view: the tool list it is shown, and the reading of its calls and
     /// the writing of its replies, for exactly these tools.
     pub fn codec(&self, provider: Provider) -> Codec {
-        Codec { view: self.clone(), provider, limits: Limits::DEFAULT }
+        Codec { view: self.clone(), provider, limits: Limits::DEFAULT, strict: Strict::Auto }
     }
 }
 
 impl Codec {
     /// The codec of `provider` bound to `view` (the same as [`ToolView::codec`]).
     pub fn new(view: ToolView, provider: Provider) -> Codec {
-        Codec { view, provider, limits: Limits::DEFAULT }
+        Codec { view, provider, limits: Limits::DEFAULT, strict: Strict::Auto }
     }
 
     /// The same codec, refusing argument text beyond `limits` before it is parsed (see
@@ -190,25 +197,29 @@ impl Codec {
     /// tools' cached renderings on the first call, then cached on the view): [`ToolView::schemas`]. For a list
     /// that copies nothing, see [`Codec::tool_list`].
     pub fn tools(&self) -> &[Value] {
-        self.view.schemas(self.provider)
+        self.view.schemas_strict(self.provider, self.strict)
     }
 
     /// The same list as [`Codec::tools`], borrowed: each entry is the tool's own cached rendering, shared by every
     /// view of the tool, so getting it costs nothing (see [`ToolList`](crate::registry::ToolList)).
     pub fn tool_list(&self) -> crate::view::ToolList<'_> {
-        self.view.tool_list(self.provider)
+        self.view.tool_list(self.provider).with_strict(self.strict)
     }
 
     /// The entry of the registered tool `name` in [`Codec::tools`], if the view holds it.
     pub fn tool(&self, name: &str) -> Option<&Value> {
-        self.view.get(name).map(|d| d.render(self.provider))
+        self.view.get(name).map(|d| d.render_strict(self.provider, self.strict))
     }
 
     /// What this provider's format does not carry of the view's tools, as data: for each tool, what its entry
     /// adapts, drops or cannot carry, and what the provider's replies lose. `keel check` and
     /// `keel_tools_contract::lint` report these.
     pub fn losses(&self) -> Vec<Loss> {
-        let mut out: Vec<Loss> = self.view.iter().flat_map(|def| entry_losses(self.provider, def)).collect();
+        let mut out: Vec<Loss> = Vec::new();
+        for def in self.view.iter() {
+            out.extend(entry_losses(self.provider, def));
+            self.strict_losses(def, &mut out);
+        }
         out.extend(format_losses(self.provider));
         out
     }

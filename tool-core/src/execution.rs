@@ -395,6 +395,7 @@ pub struct CallOptions {
     input: Option<Arc<dyn ClientInput>>,
     admitted: Option<Arc<dyn Fn() + Send + Sync>>,
     granted_scopes: Option<Arc<[Arc<str>]>>,
+    allowed_tools: Option<Arc<[Arc<str>]>>,
 }
 
 impl fmt::Debug for CallOptions {
@@ -404,6 +405,7 @@ impl fmt::Debug for CallOptions {
             .field("principal", &self.principal)
             .field("stream", &self.stream)
             .field("approvals", &self.approvals)
+            .field("allowed_tools", &self.allowed_tools)
             .finish_non_exhaustive()
     }
 }
@@ -455,6 +457,48 @@ impl CallOptions {
     pub fn granted_scopes(mut self, scopes: impl IntoIterator<Item = impl Into<Arc<str>>>) -> Self {
         self.granted_scopes = Some(scopes.into_iter().map(Into::into).collect());
         self
+    }
+    /// Only these tools of the view may be called: a call of any other is refused exactly as a call of a tool the
+    /// view does not hold (`unknown_tool`, not executed), though the tool is in the view and the model may have been
+    /// shown it. Without it every tool of the view may be called.
+    ///
+    /// For a restriction that holds for one model turn only, as an agent loop makes with a tool choice that allows
+    /// a subset of the tools it shows (so that the list it sends, and the provider's prompt cache, stay the same),
+    /// see [`Run::process_batch_allowed`](crate::runs::Run::process_batch_allowed).
+    ///
+    /// ```
+    /// # use keel_tools_core::{tool, Executor, Registry, ToolCall};
+    /// # use keel_tools_core::executor::CallOptions;
+    /// /// Reads the weather.
+    /// #[tool(effect = "read", version = "1.0")]
+    /// fn weather_now(city: String) -> String { format!("sunny in {city}") }
+    /// /// Reads the time.
+    /// #[tool(effect = "read", version = "1.0")]
+    /// fn time_now() -> String { "noon".into() }
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let view = Registry::from_inventory().unwrap().view().names(["weather_now", "time_now"]).build().unwrap();
+    /// let executor = Executor::new(view).unwrap();
+    /// let options = CallOptions::new().allowed_tools(["time_now"]);
+    /// let refused = executor.call_with(ToolCall::new("c1", "weather_now", serde_json::json!({"city": "Oslo"})), &options).await;
+    /// assert_eq!(refused.code(), Some("unknown_tool"));
+    /// assert!(!refused.executed);
+    /// let ran = executor.call_with(ToolCall::new("c2", "time_now", serde_json::json!({})), &options).await;
+    /// assert!(ran.is_ok());
+    /// # });
+    /// ```
+    pub fn allowed_tools(mut self, names: impl IntoIterator<Item = impl Into<Arc<str>>>) -> Self {
+        self.allowed_tools = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+    /// The tools set with [`CallOptions::allowed_tools`], if any.
+    pub fn get_allowed_tools(&self) -> Option<&[Arc<str>]> {
+        self.allowed_tools.as_deref()
+    }
+    /// Whether these options let a call name the tool `name` ([`CallOptions::allowed_tools`]).
+    #[inline]
+    pub(crate) fn permits(&self, name: &str) -> bool {
+        self.allowed_tools.as_deref().is_none_or(|allowed| allowed.iter().any(|a| **a == *name))
     }
     /// The scopes set with [`CallOptions::granted_scopes`], if any.
     pub fn get_granted_scopes(&self) -> Option<&[Arc<str>]> {
@@ -711,8 +755,8 @@ impl Executor {
         // The call's strings move into the result: the lookup is exact, so `name` equals the definition's name.
         let (call_id, name, arguments) = call.into_parts();
 
-        // 1. Registered in this view?
-        let Some((at, def)) = self.admit(&name, place, &span) else {
+        // 1. Registered in this view, and allowed by the options?
+        let Some((at, def)) = self.admit(&name, place, options, &span) else {
             return traced(&span, started, unknown_tool(call_id, name, &span));
         };
         let answer = Answer { span: &span, started, call_id, name, version: Some(def.version.clone()) };
@@ -774,11 +818,21 @@ impl Executor {
         answer.ok(value)
     }
 
-    /// Step 1: is the tool registered in this view? Exact match only. Its place and definition, recorded on the
-    /// call's span.
+    /// Step 1: is the tool registered in this view, and not outside the options' allowed tools? Exact match only.
+    /// Its place and definition, recorded on the call's span. A tool outside the allowed tools is answered as one
+    /// the view does not hold.
     #[inline(always)]
-    fn admit(&self, name: &str, place: Place, span: &tracing::Span) -> Option<(usize, &ToolDefinition)> {
+    fn admit(
+        &self,
+        name: &str,
+        place: Place,
+        options: &CallOptions,
+        span: &tracing::Span,
+    ) -> Option<(usize, &ToolDefinition)> {
         let (at, def) = self.place(name, place)?;
+        if !options.permits(name) {
+            return None;
+        }
         span.record("tool_name", def.name());
         span.record("tool_version", def.version());
         span.record("effect", def.effect().as_str());

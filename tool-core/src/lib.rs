@@ -223,7 +223,7 @@ pub use error::ToolError;
 pub use execution::Executor;
 pub use result::ToolResult;
 pub use tool_registry::Registry;
-pub use tool_schemas::Provider;
+pub use tool_schemas::{Provider, Strict};
 pub use view::ToolView;
 
 #[cfg(feature = "macros")]

@@ -222,6 +222,10 @@ pub struct BatchOutcome {
     pub not_executed: Vec<NotExecuted>,
 }
 
+/// The tools one batch may call, by registered name, when the batch is restricted
+/// ([`Run::process_batch_allowed`]).
+type Allowed<'a> = Option<&'a [&'a str]>;
+
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(1);
 
 /// [`Run`]: the lifecycle of one agent run over many model turns, with its event log and stop rules.
@@ -403,6 +407,48 @@ impl Run {
     /// through their context and reported with what they ended with (`cancelled`, or their result if they
     /// finished first), and the calls that never started are the batch's `not_executed`.
     pub async fn process_batch(&mut self, calls: Vec<ToolCall>) -> BatchOutcome {
+        self.process(calls, None).await
+    }
+
+    /// [`Run::process_batch`] for one model turn that may call only the tools named in `allowed` (registered
+    /// names): a call of any other tool is refused exactly as a call of a tool the view does not hold
+    /// (`unknown_tool`, not executed, decided as such), though the tool is in the view and the model was shown it.
+    ///
+    /// This is how a turn whose tool choice allows a subset of the tools (OpenAI's `allowed_tools`, Gemini's
+    /// `allowedFunctionNames`) is held to it: the request still lists every tool of the view, unchanged from turn
+    /// to turn so that the provider's prompt cache holds, and the executor refuses what the turn did not allow.
+    /// The restriction lasts for this batch only and adds to the run's own
+    /// [`CallOptions::allowed_tools`](crate::executor::CallOptions::allowed_tools), if any.
+    ///
+    /// ```
+    /// # use keel_tools_core::{tool, Registry, Executor, ToolCall};
+    /// # use keel_tools_core::runs::Run;
+    /// /// Reads the cards.
+    /// #[tool(effect = "read", version = "1.0")]
+    /// fn cards_read() -> Vec<String> { vec!["card-1".into()] }
+    /// /// Reads the board.
+    /// #[tool(effect = "read", version = "1.0")]
+    /// fn board_read() -> String { "board".into() }
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let view = Registry::from_inventory().unwrap().view().names(["cards_read", "board_read"]).build().unwrap();
+    /// let mut run = Run::new(Executor::new(view).unwrap());
+    /// let batch = run.process_batch_allowed(vec![
+    ///     ToolCall::new("call-1", "cards_read", serde_json::json!({})),
+    ///     ToolCall::new("call-2", "board_read", serde_json::json!({})),
+    /// ], &["cards_read"]).await;
+    /// assert!(batch.results[0].is_ok());
+    /// assert_eq!(batch.results[1].code(), Some("unknown_tool"));
+    /// assert!(!batch.results[1].executed);
+    /// # });
+    /// ```
+    pub async fn process_batch_allowed<S: AsRef<str>>(&mut self, calls: Vec<ToolCall>, allowed: &[S]) -> BatchOutcome {
+        let allowed: Vec<&str> = allowed.iter().map(AsRef::as_ref).collect();
+        self.process(calls, Some(&allowed)).await
+    }
+
+    /// [`Run::process_batch`], with the batch's own allowed tools when it has them.
+    async fn process(&mut self, calls: Vec<ToolCall>, allowed: Allowed<'_>) -> BatchOutcome {
         let mut batch = BatchOutcome {
             results: Vec::with_capacity(calls.len()),
             decision: Decision::Continue,
@@ -417,7 +463,7 @@ impl Run {
             // Every call runs alone, in its place: no grouping needed.
             let mut calls = calls.into_iter();
             while let Some(call) = calls.next() {
-                if let Some(stop) = self.run_one(call, &mut batch).await {
+                if let Some(stop) = self.run_one(call, allowed, &mut batch).await {
                     self.stop_batch(stop, calls.as_slice(), &mut batch);
                     break;
                 }
@@ -425,12 +471,12 @@ impl Run {
             return batch;
         }
         let mut calls: VecDeque<ToolCall> = calls.into();
-        while let Some(group) = self.next_group(&mut calls) {
+        while let Some(group) = self.next_group(&mut calls, allowed) {
             let stop = if group.len() == 1 {
                 let call = group.into_iter().next().expect("one call");
-                self.run_one(call, &mut batch).await
+                self.run_one(call, allowed, &mut batch).await
             } else {
-                self.run_concurrently(group, &mut batch).await
+                self.run_concurrently(group, allowed, &mut batch).await
             };
             if let Some(stop) = stop {
                 let (rest, more) = calls.as_slices();
@@ -485,14 +531,14 @@ impl Run {
 
     /// The next calls to run together: the longest run of parallel-safe calls with ids new to the run (up to the
     /// cap on calls), or the next call alone.
-    fn next_group(&self, calls: &mut VecDeque<ToolCall>) -> Option<Vec<ToolCall>> {
+    fn next_group(&self, calls: &mut VecDeque<ToolCall>, allowed: Allowed<'_>) -> Option<Vec<ToolCall>> {
         let first = calls.pop_front()?;
         let mut group = vec![first];
-        if self.concurrency.max_calls == 1 || !self.groupable(&group[0], &group[..0]) {
+        if self.concurrency.max_calls == 1 || !self.groupable(&group[0], &group[..0], allowed) {
             return Some(group);
         }
         while let Some(next) = calls.front() {
-            if !self.groupable(next, &group) {
+            if !self.groupable(next, &group, allowed) {
                 break;
             }
             group.push(calls.pop_front().expect("a call"));
@@ -500,17 +546,23 @@ impl Run {
         Some(group)
     }
 
-    fn groupable(&self, call: &ToolCall, group: &[ToolCall]) -> bool {
-        self.executor.parallel_safe(call.name())
+    fn groupable(&self, call: &ToolCall, group: &[ToolCall], allowed: Allowed<'_>) -> bool {
+        self.permits(call.name(), allowed)
+            && self.executor.parallel_safe(call.name())
             && !self.call_ids.contains(&self.log, call.id())
             && !group.iter().any(|c| c.id() == call.id())
     }
 
     /// Runs one call in its place: requested, refused as a repeated id or executed, observed, decided.
-    async fn run_one(&mut self, call: ToolCall, batch: &mut BatchOutcome) -> Option<(Decision, &'static str)> {
+    async fn run_one(
+        &mut self,
+        call: ToolCall,
+        allowed: Allowed<'_>,
+        batch: &mut BatchOutcome,
+    ) -> Option<(Decision, &'static str)> {
         // The call's strings are shared by its events: its id copied once, a registered tool's name not at all.
         // The tool is looked up once, here, and the call made at the place found.
-        let (at, tool_name) = self.executor.find(call.name());
+        let (at, tool_name) = self.find(call.name(), allowed);
         let call_id: Arc<str> = call.id().into();
         if !self.requested(Arc::clone(&call_id), Arc::clone(&tool_name)) {
             self.emit(EventKind::ToolRejected { call_id, tool_name, code: "duplicate_call_id".into() });
@@ -520,6 +572,18 @@ impl Run {
         batch.results.push(self.executor.call_at(call, &self.options, at).await);
         let decision = self.observe_last(&batch.results, None, (call_id, tool_name));
         decision.is_terminal().then_some((decision, "after_observation"))
+    }
+
+    /// Whether a call of `name` may run in this batch: allowed by the run's options and by the batch's `allowed`.
+    fn permits(&self, name: &str, allowed: Allowed<'_>) -> bool {
+        self.options.permits(name) && allowed.is_none_or(|allowed| allowed.contains(&name))
+    }
+
+    /// Where the tool named `name` is in the executor's view ([`Executor::find`]), or nowhere (`None`, and a name
+    /// of its own) when the options or the batch do not allow it: its call is then answered as that of a tool the
+    /// view does not hold.
+    fn find(&self, name: &str, allowed: Allowed<'_>) -> (Option<usize>, Arc<str>) {
+        if self.permits(name, allowed) { self.executor.find(name) } else { (None, Arc::from(name)) }
     }
 
     /// [`Run::observe`] for the result just pushed to a batch's `results`: every path pushes a result first and
@@ -571,6 +635,7 @@ impl Run {
     async fn run_concurrently(
         &mut self,
         group: Vec<ToolCall>,
+        allowed: Allowed<'_>,
         batch: &mut BatchOutcome,
     ) -> Option<(Decision, &'static str)> {
         let n = group.len();
@@ -580,7 +645,7 @@ impl Run {
             .collect();
         // Each tool is looked up once, here: its place for the call, its name for the events.
         let (places, names): (Vec<Option<usize>>, Vec<Arc<str>>) =
-            group.iter().map(|c| self.executor.find(c.name())).unzip();
+            group.iter().map(|c| self.find(c.name(), allowed)).unzip();
         let ids: Vec<Arc<str>> = group.iter().map(|c| c.id().into()).collect();
         let mut waiting: Vec<Option<ToolCall>> = group.into_iter().map(Some).collect();
         let mut done: Vec<Option<ToolResult>> = (0..n).map(|_| None).collect();

@@ -65,6 +65,100 @@ impl Provider {
     }
 }
 
+/// Whether a codec sends its tools in the provider's strict mode, where the provider has one: OpenAI's
+/// (`"strict": true` on a function, both APIs) and Anthropic's strict tool use (`"strict": true` on a tool). In
+/// strict mode the provider constrains the model's arguments to the schema by grammar, and takes only a subset of
+/// JSON Schema; keel converts each tool's schema into that subset, or says why it cannot
+/// ([`ToolDefinition::strictness`](crate::definition::ToolDefinition::strictness)). Gemini, Ollama and MCP have no strict flag: the setting changes nothing there.
+///
+/// | | OpenAI (Chat, Responses) | Anthropic |
+/// |---|---|---|
+/// | [`Strict::Auto`] (the default) | strict for every tool that can be | not strict |
+/// | [`Strict::Off`] | never strict: `"strict": false`, the schema as the canonical one (inlined) | not strict |
+/// | [`Strict::WhenPossible`] | as `Auto` | strict for every tool that can be; the others are sent without, each reported ([`Codec::losses`](crate::Codec::losses)) |
+/// | [`Strict::Required`] | every tool strict: a tool that cannot be is an error naming it and why ([`Codec::not_strict`](crate::Codec::not_strict)) | the same |
+///
+/// Anthropic's default is off because strict tool use is something a request opts into: only some models take
+/// it, and every strict schema of a request is compiled into one grammar, which can grow past what the API
+/// accepts for many or large tools.
+///
+/// Whatever the setting, the executor validates arguments against the canonical schema, after bringing them to
+/// their canonical form: a `null` a strict-mode model sends for an optional property it leaves out (OpenAI's
+/// strict mode makes every property required, optional ones nullable) counts as absent.
+///
+/// ```
+/// use keel_tools_core::{tool, Provider, Registry, Strict};
+///
+/// /// Reads a note.
+/// #[tool(name = "notes.read", effect = "read", version = "1.0")]
+/// fn notes_read(id: String, verbose: Option<bool>) -> String {
+///     format!("{id} {verbose:?}")
+/// }
+///
+/// let view = Registry::from_inventory().unwrap().view().names(["notes.read"]).build().unwrap();
+/// // Anthropic: strict only when asked for.
+/// assert!(view.codec(Provider::Anthropic).tools()[0].get("strict").is_none());
+/// let strict = view.codec(Provider::Anthropic).with_strict(Strict::Required);
+/// assert!(strict.not_strict().is_empty());
+/// assert_eq!(strict.tools()[0]["strict"], true);
+/// // OpenAI: strict by default, off when asked.
+/// assert_eq!(view.codec(Provider::OpenAiChat).tools()[0]["function"]["strict"], true);
+/// let off = view.codec(Provider::OpenAiChat).with_strict(Strict::Off);
+/// assert_eq!(off.tools()[0]["function"]["strict"], false);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Strict {
+    /// keel's default for each provider: strict whenever the schema allows for OpenAI, not strict for Anthropic.
+    #[default]
+    Auto,
+    /// Never strict.
+    Off,
+    /// Strict for every tool whose schema allows it, on every provider with a strict mode; a tool that cannot be
+    /// is sent without, and reported as a loss.
+    WhenPossible,
+    /// Every tool strict: a tool that cannot be is an error ([`Codec::not_strict`](crate::Codec::not_strict) names each, and why). The
+    /// clients refuse to send such a turn.
+    Required,
+}
+
+impl Strict {
+    /// `auto`, `off`, `when_possible` or `required`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strict::Auto => "auto",
+            Strict::Off => "off",
+            Strict::WhenPossible => "when_possible",
+            Strict::Required => "required",
+        }
+    }
+
+    /// Whether `provider`'s entries are asked to be strict (when the schema allows) under this setting.
+    pub(crate) fn wanted(self, provider: Provider) -> bool {
+        match provider {
+            Provider::OpenAiChat | Provider::OpenAiResponses => self != Strict::Off,
+            Provider::Anthropic => matches!(self, Strict::WhenPossible | Strict::Required),
+            _ => false,
+        }
+    }
+}
+
+/// How many renderings a tool caches: one per provider, and the variants a [`Strict`] setting asks for (OpenAI's
+/// two APIs without strict mode, Anthropic's with it).
+pub(crate) const RENDERINGS: usize = Provider::ALL.len() + 3;
+
+/// The cache slot of `provider`'s rendering under `strict`: the provider's own, unless the setting asks for a form
+/// other than the default one.
+pub(crate) fn rendering_slot(provider: Provider, strict: Strict) -> usize {
+    let base = Provider::ALL.len();
+    match (provider, strict) {
+        (Provider::OpenAiChat, Strict::Off) => base,
+        (Provider::OpenAiResponses, Strict::Off) => base + 1,
+        (Provider::Anthropic, Strict::WhenPossible | Strict::Required) => base + 2,
+        _ => provider.slot(),
+    }
+}
+
 /// A tool's schemas, produced once per definition and cached: the canonical input and output schemas, and each
 /// provider's rendering once it has been asked for.
 ///
@@ -92,10 +186,11 @@ pub struct ToolSchemas {
     pub(crate) input: Value,
     /// The output schema, as generated.
     pub(crate) output: Option<Value>,
-    /// Each provider's rendering, by [`Provider::slot`].
-    pub(crate) rendered: [OnceLock<Value>; Provider::ALL.len()],
-    /// Each provider's rendering as compact JSON text, by [`Provider::slot`].
-    pub(crate) rendered_json: [OnceLock<Box<str>>; Provider::ALL.len()],
+    /// Each provider's rendering, by [`Provider::slot`], then the variants a [`Strict`](crate::Strict) setting
+    /// asks for.
+    pub(crate) rendered: [OnceLock<Value>; RENDERINGS],
+    /// The same renderings as compact JSON text.
+    pub(crate) rendered_json: [OnceLock<Box<str>>; RENDERINGS],
     /// Whether the input schema states a `default` anywhere (see [`ToolSchemas::states_defaults`]).
     defaults: OnceLock<bool>,
 }

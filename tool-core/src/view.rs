@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::name;
 use crate::tool_definition::{Effect, ToolDefinition};
-use crate::tool_schemas::Provider;
+use crate::tool_schemas::{Provider, RENDERINGS, Strict, rendering_slot};
 
 /// [`ToolView`]: the tools one run or turn may see, which are exactly the tools it may call.
 ///
@@ -47,7 +47,7 @@ struct Inner {
     /// Sorted by name, unique: looked up by binary search (a view is often built per turn, and an index costs
     /// more to build than a few lookups save; an executor builds its own, once, for the calls it looks up).
     tools: Vec<Arc<ToolDefinition>>,
-    rendered: [OnceLock<Vec<Value>>; Provider::ALL.len()],
+    rendered: [OnceLock<Vec<Value>>; RENDERINGS],
     /// Whether any tool needs a scope, found once.
     scoped: OnceLock<bool>,
 }
@@ -150,12 +150,13 @@ impl ToolView {
     /// assert_eq!(tools.to_json(), serde_json::to_string(view.schemas(Provider::OpenAiChat)).unwrap());
     /// ```
     pub fn tool_list(&self, provider: Provider) -> ToolList<'_> {
-        ToolList { tools: &self.inner.tools, provider }
+        ToolList { tools: &self.inner.tools, provider, strict: Strict::Auto }
     }
 
-    /// The cache of the view's list in `provider`'s format (filled by the codecs: [`ToolView::schemas`]).
-    pub(crate) fn rendered(&self, provider: Provider) -> &OnceLock<Vec<Value>> {
-        &self.inner.rendered[provider.slot()]
+    /// The cache of the view's list in `provider`'s format under `strict` (filled by the codecs:
+    /// [`ToolView::schemas`]).
+    pub(crate) fn rendered(&self, provider: Provider, strict: Strict) -> &OnceLock<Vec<Value>> {
+        &self.inner.rendered[rendering_slot(provider, strict)]
     }
 
     /// Chooses a subset of this view (by names, tags, effects), e.g. one turn's tools out of a run's.
@@ -176,12 +177,26 @@ impl ToolView {
 pub struct ToolList<'v> {
     tools: &'v [Arc<ToolDefinition>],
     provider: Provider,
+    strict: Strict,
 }
 
 impl<'v> ToolList<'v> {
     /// The provider whose format the entries are in.
     pub fn provider(&self) -> Provider {
         self.provider
+    }
+
+    /// The same list with the provider's strict mode as `strict` says ([`Strict`]; a list is
+    /// [`Strict::Auto`] unless it comes from a codec that says otherwise).
+    #[must_use]
+    pub fn with_strict(mut self, strict: Strict) -> ToolList<'v> {
+        self.strict = strict;
+        self
+    }
+
+    /// The strict-mode setting the entries are rendered with.
+    pub fn strict(&self) -> Strict {
+        self.strict
     }
 
     /// How many tools.
@@ -196,19 +211,19 @@ impl<'v> ToolList<'v> {
 
     /// The entry at `index` (name order), if there is one.
     pub fn get(&self, index: usize) -> Option<&'v Value> {
-        self.tools.get(index).map(|d| d.render(self.provider))
+        self.tools.get(index).map(|d| d.render_strict(self.provider, self.strict))
     }
 
     /// The entries, in name order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &'v Value> + 'v {
-        let provider = self.provider;
-        self.tools.iter().map(move |d| d.render(provider))
+        let (provider, strict) = (self.provider, self.strict);
+        self.tools.iter().map(move |d| d.render_strict(provider, strict))
     }
 
     /// The entries as compact JSON text, in name order: each the tool's cached [`ToolDefinition::render_json`].
     pub fn json_entries(&self) -> impl ExactSizeIterator<Item = &'v str> + 'v {
-        let provider = self.provider;
-        self.tools.iter().map(move |d| d.render_json(provider))
+        let (provider, strict) = (self.provider, self.strict);
+        self.tools.iter().map(move |d| d.render_json_strict(provider, strict))
     }
 
     /// The list as compact JSON text (an array), made by joining each tool's cached JSON text: the same bytes as
@@ -236,6 +251,7 @@ impl fmt::Debug for ToolList<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolList")
             .field("provider", &self.provider)
+            .field("strict", &self.strict)
             .field("tools", &self.tools.iter().map(|d| d.name()).collect::<Vec<_>>())
             .finish()
     }

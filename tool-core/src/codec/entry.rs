@@ -17,9 +17,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::LossKind;
-use super::format;
 use super::format::Push;
+use super::{LossKind, Strict, format};
 use crate::tool_definition::ToolDefinition;
 use crate::tool_schemas::Provider;
 use crate::view::{ExecutorEntry, ToolDescriptions, ToolView};
@@ -107,7 +106,12 @@ impl ToolView {
     /// into the view's list (about a kilobyte of JSON per tool), later calls return it. For a view made per turn,
     /// [`ToolView::tool_list`] lends the same entries without copying them.
     pub fn schemas(&self, provider: Provider) -> &[Value] {
-        self.rendered(provider).get_or_init(|| self.tool_list(provider).to_vec())
+        self.rendered(provider, Strict::Auto).get_or_init(|| self.tool_list(provider).to_vec())
+    }
+
+    /// [`ToolView::schemas`] with the strict mode as `strict` says ([`Codec::with_strict`](crate::Codec::with_strict)).
+    pub(crate) fn schemas_strict(&self, provider: Provider, strict: Strict) -> &[Value] {
+        self.rendered(provider, strict).get_or_init(|| self.tool_list(provider).with_strict(strict).to_vec())
     }
 
     /// The view's tools as Ollama `/api/chat` `tools` entries: the documented shorthand for

@@ -108,8 +108,15 @@ pub struct OpenAiParameters {
     pub strict: Result<(), String>,
 }
 
-/// Converts the canonical input schema for OpenAI (see the module docs).
-pub fn parameters(canonical: &Value) -> OpenAiParameters {
+/// The canonical input schema as OpenAI is sent it without strict mode: references inlined (recursive
+/// definitions stay under `$defs`), without `$schema`, fixed-width integer formats stated as bounds. What
+/// [`parameters`] sends for a tool that cannot be strict, and what a tool is sent with strict mode turned off.
+pub fn loose_parameters(canonical: &Value) -> Value {
+    loose(canonical).0
+}
+
+/// [`loose_parameters`], and the first reference that could not be inlined.
+fn loose(canonical: &Value) -> (Value, Option<transform::Cut>) {
     let inlined = transform::inline_refs(canonical, OnRecursion::KeepRef);
     let mut loose = inlined.schema;
     if let Value::Object(map) = &mut loose {
@@ -117,7 +124,13 @@ pub fn parameters(canonical: &Value) -> OpenAiParameters {
     }
     // Strict mode drops `uint32` and the other width formats: their ranges go in as bounds, which it keeps.
     transform::bound_narrow_integers(&mut loose);
-    if let Some(cut) = inlined.cuts.first() {
+    (loose, inlined.cuts.into_iter().next())
+}
+
+/// Converts the canonical input schema for OpenAI (see the module docs).
+pub fn parameters(canonical: &Value) -> OpenAiParameters {
+    let (loose, cut) = loose(canonical);
+    if let Some(cut) = cut {
         let why = match cut.kind {
             transform::CutKind::Recursive => {
                 "keel inlines definitions for OpenAI, and a recursive type cannot be inlined"
