@@ -27,7 +27,9 @@ use crate::stream_event::{StreamEvent, StreamSink};
 /// | `max_turns` model turns, each with tool calls | `error` | `max_turns` |
 /// | the model cannot be reached or answers something malformed | `error` | `model_error` (and `Err`) |
 ///
-/// The tools sent to the model are the run's executor view, so the model sees exactly what may run. A turn whose
+/// The tools sent to the model are the run's executor view, so the model sees exactly what may run; with deferred
+/// tools ([`keel_tools_core::deferral`]), the view without the deferred tools no search has surfaced yet
+/// ([`Run::shown`]), turn by turn. A turn whose
 /// [`ToolChoice`] allows a subset of the tools ([`ToolChoice::Allowed`], [`ToolChoice::allowed_tools`]) is held
 /// to it: the loop asks the model for the turn's choice once ([`ChatModel::tool_choice`]), hands it to the
 /// client with the turn, and runs the turn's calls with [`Run::process_batch_allowed`], so a call of a tool the
@@ -176,7 +178,6 @@ impl<M: ChatModel> Agent<M> {
         if let Some(terminal) = run.terminal() {
             return Err(AgentError::RunEnded { terminal });
         }
-        let view = run.executor().view().clone();
         let mode = self.model.mode();
         let mut not_executed = Vec::new();
         let mut answer = None;
@@ -189,6 +190,9 @@ impl<M: ChatModel> Agent<M> {
                 break;
             }
             turns += 1;
+            // What the model is shown this turn is what the run lets it call: with deferred tools, those surfaced
+            // so far and no others.
+            let view = run.shown().clone();
             // The turn's choice, settled once: the client sends it, and the turn's calls are held to it.
             let reply = match self.model.tool_choice(&Turn::new(messages, &view)) {
                 Ok(choice) => {

@@ -17,30 +17,33 @@
 //! # use keel_tools_core::runs::Run;
 //! use keel_tools_core::deferral::SEARCH_TOOL;
 //!
-//! /// Refunds an invoice, fully or in part.
-//! #[tool(effect = "write", version = "1.0", defer)]
-//! fn refund_invoice(invoice_id: String) -> String { format!("refunded {invoice_id}") }
+//! /// Looks up an invoice by its id: its amount, its customer and whether it is paid.
+//! #[tool(effect = "read", version = "1.0", defer)]
+//! fn lookup_invoice(invoice_id: String) -> String { format!("{invoice_id}: 120 EUR, paid") }
 //!
 //! /// Says which day it is.
 //! #[tool(effect = "read", version = "1.0")]
 //! fn today() -> String { "Monday".into() }
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! let view = Registry::from_inventory().unwrap().view().names(["refund_invoice", "today"]).build().unwrap();
-//! let mut run = Run::new(Executor::new(view.with_tool_search().unwrap()).unwrap());
+//! let view = Registry::from_inventory().unwrap().view().names(["lookup_invoice", "today"]).build().unwrap();
+//! let executor = Executor::new(view.with_tool_search().unwrap()).unwrap();
+//! let mut run = Run::new(executor.clone());
 //! // Shown: the tools that are not deferred, and the search.
 //! assert_eq!(run.shown().names().collect::<Vec<_>>(), [SEARCH_TOOL, "today"]);
 //!
-//! // Not surfaced yet: refused as unknown, and nothing runs.
-//! let early = run.process_batch(vec![ToolCall::new("c1", "refund_invoice", serde_json::json!({"invoice_id": "I-1"}))]).await;
-//! assert_eq!(early.results[0].code(), Some("unknown_tool"));
-//!
 //! // The model searches; what the search returned is surfaced, listed and callable.
-//! let found = run.process_batch(vec![ToolCall::new("c2", SEARCH_TOOL, serde_json::json!({"query": "refund an invoice"}))]).await;
-//! assert_eq!(found.results[0].data().unwrap()["tools"][0]["name"], "refund_invoice");
-//! assert!(run.shown().contains("refund_invoice"));
-//! let paid = run.process_batch(vec![ToolCall::new("c3", "refund_invoice", serde_json::json!({"invoice_id": "I-1"}))]).await;
+//! let found = run.process_batch(vec![ToolCall::new("c1", SEARCH_TOOL, serde_json::json!({"query": "look up an invoice"}))]).await;
+//! assert_eq!(found.results[0].data().unwrap()["tools"][0]["name"], "lookup_invoice");
+//! assert!(run.shown().contains("lookup_invoice"));
+//! let paid = run.process_batch(vec![ToolCall::new("c2", "lookup_invoice", serde_json::json!({"invoice_id": "I-1"}))]).await;
 //! assert!(paid.results[0].is_ok());
+//!
+//! // In another run, where no search surfaced it: refused as unknown, and nothing runs.
+//! let mut other = Run::new(executor);
+//! let early = other.process_batch(vec![ToolCall::new("c1", "lookup_invoice", serde_json::json!({"invoice_id": "I-1"}))]).await;
+//! assert_eq!(early.results[0].code(), Some("unknown_tool"));
+//! assert!(!early.results[0].executed);
 //! # });
 //! ```
 
@@ -188,7 +191,9 @@ impl ToolView {
         }
         let tools = self
             .iter()
-            .map(|d| if names.contains(d.name()) && !d.deferred() { Arc::new(d.with_deferred(true)) } else { d.clone() })
+            .map(
+                |d| if names.contains(d.name()) && !d.deferred() { Arc::new(d.with_deferred(true)) } else { d.clone() },
+            )
             .collect();
         Ok(ToolView::new(tools))
     }
@@ -197,9 +202,7 @@ impl ToolView {
     pub fn defer_all(&self) -> ToolView {
         let tools = self
             .iter()
-            .map(|d| {
-                if d.deferred() || is_search_tool(d) { d.clone() } else { Arc::new(d.with_deferred(true)) }
-            })
+            .map(|d| if d.deferred() || is_search_tool(d) { d.clone() } else { Arc::new(d.with_deferred(true)) })
             .collect();
         ToolView::new(tools)
     }

@@ -2,17 +2,19 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::call::ToolCall;
+use crate::deferral::{SEARCH_TOOL, Surfaced, surfaced_by};
 use crate::error::ErrorCode;
 use crate::event::{Decision, EventKind, EventLog, EventSink, NotExecuted, Usage};
 use crate::execution::{CallOptions, Executor};
 use crate::pending::{PendingCall, Resolution};
 use crate::result::ErrorBody;
 use crate::result::ToolResult;
+use crate::view::ToolView;
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -272,6 +274,12 @@ pub struct Run {
     log: EventLog,
     sinks: Vec<Arc<dyn EventSink>>,
     terminal: Option<Decision>,
+    /// Whether the executor's view defers tools ([`crate::deferral`]): then a deferred tool is callable once
+    /// surfaced, and not before.
+    defers: bool,
+    surfaced: Surfaced,
+    /// What the model is shown now, made at the first ask after each surfacing.
+    shown: OnceLock<ToolView>,
 }
 
 impl fmt::Debug for Run {
@@ -316,6 +324,17 @@ impl RunBuilder {
         self.run.options = options;
         self
     }
+    /// Deferred tools already surfaced, for a run made again from an earlier one's log
+    /// ([`deferral::surfaced_in`]): they are shown and callable from the start. Logged as surfaced `via`
+    /// `restored`.
+    pub fn surfaced<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.run.surface(names, "restored", None);
+        self
+    }
     /// Adds a sink that receives every event as it is appended.
     pub fn sink(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.run.sinks.push(sink);
@@ -335,7 +354,6 @@ impl Run {
     pub fn new(executor: Executor) -> Run {
         Run {
             id: Arc::from(format!("run-{}", RUN_COUNTER.fetch_add(1, Ordering::Relaxed))),
-            executor,
             options: CallOptions::default(),
             decider: Arc::new(DefaultDecider),
             stop: StopPolicy::default(),
@@ -346,6 +364,10 @@ impl Run {
             log: EventLog::with_capacity(Run::FIRST_EVENTS),
             sinks: Vec::new(),
             terminal: None,
+            defers: executor.view().has_deferred(),
+            surfaced: Surfaced::new(),
+            shown: OnceLock::new(),
+            executor,
         }
     }
     /// A builder for a run over `executor`.
@@ -376,6 +398,42 @@ impl Run {
     /// The executor.
     pub fn executor(&self) -> &Executor {
         &self.executor
+    }
+
+    /// The deferred tools surfaced so far in this run ([`crate::deferral`]).
+    pub fn surfaced(&self) -> &Surfaced {
+        &self.surfaced
+    }
+
+    /// What the model is shown now, which is exactly what this run lets it call: the executor's view without the
+    /// deferred tools not surfaced yet ([`ToolView::shown`]). The executor's view itself when it defers nothing.
+    /// An agent loop sends this list each turn.
+    pub fn shown(&self) -> &ToolView {
+        self.shown.get_or_init(|| self.executor.view().shown(&self.surfaced))
+    }
+
+    /// Surfaces the deferred tools of the executor's view named in `names` (registered names; others, and those
+    /// already surfaced, are passed over): shown and callable from now on. Logs them, with what surfaced them
+    /// (`via`: `search_tools` for keel's search tool, a provider's name for its own tool search) and the call that
+    /// did, and returns them.
+    pub fn surface<I, S>(&mut self, names: I, via: &str, call_id: Option<Arc<str>>) -> Vec<String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let view = self.executor.view();
+        let mut new = Vec::new();
+        for name in names {
+            let name = name.as_ref();
+            if view.get(name).is_some_and(|d| d.deferred()) && self.surfaced.insert(name) {
+                new.push(name.to_owned());
+            }
+        }
+        if !new.is_empty() {
+            self.shown = OnceLock::new();
+            self.emit(EventKind::ToolsSurfaced { tools: new.clone(), via: via.to_owned(), call_id });
+        }
+        new
     }
 
     fn emit(&mut self, kind: EventKind) {
@@ -576,7 +634,13 @@ impl Run {
 
     /// Whether a call of `name` may run in this batch: allowed by the run's options and by the batch's `allowed`.
     fn permits(&self, name: &str, allowed: Allowed<'_>) -> bool {
-        self.options.permits(name) && allowed.is_none_or(|allowed| allowed.contains(&name))
+        self.options.permits(name) && allowed.is_none_or(|allowed| allowed.contains(&name)) && self.shows(name)
+    }
+
+    /// Whether the model has been shown the tool named `name`: it is not deferred, or it was surfaced.
+    #[inline]
+    fn shows(&self, name: &str) -> bool {
+        !self.defers || self.surfaced.contains(name) || !self.executor.view().get(name).is_some_and(|d| d.deferred())
     }
 
     /// Where the tool named `name` is in the executor's view ([`Executor::find`]), or nowhere (`None`, and a name
@@ -618,6 +682,7 @@ impl Run {
         } else {
             result.tool_name.as_str().into()
         };
+        let search_call = Arc::clone(&call_id);
         self.emit(EventKind::ToolObservation {
             call_id,
             tool_name,
@@ -628,6 +693,15 @@ impl Run {
             step: self.state.steps,
             decision,
         });
+        // What a search returned is shown from now on, and callable.
+        if self.defers
+            && result.is_ok()
+            && result.tool_name == SEARCH_TOOL
+            && let Some(data) = result.data()
+        {
+            let found = surfaced_by(self.executor.view(), data);
+            self.surface(found, SEARCH_TOOL, Some(search_call));
+        }
         decision
     }
 
