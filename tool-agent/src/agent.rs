@@ -179,6 +179,9 @@ impl<M: ChatModel> Agent<M> {
             return Err(AgentError::RunEnded { terminal });
         }
         let mode = self.model.mode();
+        // The run's whole view, when it defers tools: a client whose API searches tools itself is sent it.
+        let all = run.executor().view().clone();
+        let deferred = all.has_deferred().then_some(&all);
         let mut not_executed = Vec::new();
         let mut answer = None;
         let mut turns = 0;
@@ -196,7 +199,7 @@ impl<M: ChatModel> Agent<M> {
             // The turn's choice, settled once: the client sends it, and the turn's calls are held to it.
             let reply = match self.model.tool_choice(&Turn::new(messages, &view)) {
                 Ok(choice) => {
-                    let reply = self.turn(run, turns, messages, &view, choice.as_ref(), &mut retries).await;
+                    let reply = self.turn(run, turns, messages, (&view, deferred), choice.as_ref(), &mut retries).await;
                     reply.map(|reply| (reply, choice))
                 }
                 Err(error) => Err(error),
@@ -209,6 +212,13 @@ impl<M: ChatModel> Agent<M> {
                     return Err(AgentError::Model { turn: turns, error });
                 }
             };
+            // What the provider's own tool search loaded this turn is shown from now on, and callable.
+            if deferred.is_some() {
+                let loaded = crate::deferral::loaded_by_provider(&reply);
+                let names = loaded.iter().filter_map(|w| all.get_by_wire_name(w).or_else(|| all.get(w)));
+                let names: Vec<String> = names.map(|d| d.name().to_owned()).collect();
+                run.surface(names, reply.format.provider().as_str(), None);
+            }
             let calls_count = u32::try_from(reply.calls.len()).unwrap_or(u32::MAX);
             run.record_model_response(turns, calls_count, reply.usage);
             if let Some(u) = reply.usage {
@@ -258,7 +268,7 @@ impl<M: ChatModel> Agent<M> {
         run: &mut Run,
         turn_number: u32,
         messages: &[Message],
-        view: &keel_tools_core::ToolView,
+        (view, deferred): (&keel_tools_core::ToolView, Option<&keel_tools_core::ToolView>),
         choice: Option<&ToolChoice>,
         retries: &mut u32,
     ) -> Result<AssistantMessage, ModelError> {
@@ -269,7 +279,7 @@ impl<M: ChatModel> Agent<M> {
             if let Some(sink) = sink {
                 sink.event(&StreamEvent::Waiting { turn: turn_number, attempt: attempt + 1 });
             }
-            let mut turn = Turn::new(messages, view).with_choice(choice);
+            let mut turn = Turn::new(messages, view).with_choice(choice).with_deferred(deferred);
             if let Some(sink) = sink {
                 turn = turn.with_stream(sink);
             }

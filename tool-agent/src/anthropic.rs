@@ -10,7 +10,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{AllowedMode, ToolChoice, request_option_methods, strict_method, tools_sent};
+use crate::options::{AllowedMode, ToolChoice, request_option_methods, strict_method, tool_search_method, tools_sent};
 use crate::wire;
 
 /// The `anthropic-version` header every request carries.
@@ -64,6 +64,9 @@ impl AnthropicBuilder {
     strict_method!(
         "no strict tool use (`Strict::WhenPossible` sends `\"strict\": true` on every tool whose schema allows it)"
     );
+    tool_search_method!(
+        "every tool, the deferred ones with `\"defer_loading\": true`, and Anthropic's `tool_search_tool_bm25` server tool"
+    );
     /// Checks the base URL and builds the client.
     ///
     /// # Errors
@@ -107,7 +110,10 @@ impl AnthropicClient {
         let request = &self.common.request;
         let codec = request.codec(turn, Provider::Anthropic)?;
         let choice = request.choice(turn)?;
-        let tools = tools_sent(&codec, choice.as_ref(), &self.warned);
+        let mut tools = tools_sent(&codec, choice.as_ref(), &self.warned);
+        if turn.native_search {
+            tools = crate::deferral::native_entries(turn.tools, tools, Provider::Anthropic);
+        }
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools));
         }

@@ -212,6 +212,7 @@ macro_rules! chat_model {
                 turn: crate::model::Turn<'a>,
             ) -> crate::model::BoxFuture<'a, Result<crate::model::AssistantMessage, crate::model::ModelError>> {
                 Box::pin(async move {
+                    let turn = crate::deferral::prepare(turn, self.common.request.tool_search, $format.provider());
                     let body = self.request_body(&turn)?;
                     self.common.turn(&turn, &body, $auth, $headers, $format).await
                 })

@@ -68,6 +68,7 @@ mod agent;
 mod anthropic;
 mod choice;
 mod client;
+pub mod deferral;
 mod gemini;
 mod http;
 pub mod key;
@@ -88,6 +89,7 @@ mod wire;
 
 pub use agent::{Agent, AgentError, AgentOutcome, transcript};
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicBuilder, AnthropicClient, DEFAULT_MAX_TOKENS};
+pub use deferral::ToolSearch;
 pub use gemini::{GeminiBuilder, GeminiClient};
 pub use http::HttpConfig;
 pub use key::ApiKey;

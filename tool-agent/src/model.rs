@@ -210,6 +210,11 @@ pub struct Turn<'a> {
     /// The tool choice of this turn, when the caller has settled it ([`Turn::with_choice`]): a client sends it
     /// instead of asking its own [`ChoicePolicy`](crate::ChoicePolicy). `None`: the client's policy decides.
     pub choice: Option<&'a crate::choice::ToolChoice>,
+    /// The run's whole view when it defers tools ([`Turn::with_deferred`]): a client whose API has a tool search of
+    /// its own sends it, the deferred tools marked, instead of [`tools`](Turn::tools) ([`crate::deferral`]).
+    pub deferred: Option<&'a ToolView>,
+    /// Whether this turn goes out with the provider's own tool search (set by the client).
+    pub(crate) native_search: bool,
 }
 
 impl fmt::Debug for Turn<'_> {
@@ -219,6 +224,7 @@ impl fmt::Debug for Turn<'_> {
             .field("tools", &self.tools.names().collect::<Vec<_>>())
             .field("stream", &self.stream.is_some())
             .field("choice", &self.choice)
+            .field("deferred", &self.deferred.map(ToolView::len))
             .finish()
     }
 }
@@ -226,7 +232,7 @@ impl fmt::Debug for Turn<'_> {
 impl<'a> Turn<'a> {
     /// A turn over `messages` with `tools`, its stream events going nowhere, its tool choice left to the client.
     pub fn new(messages: &'a [Message], tools: &'a ToolView) -> Turn<'a> {
-        Turn { messages, tools, stream: None, choice: None }
+        Turn { messages, tools, stream: None, choice: None, deferred: None, native_search: false }
     }
 
     /// The same turn with its tool choice settled: the client sends `choice` (`None`: the client's policy
@@ -235,6 +241,15 @@ impl<'a> Turn<'a> {
     #[must_use]
     pub fn with_choice(mut self, choice: Option<&'a crate::choice::ToolChoice>) -> Turn<'a> {
         self.choice = choice;
+        self
+    }
+
+    /// The same turn in a run whose view `all` defers tools: [`tools`](Turn::tools) are those shown so far
+    /// ([`Run::shown`](keel_tools_core::runs::Run::shown)), and a client whose API has a tool search of its own
+    /// sends `all` with the deferred tools marked instead. The [`Agent`](crate::Agent) sets it.
+    #[must_use]
+    pub fn with_deferred(mut self, all: Option<&'a ToolView>) -> Turn<'a> {
+        self.deferred = all.filter(|v| v.has_deferred());
         self
     }
 

@@ -81,6 +81,7 @@ pub(crate) struct RequestOptions {
     pub(crate) seed: Option<i64>,
     pub(crate) max_tokens: Option<u32>,
     pub(crate) strict: keel_tools_core::Strict,
+    pub(crate) tool_search: crate::deferral::ToolSearch,
 }
 
 impl RequestOptions {
@@ -153,6 +154,18 @@ macro_rules! strict_method {
     };
 }
 pub(crate) use strict_method;
+
+/// The builder method of the tool-search setting, for the clients whose API has a tool search of its own.
+macro_rules! tool_search_method {
+    ($what:literal) => {
+        #[doc = concat!("How the model finds deferred tools ([`ToolSearch`](crate::ToolSearch); see [`crate::deferral`]). The default, `ToolSearch::Native`, sends ", $what, "; `ToolSearch::Keel` sends the tools shown so far and keel's `search_tools` tool instead.")]
+        pub fn tool_search(mut self, search: crate::ToolSearch) -> Self {
+            self.settings.request.tool_search = search;
+            self
+        }
+    };
+}
+pub(crate) use tool_search_method;
 
 /// The allowed tools' names as `provider` is shown them, in the order given, each once.
 pub(crate) fn shown_names(codec: &keel_tools_core::Codec, tools: &[String]) -> Vec<String> {

@@ -7,7 +7,7 @@ use crate::client::{Common, Settings, chat_model, client_accessors};
 use crate::http::{Auth, http_builder_methods};
 use crate::key::api_key_methods;
 use crate::model::{ModelError, Turn, WireFormat};
-use crate::options::{ToolChoice, request_option_methods, shown_names, strict_method};
+use crate::options::{ToolChoice, request_option_methods, shown_names, strict_method, tool_search_method};
 use crate::wire;
 
 /// A client for `POST {base}/responses`.
@@ -55,6 +55,9 @@ impl ResponsesBuilder {
         "`max_output_tokens`"
     );
     strict_method!("strict mode for every tool whose schema allows it");
+    tool_search_method!(
+        "every function tool, the deferred ones with `\"defer_loading\": true`, and the hosted `tool_search` tool"
+    );
     /// Checks the base URL and builds the client.
     ///
     /// # Errors
@@ -92,7 +95,11 @@ impl ResponsesClient {
         let codec = self.common.request.codec(turn, Provider::OpenAiResponses)?;
         let tools = codec.tool_list();
         if !tools.is_empty() {
-            body.insert("tools".into(), Value::Array(tools.to_vec()));
+            let mut entries = tools.to_vec();
+            if turn.native_search {
+                entries = crate::deferral::native_entries(turn.tools, entries, Provider::OpenAiResponses);
+            }
+            body.insert("tools".into(), Value::Array(entries));
         }
         let request = &self.common.request;
         if let Some(choice) = request.choice(turn)?

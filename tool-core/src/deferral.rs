@@ -242,7 +242,8 @@ impl ToolView {
 /// The tag keel's search tool carries, to tell it from a user's tool of the same name.
 const SEARCH_TAG: &str = "keel.tool_search";
 
-fn is_search_tool(def: &ToolDefinition) -> bool {
+/// Whether `def` is keel's search tool, the one [`ToolView::with_tool_search`] adds (not a tool of the same name).
+pub fn is_search_tool(def: &ToolDefinition) -> bool {
     def.name() == SEARCH_TOOL && def.has_tag(SEARCH_TAG)
 }
 

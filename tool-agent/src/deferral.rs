@@ -1,0 +1,117 @@
+//! Deferred tools on the wire ([`keel_tools_core::deferral`]): the provider's own tool search where its API has one,
+//! keel's `search_tools` tool ([`SEARCH_TOOL`](keel_tools_core::deferral::SEARCH_TOOL)) elsewhere.
+//!
+//! With [`ToolSearch::Native`] (the default), a run whose view defers tools is sent, on the two APIs that have a
+//! tool search of their own:
+//!
+//! - **Anthropic Messages**: every tool, the deferred ones with `"defer_loading": true`, and the server tool
+//!   `{"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}` in place of keel's search. The
+//!   tools a search loaded come back as `tool_reference`s in a `tool_search_tool_result` block.
+//! - **OpenAI Responses**: every function tool, the deferred ones with `"defer_loading": true`, and the hosted
+//!   `{"type": "tool_search"}` in place of keel's search. The tools it loaded come back in a `tool_search_output`
+//!   item.
+//!
+//! The full list is the same on every turn, so the provider's prompt cache holds. What the provider's search
+//! loaded is surfaced in the run ([`Run::surface`](keel_tools_core::runs::Run::surface), logged `via` the
+//! provider) before the turn's calls run, so the allowlist is still exactly what the model has been shown: a call
+//! of a deferred tool no search loaded is refused `unknown_tool`. On the other APIs, and with [`ToolSearch::Keel`],
+//! the turn lists the tools shown so far and keel's `search_tools`.
+
+use keel_tools_core::deferral::is_search_tool;
+use keel_tools_core::{Provider, ToolView};
+use serde_json::{Value, json};
+
+use crate::model::{AssistantMessage, Turn, WireFormat};
+
+/// How a client lets the model find deferred tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ToolSearch {
+    /// The provider's own tool search where its API has one (Anthropic Messages, OpenAI Responses); keel's
+    /// `search_tools` tool elsewhere.
+    #[default]
+    Native,
+    /// keel's `search_tools` tool, on every API: the model's search runs in keel's executor, like any call.
+    Keel,
+}
+
+/// Whether `provider`'s API has a tool search of its own.
+pub(crate) fn has_native(provider: Provider) -> bool {
+    matches!(provider, Provider::Anthropic | Provider::OpenAiResponses)
+}
+
+/// The turn a client sends: with the provider's own search, over the run's whole view (the deferred tools
+/// marked), else as it is.
+pub(crate) fn prepare<'a>(turn: Turn<'a>, search: ToolSearch, provider: Provider) -> Turn<'a> {
+    match turn.deferred {
+        Some(all) if search == ToolSearch::Native && has_native(provider) => {
+            Turn { tools: all, native_search: true, ..turn }
+        }
+        _ => turn,
+    }
+}
+
+/// The tool entries of a turn with the provider's own search: each deferred tool's entry marked `"defer_loading":
+/// true`, keel's search tool replaced by the provider's.
+pub(crate) fn native_entries(view: &ToolView, entries: Vec<Value>, provider: Provider) -> Vec<Value> {
+    let mut out = Vec::with_capacity(entries.len() + 1);
+    for mut entry in entries {
+        let def =
+            entry.get("name").and_then(Value::as_str).and_then(|n| view.get_by_wire_name(n).or_else(|| view.get(n)));
+        match def {
+            Some(d) if is_search_tool(d) => continue,
+            Some(d) if d.deferred() => {
+                if let Some(object) = entry.as_object_mut() {
+                    object.insert("defer_loading".into(), Value::Bool(true));
+                }
+            }
+            _ => {}
+        }
+        out.push(entry);
+    }
+    out.push(match provider {
+        Provider::Anthropic => json!({"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}),
+        _ => json!({"type": "tool_search"}),
+    });
+    out
+}
+
+/// The tools the provider's own search loaded in `reply` (names as the provider was sent them): Anthropic's
+/// `tool_reference`s, OpenAI Responses' `tool_search_output` tools. Empty for the other formats.
+pub fn loaded_by_provider(reply: &AssistantMessage) -> Vec<String> {
+    let mut names = Vec::new();
+    match reply.format {
+        WireFormat::Anthropic => {
+            let blocks = reply.wire.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            for block in
+                blocks.iter().filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_search_tool_result"))
+            {
+                let references = block.pointer("/content/tool_references").and_then(Value::as_array);
+                for reference in references.map(Vec::as_slice).unwrap_or_default() {
+                    if let Some(name) = reference.get("tool_name").and_then(Value::as_str) {
+                        names.push(name.to_owned());
+                    }
+                }
+            }
+        }
+        WireFormat::OpenAiResponses => {
+            let items = match &reply.wire {
+                Value::Array(items) => items.as_slice(),
+                other => other.get("output").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default(),
+            };
+            for item in items.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("tool_search_output")) {
+                for tool in item.get("tools").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
+                    // A namespace holds its tools; a function is one.
+                    match tool.get("tools").and_then(Value::as_array) {
+                        Some(inner) => {
+                            names.extend(inner.iter().filter_map(|t| t.get("name")?.as_str().map(str::to_owned)))
+                        }
+                        None => names.extend(tool.get("name").and_then(Value::as_str).map(str::to_owned)),
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    names
+}
