@@ -67,6 +67,18 @@ const CRATES: &[Crate] = &[
         test_only: &["tool_schemas/fixtures.rs"],
     },
     Crate {
+        dir: "tool-search",
+        layers: &[&["analyze", "document", "query"], &["index"]],
+        above_all: &["lib"],
+        test_only: &[],
+    },
+    Crate {
+        dir: "tool-state",
+        layers: &[&["error", "sql"], &["effect", "pending", "schema"], &["sqlite", "postgres"]],
+        above_all: &["lib"],
+        test_only: &[],
+    },
+    Crate {
         dir: "tool-testkit",
         layers: &[&["imports", "seed"], &["schema"], &["check", "model"]],
         above_all: &["lib"],

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::analyze::{for_each_term, for_each_word, is_stopword, stem};
-use crate::{Document, Embedder, Hit, SearchError};
+use crate::document::Document;
+use crate::query::{Embedder, Hit, SearchError};
 
 /// The fields of a document, in order of weight.
 const NAME: usize = 0;
