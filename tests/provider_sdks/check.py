@@ -31,6 +31,9 @@ each provider's reply to a success and to an error of it. For every tool this ch
   (`ToolChoiceAllowedParam`), Gemini's `toolConfig` against `google.genai.types.ToolConfig`
   (`allowedFunctionNames`, modes `VALIDATED` and `ANY`), Anthropic's `tool_choice` against `ToolChoiceParam` and
   each of its (narrowed) `tools` against `ToolParam`; and that each names only tools of its list;
+- request bodies with the providers' own tool search (`deferred`): every Anthropic tool entry against
+  `anthropic.types.ToolUnionParam` (the deferred ones with `defer_loading`, and `tool_search_tool_bm25`), every
+  Responses one against `responses.ToolParam` (with `defer_loading`, and `tool_search`); one search tool in each;
 - what the model reads in every entry: no generated `title` (`__KeelArgs`, `Array_of_T`, a primitive type's name),
   no rustdoc link markup (``[`Item`]``) in a description, and `properties` in the order of `required` (declaration
   order, as schemars lists `required`).
@@ -61,6 +64,7 @@ from openai.types.chat import (
 )
 from openai.types.responses.response_create_params import ToolChoice as ResponsesToolChoice
 from openai.types.responses import FunctionToolParam
+from openai.types.responses import ToolParam as ResponsesToolParam
 from openai.types.responses.response_input_param import FunctionCallOutput
 from pydantic import TypeAdapter, ValidationError
 
@@ -144,11 +148,22 @@ REPLY_TYPES = {
 }
 
 # What some tool of the dump must exercise, so that the SDK types above are checked on it.
-COVERED = {"anthropic input_examples"}
+COVERED = {"anthropic input_examples", "defer_loading"}
 
 GEMINI_JSON_SCHEMA = model(genai.JSONSchema, "google.genai JSONSchema")
 
 # The `tool_choice` (Gemini: `toolConfig`) of each API's request.
+# The union of every tool a request may list, for the bodies with the providers' own tool search.
+TOOL_UNION_TYPES = {
+    "anthropic": typed_dict(anthropic.types.ToolUnionParam, "anthropic ToolUnionParam"),
+    "openai-responses": typed_dict(ResponsesToolParam, "openai responses ToolParam"),
+}
+
+SEARCH_TOOL_TYPES = {
+    "anthropic": {"tool_search_tool_bm25_20251119", "tool_search_tool_regex_20251119"},
+    "openai-responses": {"tool_search"},
+}
+
 CHOICE_TYPES = {
     "openai-chat": typed_dict(ChatCompletionToolChoiceOptionParam, "openai ChatCompletionToolChoiceOptionParam"),
     "openai-responses": typed_dict(ResponsesToolChoice, "openai responses ToolChoice"),
@@ -381,6 +396,24 @@ class Checker:
                 if not allowed or any(name not in names for name in allowed):
                     self.finding(who, where, f"allows {short(allowed)}, not a non-empty subset of {short(names)}")
 
+    def deferred(self, bodies):
+        """Request bodies with the providers' own tool search: every tool entry against the SDK's union of tool
+        params (function tools with `defer_loading`, and the search tool), the deferred ones marked, and the
+        provider's search tool there once."""
+        who = {"crate": "requests", "name": "deferred"}
+        covered = 0
+        for api, body in bodies.items():
+            tools = body.get("tools", [])
+            search = [t for t in tools if t.get("type") in SEARCH_TOOL_TYPES[api]]
+            self.checks += 1
+            if len(search) != 1:
+                self.finding(who, f"{api} tools", f"{len(search)} tool search entries, not one")
+            for j, entry in enumerate(tools):
+                self.sdk_type(who, f"{api} tools[{j}]", TOOL_UNION_TYPES[api], entry)
+                covered += bool(entry.get("defer_loading"))
+        if covered:
+            self.covered.add("defer_loading")
+
     def tool(self, tool):
         self.strict_entries(tool)
         entries = tool["entries"]
@@ -428,9 +461,10 @@ def main():
     checker = Checker(dump["format_losses"])
     for tool in dump["tools"]:
         checker.tool(tool)
+    checker.requests(dump.get("requests", {}))
+    checker.deferred(dump.get("deferred", {}))
     for what in COVERED - checker.covered:
         checker.findings.setdefault(f"no tool exercises {what}: the dump no longer covers it", []).append("*")
-    checker.requests(dump.get("requests", {}))
     for text, tools in checker.known.items():
         print(f"known: {text} [{len(tools)} tool{'s' if len(tools) > 1 else ''}]")
     for text, tools in checker.findings.items():

@@ -60,6 +60,8 @@ const CRATES: &[Crate] = &[
             &["call_policy", "otel"],
             &["execution"],
             &["event", "pending"],
+            // Deferred tools: the views' side and the search tool.
+            &["deferral"],
             &["run"],
         ],
         // The support of generated code may use anything.
@@ -117,6 +119,7 @@ const CRATES: &[Crate] = &[
         layers: &[
             &["stream_event", "choice"],
             &["model"],
+            &["deferral"],
             &["wire", "otel", "options", "key", "retry"],
             &["http", "stub", "stream"],
             &["client"],

@@ -185,7 +185,25 @@ fn dump() -> Value {
             (p.as_str().to_owned(), Value::Array(losses))
         })
         .collect();
-    json!({ "tools": tools, "format_losses": format_losses, "requests": requests(&registry) })
+    json!({ "tools": tools, "format_losses": format_losses, "requests": requests(&registry), "deferred": deferred(&registry) })
+}
+
+/// Request bodies with the providers' own tool search (`keel_tools_agent::deferral`): the examples' tools, all but
+/// two deferred, on the two APIs that search tools themselves: `{api: body}`.
+fn deferred(registry: &Registry) -> Value {
+    let view = ToolView::new(tools_of(registry, "examples"));
+    let later: Vec<String> = view.names().skip(2).map(str::to_owned).collect();
+    let all = view.defer(&later).expect("the view's own tools").with_tool_search().expect("the search tool is added");
+    let shown = all.shown(&keel_tools_core::deferral::Surfaced::new());
+    let messages = [Message::user("Which cards are still to do?")];
+    let turn = Turn::new(&messages, &shown).with_deferred(Some(&all));
+    let base = "http://127.0.0.1:1";
+    let anthropic = AnthropicClient::builder(base, "m").build().and_then(|c| c.request_body(&turn));
+    let responses = ResponsesClient::builder(format!("{base}/v1"), "m").build().and_then(|c| c.request_body(&turn));
+    json!({
+        "anthropic": anthropic.expect("the request body is made"),
+        "openai-responses": responses.expect("the request body is made"),
+    })
 }
 
 /// Request bodies with a tool choice that allows a subset of the tools, for each API with such a form (and

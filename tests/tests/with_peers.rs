@@ -17,6 +17,8 @@ fn count_cards(store: State<CardStore>, #[arg(description = "todo, doing or done
 
 #[path = "agent_choice.rs"]
 mod agent_choice;
+#[path = "agent_deferral.rs"]
+mod agent_deferral;
 #[path = "agent_llama.rs"]
 mod agent_llama;
 #[path = "agent_openai.rs"]

@@ -159,7 +159,7 @@ pub(crate) use strict_method;
 macro_rules! tool_search_method {
     ($what:literal) => {
         #[doc = concat!("How the model finds deferred tools ([`ToolSearch`](crate::ToolSearch); see [`crate::deferral`]). The default, `ToolSearch::Native`, sends ", $what, "; `ToolSearch::Keel` sends the tools shown so far and keel's `search_tools` tool instead.")]
-        pub fn tool_search(mut self, search: crate::ToolSearch) -> Self {
+        pub fn tool_search(mut self, search: crate::deferral::ToolSearch) -> Self {
             self.settings.request.tool_search = search;
             self
         }

@@ -89,6 +89,7 @@ impl ResponsesClient {
     /// [`ModelError::Config`] when the turn's [`ToolChoice`] names a tool the turn does not have, or requires a
     /// call in a turn without tools.
     pub fn request_body(&self, turn: &Turn<'_>) -> Result<Value, ModelError> {
+        let turn = &crate::deferral::prepare(*turn, self.common.request.tool_search, Provider::OpenAiResponses);
         let mut body = self.common.body(true);
         let conversation = wire::conversation(turn.tools, WireFormat::OpenAiResponses, turn.messages);
         body.insert("input".into(), Value::Array(conversation.messages));

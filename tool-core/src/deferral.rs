@@ -1,16 +1,16 @@
 //! Deferred tools: kept out of the list a model is shown until a search surfaces them, and refused until then.
 //!
 //! A view of hundreds of tools costs every turn the tokens of every definition, and a model picks worse among
-//! many. A tool marked deferred (`#[tool(defer)]`, [`ToolDefinitionBuilder::defer`], or [`ToolView::defer`] for a
+//! many. A tool marked deferred (`#[tool(defer)]`, [`ToolDefinitionBuilder::defer`](crate::definition::ToolDefinitionBuilder::defer), or [`ToolView::defer`] for a
 //! view) is not listed; the model finds it with a search tool, [`SEARCH_TOOL`], which
 //! [`ToolView::with_tool_search`] adds to the view. The search returns the matching tools' definitions, and from
-//! then on the tool is *surfaced*: listed in the run's later turns ([`Run::shown`]) and callable.
+//! then on the tool is *surfaced*: listed in the run's later turns ([`Run::shown`](crate::runs::Run::shown)) and callable.
 //!
-//! **The allowlist follows what the model has been shown.** A [`Run`] over a view with deferred tools answers a
+//! **The allowlist follows what the model has been shown.** A [`Run`](crate::runs::Run) over a view with deferred tools answers a
 //! call of a deferred tool that no search of this run has surfaced exactly as a call of a tool the view lacks
 //! (`unknown_tool`, not executed), though the executor holds the tool. The run records each surfacing in its log
-//! ([`EventKind::ToolsSurfaced`](crate::events::EventKind::ToolsSurfaced)), and a run made again from that log
-//! ([`RunBuilder::surfaced`], [`surfaced_in`]) starts with the same tools surfaced.
+//! ([`EventKind::ToolsSurfaced`]), and a run made again from that log
+//! ([`RunBuilder::surfaced`](crate::runs::RunBuilder::surfaced), [`surfaced_in`]) starts with the same tools surfaced.
 //!
 //! ```
 //! # use keel_tools_core::{tool, Executor, Registry, ToolCall};
@@ -58,12 +58,6 @@ use crate::error::ToolError;
 use crate::event::{Event, EventKind};
 use crate::tool_definition::{Effect, ToolDefinition};
 use crate::view::{ToolView, UnknownTools};
-
-#[cfg(doc)]
-use crate::{
-    run::{Run, RunBuilder},
-    tool_definition::ToolDefinitionBuilder,
-};
 
 /// The registered name of the search tool that [`ToolView::with_tool_search`] adds.
 pub const SEARCH_TOOL: &str = "search_tools";
@@ -153,7 +147,7 @@ impl<S: AsRef<str>> FromIterator<S> for Surfaced {
 }
 
 /// The tools surfaced in a run's log: every [`EventKind::ToolsSurfaced`] in order. For a run made again from its
-/// log ([`RunBuilder::surfaced`]).
+/// log ([`RunBuilder::surfaced`](crate::runs::RunBuilder::surfaced)).
 pub fn surfaced_in(events: &[Event]) -> Surfaced {
     let mut surfaced = Surfaced::new();
     for event in events {

@@ -325,7 +325,7 @@ impl RunBuilder {
         self
     }
     /// Deferred tools already surfaced, for a run made again from an earlier one's log
-    /// ([`deferral::surfaced_in`]): they are shown and callable from the start. Logged as surfaced `via`
+    /// ([`deferral::surfaced_in`](crate::deferral::surfaced_in)): they are shown and callable from the start. Logged as surfaced `via`
     /// `restored`.
     pub fn surfaced<I, S>(mut self, names: I) -> Self
     where
