@@ -9,7 +9,11 @@
 //!    sent, its result goes back, the next turn may not call tools, the model answers, the run ends `done`;
 //! 2. the model chooses freely among a read tool and a write tool that needs an approval it does not have: every
 //!    tool reply carries `ok` or one of keel's codes, and nothing ran but what the executor allowed;
-//! 3. `keel chat` runs the first scenario from the command line.
+//! 3. `keel chat` runs the first scenario from the command line;
+//! 4. the first scenario streamed;
+//! 5. 200 deferred tools: only keel's `search_tools` is listed; the first turn is forced to it, the model's query
+//!    surfaces the incident tool, the next turn is forced to the search's first result, whose arguments the model
+//!    writes, and the run ends `done`.
 //!
 //! Skipped when the venv is missing (and named in the line the test binary ends with), unless peers are required
 //! (`CI` set, or `KEEL_REQUIRE_PEERS=1` as `scripts/test-all.sh` sets): then a missing server is a failure.
@@ -280,4 +284,126 @@ async fn a_real_model_server() {
     assert_eq!(Ok(&arguments), first.calls[0].arguments(), "the deltas add up to the call that ran");
     assert!(seen.iter().any(|e| matches!(e, StreamEvent::TextDelta { .. })), "the answer streamed: {seen:?}");
     assert_eq!(RAN.lock().unwrap().len(), 1, "the call ran once");
+    RAN.lock().unwrap().clear();
+
+    // 5. 200 deferred tools, found through keel's search.
+    deferred_tools(&server).await;
+}
+
+/// 199 tools of other domains, deferred like `incident.lookup`, each with one documented id parameter.
+fn other_tools() -> Vec<std::sync::Arc<keel_tools_core::definition::ToolDefinition>> {
+    use keel_tools_core::definition::{Effect, ToolDefinition};
+    const DOMAINS: [(&str, &str); 10] = [
+        ("billing", "invoice"),
+        ("crm", "contact"),
+        ("shipping", "parcel"),
+        ("hr", "employee"),
+        ("inventory", "item"),
+        ("calendar", "meeting"),
+        ("support", "ticket"),
+        ("analytics", "report"),
+        ("storage", "bucket"),
+        ("auth", "user"),
+    ];
+    const VERBS: [(&str, &str); 20] = [
+        ("get", "Get one"),
+        ("list", "List every"),
+        ("create", "Create a"),
+        ("update", "Update a"),
+        ("delete", "Delete a"),
+        ("archive", "Archive a"),
+        ("restore", "Restore an archived"),
+        ("export", "Export a"),
+        ("import", "Import a"),
+        ("share", "Share a"),
+        ("tag", "Tag a"),
+        ("untag", "Remove a tag from a"),
+        ("lock", "Lock a"),
+        ("unlock", "Unlock a"),
+        ("count", "Count the"),
+        ("search", "Search the"),
+        ("merge", "Merge two"),
+        ("copy", "Copy a"),
+        ("move", "Move a"),
+        ("audit", "Show the audit trail of a"),
+    ];
+    let mut tools = Vec::new();
+    for (domain, noun) in DOMAINS {
+        for (verb, does) in VERBS {
+            if tools.len() == 199 {
+                break;
+            }
+            let name = format!("{domain}.{noun}.{verb}");
+            let schema = serde_json::json!({"type": "object", "properties": {
+                "id": {"type": "string", "description": format!("The {noun}'s id.")}}, "required": ["id"]});
+            let ran = name.clone();
+            let def = ToolDefinition::builder(name)
+                .description(format!("{does} {noun} of the {domain} system."))
+                .version("1.0")
+                .effect(Effect::Read)
+                .input_schema(schema)
+                .defer(true)
+                .handler(move |_arguments: Value, _ctx| {
+                    let ran = ran.clone();
+                    async move {
+                        RAN.lock().unwrap().push(("other", ran));
+                        Ok(Value::from("done"))
+                    }
+                })
+                .build()
+                .expect("a valid tool");
+            tools.push(std::sync::Arc::new(def));
+        }
+    }
+    tools
+}
+
+/// Scenario 5: 200 deferred tools behind keel's search.
+async fn deferred_tools(server: &Server) {
+    use keel_tools_core::ToolView;
+    use keel_tools_core::deferral::SEARCH_TOOL;
+    use keel_tools_core::events::EventKind;
+    let registry = Registry::from_inventory().expect("the registry builds");
+    let mut tools: Vec<_> = registry.view().names(["incident.lookup"]).build().unwrap().iter().cloned().collect();
+    tools.extend(other_tools());
+    let view = ToolView::new(tools).defer_all().with_tool_search().unwrap();
+    assert_eq!(view.len(), 201, "200 deferred tools and the search");
+    let mut run = Run::new(Executor::new(view).unwrap());
+    assert_eq!(run.shown().names().collect::<Vec<_>>(), [SEARCH_TOOL], "only the search is listed");
+    // Until a search has answered, the turn must search (arguments the schema refuses, such as a limit past 10,
+    // are answered `invalid_arguments` and the model tries again); then the turn must call the tool that search
+    // put first, the model writing its arguments; then the model answers. Which tool it is comes from the model's
+    // own query.
+    let policy = ChoicePolicy::Custom(std::sync::Arc::new(|turn: &keel_tools_agent::Turn<'_>| {
+        let found = turn.messages.iter().rev().find_map(|m| match m {
+            Message::Tool(r) if r.tool_name == SEARCH_TOOL => r.data()?.pointer("/tools/0/name")?.as_str(),
+            _ => None,
+        });
+        let Some(wire) = found else { return ToolChoice::tool(SEARCH_TOOL) };
+        let name = keel_tools_core::name::from_wire(wire).unwrap_or_default();
+        let called = turn.messages.iter().any(|m| matches!(m, Message::Tool(r) if r.tool_name == name));
+        if called { ToolChoice::None } else { ToolChoice::tool(name) }
+    }));
+    let model = OpenAiClient::builder(server.url.clone(), "smollm2")
+        .choice_policy(policy)
+        .temperature(0.0)
+        .seed(1)
+        .max_tokens(96)
+        .build()
+        .unwrap();
+    let mut messages = vec![
+        Message::system("Find the tool you need with search_tools: its query is a few words from the request."),
+        Message::user("Incident lookup: look up incident INC-001."),
+    ];
+    let outcome = Agent::new(&model).max_turns(6).run(&mut run, &mut messages).await;
+    let outcome = outcome.unwrap_or_else(|e| panic!("{e}\n{}", server.log_tail()));
+    println!("deferred: {outcome:?}\n{messages:#?}");
+    assert_eq!((outcome.terminal, outcome.reason.as_str()), (Decision::Done, "model_finished"), "{messages:#?}");
+    let surfaced: Vec<&EventKind> =
+        run.log().events().iter().map(|e| &e.kind).filter(|k| matches!(k, EventKind::ToolsSurfaced { .. })).collect();
+    assert!(!surfaced.is_empty(), "the search surfaced tools: {messages:#?}");
+    assert!(run.surfaced().contains("incident.lookup"), "the model's query found the incident tool: {messages:#?}");
+    let ran = RAN.lock().unwrap().clone();
+    assert_eq!(ran.len(), 1, "one tool ran: {ran:?}\n{messages:#?}");
+    assert_eq!(ran[0].0, "incident.lookup", "the model called the tool it found: {messages:#?}");
 }

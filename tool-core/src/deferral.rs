@@ -280,7 +280,7 @@ fn search_tool(deferred: Vec<Arc<ToolDefinition>>) -> Result<ToolDefinition, cra
                 "type": "string",
                 "minLength": 1,
                 "maxLength": 500,
-                "description": "Words for the tool you need: what it does and what it acts on, e.g. \"refund an invoice\"."
+                "description": "What the tool you need does, in a few words from the request, e.g. \"refund invoice I-42\"."
             },
             "limit": {
                 "type": "integer",
