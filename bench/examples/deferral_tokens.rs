@@ -369,8 +369,16 @@ fn kind_schema(kind: &str, human: &str, noun: &str, rng: &mut Prng) -> Value {
             "type": "object",
             "description": doc,
             "properties": {
-                "amount_minor": {"type": "integer", "minimum": 0, "description": "Amount in the currency's minor unit (cents for USD)."},
-                "currency": {"type": "string", "enum": ["USD", "EUR", "GBP", "JPY", "CAD", "AUD", "CHF"], "description": "ISO 4217 currency code."}
+                "amount_minor": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Amount in the currency's minor unit (cents for USD)."
+                },
+                "currency": {
+                    "type": "string",
+                    "enum": ["USD", "EUR", "GBP", "JPY", "CAD", "AUD", "CHF"],
+                    "description": "ISO 4217 currency code."
+                }
             },
             "required": ["amount_minor", "currency"]
         })
@@ -385,12 +393,23 @@ fn kind_schema(kind: &str, human: &str, noun: &str, rng: &mut Prng) -> Value {
                 "city": {"type": "string"},
                 "postal_code": {"type": "string"},
                 "region": {"type": "string", "description": "State, province or county."},
-                "country": {"type": "string", "pattern": "^[A-Z]{2}$", "description": "ISO 3166-1 alpha-2 country code."}
+                "country": {
+                    "type": "string",
+                    "pattern": "^[A-Z]{2}$",
+                    "description": "ISO 3166-1 alpha-2 country code."
+                }
             },
             "required": ["line1", "city", "country"]
         })
     };
-    let array_of = |doc: String, item: Value, max: u64| json!({"type": "array", "description": doc, "items": item, "maxItems": max});
+    let array_of = |doc: String, item: Value, max: u64| {
+        json!({
+            "type": "array",
+            "description": doc,
+            "items": item,
+            "maxItems": max
+        })
+    };
     fn enum_of(values: &str) -> Vec<&str> {
         values.split('|').collect()
     }
@@ -406,7 +425,12 @@ fn kind_schema(kind: &str, human: &str, noun: &str, rng: &mut Prng) -> Value {
         return json!({"type": "string", "enum": enum_of(inner), "description": doc});
     }
     if let Some(inner) = kind.strip_prefix("enum_list(").and_then(|k| k.strip_suffix(')')) {
-        return json!({"type": "array", "description": format!("{human}: one or more of the values listed."), "items": {"type": "string", "enum": enum_of(inner)}, "uniqueItems": true});
+        return json!({
+            "type": "array",
+            "description": format!("{human}: one or more of the values listed."),
+            "items": {"type": "string", "enum": enum_of(inner)},
+            "uniqueItems": true
+        });
     }
     if let Some(inner) = kind.strip_prefix("int(").and_then(|k| k.strip_suffix(')')) {
         // `a-b`, either bound possibly negative.
@@ -414,13 +438,22 @@ fn kind_schema(kind: &str, human: &str, noun: &str, rng: &mut Prng) -> Value {
         let (lo, hi) = (&inner[..split], &inner[split + 1..]);
         let lo: i64 = lo.parse().expect("lower bound");
         let hi: i64 = hi.parse().expect("upper bound");
-        return json!({"type": "integer", "minimum": lo, "maximum": hi, "description": format!("{human} ({lo} to {hi}).")});
+        return json!({
+            "type": "integer",
+            "minimum": lo,
+            "maximum": hi,
+            "description": format!("{human} ({lo} to {hi}).")
+        });
     }
     match kind {
         "id" => {
             let of = human.to_lowercase();
             let of = of.trim_end_matches(" id");
-            json!({"type": "string", "pattern": "^[a-z]+_[A-Za-z0-9]{10,32}$", "description": format!("ID of the {of}, e.g. `{}_8fK2mQ9xLp`.", &of[..3.min(of.len())])})
+            json!({
+                "type": "string",
+                "pattern": "^[a-z]+_[A-Za-z0-9]{10,32}$",
+                "description": format!("ID of the {of}, e.g. `{}_8fK2mQ9xLp`.", &of[..3.min(of.len())])
+            })
         }
         "ids" => array_of(
             format!("{human}: IDs, at most 100."),
@@ -428,37 +461,73 @@ fn kind_schema(kind: &str, human: &str, noun: &str, rng: &mut Prng) -> Value {
             100,
         ),
         "str" => {
-            json!({"type": "string", "minLength": 1, "maxLength": 200, "description": format!("{human} of the {noun}.")})
+            json!({
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "description": format!("{human} of the {noun}.")
+            })
         }
         "text" => {
-            json!({"type": "string", "maxLength": 10000, "description": format!("{human}, free text (Markdown allowed).")})
+            json!({
+                "type": "string",
+                "maxLength": 10000,
+                "description": format!("{human}, free text (Markdown allowed).")
+            })
         }
         "email" => string(Some("email"), format!("{human}: an email address.")),
         "emails" => array_of(format!("{human}: email addresses."), json!({"type": "string", "format": "email"}), 200),
         "url" => string(Some("uri"), format!("{human}: an absolute https URL.")),
         "phone" => {
-            json!({"type": "string", "pattern": "^\\+[1-9][0-9]{6,14}$", "description": format!("{human} in E.164 form, e.g. +14155550123.")})
+            json!({
+                "type": "string",
+                "pattern": "^\\+[1-9][0-9]{6,14}$",
+                "description": format!("{human} in E.164 form, e.g. +14155550123.")
+            })
         }
         "date" => string(Some("date"), format!("{human} (YYYY-MM-DD).")),
         "datetime" => string(Some("date-time"), format!("{human} (RFC 3339 date-time; UTC if no offset is given).")),
         "bool" => {
-            json!({"type": "boolean", "description": rng.pick(&[format!("Whether to {}.", human.to_lowercase()), format!("{human}; false if absent.")]).clone()})
+            json!({
+                "type": "boolean",
+                "description": rng.pick(&[
+                    format!("Whether to {}.", human.to_lowercase()),
+                    format!("{human}; false if absent.")
+                ]).clone()
+            })
         }
         "num" => json!({"type": "number", "minimum": 0, "description": format!("{human}.")}),
         "pct" => {
-            json!({"type": "number", "minimum": 0, "maximum": 100, "description": format!("{human}, as a percentage (0 to 100).")})
+            json!({
+                "type": "number",
+                "minimum": 0,
+                "maximum": 100,
+                "description": format!("{human}, as a percentage (0 to 100).")
+            })
         }
         "currency" => {
-            json!({"type": "string", "enum": ["USD", "EUR", "GBP", "JPY", "CAD", "AUD", "CHF"], "description": format!("{human}: ISO 4217 code; the account's default if absent.")})
+            json!({
+                "type": "string",
+                "enum": ["USD", "EUR", "GBP", "JPY", "CAD", "AUD", "CHF"],
+                "description": format!("{human}: ISO 4217 code; the account's default if absent.")
+            })
         }
         "country" => {
-            json!({"type": "string", "pattern": "^[A-Z]{2}$", "description": format!("{human}: ISO 3166-1 alpha-2 code.")})
+            json!({
+                "type": "string",
+                "pattern": "^[A-Z]{2}$",
+                "description": format!("{human}: ISO 3166-1 alpha-2 code.")
+            })
         }
         "money" => money(format!("{human}.")),
         "address" => address(format!("{human}.")),
         "tags" => array_of(format!("{human}: free-form labels."), json!({"type": "string", "maxLength": 50}), 50),
         "kv" => {
-            json!({"type": "object", "description": format!("{human}: string keys and values."), "additionalProperties": {"type": "string", "maxLength": 500}})
+            json!({
+                "type": "object",
+                "description": format!("{human}: string keys and values."),
+                "additionalProperties": {"type": "string", "maxLength": 500}
+            })
         }
         "range" => json!({
             "type": "object",
@@ -503,7 +572,11 @@ fn kind_schema(kind: &str, human: &str, noun: &str, rng: &mut Prng) -> Value {
                 "properties": {
                     "email": {"type": "string", "format": "email"},
                     "name": {"type": "string"},
-                    "role": {"type": "string", "enum": ["required", "optional", "owner", "observer"], "description": "Their role; `required` if absent."}
+                    "role": {
+                        "type": "string",
+                        "enum": ["required", "optional", "owner", "observer"],
+                        "description": "Their role; `required` if absent."
+                    }
                 },
                 "required": ["email"]
             }),
@@ -564,7 +637,13 @@ fn kind_schema(kind: &str, human: &str, noun: &str, rng: &mut Prng) -> Value {
 
 /// The rarer structured kinds.
 fn object_kind(kind: &str, human: &str, noun: &str) -> Value {
-    let arr = |doc: String, props: Value, required: &[&str]| json!({"type": "array", "description": doc, "items": {"type": "object", "properties": props, "required": required}});
+    let arr = |doc: String, props: Value, required: &[&str]| {
+        json!({
+            "type": "array",
+            "description": doc,
+            "items": {"type": "object", "properties": props, "required": required}
+        })
+    };
     match kind {
         "events" => arr(
             format!("{human}: what happened, in order."),
@@ -573,70 +652,188 @@ fn object_kind(kind: &str, human: &str, noun: &str) -> Value {
         ),
         "tasks" | "checklist" => arr(
             format!("{human}: items to do."),
-            json!({"title": {"type": "string"}, "owner_email": {"type": "string", "format": "email"}, "done": {"type": "boolean"}, "due_date": {"type": "string", "format": "date"}}),
+            json!({
+                "title": {"type": "string"},
+                "owner_email": {"type": "string", "format": "email"},
+                "done": {"type": "boolean"},
+                "due_date": {"type": "string", "format": "date"}
+            }),
             &["title"],
         ),
         "ratings" => arr(
             format!("{human}: one score per competency."),
-            json!({"competency": {"type": "string", "enum": ["execution", "collaboration", "craft", "leadership", "communication"]}, "score": {"type": "integer", "minimum": 1, "maximum": 5}, "comment": {"type": "string"}}),
+            json!({
+                "competency": {
+                    "type": "string",
+                    "enum": ["execution", "collaboration", "craft", "leadership", "communication"]
+                },
+                "score": {"type": "integer", "minimum": 1, "maximum": 5},
+                "comment": {"type": "string"}
+            }),
             &["competency", "score"],
         ),
         "salary" => {
-            json!({"type": "object", "description": format!("{human}: yearly gross."), "properties": {"min": {"type": "integer", "minimum": 0}, "max": {"type": "integer", "minimum": 0}, "currency": {"type": "string", "enum": ["USD", "EUR", "GBP"]}}, "required": ["min", "max", "currency"]})
+            json!({
+                "type": "object",
+                "description": format!("{human}: yearly gross."),
+                "properties": {
+                    "min": {"type": "integer", "minimum": 0},
+                    "max": {"type": "integer", "minimum": 0},
+                    "currency": {"type": "string", "enum": ["USD", "EUR", "GBP"]}
+                },
+                "required": ["min", "max", "currency"]
+            })
         }
         "blocks" => arr(
             format!("{human}: page sections, top to bottom."),
-            json!({"kind": {"type": "string", "enum": ["hero", "text", "image", "form", "pricing", "faq"]}, "content": {"type": "object", "description": "The block's fields; depend on `kind`."}}),
+            json!({
+                "kind": {"type": "string", "enum": ["hero", "text", "image", "form", "pricing", "faq"]},
+                "content": {"type": "object", "description": "The block's fields; depend on `kind`."}
+            }),
             &["kind"],
         ),
         "recurrence" => {
-            json!({"type": "object", "description": format!("{human} of the {noun}; a one-off if absent."), "properties": {"frequency": {"type": "string", "enum": ["daily", "weekly", "monthly", "yearly"]}, "interval": {"type": "integer", "minimum": 1, "maximum": 99}, "until": {"type": "string", "format": "date"}, "by_weekday": {"type": "array", "items": {"type": "string", "enum": ["mo", "tu", "we", "th", "fr", "sa", "su"]}}}, "required": ["frequency"]})
+            json!({
+                "type": "object",
+                "description": format!("{human} of the {noun}; a one-off if absent."),
+                "properties": {
+                    "frequency": {"type": "string", "enum": ["daily", "weekly", "monthly", "yearly"]},
+                    "interval": {"type": "integer", "minimum": 1, "maximum": 99},
+                    "until": {"type": "string", "format": "date"},
+                    "by_weekday": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": ["mo", "tu", "we", "th", "fr", "sa", "su"]}
+                    }
+                },
+                "required": ["frequency"]
+            })
         }
         "anchor" => {
-            json!({"type": "object", "description": format!("{human}: the text the comment refers to."), "properties": {"start": {"type": "integer", "minimum": 0}, "end": {"type": "integer", "minimum": 0}, "quote": {"type": "string"}}, "required": ["start", "end"]})
+            json!({
+                "type": "object",
+                "description": format!("{human}: the text the comment refers to."),
+                "properties": {
+                    "start": {"type": "integer", "minimum": 0},
+                    "end": {"type": "integer", "minimum": 0},
+                    "quote": {"type": "string"}
+                },
+                "required": ["start", "end"]
+            })
         }
         "widgets" => arr(
             format!("{human}: charts on the dashboard."),
-            json!({"title": {"type": "string"}, "chart": {"type": "string", "enum": ["line", "bar", "pie", "table", "number"]}, "report_id": {"type": "string"}, "position": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}, "w": {"type": "integer"}, "h": {"type": "integer"}}}}),
+            json!({
+                "title": {"type": "string"},
+                "chart": {"type": "string", "enum": ["line", "bar", "pie", "table", "number"]},
+                "report_id": {"type": "string"},
+                "position": {
+                    "type": "object",
+                    "properties": {
+                        "x": {"type": "integer"},
+                        "y": {"type": "integer"},
+                        "w": {"type": "integer"},
+                        "h": {"type": "integer"}
+                    }
+                }
+            }),
             &["chart", "report_id"],
         ),
         "destination" => {
-            json!({"type": "object", "description": format!("{human}: where the file goes; a download link if absent."), "properties": {"kind": {"type": "string", "enum": ["s3", "gcs", "sftp", "email"]}, "target": {"type": "string", "description": "Bucket path, host path or email address."}}, "required": ["kind", "target"]})
+            json!({
+                "type": "object",
+                "description": format!("{human}: where the file goes; a download link if absent."),
+                "properties": {
+                    "kind": {"type": "string", "enum": ["s3", "gcs", "sftp", "email"]},
+                    "target": {"type": "string", "description": "Bucket path, host path or email address."}
+                },
+                "required": ["kind", "target"]
+            })
         }
         "permissions" => arr(
             format!("{human}: what the role allows."),
-            json!({"resource": {"type": "string"}, "actions": {"type": "array", "items": {"type": "string", "enum": ["read", "create", "update", "delete", "admin"]}}}),
+            json!({
+                "resource": {"type": "string"},
+                "actions": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": ["read", "create", "update", "delete", "admin"]}
+                }
+            }),
             &["resource", "actions"],
         ),
         "bank" => {
-            json!({"type": "object", "description": format!("{human}."), "properties": {"iban": {"type": "string"}, "bic": {"type": "string"}, "account_holder": {"type": "string"}}, "required": ["iban", "account_holder"]})
+            json!({
+                "type": "object",
+                "description": format!("{human}."),
+                "properties": {
+                    "iban": {"type": "string"},
+                    "bic": {"type": "string"},
+                    "account_holder": {"type": "string"}
+                },
+                "required": ["iban", "account_holder"]
+            })
         }
         "stages" => arr(
             format!("{human}: run in order."),
-            json!({"name": {"type": "string"}, "image": {"type": "string", "description": "Container image."}, "commands": {"type": "array", "items": {"type": "string"}}, "timeout_minutes": {"type": "integer", "minimum": 1, "maximum": 360}}),
+            json!({
+                "name": {"type": "string"},
+                "image": {"type": "string", "description": "Container image."},
+                "commands": {"type": "array", "items": {"type": "string"}},
+                "timeout_minutes": {"type": "integer", "minimum": 1, "maximum": 360}
+            }),
             &["name", "commands"],
         ),
         "transitions" => arr(
             format!("{human}: storage class changes by age."),
-            json!({"after_days": {"type": "integer", "minimum": 1}, "storage_class": {"type": "string", "enum": ["infrequent", "archive", "deep_archive"]}}),
+            json!({
+                "after_days": {"type": "integer", "minimum": 1},
+                "storage_class": {"type": "string", "enum": ["infrequent", "archive", "deep_archive"]}
+            }),
             &["after_days", "storage_class"],
         ),
         "stops" => arr(
             format!("{human}: in visiting order."),
-            json!({"address": {"type": "string"}, "arrive_after": {"type": "string", "format": "date-time"}, "arrive_before": {"type": "string", "format": "date-time"}, "service_minutes": {"type": "integer", "minimum": 0}}),
+            json!({
+                "address": {"type": "string"},
+                "arrive_after": {"type": "string", "format": "date-time"},
+                "arrive_before": {"type": "string", "format": "date-time"},
+                "service_minutes": {"type": "integer", "minimum": 0}
+            }),
             &["address"],
         ),
         "variants" => arr(
             format!("{human}: sizes, colours and such."),
-            json!({"sku": {"type": "string"}, "options": {"type": "object", "additionalProperties": {"type": "string"}}, "price": {"type": "integer", "minimum": 0, "description": "Minor units; the product's price if absent."}, "stock": {"type": "integer", "minimum": 0}}),
+            json!({
+                "sku": {"type": "string"},
+                "options": {"type": "object", "additionalProperties": {"type": "string"}},
+                "price": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Minor units; the product's price if absent."
+                },
+                "stock": {"type": "integer", "minimum": 0}
+            }),
             &["sku"],
         ),
         "location" => {
-            json!({"type": "object", "description": format!("{human}."), "properties": {"site": {"type": "string"}, "building": {"type": "string"}, "floor": {"type": "integer"}, "room": {"type": "string"}}, "required": ["site"]})
+            json!({
+                "type": "object",
+                "description": format!("{human}."),
+                "properties": {
+                    "site": {"type": "string"},
+                    "building": {"type": "string"},
+                    "floor": {"type": "integer"},
+                    "room": {"type": "string"}
+                },
+                "required": ["site"]
+            })
         }
         "findings" => arr(
             format!("{human}: issues found."),
-            json!({"severity": {"type": "string", "enum": ["info", "minor", "major", "critical"]}, "text": {"type": "string"}, "photo_upload_id": {"type": "string"}}),
+            json!({
+                "severity": {"type": "string", "enum": ["info", "minor", "major", "critical"]},
+                "text": {"type": "string"},
+                "photo_upload_id": {"type": "string"}
+            }),
             &["severity", "text"],
         ),
         other => panic!("unknown attribute kind `{other}`"),
@@ -724,7 +921,11 @@ fn resource_tools(domain: &str, res: &Resource, first: bool, rng: &mut Prng) -> 
     let id_param = || {
         (
             format!("{}_id", res.name),
-            json!({"type": "string", "pattern": "^[a-z]+_[A-Za-z0-9]{10,32}$", "description": format!("ID of the {noun}.")}),
+            json!({
+                "type": "string",
+                "pattern": "^[a-z]+_[A-Za-z0-9]{10,32}$",
+                "description": format!("ID of the {noun}.")
+            }),
             true,
         )
     };
@@ -774,7 +975,15 @@ fn resource_tools(domain: &str, res: &Resource, first: bool, rng: &mut Prng) -> 
     // get
     let mut params = vec![id_param()];
     if rng.chance(50) {
-        params.push(("include".into(), json!({"type": "array", "items": {"type": "string", "enum": ["history", "comments", "attachments", "related"]}, "description": "Related records to embed in the result."}), false));
+        params.push((
+            "include".into(),
+            json!({
+                "type": "array",
+                "items": {"type": "string", "enum": ["history", "comments", "attachments", "related"]},
+                "description": "Related records to embed in the result."
+            }),
+            false,
+        ));
     }
     tools.push(Generated {
         name: format!("{domain}.{}.get", res.name),
@@ -789,7 +998,13 @@ fn resource_tools(domain: &str, res: &Resource, first: bool, rng: &mut Prng) -> 
     });
 
     // search or list
-    let limit = json!({"type": "integer", "minimum": 1, "maximum": 200, "default": 50, "description": "Most results to return (50 if absent)."});
+    let limit = json!({
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 200,
+        "default": 50,
+        "description": "Most results to return (50 if absent)."
+    });
     let (action, first_sentence, params) = if first {
         let mut filters = vec![(
             "status".to_owned(),
@@ -803,7 +1018,11 @@ fn resource_tools(domain: &str, res: &Resource, first: bool, rng: &mut Prng) -> 
         let params = vec![
             (
                 "query".to_owned(),
-                json!({"type": "string", "minLength": 1, "description": format!("Words to match against the {noun}'s {}.", prose_list(&some_attrs))}),
+                json!({
+                    "type": "string",
+                    "minLength": 1,
+                    "description": format!("Words to match against the {noun}'s {}.", prose_list(&some_attrs))
+                }),
                 true,
             ),
             (
@@ -841,7 +1060,15 @@ fn resource_tools(domain: &str, res: &Resource, first: bool, rng: &mut Prng) -> 
             false,
         ));
         if rng.chance(50) {
-            params.push(("sort".into(), json!({"type": "string", "enum": ["created_at", "-created_at", "updated_at", "-updated_at"], "description": "Sort order; a leading `-` sorts descending. `-created_at` if absent."}), false));
+            params.push((
+                "sort".into(),
+                json!({
+                    "type": "string",
+                    "enum": ["created_at", "-created_at", "updated_at", "-updated_at"],
+                    "description": "Sort order; a leading `-` sorts descending. `-created_at` if absent."
+                }),
+                false,
+            ));
         }
         ("list", format!("Lists {nouns}, newest first, one page at a time."), params)
     };
@@ -850,7 +1077,14 @@ fn resource_tools(domain: &str, res: &Resource, first: bool, rng: &mut Prng) -> 
         description: describe(first_sentence, Effect::Read, rng),
         effect: Effect::Read,
         input: object(params),
-        output: json!({"type": "object", "properties": {"items": {"type": "array", "items": output(rng)}, "next_cursor": {"type": ["string", "null"]}}, "required": ["items"]}),
+        output: json!({
+            "type": "object",
+            "properties": {
+                "items": {"type": "array", "items": output(rng)},
+                "next_cursor": {"type": ["string", "null"]}
+            },
+            "required": ["items"]
+        }),
     });
 
     // create: every required attribute, and some optional ones
@@ -865,7 +1099,15 @@ fn resource_tools(domain: &str, res: &Resource, first: bool, rng: &mut Prng) -> 
         params.push(attr_param("metadata:kv", &noun, rng));
     }
     if rng.chance(40) {
-        params.push(("idempotency_key".into(), json!({"type": "string", "maxLength": 64, "description": "Repeating a call with the same key creates nothing more."}), false));
+        params.push((
+            "idempotency_key".into(),
+            json!({
+                "type": "string",
+                "maxLength": 64,
+                "description": "Repeating a call with the same key creates nothing more."
+            }),
+            false,
+        ));
     }
     let required: Vec<&str> = res.attrs.iter().map(|a| parse_attr(a)).filter(|a| a.1).map(|a| a.0).collect();
     tools.push(Generated {
@@ -901,7 +1143,15 @@ fn resource_tools(domain: &str, res: &Resource, first: bool, rng: &mut Prng) -> 
     changes["description"] = json!("Fields to change; fields left out keep their value.");
     let mut params = vec![id_param(), ("changes".into(), changes, true)];
     if rng.chance(50) {
-        params.push(("if_version".into(), json!({"type": "integer", "minimum": 1, "description": format!("Update only if the {noun} is still at this version (optimistic locking).")}), false));
+        params.push((
+            "if_version".into(),
+            json!({
+                "type": "integer",
+                "minimum": 1,
+                "description": format!("Update only if the {noun} is still at this version (optimistic locking).")
+            }),
+            false,
+        ));
     }
     tools.push(Generated {
         name: format!("{domain}.{}.update", res.name),
@@ -915,7 +1165,15 @@ fn resource_tools(domain: &str, res: &Resource, first: bool, rng: &mut Prng) -> 
     let mut params = vec![id_param()];
     params.extend(res.verb_params.iter().map(|p| attr_param(p, &noun, rng)));
     if rng.chance(30) {
-        params.push(("idempotency_key".into(), json!({"type": "string", "maxLength": 64, "description": "Repeating a call with the same key does not repeat its effect."}), false));
+        params.push((
+            "idempotency_key".into(),
+            json!({
+                "type": "string",
+                "maxLength": 64,
+                "description": "Repeating a call with the same key does not repeat its effect."
+            }),
+            false,
+        ));
     }
     tools.push(Generated {
         name: format!("{domain}.{}.{}", res.name, res.verb),
