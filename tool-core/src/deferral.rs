@@ -328,8 +328,10 @@ fn search_tool(deferred: Vec<Arc<ToolDefinition>>) -> Result<ToolDefinition, cra
         .build()
 }
 
-/// The deferred tools a result of the search tool names: registered names, in the result's order.
-pub(crate) fn surfaced_by(view: &ToolView, data: &Value) -> Vec<String> {
+/// The deferred tools of `view` that a result of keel's search tool names (its `data`): registered names, in the
+/// result's order. A [`Run`](crate::runs::Run) surfaces them itself; a server that keeps what each of its clients
+/// was shown uses this.
+pub fn found_by(view: &ToolView, data: &Value) -> Vec<String> {
     let Some(tools) = data.get("tools").and_then(Value::as_array) else { return Vec::new() };
     tools
         .iter()

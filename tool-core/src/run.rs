@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::call::ToolCall;
-use crate::deferral::{SEARCH_TOOL, Surfaced, surfaced_by};
+use crate::deferral::{SEARCH_TOOL, Surfaced, found_by};
 use crate::error::ErrorCode;
 use crate::event::{Decision, EventKind, EventLog, EventSink, NotExecuted, Usage};
 use crate::execution::{CallOptions, Executor};
@@ -699,7 +699,7 @@ impl Run {
             && result.tool_name == SEARCH_TOOL
             && let Some(data) = result.data()
         {
-            let found = surfaced_by(self.executor.view(), data);
+            let found = found_by(self.executor.view(), data);
             self.surface(found, SEARCH_TOOL, Some(search_call));
         }
         decision

@@ -150,9 +150,8 @@ struct Shared {
     /// What each principal sees and runs for, on a protected server.
     #[cfg(feature = "auth")]
     principal_view: Option<Arc<PrincipalViewFn>>,
-    /// An executor of no tool: a call of a tool outside its principal's view goes through it, and so is refused
-    /// exactly as a call of a tool the server lacks.
-    #[cfg(feature = "auth")]
+    /// An executor of no tool: a call of a tool outside its principal's view, or of a deferred tool not surfaced
+    /// in its session, goes through it, and so is refused exactly as a call of a tool the server lacks.
     no_tools: keel_tools_core::Executor,
     listeners: Mutex<Listeners>,
     /// Everything but tools: the user's rmcp handler, or none.
@@ -192,6 +191,14 @@ impl Shared {
 /// on the executor they started with, later `tools/list` and `tools/call` requests see the new one, and every
 /// connected client is sent `notifications/tools/list_changed` when the list differs. The server advertises
 /// `tools.listChanged: true`.
+///
+/// An executor whose view defers tools (`keel_tools_core::deferral`, with keel's `search_tools` added by
+/// `ToolView::with_tool_search`) lists only the tools that are not deferred, and the search. In a session
+/// (protocol 2025-11-25), what a search returns is listed and callable for that session from then on (the session
+/// is sent `tools/list_changed`), and a call of a deferred tool no search of the session surfaced is refused exactly
+/// as a call of a tool the server lacks. A request without a session (2026-07-28) carries no record of what its
+/// client was shown: deferred tools stay out of its lists, and the search finds them, but a call of one by name is
+/// not refused.
 #[derive(Clone)]
 pub struct McpServer {
     shared: Arc<Shared>,

@@ -180,7 +180,6 @@ impl McpServerBuilder {
             request_state_codec(self.request_state, self.request_state_key, self.previous_request_state_key)
                 .map_err(|problem| McpServerError { problems: Vec::new(), other: vec![problem] })?;
         let listing = Listing::new(self.executor)?;
-        #[cfg(feature = "auth")]
         let no_tools = keel_tools_core::Executor::new(keel_tools_core::ToolView::new(Vec::new()))
             .map_err(|e| McpServerError { problems: Vec::new(), other: vec![OtherProblem::from(e.to_string(), e)] })?;
         let rest_config = self.rest.get_info();
@@ -198,7 +197,6 @@ impl McpServerBuilder {
                 call_options: self.call_options,
                 #[cfg(feature = "auth")]
                 principal_view: self.principal_view,
-                #[cfg(feature = "auth")]
                 no_tools,
                 listeners: Mutex::new(Listeners::default()),
                 rest: self.rest,

@@ -73,7 +73,8 @@ impl McpSession {
             None => CallOptions::new(),
         };
         let listing = shared.listing();
-        #[cfg_attr(not(feature = "auth"), allow(unused_mut))]
+        let stateless_request = is_stateless(&context);
+        let peer = context.peer.clone();
         let mut executor = &listing.executor;
         // On a protected server, the token's subject is the call's principal unless `call_options` named one,
         // its scopes are what the call was granted, and its view's tenant is the call's unless `call_options`
@@ -95,6 +96,16 @@ impl McpSession {
             if options.get_granted_scopes().is_none() {
                 options = options.granted_scopes(principal.scopes.iter().map(String::as_str));
             }
+        }
+        // A deferred tool no search of this session surfaced is refused as unknown, as it would be in a run. A
+        // request without a session has no record of what it was shown: there a deferred tool is only kept out of
+        // the list (see `McpServer::builder`).
+        let deferred = executor.view().get(&request.name).is_some_and(|d| d.deferred());
+        if deferred
+            && !stateless_request
+            && !self.surfaced.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&request.name)
+        {
+            executor = &shared.no_tools;
         }
         // A tool that may run as a task does so for a client that supports tasks; one that must refuses the others.
         let (task_support, task_start) = executor
@@ -222,6 +233,36 @@ impl McpSession {
         // Everything the handler sent goes out before the result (within a bound: a stuck peer cannot hold it).
         notifier.flush().await;
 
+        // A search names the tools it found as the model calls them on the APIs that take no dots (wire names);
+        // MCP lists them under their own names, so the answer does too.
+        let mut result = result;
+        if request.name == keel_tools_core::deferral::SEARCH_TOOL
+            && let keel_tools_core::results::Outcome::Data(data) = &mut result.outcome
+            && let Some(found) = data.get_mut("tools").and_then(Value::as_array_mut)
+        {
+            for tool in found {
+                let name = tool.get("name").and_then(Value::as_str);
+                if let Some(def) = name.and_then(|n| listing.executor.view().get_by_wire_name(n)) {
+                    tool["name"] = Value::from(def.name());
+                }
+            }
+        }
+        // What a search returned is listed and callable in this session from now on; the client is told to list
+        // again.
+        if request.name == keel_tools_core::deferral::SEARCH_TOOL
+            && result.is_ok()
+            && !stateless_request
+            && let Some(data) = result.data()
+        {
+            let found = keel_tools_core::deferral::found_by(listing.executor.view(), data);
+            let new = {
+                let mut surfaced = self.surfaced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                found.iter().filter(|name| surfaced.insert(name)).count()
+            };
+            if new > 0 {
+                let _ = peer.notify_tool_list_changed().await;
+            }
+        }
         if result.code() == Some("unknown_tool") && !result.executed {
             let message = result.error().map(|e| e.message.clone()).unwrap_or_default();
             return Err(ErrorData::invalid_params(message, None));

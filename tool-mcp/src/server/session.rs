@@ -27,6 +27,8 @@ pub struct McpSession {
     initialized: Arc<AtomicBool>,
     /// For each `subscriptions/listen` being acknowledged, the tool-list change count when it was accepted.
     listens: Arc<Mutex<std::collections::VecDeque<u64>>>,
+    /// The deferred tools a search surfaced in this session (`keel_tools_core::deferral`).
+    pub(super) surfaced: Arc<Mutex<keel_tools_core::deferral::Surfaced>>,
 }
 
 impl fmt::Debug for McpSession {
@@ -46,6 +48,7 @@ impl McpServer {
             level: Arc::new(AtomicU8::new(level_rank(LogLevel::Info))),
             initialized: Arc::new(AtomicBool::new(false)),
             listens: Arc::new(Mutex::new(std::collections::VecDeque::new())),
+            surfaced: Arc::default(),
         }
     }
 }
@@ -89,6 +92,34 @@ impl ServerHandler for McpSession {
     ) -> Result<ListToolsResult, ErrorData> {
         let listing = self.shared.listing();
         let ttl = self.shared.list_ttl_ms.load(Ordering::Relaxed);
+        // Deferred tools are listed once a search surfaced them in this session; never without a session.
+        if listing.executor.view().has_deferred() {
+            let surfaced = self.surfaced.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            let shown =
+                |def: &keel_tools_core::definition::ToolDefinition| !def.deferred() || surfaced.contains(def.name());
+            #[cfg(feature = "auth")]
+            if let Some(principal) = crate::caller::principal(&_context) {
+                let view = self.shared.view_of(principal);
+                let tools: Vec<_> = listing
+                    .tools
+                    .iter()
+                    .zip(listing.executor.view().iter())
+                    .filter(|(_, def)| shown(def) && view.allows(def.name()) && def.allowed_with(&principal.scopes))
+                    .map(|(tool, _)| tool.clone())
+                    .collect();
+                return Ok(ListToolsResult::with_all_items(tools)
+                    .with_ttl_ms(ttl)
+                    .with_cache_scope(CacheScope::Private));
+            }
+            let tools: Vec<_> = listing
+                .tools
+                .iter()
+                .zip(listing.executor.view().iter())
+                .filter(|(_, d)| shown(d))
+                .map(|(t, _)| t.clone())
+                .collect();
+            return Ok(ListToolsResult::with_all_items(tools).with_ttl_ms(ttl).with_cache_scope(CacheScope::Private));
+        }
         // On a protected server, a caller is shown exactly the tools its view holds and its scopes let it call, and
         // the answer is its own to cache.
         #[cfg(feature = "auth")]
