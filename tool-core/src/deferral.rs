@@ -51,7 +51,8 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use keel_tools_search::{Document, SearchIndex};
+pub use keel_tools_search::Embedder;
+use keel_tools_search::{Document, SearchError, SearchIndex};
 use serde_json::{Value, json};
 
 use crate::error::ToolError;
@@ -209,6 +210,23 @@ impl ToolView {
     ///
     /// [`DeferralError::NameTaken`] when the view holds another tool of that name.
     pub fn with_tool_search(&self) -> Result<ToolView, DeferralError> {
+        self.add_search(None)
+    }
+
+    /// [`ToolView::with_tool_search`], the search also ranking by the meaning of the words: each deferred tool's
+    /// text and each query are embedded by `embedder`, and the two rankings (BM25F and cosine similarity) are fused
+    /// (`keel-tools-search`'s `SearchIndex::with_embedder`). An embedder that gives vectors of differing sizes, or
+    /// NaNs, makes the searches fail with an internal error (logged; the model is told only that the search
+    /// failed).
+    ///
+    /// # Errors
+    ///
+    /// [`DeferralError::NameTaken`] when the view holds another tool of that name.
+    pub fn with_tool_search_embedded(&self, embedder: impl Embedder + 'static) -> Result<ToolView, DeferralError> {
+        self.add_search(Some(Arc::new(embedder)))
+    }
+
+    fn add_search(&self, embedder: Option<Arc<dyn Embedder>>) -> Result<ToolView, DeferralError> {
         match self.get(SEARCH_TOOL) {
             Some(d) if is_search_tool(d) => return Ok(self.clone()),
             Some(_) => return Err(DeferralError::NameTaken),
@@ -219,7 +237,7 @@ impl ToolView {
         }
         let deferred: Vec<Arc<ToolDefinition>> = self.iter().filter(|d| d.deferred()).cloned().collect();
         let mut tools: Vec<Arc<ToolDefinition>> = self.iter().cloned().collect();
-        tools.push(Arc::new(search_tool(deferred).map_err(|e| DeferralError::Definition(e.to_string()))?));
+        tools.push(Arc::new(search_tool(deferred, embedder).map_err(|e| DeferralError::Definition(e.to_string()))?));
         Ok(ToolView::new(tools))
     }
 
@@ -244,23 +262,28 @@ pub fn is_search_tool(def: &ToolDefinition) -> bool {
 /// The deferred tools one search tool covers, and their index, built at the first search.
 struct Catalogue {
     tools: Vec<Arc<ToolDefinition>>,
-    index: OnceLock<SearchIndex>,
+    embedder: Option<Arc<dyn Embedder>>,
+    index: OnceLock<Result<SearchIndex, SearchError>>,
 }
 
 impl Catalogue {
-    fn index(&self) -> &SearchIndex {
-        self.index.get_or_init(|| {
-            SearchIndex::build(
-                self.tools.iter().map(|d| Document::from_schema(d.name(), d.description(), d.input_schema())),
-            )
-        })
+    fn index(&self) -> Result<&SearchIndex, ToolError> {
+        let index = self.index.get_or_init(|| {
+            let documents =
+                self.tools.iter().map(|d| Document::from_schema(d.name(), d.description(), d.input_schema()));
+            match &self.embedder {
+                Some(embedder) => SearchIndex::with_embedder(documents, embedder.clone()),
+                None => Ok(SearchIndex::build(documents)),
+            }
+        });
+        index.as_ref().map_err(|e| ToolError::internal(e.clone()))
     }
 
     fn search(&self, arguments: &Value) -> Result<Value, ToolError> {
         let query = arguments.get("query").and_then(Value::as_str).unwrap_or_default();
         let limit = arguments.get("limit").and_then(Value::as_u64).unwrap_or(DEFAULT_SEARCH_RESULTS);
         let limit = usize::try_from(limit.clamp(1, MAX_SEARCH_RESULTS)).unwrap_or(1);
-        let hits = self.index().search(query, limit);
+        let hits = self.index()?.try_search(query, limit).map_err(ToolError::internal)?;
         let tools: Vec<Value> = hits
             .iter()
             .filter_map(|hit| self.tools.get(hit.index()))
@@ -271,8 +294,11 @@ impl Catalogue {
 }
 
 /// keel's search tool over `deferred`.
-fn search_tool(deferred: Vec<Arc<ToolDefinition>>) -> Result<ToolDefinition, crate::tool_definition::DefinitionError> {
-    let catalogue = Arc::new(Catalogue { tools: deferred, index: OnceLock::new() });
+fn search_tool(
+    deferred: Vec<Arc<ToolDefinition>>,
+    embedder: Option<Arc<dyn Embedder>>,
+) -> Result<ToolDefinition, crate::tool_definition::DefinitionError> {
+    let catalogue = Arc::new(Catalogue { tools: deferred, embedder, index: OnceLock::new() });
     let input = json!({
         "type": "object",
         "properties": {

@@ -218,3 +218,40 @@ async fn the_search_takes_only_valid_arguments_and_bounds_its_results() {
     let none = executor.call(call("s", SEARCH_TOOL, json!({"query": "which day it is"}))).await;
     assert_eq!(none.data().unwrap()["tools"], json!([]));
 }
+
+/// A toy embedder: money words point one way, everything else another.
+struct Money;
+
+impl keel_tools_core::deferral::Embedder for Money {
+    fn embed(&self, text: &str) -> Vec<f32> {
+        let text = text.to_lowercase();
+        if ["refund", "money", "reimburse"].iter().any(|w| text.contains(w)) { vec![1.0, 0.0] } else { vec![0.0, 1.0] }
+    }
+}
+
+/// Vectors of a different size each time.
+struct Broken(std::sync::atomic::AtomicUsize);
+
+impl keel_tools_core::deferral::Embedder for Broken {
+    fn embed(&self, _text: &str) -> Vec<f32> {
+        vec![1.0; 1 + self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)]
+    }
+}
+
+#[tokio::test]
+async fn an_embedder_finds_tools_by_meaning_and_a_broken_one_fails_the_search_not_the_process() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let plain = Executor::new(view().with_tool_search().unwrap()).unwrap();
+    let query = json!({"query": "reimburse the customer", "limit": 1});
+    let found = plain.call(call("s", SEARCH_TOOL, query.clone())).await;
+    assert_eq!(found.data().unwrap()["tools"], json!([]), "no word of the query is in any tool");
+
+    let embedded = Executor::new(view().with_tool_search_embedded(Money).unwrap()).unwrap();
+    let found = embedded.call(call("s", SEARCH_TOOL, query.clone())).await;
+    assert_eq!(found.data().unwrap()["tools"][0]["name"], "billing-invoice-refund", "{found:?}");
+
+    let broken = Executor::new(view().with_tool_search_embedded(Broken(Default::default())).unwrap()).unwrap();
+    let failed = broken.call(call("s", SEARCH_TOOL, query)).await;
+    assert_eq!(failed.code(), Some("tool_internal_error"), "{failed:?}");
+    assert!(!failed.error().unwrap().message.contains("dimensions"), "nothing internal reaches the model");
+}
