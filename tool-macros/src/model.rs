@@ -472,11 +472,24 @@ fn check_examples(cx: &Ctxt, examples: &[crate::attr::Example], params: &[Param]
                 Some(n) => format!("; did you mean `{n}`?"),
                 None => String::new(),
             };
+            // A parameter of a type the macro cannot place may be injected (`CallContext`, `State<T>`) rather than
+            // be an argument: named apart.
+            let (known, other): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| named(p));
+            let list = |ps: &[&Param]| {
+                let names: Vec<String> = ps.iter().filter_map(|p| p.ident.as_ref()).map(unraw).collect();
+                backticked(&names.iter().map(String::as_str).collect::<Vec<_>>())
+            };
+            let others = match other.len() {
+                0 => String::new(),
+                1 => format!(" (and {}, unless it is injected)", list(&other)),
+                _ => format!(" (and {}, unless they are injected)", list(&other)),
+            };
             cx.error_at(
                 example.span,
                 format_args!(
-                    "this example names `{key}`, which is not a parameter of the tool; its parameters are {}{hint}",
-                    backticked(&names)
+                    "this example names `{key}`, which is not a parameter of the tool; its parameters are \
+                     {}{others}{hint}",
+                    list(&known)
                 ),
             );
         }
