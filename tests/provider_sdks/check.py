@@ -33,7 +33,8 @@ each provider's reply to a success and to an error of it. For every tool this ch
   each of its (narrowed) `tools` against `ToolParam`; and that each names only tools of its list;
 - request bodies with the providers' own tool search (`deferred`): every Anthropic tool entry against
   `anthropic.types.ToolUnionParam` (the deferred ones with `defer_loading`, and `tool_search_tool_bm25`), every
-  Responses one against `responses.ToolParam` (with `defer_loading`, and `tool_search`); one search tool in each;
+  Responses one against `responses.ToolParam` (deferred functions with `defer_loading` in namespaces, and
+  `tool_search`); one search tool in each;
 - what the model reads in every entry: no generated `title` (`__KeelArgs`, `Array_of_T`, a primitive type's name),
   no rustdoc link markup (``[`Item`]``) in a description, and `properties` in the order of `required` (declaration
   order, as schemars lists `required`).
@@ -148,7 +149,7 @@ REPLY_TYPES = {
 }
 
 # What some tool of the dump must exercise, so that the SDK types above are checked on it.
-COVERED = {"anthropic input_examples", "defer_loading"}
+COVERED = {"anthropic input_examples", "defer_loading", "openai-responses namespace"}
 
 GEMINI_JSON_SCHEMA = model(genai.JSONSchema, "google.genai JSONSchema")
 
@@ -411,6 +412,13 @@ class Checker:
             for j, entry in enumerate(tools):
                 self.sdk_type(who, f"{api} tools[{j}]", TOOL_UNION_TYPES[api], entry)
                 covered += bool(entry.get("defer_loading"))
+                # A Responses namespace groups deferred functions, each marked.
+                for inner in entry.get("tools", []) if entry.get("type") == "namespace" else []:
+                    covered += bool(inner.get("defer_loading"))
+                    if not inner.get("defer_loading"):
+                        self.finding(who, f"{api} tools[{j}] {inner.get('name')}", "in a namespace, not deferred")
+                    else:
+                        self.covered.add("openai-responses namespace")
         if covered:
             self.covered.add("defer_loading")
 

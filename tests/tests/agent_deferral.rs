@@ -199,7 +199,7 @@ async fn anthropic_searches_itself_every_tool_is_listed_and_what_it_loaded_is_ca
 }
 
 #[tokio::test]
-async fn responses_searches_itself_with_the_hosted_tool_search() {
+async fn responses_searches_itself_with_the_hosted_tool_search_over_namespaces() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let stub = StubServer::start().await.unwrap();
     stub.respond(
@@ -208,12 +208,13 @@ async fn responses_searches_itself_with_the_hosted_tool_search() {
             {"type": "tool_search_call", "id": "ts_1", "execution": "server", "status": "completed",
              "arguments": {"query": "refund invoice"}},
             {"type": "tool_search_output", "id": "tso_1", "execution": "server", "status": "completed",
-             "tools": [{"type": "function", "name": "billing-invoice-refund", "description": "Refund an invoice.",
-                        "parameters": {"type": "object"}, "defer_loading": true}]},
-            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "billing-invoice-refund",
-             "arguments": "{\"id\": \"I-1\"}"},
-            {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "billing-invoice-void",
-             "arguments": "{\"id\": \"I-1\"}"}
+             "tools": [{"type": "namespace", "name": "billing", "description": "Billing.", "tools": [
+                 {"type": "function", "name": "invoice-refund", "description": "Refund an invoice.",
+                  "parameters": {"type": "object"}, "defer_loading": true}]}]},
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "namespace": "billing",
+             "name": "invoice-refund", "arguments": "{\"id\": \"I-1\"}"},
+            {"type": "function_call", "id": "fc_2", "call_id": "call_2", "namespace": "billing",
+             "name": "invoice-void", "arguments": "{\"id\": \"I-1\"}"}
         ]})),
     );
     stub.respond(
@@ -229,8 +230,12 @@ async fn responses_searches_itself_with_the_hosted_tool_search() {
     assert_eq!(codes, [("call_1", None), ("call_2", Some("unknown_tool"))]);
     assert_eq!(surfaced(&run), [(vec!["billing.invoice.refund".to_owned()], "openai-responses".to_owned())]);
     let bodies: Vec<Value> = stub.requests().into_iter().map(|r| r.body).collect();
-    assert_eq!(names(&bodies[0], "/name"), ["billing-invoice-refund", "billing-invoice-void", "today", "tool_search"]);
-    assert_eq!(bodies[0]["tools"][0]["defer_loading"], true);
+    assert_eq!(names(&bodies[0], "/name"), ["today", "billing", "tool_search"], "the deferred tools in a namespace");
+    let namespace = &bodies[0]["tools"][1];
+    assert_eq!(namespace["type"], "namespace");
+    let inner: Vec<&str> = namespace["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(inner, ["invoice-refund", "invoice-void"]);
+    assert!(namespace["tools"].as_array().unwrap().iter().all(|t| t["defer_loading"] == true));
     assert_eq!(bodies[0]["tools"], bodies[1]["tools"]);
 }
 

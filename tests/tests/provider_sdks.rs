@@ -188,10 +188,13 @@ fn dump() -> Value {
     json!({ "tools": tools, "format_losses": format_losses, "requests": requests(&registry), "deferred": deferred(&registry) })
 }
 
-/// Request bodies with the providers' own tool search (`keel_tools_agent::deferral`): the examples' tools, all but
-/// two deferred, on the two APIs that search tools themselves: `{api: body}`.
+/// Request bodies with the providers' own tool search (`keel_tools_agent::deferral`): the examples' and tools-rich's
+/// tools, all but two deferred, on the two APIs that search tools themselves: `{api: body}`.
 fn deferred(registry: &Registry) -> Value {
-    let view = ToolView::new(tools_of(registry, "examples"));
+    // The dotted names of tools-rich make OpenAI Responses namespaces.
+    let mut tools = tools_of(registry, "examples");
+    tools.extend(tools_of(registry, "tools_rich"));
+    let view = ToolView::new(tools);
     let later: Vec<String> = view.names().skip(2).map(str::to_owned).collect();
     let all = view.defer(&later).expect("the view's own tools").with_tool_search().expect("the search tool is added");
     let shown = all.shown(&keel_tools_core::deferral::Surfaced::new());

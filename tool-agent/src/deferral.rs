@@ -7,9 +7,10 @@
 //! - **Anthropic Messages**: every tool, the deferred ones with `"defer_loading": true`, and the server tool
 //!   `{"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}` in place of keel's search. The
 //!   tools a search loaded come back as `tool_reference`s in a `tool_search_tool_result` block.
-//! - **OpenAI Responses**: every function tool, the deferred ones with `"defer_loading": true`, and the hosted
-//!   `{"type": "tool_search"}` in place of keel's search. The tools it loaded come back in a `tool_search_output`
-//!   item.
+//! - **OpenAI Responses**: every function tool, the deferred ones with `"defer_loading": true` and grouped in
+//!   namespaces by the first part of their names (`billing.invoice.refund` is `invoice-refund` in namespace
+//!   `billing`), and the hosted `{"type": "tool_search"}` in place of keel's search. The tools it loaded come back in
+//!   a `tool_search_output` item, and their calls with `namespace` and `name`, which the codec joins again.
 //!
 //! The full list is the same on every turn, so the provider's prompt cache holds. What the provider's search
 //! loaded is surfaced in the run ([`Run::surface`](keel_tools_core::runs::Run::surface), logged `via` the
@@ -69,10 +70,45 @@ pub(crate) fn native_entries(view: &ToolView, entries: Vec<Value>, provider: Pro
         }
         out.push(entry);
     }
+    if provider == Provider::OpenAiResponses {
+        out = namespaced(out);
+    }
     out.push(match provider {
         Provider::Anthropic => json!({"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}),
         _ => json!({"type": "tool_search"}),
     });
+    out
+}
+
+/// OpenAI Responses' entries with the deferred functions grouped in namespaces by the first part of their name
+/// (`billing.invoice.refund` is `invoice-refund` in namespace `billing`; its calls come back with `namespace` and
+/// `name`, which the codec joins again). A deferred tool whose name has one part stays a function of its own.
+fn namespaced(entries: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(entries.len());
+    let mut groups: Vec<(String, Vec<Value>)> = Vec::new();
+    for mut entry in entries {
+        let deferred = entry.get("defer_loading").and_then(Value::as_bool) == Some(true);
+        let split = entry
+            .get("name")
+            .and_then(Value::as_str)
+            .and_then(|n| n.split_once('-'))
+            .map(|(a, b)| (a.to_owned(), b.to_owned()));
+        match split {
+            Some((namespace, rest)) if deferred => {
+                entry["name"] = Value::from(rest);
+                match groups.iter_mut().find(|(n, _)| *n == namespace) {
+                    Some((_, tools)) => tools.push(entry),
+                    None => groups.push((namespace, vec![entry])),
+                }
+            }
+            _ => out.push(entry),
+        }
+    }
+    for (namespace, tools) in groups {
+        let names: Vec<&str> = tools.iter().filter_map(|t| t.get("name").and_then(Value::as_str)).collect();
+        let description = format!("{} tools of {namespace}, loaded by tool search: {}.", tools.len(), names.join(", "));
+        out.push(json!({"type": "namespace", "name": namespace, "description": description, "tools": tools}));
+    }
     out
 }
 
@@ -101,12 +137,14 @@ pub fn loaded_by_provider(reply: &AssistantMessage) -> Vec<String> {
             };
             for item in items.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("tool_search_output")) {
                 for tool in item.get("tools").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
-                    // A namespace holds its tools; a function is one.
+                    // A namespace holds its tools, named within it; a function is one.
+                    let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
                     match tool.get("tools").and_then(Value::as_array) {
-                        Some(inner) => {
-                            names.extend(inner.iter().filter_map(|t| t.get("name")?.as_str().map(str::to_owned)))
-                        }
-                        None => names.extend(tool.get("name").and_then(Value::as_str).map(str::to_owned)),
+                        Some(inner) => names.extend(
+                            inner.iter().filter_map(|t| t.get("name")?.as_str()).map(|n| format!("{name}-{n}")),
+                        ),
+                        None if !name.is_empty() => names.push(name.to_owned()),
+                        None => {}
                     }
                 }
             }

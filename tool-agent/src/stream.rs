@@ -302,7 +302,14 @@ impl Accumulate for ResponsesStream {
             "response.output_item.added" => {
                 let item = e.get("item").unwrap_or(&Value::Null);
                 if str_of(item, "type") == Some("function_call") {
-                    emit.started(index(), str_of(item, "call_id"), str_of(item, "name").unwrap_or_default());
+                    let name = str_of(item, "name").unwrap_or_default();
+                    // A function of a namespace: named as the codec joins the two.
+                    match str_of(item, "namespace").filter(|n| !n.is_empty()) {
+                        Some(namespace) => {
+                            emit.started(index(), str_of(item, "call_id"), &format!("{namespace}-{name}"))
+                        }
+                        None => emit.started(index(), str_of(item, "call_id"), name),
+                    }
                 }
             }
             "response.function_call_arguments.delta" => {

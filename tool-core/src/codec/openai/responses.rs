@@ -44,7 +44,12 @@ impl Format for Responses {
     ///
     /// The call id is `call_id` (what `function_call_output` must echo), not the item `id`.
     fn call(&self, codec: &Codec, item: &Value, index: usize) -> ToolCall {
-        let shown = string_field(Some(item), "name");
+        // A function of a namespace (deferred tools grouped by their name's first part) is named within it:
+        // `billing` and `invoice-refund` are `billing-invoice-refund`.
+        let shown = match item.get("namespace").and_then(Value::as_str) {
+            Some(namespace) if !namespace.is_empty() => format!("{namespace}-{}", string_field(Some(item), "name")),
+            _ => string_field(Some(item), "name"),
+        };
         let arguments = text_or_object_arguments(item.get("arguments"), codec.limits());
         let id = id_or_generated(item.get("call_id"), index, &shown, &arguments);
         ToolCall::from_parts(id, codec.registered_name(&shown), arguments)
