@@ -34,6 +34,7 @@
 //! | `agent` | no | [`agent`]: the agent loop against a model server |
 //! | `catalog` | no | [`catalog`]: tools as rows of a SQLite catalogue |
 //! | `contract` | no | [`contract`]: the schema lock and the provider lint |
+//! | `state` | no | [`state`]: pending approvals and exactly-once effect records in SQLite, shared by replicas |
 //! | `otel` | no | OpenTelemetry spans per call |
 //!
 //! `#[tool]` works through this crate as through `keel-tools-core`: the generated code names whichever of the
@@ -67,3 +68,8 @@ pub use keel_tools_catalog as catalog;
 #[cfg(feature = "contract")]
 #[doc(inline)]
 pub use keel_tools_contract as contract;
+
+/// Call state shared by replicas: pending approvals and exactly-once effect records (keel-tools-state).
+#[cfg(feature = "state")]
+#[doc(inline)]
+pub use keel_tools_state as state;
