@@ -58,6 +58,8 @@ const CRATES: &[Crate] = &[
             &["codec"],
             &["tool_registry"],
             &["call_policy", "otel"],
+            // Effects that happen once: the ledger's trait and the executor's step.
+            &["once"],
             &["execution"],
             &["event", "pending"],
             // Deferred tools: the views' side and the search tool.
@@ -76,7 +78,7 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         dir: "tool-state",
-        layers: &[&["error", "sql"], &["effect", "pending", "schema"], &["sqlite", "postgres"]],
+        layers: &[&["error", "sql"], &["effect", "pending", "schema"], &["sqlite", "postgres"], &["ledger"]],
         above_all: &["lib"],
         test_only: &[],
     },

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use keel_tools_core::definition::{Effect, ToolDefinition};
 use keel_tools_core::executor::CallOptions;
+use keel_tools_core::once::{EffectLedger, OnceFor};
 use keel_tools_core::runs::{ApprovalKey, PendingCall, PendingStore, PendingStoreError, Resolution};
 use keel_tools_core::{Executor, Registry, ToolCall, ToolError};
 use keel_tools_state::{
@@ -547,4 +548,263 @@ fn a_sqlite_file_is_private_to_its_owner() {
     let err = SqliteEffectStore::open(dir.db()).unwrap_err();
     assert!(err.code() == "config_error" && err.to_string().contains("chmod 600"), "{err}");
     assert_eq!(mode(&dir.db()), 0o644, "neither used nor changed");
+}
+
+// ---- Calls that run once, through the executor ----
+
+impl Db {
+    /// The effect store as an executor's ledger: its own connection(s), as a replica's.
+    fn ledger(&self) -> Arc<dyn EffectLedger> {
+        match self {
+            Db::Sqlite(dir) => Arc::new(SqliteEffectStore::open(dir.db()).expect("open")),
+            Db::Postgres(pg) => Arc::new(PostgresEffectStore::connect(&pg.conninfo).expect("connect")),
+        }
+    }
+}
+
+/// An executor with `payment.charge` (a write, allowed without approval) running once through `ledger`: the
+/// handler counts its runs, takes `delay_ms` and fails as `fail` says (`declined`: a business error; `internal`).
+fn charging(ledger: Arc<dyn EffectLedger>, runs: Arc<AtomicUsize>, wait: Duration) -> Executor {
+    let tool = ToolDefinition::builder("payment.charge")
+        .description("Charge an order.")
+        .version("1.0")
+        .effect(Effect::Write)
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "order": {"type": "string"},
+                "amount": {"type": "integer"},
+                "delay_ms": {"type": "integer"},
+                "fail": {"enum": ["declined", "internal"]}
+            },
+            "required": ["order", "amount"],
+            "additionalProperties": false
+        }))
+        .handler(move |args: Value, ctx: keel_tools_core::CallContext| {
+            let runs = runs.clone();
+            async move {
+                let run = runs.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::time::sleep(Duration::from_millis(args["delay_ms"].as_u64().unwrap_or(0))).await;
+                match args["fail"].as_str() {
+                    Some("declined") => Err(ToolError::new(
+                        keel_tools_core::results::ToolCode::parse("card_declined".to_owned()).unwrap(),
+                        "the card was declined",
+                    )),
+                    Some("internal") => Err(ToolError::internal(std::io::Error::other("the bank is down"))),
+                    _ => Ok(json!({"charged": args["amount"], "run": run, "key": ctx.idempotency_key()})),
+                }
+            }
+        })
+        .build()
+        .expect("a valid definition");
+    let lookup = ToolDefinition::builder("payment.status")
+        .description("An order's payment.")
+        .version("1.0")
+        .effect(Effect::Read)
+        .input_schema(json!({"type": "object", "properties": {}, "additionalProperties": false}))
+        .handler(|_: Value, _: keel_tools_core::CallContext| async { Ok::<_, ToolError>(json!("paid")) })
+        .build()
+        .unwrap();
+    let registry = Registry::builder().without_inventory().tools([tool, lookup]).build().unwrap();
+    Executor::builder(registry.view().build().unwrap())
+        .policy(|_: &keel_tools_core::policy::PolicyRequest<'_>| keel_tools_core::policy::PolicyDecision::Allow)
+        .exactly_once(ledger, OnceFor::Writes)
+        .exactly_once_wait(wait)
+        .build()
+        .unwrap()
+}
+
+fn charge(id: &str, args: Value) -> ToolCall {
+    ToolCall::new(id, "payment.charge", args)
+}
+
+both!(a_retried_write_runs_once_and_is_answered_with_its_first_result);
+async fn a_retried_write_runs_once_and_is_answered_with_its_first_result(db: Db) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let executor = charging(db.ledger(), runs.clone(), Duration::from_secs(2));
+    let stream = CallOptions::new().principal("alice").stream("conversation-1");
+    let first = executor.call_with(charge("c1", json!({"order": "o-1", "amount": 42})), &stream).await;
+    assert!(first.is_ok() && first.executed && !first.replayed, "{first:?}");
+    // The same call again (a transport's retry, the same stream and call id), arguments spelled with a key order
+    // of their own: answered from the record.
+    let again = executor.call_with(charge("c1", json!({"amount": 42, "order": "o-1"})), &stream).await;
+    assert_eq!(again.data(), first.data());
+    assert!(!again.executed && again.replayed, "{again:?}");
+    assert_eq!(again.to_json()["replayed"], json!(true));
+    assert_eq!(first.to_json().get("replayed"), None, "only a replayed result has the key");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // Another call id is another call; a read tool is not recorded.
+    let other = executor.call_with(charge("c2", json!({"order": "o-1", "amount": 42})), &stream).await;
+    assert!(other.executed && !other.replayed);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    let read = executor.call_with(ToolCall::new("c1", "payment.status", json!({})), &stream).await;
+    assert!(read.executed && !read.replayed);
+    // A business error is the call's outcome: replayed too.
+    let declined =
+        executor.call_with(charge("c3", json!({"order": "o-2", "amount": 1, "fail": "declined"})), &stream).await;
+    assert_eq!(declined.code(), Some("card_declined"));
+    let replayed =
+        executor.call_with(charge("c3", json!({"order": "o-2", "amount": 1, "fail": "declined"})), &stream).await;
+    assert_eq!((replayed.code(), replayed.executed, replayed.replayed), (Some("card_declined"), false, true));
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}
+
+both!(a_key_given_by_the_caller_names_the_call_across_replicas);
+async fn a_key_given_by_the_caller_names_the_call_across_replicas(db: Db) {
+    // Three replicas, each with its own executor and connection(s) to the one database; the client retries with
+    // its own key, through each, with a new request id each time.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let replicas: Vec<Executor> = (0..3).map(|_| charging(db.ledger(), runs.clone(), Duration::from_secs(2))).collect();
+    let mut answers = Vec::new();
+    for (i, replica) in replicas.iter().enumerate() {
+        let options = CallOptions::new().principal("alice").stream(format!("request-{i}")).idempotency_key("order-7");
+        answers.push(replica.call_with(charge(&format!("{i}"), json!({"order": "o-7", "amount": 7})), &options).await);
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "{answers:?}");
+    assert!(answers[0].executed);
+    assert!(answers[1..].iter().all(|a| a.replayed && a.data() == answers[0].data()), "{answers:?}");
+    // The handler saw the key the caller's key names, the same on every replica.
+    let seen = answers[0].data().unwrap()["key"].as_str().unwrap().to_owned();
+    assert!(seen.starts_with("ik-"), "{seen}");
+    // Another principal with the same key is another call.
+    let bob = CallOptions::new().principal("bob").idempotency_key("order-7");
+    let theirs = replicas[2].call_with(charge("0", json!({"order": "o-7", "amount": 7})), &bob).await;
+    assert!(theirs.executed && !theirs.replayed);
+    assert_ne!(theirs.data().unwrap()["key"], json!(seen));
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+both!(of_concurrent_duplicates_one_runs_and_the_others_wait_for_its_result);
+async fn of_concurrent_duplicates_one_runs_and_the_others_wait_for_its_result(db: Db) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let replicas: Vec<Executor> =
+        (0..3).map(|_| charging(db.ledger(), runs.clone(), Duration::from_secs(10))).collect();
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..6 {
+        let replica = replicas[i % 3].clone();
+        calls.spawn(async move {
+            let options = CallOptions::new().principal("alice").idempotency_key("order-9");
+            replica
+                .call_with(charge(&format!("r{i}"), json!({"order": "o-9", "amount": 9, "delay_ms": 300})), &options)
+                .await
+        });
+    }
+    let mut answers = Vec::new();
+    while let Some(answer) = calls.join_next().await {
+        answers.push(answer.unwrap());
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "{answers:?}");
+    assert_eq!(answers.iter().filter(|a| a.executed).count(), 1);
+    assert_eq!(answers.iter().filter(|a| a.replayed).count(), 5);
+    assert!(answers.iter().all(|a| a.data() == answers[0].data()));
+}
+
+both!(a_duplicate_that_outlasts_the_wait_is_answered_in_progress);
+async fn a_duplicate_that_outlasts_the_wait_is_answered_in_progress(db: Db) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let executor = charging(db.ledger(), runs.clone(), Duration::from_millis(100));
+    let options = CallOptions::new().principal("alice").idempotency_key("order-5");
+    let slow = json!({"order": "o-5", "amount": 5, "delay_ms": 1500});
+    let running = tokio::spawn({
+        let (executor, options, slow) = (executor.clone(), options.clone(), slow.clone());
+        async move { executor.call_with(charge("a", slow), &options).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let busy = executor.call_with(charge("b", slow.clone()), &options).await;
+    assert_eq!(busy.code(), Some("in_progress"), "{busy:?}");
+    assert!(!busy.executed && !busy.replayed);
+    let details = busy.error().unwrap().details.clone().unwrap();
+    assert!(details["retry_after_ms"].as_u64().unwrap() > 0, "{details}");
+    assert!(details["idempotency_key"].as_str().unwrap().starts_with("ik-"));
+    let done = running.await.unwrap();
+    assert!(done.executed && done.is_ok());
+    let later = executor.call_with(charge("c", slow), &options).await;
+    assert!(later.replayed && later.data() == done.data());
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+both!(a_key_reused_for_other_arguments_is_refused_and_an_internal_error_runs_again);
+async fn a_key_reused_for_other_arguments_is_refused_and_an_internal_error_runs_again(db: Db) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let executor = charging(db.ledger(), runs.clone(), Duration::from_secs(2));
+    let options = CallOptions::new().principal("alice").idempotency_key("order-3");
+    let first = executor.call_with(charge("a", json!({"order": "o-3", "amount": 3})), &options).await;
+    assert!(first.executed);
+    let other = executor.call_with(charge("b", json!({"order": "o-3", "amount": 300})), &options).await;
+    assert_eq!((other.code(), other.executed, other.replayed), (Some("idempotency_conflict"), false, false));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // An internal error gives the key up: the retry runs, and its success is what is recorded.
+    let options = CallOptions::new().principal("alice").idempotency_key("order-4");
+    let failing = json!({"order": "o-4", "amount": 4, "fail": "internal"});
+    let failed = executor.call_with(charge("a", failing), &options).await;
+    assert_eq!((failed.code(), failed.executed), (Some("tool_internal_error"), true));
+    // Nothing was recorded for the failure, so the retry's arguments are free to differ from it.
+    let retried = executor.call_with(charge("b", json!({"order": "o-4", "amount": 4})), &options).await;
+    assert!(retried.executed && retried.is_ok(), "{retried:?}");
+    let replayed = executor.call_with(charge("c", json!({"order": "o-4", "amount": 4})), &options).await;
+    assert!(replayed.replayed);
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}
+
+/// A ledger whose database is gone.
+struct Unreachable;
+
+impl EffectLedger for Unreachable {
+    fn begin<'a>(&'a self, _: &'a str, _: &'a str, _: Duration) -> keel_tools_core::once::LedgerFuture<'a, Begin> {
+        Box::pin(async {
+            Err(keel_tools_core::once::LedgerError::Store {
+                code: "unavailable".into(),
+                message: "connection refused (host db.internal:5432)".into(),
+                source: None,
+            })
+        })
+    }
+    fn finish<'a>(
+        &'a self,
+        _: &'a keel_tools_state::Lease,
+        _: &'a Value,
+    ) -> keel_tools_core::once::LedgerFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+    fn abandon<'a>(&'a self, _: &'a keel_tools_state::Lease) -> keel_tools_core::once::LedgerFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[tokio::test]
+async fn a_ledger_that_cannot_answer_keeps_the_call_from_running_and_its_detail_from_the_model() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let executor = charging(Arc::new(Unreachable), runs.clone(), Duration::from_secs(2));
+    let refused = executor.call(charge("a", json!({"order": "o-1", "amount": 1}))).await;
+    assert_eq!((refused.code(), refused.executed), (Some("state_unavailable"), false));
+    assert!(!refused.content_text().contains("db.internal"), "{}", refused.content_text());
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    // Read tools do not ask the ledger.
+    assert!(executor.call(ToolCall::new("b", "payment.status", json!({}))).await.is_ok());
+}
+
+#[test]
+fn exactly_once_names_only_write_tools_of_the_view() {
+    let registry = Registry::builder()
+        .without_inventory()
+        .tools([ToolDefinition::builder("payment.status")
+            .description("An order's payment.")
+            .effect(Effect::Read)
+            .input_schema(json!({"type": "object"}))
+            .handler(|_: Value, _: keel_tools_core::CallContext| async { Ok::<_, ToolError>(json!("paid")) })
+            .build()
+            .unwrap()])
+        .build()
+        .unwrap();
+    let err = Executor::builder(registry.view().build().unwrap())
+        .exactly_once(Arc::new(Unreachable), OnceFor::tools(["payment.status", "payment.refund"]))
+        .build()
+        .unwrap_err();
+    let problems: Vec<(String, &str)> = err.problems().iter().map(|p| (p.tool().to_owned(), p.code())).collect();
+    assert_eq!(
+        problems,
+        [("payment.status".to_owned(), "bad_exactly_once"), ("payment.refund".to_owned(), "bad_exactly_once")]
+    );
+    assert!(err.to_string().contains("it is a read tool"), "{err}");
 }

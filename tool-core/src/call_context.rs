@@ -422,29 +422,45 @@ pub(crate) struct KeyScope<'a> {
     pub(crate) stream: Option<&'a str>,
 }
 
+/// One part of a key's hash, length-prefixed so that no two tuples write the same bytes.
+fn key_part(h: &mut Fnv1a128, part: &str) {
+    h.update(&(part.len() as u64).to_le_bytes());
+    h.update(part.as_bytes());
+}
+
 /// The key [`CallContext::idempotency_key`] documents: a stable 128-bit hash of the tenant, principal and stream
 /// (each with whether it is there), the tool and the call id, each part length-prefixed so that no two tuples
 /// write the same bytes. With neither principal nor stream, it is version 1 of the key (tenant, tool, call id),
 /// so that keys stored before streams existed still name their calls.
 pub(crate) fn idempotency_key(scope: KeyScope<'_>, tool: &str, call_id: &str) -> String {
-    fn part(h: &mut Fnv1a128, part: &str) {
-        h.update(&(part.len() as u64).to_le_bytes());
-        h.update(part.as_bytes());
-    }
     let mut h = Fnv1a128::new();
     if scope.principal.is_none() && scope.stream.is_none() {
         h.update(b"keel-idempotency-key-1");
         h.update(&[u8::from(scope.tenant.is_some())]);
-        part(&mut h, scope.tenant.unwrap_or(""));
+        key_part(&mut h, scope.tenant.unwrap_or(""));
     } else {
         h.update(b"keel-idempotency-key-2");
         for who in [scope.tenant, scope.principal, scope.stream] {
             h.update(&[u8::from(who.is_some())]);
-            part(&mut h, who.unwrap_or(""));
+            key_part(&mut h, who.unwrap_or(""));
         }
     }
-    part(&mut h, tool);
-    part(&mut h, call_id);
+    key_part(&mut h, tool);
+    key_part(&mut h, call_id);
+    format!("ik-{:032x}", h.finish())
+}
+
+/// The key of a call whose caller gave its own idempotency key: version 3, from the tenant and principal (each
+/// with whether it is there), the tool and the given key; never equal to a key of version 1 or 2.
+pub(crate) fn given_idempotency_key(scope: KeyScope<'_>, tool: &str, given: &str) -> String {
+    let mut h = Fnv1a128::new();
+    h.update(b"keel-idempotency-key-3");
+    for who in [scope.tenant, scope.principal] {
+        h.update(&[u8::from(who.is_some())]);
+        key_part(&mut h, who.unwrap_or(""));
+    }
+    key_part(&mut h, tool);
+    key_part(&mut h, given);
     format!("ik-{:032x}", h.finish())
 }
 

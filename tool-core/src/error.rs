@@ -78,6 +78,13 @@ executor_codes! {
     ApprovalExpired => "approval_expired",
     /// The tool's version or contract changed after the pending call was made; it must be asked for again.
     ApprovalStale => "approval_stale",
+    /// A call that runs once ([`crate::once`]) found the same call running, started by an earlier attempt, and
+    /// did not run; the details give the key and when to ask again (`retry_after_ms`).
+    InProgress => "in_progress",
+    /// A call that runs once carried an idempotency key recorded for a call with other arguments; not run.
+    IdempotencyConflict => "idempotency_conflict",
+    /// A call that runs once could not read or claim its record in the effect ledger; not run.
+    StateUnavailable => "state_unavailable",
 }
 
 impl ErrorCode {

@@ -17,6 +17,7 @@ use crate::codec::Codec;
 use crate::effect::Effect;
 use crate::failure::{FailureHook, InternalFailure, trace_failure};
 use crate::input::ClientInput;
+use crate::once::{Answered, Claim, EffectLedger, Once, OnceFor};
 use crate::result::ToolResult;
 use crate::tool_definition::{CompiledTool, Handler, ToolDefinition, compiled};
 use crate::view::ToolView;
@@ -51,6 +52,13 @@ pub enum ExecutorProblem {
         /// What is wrong.
         problem: String,
     },
+    /// [`ExecutorBuilder::exactly_once`] names a tool the view does not hold, or a read tool.
+    ExactlyOnce {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// The tool takes `State<T>` (or an extractor needs a `T`) and the executor holds no `T`.
     MissingState {
         /// The tool.
@@ -66,15 +74,17 @@ impl ExecutorProblem {
         match self {
             ExecutorProblem::Parameters { tool, .. }
             | ExecutorProblem::Schema { tool, .. }
+            | ExecutorProblem::ExactlyOnce { tool, .. }
             | ExecutorProblem::MissingState { tool, .. } => tool,
         }
     }
 
-    /// A stable code: `bad_parameters`, `bad_schema` or `missing_state`.
+    /// A stable code: `bad_parameters`, `bad_schema`, `bad_exactly_once` or `missing_state`.
     pub fn code(&self) -> &'static str {
         match self {
             ExecutorProblem::Parameters { .. } => "bad_parameters",
             ExecutorProblem::Schema { .. } => "bad_schema",
+            ExecutorProblem::ExactlyOnce { .. } => "bad_exactly_once",
             ExecutorProblem::MissingState { .. } => "missing_state",
         }
     }
@@ -83,7 +93,9 @@ impl ExecutorProblem {
 impl fmt::Display for ExecutorProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ExecutorProblem::Parameters { tool, problem } | ExecutorProblem::Schema { tool, problem } => {
+            ExecutorProblem::Parameters { tool, problem }
+            | ExecutorProblem::Schema { tool, problem }
+            | ExecutorProblem::ExactlyOnce { tool, problem } => {
                 write!(f, "tool `{tool}`: {problem}")
             }
             ExecutorProblem::MissingState { tool, type_name } => write!(
@@ -144,6 +156,8 @@ struct Inner {
     /// Whether the OpenTelemetry spans record arguments and results.
     #[cfg(feature = "otel")]
     otel_content: bool,
+    /// The ledger of the tools that run once, if any do.
+    once: Option<Once>,
 }
 
 /// The [`Executor`]: every model-produced call goes through one fixed order.
@@ -216,9 +230,25 @@ pub struct ExecutorBuilder {
     on_failure: FailureHook,
     #[cfg(feature = "otel")]
     otel_content: bool,
+    once: Option<(Arc<dyn EffectLedger>, OnceFor)>,
+    once_wait: Duration,
 }
 
 impl ExecutorBuilder {
+    /// Calls of the tools `which` names run their handler once per idempotency key, on every replica that
+    /// shares `ledger`: a retry is answered with the first run's result (`executed: false`, `replayed: true`).
+    /// See [`crate::once`] for the rules. A tool `which` names that the view does not hold, or that is a `read`
+    /// tool, fails the build.
+    pub fn exactly_once(mut self, ledger: Arc<dyn EffectLedger>, which: OnceFor) -> Self {
+        self.once = Some((ledger, which));
+        self
+    }
+    /// How long a call that runs once waits for a duplicate that is running to finish before it answers
+    /// `in_progress` (default [`crate::once::DEFAULT_WAIT`]).
+    pub fn exactly_once_wait(mut self, wait: Duration) -> Self {
+        self.once_wait = wait;
+        self
+    }
     /// Shared state handed to handlers that take `State<T>`.
     pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.state.insert(value);
@@ -321,11 +351,27 @@ impl ExecutorBuilder {
                 problems.push(ExecutorProblem::MissingState { tool: tool(), type_name });
             }
         }
+        if let Some((_, OnceFor::Tools(names))) = &self.once {
+            for name in names {
+                match self.view.get(name) {
+                    None => problems.push(ExecutorProblem::ExactlyOnce {
+                        tool: name.clone(),
+                        problem: "`exactly_once` names it, and the view holds no tool of that name".to_owned(),
+                    }),
+                    Some(d) if d.effect() == Effect::Read => problems.push(ExecutorProblem::ExactlyOnce {
+                        tool: name.clone(),
+                        problem: "`exactly_once` names it, and it is a read tool: it has no effect to do once"
+                            .to_owned(),
+                    }),
+                    Some(_) => {}
+                }
+            }
+        }
         if !problems.is_empty() {
             return Err(ExecutorError { problems });
         }
         let index = NameIndex::new(self.view.names());
-        let deadlines = self
+        let deadlines: Box<[Deadline]> = self
             .view
             .iter()
             .map(|d| {
@@ -338,6 +384,21 @@ impl ExecutorBuilder {
             })
             .collect();
         let names = self.view.names().map(Arc::from).collect();
+        let once = self.once.map(|(ledger, which)| {
+            let leases = self
+                .view
+                .iter()
+                .zip(&deadlines)
+                .map(|(d, deadline)| {
+                    let covered = match &which {
+                        OnceFor::Writes => d.effect() != Effect::Read,
+                        OnceFor::Tools(names) => names.iter().any(|n| n == d.name()),
+                    };
+                    covered.then(|| deadline.total().saturating_add(crate::once::LEASE_MARGIN))
+                })
+                .collect();
+            Once { ledger, leases, wait: self.once_wait }
+        });
         Ok(Executor {
             inner: Arc::new(Inner {
                 view: self.view,
@@ -354,6 +415,7 @@ impl ExecutorBuilder {
                 on_failure: self.on_failure,
                 #[cfg(feature = "otel")]
                 otel_content: self.otel_content,
+                once,
             }),
         })
     }
@@ -396,6 +458,7 @@ pub struct CallOptions {
     admitted: Option<Arc<dyn Fn() + Send + Sync>>,
     granted_scopes: Option<Arc<[Arc<str>]>>,
     allowed_tools: Option<Arc<[Arc<str>]>>,
+    given_key: Option<Arc<str>>,
 }
 
 impl fmt::Debug for CallOptions {
@@ -442,6 +505,18 @@ impl CallOptions {
     pub fn stream(mut self, stream: impl Into<Arc<str>>) -> Self {
         self.stream = Some(stream.into());
         self
+    }
+    /// The caller's own idempotency key for the call (an HTTP `Idempotency-Key` header, an MCP request's
+    /// `_meta` `keel/idempotencyKey`): the call's key is derived from it, its tenant, principal and tool, and not
+    /// from its stream or call id, so that a retry made on another connection, by another replica, is the same
+    /// call. Two principals or two tenants never share a key. Give it to one call only.
+    pub fn idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
+        self.given_key = Some(key.into());
+        self
+    }
+    /// The key given with [`CallOptions::idempotency_key`].
+    pub fn get_idempotency_key(&self) -> Option<&str> {
+        self.given_key.as_deref()
     }
     /// The tenant set with [`CallOptions::tenant`], if any.
     pub fn get_tenant(&self) -> Option<&str> {
@@ -558,7 +633,15 @@ impl CallOptions {
     }
     /// The idempotency key of a call of `tool` with `call_id` made with these options: the key its handler's
     /// context has ([`CallContext::idempotency_key`](crate::CallContext::idempotency_key)).
-    pub(crate) fn idempotency_key(&self, tool: &str, call_id: &str) -> String {
+    pub(crate) fn key_for(&self, tool: &str, call_id: &str) -> String {
+        if let Some(given) = &self.given_key {
+            let scope = crate::call_context::KeyScope {
+                tenant: self.tenant.as_deref(),
+                principal: self.principal.as_deref(),
+                stream: None,
+            };
+            return crate::call_context::given_idempotency_key(scope, tool, given);
+        }
         let stream = self.key_stream(call_id);
         let scope = crate::call_context::KeyScope {
             tenant: self.tenant.as_deref(),
@@ -616,6 +699,8 @@ impl Executor {
             on_failure: Arc::new(trace_failure),
             #[cfg(feature = "otel")]
             otel_content: false,
+            once: None,
+            once_wait: crate::once::DEFAULT_WAIT,
         }
     }
 
@@ -777,45 +862,73 @@ impl Executor {
             return answer.failure(failed);
         }
 
-        // 4. The handler, under a timeout, with panics caught. One that ran here did so under the span; one still
-        // to be awaited is awaited with the span left (a guard held across an `.await` would stay entered while
-        // other tasks run on this thread): its polls enter the span themselves.
-        let (outcome, _entered) = match self.invoke(at, def, call_id, arguments, options) {
-            Invoked::Ran(outcome) => (outcome, entered),
-            Invoked::Started { begun, token } => {
+        // 3b. A tool that runs once: the key claimed in the ledger, or the call answered from its record (awaited
+        // with the span left, as below).
+        let (claimed, entered) = match self.inner.once.as_ref().and_then(|once| Some((once, once.leases[at]?))) {
+            None => (None, entered),
+            Some((once, lease)) => {
                 drop(entered);
-                let outcome = match begun {
-                    Started::Ended(outcome) => outcome,
-                    Started::Running(fut) => {
-                        let (deadline, caller) = (&self.inner.deadlines[at], options.cancellation.as_ref());
-                        settle(fut, deadline, (call_id, def.name()), token.as_ref(), caller, &span).await
+                let key = options.key_for(def.name(), call_id);
+                let fingerprint = crate::once::fingerprint(def.name(), &arguments);
+                let claim = once.claim(key, fingerprint, lease, options.cancellation.as_ref());
+                match tracing::Instrument::instrument(claim, span.clone()).await {
+                    Claim::Run(lease) => (Some((once, lease)), span.enter()),
+                    Claim::Answer(answered) => {
+                        let _entered = span.enter();
+                        return answer.answered(answered);
                     }
-                };
-                let entered = span.enter();
-                // The call is over either way: a handler still running in the background sees cancellation.
-                if let Some(token) = token {
-                    token.cancel();
                 }
-                (outcome, entered)
             }
         };
+        let result = 'steps: {
+            // 4. The handler, under a timeout, with panics caught. One that ran here did so under the span; one still
+            // to be awaited is awaited with the span left (a guard held across an `.await` would stay entered while
+            // other tasks run on this thread): its polls enter the span themselves.
+            let (outcome, _entered) = match self.invoke(at, def, call_id, arguments, options) {
+                Invoked::Ran(outcome) => (outcome, entered),
+                Invoked::Started { begun, token } => {
+                    drop(entered);
+                    let outcome = match begun {
+                        Started::Ended(outcome) => outcome,
+                        Started::Running(fut) => {
+                            let (deadline, caller) = (&self.inner.deadlines[at], options.cancellation.as_ref());
+                            settle(fut, deadline, (call_id, def.name()), token.as_ref(), caller, &span).await
+                        }
+                    };
+                    let entered = span.enter();
+                    // The call is over either way: a handler still running in the background sees cancellation.
+                    if let Some(token) = token {
+                        token.cancel();
+                    }
+                    (outcome, entered)
+                }
+            };
 
-        // 5. Business error, internal error, timeout?
-        let value = match outcome {
-            Ok(value) => value,
-            Err(fault) => {
-                let failed = self.judge(at, def, call_id, fault, options);
-                return answer.failure(failed);
+            // 5. Business error, internal error, timeout?
+            let value = match outcome {
+                Ok(value) => value,
+                Err(fault) => {
+                    let failed = self.judge(at, def, call_id, fault, options);
+                    break 'steps answer.failure(failed);
+                }
+            };
+
+            // 6. The result valid against the result schema?
+            if let Err(failed) = self.check_result(def, call_id, compiled, &value) {
+                break 'steps answer.failure(failed);
             }
-        };
 
-        // 6. The result valid against the result schema?
-        if let Err(failed) = self.check_result(def, call_id, compiled, &value) {
-            return answer.failure(failed);
+            // 7. Ok.
+            answer.ok(value)
+        };
+        // 3b, again: what the call did, recorded (awaited with the span left).
+        match claimed {
+            None => result,
+            Some((once, lease)) => {
+                once.settle(lease, &result).await;
+                result
+            }
         }
-
-        // 7. Ok.
-        answer.ok(value)
     }
 
     /// Step 1: is the tool registered in this view, and not outside the options' allowed tools? Exact match only.
@@ -918,7 +1031,7 @@ impl Executor {
                 Some(parent) => parent.child_token(),
                 None => CancellationToken::new(),
             };
-            let ctx = CallContext::builder(call_id, def.name())
+            let mut ctx = CallContext::builder(call_id, def.name())
                 .output_limits(self.inner.output_limits)
                 .tenant(options.tenant.clone())
                 .principal(options.principal.clone())
@@ -926,8 +1039,11 @@ impl Executor {
                 .cancellation(token.clone())
                 .state(self.inner.state.clone())
                 .notifier(options.notifier.clone())
-                .client_input(options.input.clone())
-                .build();
+                .client_input(options.input.clone());
+            if options.given_key.is_some() {
+                ctx = ctx.idempotency_key(options.key_for(def.name(), call_id));
+            }
+            let ctx = ctx.build();
             (ctx, Some(token))
         };
         Invoked::Started { begun: start(handler, call_id, arguments, ctx, deadline), token }
@@ -1007,6 +1123,29 @@ impl Answer<'_> {
     #[cold]
     fn failure(self, f: Failed) -> ToolResult {
         traced(self.span, self.started, ToolResult::failure(self.call_id, self.name, self.version, f.executed, f.body))
+    }
+
+    /// The answer of a call that runs once and did not run now: the recorded outcome of its first run
+    /// (`replayed`), or a refusal. Not executed either way.
+    #[cold]
+    fn answered(self, answered: Answered) -> ToolResult {
+        let result = match answered {
+            Answered::Replay(outcome) => {
+                let mut result = match outcome {
+                    crate::result::Outcome::Data(data) => {
+                        ToolResult::success(self.call_id, self.name, self.version, data)
+                    }
+                    crate::result::Outcome::Error(error) => {
+                        ToolResult::failure(self.call_id, self.name, self.version, false, error)
+                    }
+                };
+                result.executed = false;
+                result.replayed = true;
+                result
+            }
+            Answered::Refused(body) => ToolResult::failure(self.call_id, self.name, self.version, false, body),
+        };
+        traced(self.span, self.started, result)
     }
 }
 

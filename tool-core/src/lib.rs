@@ -105,6 +105,7 @@ mod event;
 mod execution;
 mod failure;
 mod input;
+pub mod once;
 #[cfg(feature = "otel")]
 mod otel;
 mod params;

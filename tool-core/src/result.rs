@@ -23,7 +23,8 @@ use crate::error::ErrorCode;
 /// The outcome of one tool call: who answered, and either the tool's data or an error, by construction.
 ///
 /// Serialised with every key, in this order: `call_id`, `tool_name`, `tool_version`, `ok`, `executed`, `data`,
-/// `error` (`data` is `null` on failure and `error` is `null` on success).
+/// `error` (`data` is `null` on failure and `error` is `null` on success); a replayed result has `replayed: true`
+/// after `executed`, and no other has the key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
     /// The id of the call this answers.
@@ -36,6 +37,9 @@ pub struct ToolResult {
     /// Whether the handler ran: `false` for rejections before it (unknown tool, invalid arguments, approval, an
     /// extractor's refusal).
     pub executed: bool,
+    /// Whether this is the recorded result of an earlier run of the same call, answered without running the
+    /// handler again (a tool that runs once: see [`crate::once`]). A replayed result is never `executed`.
+    pub replayed: bool,
     /// The data or the error.
     pub outcome: Outcome,
 }
@@ -130,6 +134,7 @@ impl ToolResult {
             tool_name: tool_name.into(),
             tool_version,
             executed: true,
+            replayed: false,
             outcome: Outcome::Data(data),
         }
     }
@@ -147,6 +152,7 @@ impl ToolResult {
             tool_name: tool_name.into(),
             tool_version,
             executed,
+            replayed: false,
             outcome: Outcome::Error(error),
         }
     }
@@ -206,6 +212,9 @@ impl ToolResult {
         );
         m.insert("ok".into(), Value::Bool(self.is_ok()));
         m.insert("executed".into(), Value::Bool(self.executed));
+        if self.replayed {
+            m.insert("replayed".into(), Value::Bool(true));
+        }
         m.insert("data".into(), self.data().cloned().unwrap_or(Value::Null));
         m.insert("error".into(), self.error().map_or(Value::Null, error_body_json));
         Value::Object(m)
@@ -231,6 +240,8 @@ struct WireRef<'a> {
     tool_version: Option<&'a str>,
     ok: bool,
     executed: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    replayed: bool,
     data: Option<&'a Value>,
     error: Option<&'a ErrorBody>,
 }
@@ -243,6 +254,7 @@ impl Serialize for ToolResult {
             tool_version: self.tool_version.as_deref(),
             ok: self.is_ok(),
             executed: self.executed,
+            replayed: self.replayed,
             data: self.data(),
             error: self.error(),
         }
@@ -258,6 +270,8 @@ struct Wire {
     tool_version: Option<String>,
     ok: bool,
     executed: bool,
+    #[serde(default)]
+    replayed: bool,
     #[serde(default)]
     data: Option<Value>,
     #[serde(default)]
@@ -280,6 +294,7 @@ impl<'de> Deserialize<'de> for ToolResult {
             tool_name: w.tool_name,
             tool_version: w.tool_version.map(Cow::Owned),
             executed: w.executed,
+            replayed: w.replayed,
             outcome,
         })
     }

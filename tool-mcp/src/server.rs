@@ -117,7 +117,7 @@ mod session;
 mod view;
 
 pub use builder::McpServerBuilder;
-pub use call::{McpRequest, current_request};
+pub use call::{IDEMPOTENCY_KEY_META, MAX_IDEMPOTENCY_KEY, McpRequest, current_request};
 pub use error::{InvalidToolEntry, McpServerError, ServeError};
 use listing::{Listeners, Listing};
 pub use session::McpSession;

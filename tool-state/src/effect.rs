@@ -44,54 +44,8 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// The future an [`EffectStore`] method returns.
 pub type StateFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StateError>> + Send + 'a>>;
 
-/// What [`EffectStore::begin`] decided.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Begin {
-    /// The caller holds the key: run the call, then [`finish`](EffectStore::finish) or
-    /// [`abandon`](EffectStore::abandon) with this lease.
-    Run(Lease),
-    /// The call ran and finished: this is its result, as [`finish`](EffectStore::finish) recorded it. Do not run
-    /// it again.
-    Replay(Value),
-    /// Another runner holds the key, its lease not yet expired.
-    InProgress {
-        /// When its lease expires, in milliseconds since the Unix epoch (the store's clock): the earliest a
-        /// `begin` can take the key over, unless the runner renews or finishes first.
-        lease_expires_at_ms: u64,
-    },
-}
-
-/// A runner's claim on a key, from [`Begin::Run`]: whoever holds the current lease of a key, and only they, may
-/// finish, abandon or renew it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    key: String,
-    token: String,
-    expires_at_ms: u64,
-}
-
-impl Lease {
-    /// The lease `token` on `key`, expiring at `expires_at_ms` (for [`EffectStore`] implementations).
-    pub fn new(key: impl Into<String>, token: impl Into<String>, expires_at_ms: u64) -> Lease {
-        Lease { key: key.into(), token: token.into(), expires_at_ms }
-    }
-
-    /// The key.
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// What tells this lease from the key's other leases: unique, not secret.
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
-    /// When it expires, in milliseconds since the Unix epoch (the store's clock).
-    pub fn expires_at_ms(&self) -> u64 {
-        self.expires_at_ms
-    }
-}
+#[doc(no_inline)]
+pub use keel_tools_core::once::{Begin, Lease};
 
 /// Where effect records are kept, shared by every process that may run the same calls. See the
 /// [module documentation](self) for the protocol.

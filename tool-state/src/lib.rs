@@ -105,6 +105,7 @@
 
 pub mod effect;
 mod error;
+mod ledger;
 mod pending;
 #[cfg(feature = "postgres")]
 pub mod postgres;

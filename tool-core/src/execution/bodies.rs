@@ -177,7 +177,7 @@ fn stopped_details(
         details.insert("timeout_ms".to_owned(), Value::from(ms));
     }
     details.insert("handler".to_owned(), Value::String(state.as_str().to_owned()));
-    details.insert("idempotency_key".to_owned(), Value::String(options.idempotency_key(tool, call_id)));
+    details.insert("idempotency_key".to_owned(), Value::String(options.key_for(tool, call_id)));
     Value::Object(details)
 }
 

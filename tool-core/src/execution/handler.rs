@@ -50,6 +50,11 @@ impl Deadline {
     pub(super) fn new(timeout: Duration, grace: Duration) -> Deadline {
         Deadline { timeout, grace, timing: Timing::new(timeout.saturating_add(grace)) }
     }
+
+    /// The timeout and the grace period: the longest a handler is waited for.
+    pub(super) fn total(&self) -> Duration {
+        self.timeout.saturating_add(self.grace)
+    }
 }
 
 /// A blocking handler's progress, shared with its thread: whoever moves it out of `QUEUED` first decides whether

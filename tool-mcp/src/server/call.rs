@@ -23,6 +23,12 @@ use crate::render;
 const TASK_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// The refusal of a call that would become a task when `max` of them run already.
+/// The `_meta` key of a `tools/call` request that carries the client's idempotency key for the call.
+pub const IDEMPOTENCY_KEY_META: &str = "keel/idempotencyKey";
+
+/// The longest idempotency key a client may give, in bytes.
+pub const MAX_IDEMPOTENCY_KEY: usize = 256;
+
 fn too_many_tasks(max: usize) -> ErrorData {
     let retry_after_s = TASK_RETRY_AFTER.as_secs();
     ErrorData::new(
@@ -72,6 +78,26 @@ impl McpSession {
             Some(f) => f(&request, &context),
             None => CallOptions::new(),
         };
+        // The client's own idempotency key for the call, in `_meta`: a retry carrying it is the same call on any
+        // session or replica (for a tool that runs once: see `ExecutorBuilder::exactly_once`).
+        if options.get_idempotency_key().is_none()
+            && let Some(key) = context.meta.get(IDEMPOTENCY_KEY_META)
+        {
+            match key.as_str() {
+                Some(key) if !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY => {
+                    options = options.idempotency_key(key);
+                }
+                _ => {
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "`_meta.{IDEMPOTENCY_KEY_META}` is a string of 1 to {MAX_IDEMPOTENCY_KEY} bytes that names \
+                             one call"
+                        ),
+                        None,
+                    ));
+                }
+            }
+        }
         let listing = shared.listing();
         let stateless_request = is_stateless(&context);
         let peer = context.peer.clone();

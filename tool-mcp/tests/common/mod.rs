@@ -85,11 +85,13 @@ impl Peer {
     /// One JSON-RPC request.
     pub async fn request(&self, id: u64, method: &str, mut params: Value) -> Reply {
         if self.era == Era::Stateless {
+            let given = params["_meta"].as_object().cloned().unwrap_or_default();
             params["_meta"] = json!({
                 "io.modelcontextprotocol/protocolVersion": STATELESS_REVISION,
                 "io.modelcontextprotocol/clientCapabilities": {},
                 "io.modelcontextprotocol/clientInfo": {"name": "keel-test", "version": "1"}
             });
+            params["_meta"].as_object_mut().expect("an object").extend(given);
         }
         let name = params["name"].as_str().map(str::to_owned);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
