@@ -8,7 +8,9 @@
 //! Tokio runtimes. Effect records: begin/finish/replay, abandon, exactly one `Run` among concurrent begins on
 //! several stores, a lease that expires lets the call run again (and the old runner can no longer finish), a
 //! renewed lease holds, another fingerprint conflicts, records past the retention forgotten and purged, a corrupt
-//! result reported.
+//! result reported. Through the executor: a retried write replayed, a caller's key across replicas, concurrent
+//! duplicates, in_progress, conflicts, an unreachable ledger, and a handler that commits its effect and its record in
+//! one transaction (a retry after the executor failed to record is replayed; a taken-over lease rolls it back).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -363,8 +365,8 @@ async fn an_effect_runs_once_and_its_result_is_replayed(db: Db) {
     for other in [&store, &db.effects(HOUR)] {
         assert_eq!(other.begin("order-1", "f1", LONG).await.unwrap(), Begin::Replay(json!({"charged": 42})));
     }
-    let again = store.finish(&lease, &json!("twice")).await.unwrap_err();
-    assert_eq!(again.code(), "lease_lost", "a finished record is not finished again");
+    // Finishing again under the same lease changes nothing: the first result stands.
+    store.finish(&lease, &json!("twice")).await.unwrap();
     assert_eq!(store.begin("order-1", "f1", LONG).await.unwrap(), Begin::Replay(json!({"charged": 42})));
 
     // Abandoned: the next begin runs it.
@@ -745,6 +747,168 @@ async fn a_key_reused_for_other_arguments_is_refused_and_an_internal_error_runs_
     let replayed = executor.call_with(charge("c", json!({"order": "o-4", "amount": 4})), &options).await;
     assert!(replayed.replayed);
     assert_eq!(runs.load(Ordering::SeqCst), 3);
+}
+
+// ---- A handler that records its result in its effect's transaction ----
+
+/// A ledger whose `finish` always fails, as a process that dies between its handler's commit and the executor's
+/// record would leave it: its `begin` and `abandon` are the store's.
+struct FinishFails(Arc<dyn EffectLedger>);
+
+impl EffectLedger for FinishFails {
+    fn begin<'a>(
+        &'a self,
+        key: &'a str,
+        fp: &'a str,
+        lease: Duration,
+    ) -> keel_tools_core::once::LedgerFuture<'a, Begin> {
+        self.0.begin(key, fp, lease)
+    }
+    fn finish<'a>(
+        &'a self,
+        _: &'a keel_tools_state::Lease,
+        _: &'a Value,
+    ) -> keel_tools_core::once::LedgerFuture<'a, ()> {
+        Box::pin(async {
+            Err(keel_tools_core::once::LedgerError::Store {
+                code: "unavailable".into(),
+                message: "the process died".into(),
+                source: None,
+            })
+        })
+    }
+    fn abandon<'a>(&'a self, lease: &'a keel_tools_state::Lease) -> keel_tools_core::once::LedgerFuture<'a, ()> {
+        self.0.abandon(lease)
+    }
+}
+
+/// The effect store a handler joins, with what it needs to open a connection of its own to the same database.
+#[derive(Clone)]
+enum Joined {
+    Sqlite(SqliteEffectStore),
+    Postgres(PostgresEffectStore, String),
+}
+
+impl Db {
+    fn joined(&self) -> Joined {
+        match self {
+            Db::Sqlite(dir) => Joined::Sqlite(SqliteEffectStore::open(dir.db()).expect("open")),
+            Db::Postgres(pg) => {
+                Joined::Postgres(PostgresEffectStore::connect(&pg.conninfo).expect("connect"), pg.conninfo.clone())
+            }
+        }
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        match self {
+            Db::Sqlite(dir) => {
+                rusqlite::Connection::open(dir.db()).unwrap().query_row(sql, [], |r| r.get(0)).expect(sql)
+            }
+            Db::Postgres(pg) => pg.client().await.query_one(sql, &[]).await.expect(sql).get(0),
+        }
+    }
+}
+
+impl Joined {
+    /// Inserts a charge and records `data` under `lease`, in one transaction: committed when the record is
+    /// written, rolled back when it is refused.
+    async fn charge(
+        &self,
+        order: &str,
+        lease: &keel_tools_state::Lease,
+        data: &Value,
+    ) -> Result<(), keel_tools_state::StateError> {
+        match self {
+            Joined::Sqlite(store) => {
+                let mut conn = rusqlite::Connection::open(store.path()).unwrap();
+                let tx = conn.transaction().unwrap();
+                tx.execute("INSERT INTO charges (order_id) VALUES (?1)", [order]).unwrap();
+                store.finish_in(&tx, lease, data)?;
+                tx.commit().unwrap();
+            }
+            Joined::Postgres(store, conninfo) => {
+                let mut client = keel_tests::pg::connect(conninfo).await;
+                let tx = client.transaction().await.unwrap();
+                tx.execute("INSERT INTO charges (order_id) VALUES ($1)", &[&order]).await.unwrap();
+                store.finish_in(&tx, lease, data).await?;
+                tx.commit().await.unwrap();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An executor with `payment.charge` running once through `ledger`, whose handler inserts its charge and records
+/// its result in one transaction of `joined`'s database.
+fn charging_in_one_transaction(ledger: Arc<dyn EffectLedger>, joined: Joined) -> Executor {
+    let tool = ToolDefinition::builder("payment.charge")
+        .description("Charge an order.")
+        .version("1.0")
+        .effect(Effect::Write)
+        .input_schema(json!({
+            "type": "object",
+            "properties": {"order": {"type": "string"}},
+            "required": ["order"],
+            "additionalProperties": false
+        }))
+        .handler(move |args: Value, ctx: keel_tools_core::CallContext| {
+            let joined = joined.clone();
+            async move {
+                let lease = ctx.effect_lease().expect("a tool that runs once runs under a lease").clone();
+                let data = json!({"charged": args["order"]});
+                joined.charge(args["order"].as_str().unwrap(), &lease, &data).await.map_err(ToolError::internal)?;
+                Ok::<_, ToolError>(data)
+            }
+        })
+        .build()
+        .expect("a valid definition");
+    let registry = Registry::builder().without_inventory().tools([tool]).build().unwrap();
+    Executor::builder(registry.view().build().unwrap())
+        .policy(|_: &keel_tools_core::policy::PolicyRequest<'_>| keel_tools_core::policy::PolicyDecision::Allow)
+        .exactly_once(ledger, OnceFor::tools(["payment.charge"]))
+        .build()
+        .unwrap()
+}
+
+both!(a_handler_commits_its_effect_and_its_record_together);
+async fn a_handler_commits_its_effect_and_its_record_together(db: Db) {
+    let store = db.effects(HOUR); // first: it creates the SQLite file, private to its owner
+    db.exec("CREATE TABLE charges (order_id TEXT NOT NULL)").await;
+    let options = CallOptions::new().principal("alice").idempotency_key("order-1");
+
+    // The executor's record fails after the handler committed (its process died, say): the record committed with
+    // the charge answers the retry, at once, and the charge is not made twice.
+    let dying = charging_in_one_transaction(Arc::new(FinishFails(db.ledger())), db.joined());
+    let first = dying.call_with(ToolCall::new("c1", "payment.charge", json!({"order": "o-1"})), &options).await;
+    assert!(first.is_ok() && first.executed, "{first:?}");
+    let replica = charging_in_one_transaction(db.ledger(), db.joined());
+    let retried = replica.call_with(ToolCall::new("c2", "payment.charge", json!({"order": "o-1"})), &options).await;
+    assert!(retried.replayed && !retried.executed, "{retried:?}");
+    assert_eq!(retried.data(), Some(&json!({"charged": "o-1"})));
+    assert_eq!(db.count("SELECT count(*) FROM charges").await, 1);
+
+    // Where the executor records too, its finish finds the record done under the same lease: no error, one charge.
+    let options = CallOptions::new().principal("alice").idempotency_key("order-2");
+    let done = replica.call_with(ToolCall::new("c3", "payment.charge", json!({"order": "o-2"})), &options).await;
+    assert!(done.is_ok() && done.executed, "{done:?}");
+    let again = replica.call_with(ToolCall::new("c4", "payment.charge", json!({"order": "o-2"})), &options).await;
+    assert!(again.replayed, "{again:?}");
+    assert_eq!(db.count("SELECT count(*) FROM charges").await, 2);
+
+    // A runner whose lease was taken over cannot record, and its transaction rolls back: no charge of its own.
+    let joined = db.joined();
+    let stale = lease_of(store.begin("order-3", "f3", Duration::from_millis(50)).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let current = lease_of(store.begin("order-3", "f3", LONG).await.unwrap());
+    let refused = joined.charge("o-3", &stale, &json!("stale")).await.unwrap_err();
+    assert_eq!(refused.code(), "lease_lost");
+    assert_eq!(db.count("SELECT count(*) FROM charges").await, 2, "rolled back");
+    joined.charge("o-3", &current, &json!("current")).await.unwrap();
+    assert_eq!(db.count("SELECT count(*) FROM charges").await, 3);
+    assert_eq!(
+        store.begin("order-3", "f3", LONG).await.unwrap(),
+        Begin::Replay(keel_tools_core::once::data_record(&json!("current")))
+    );
 }
 
 /// A ledger whose database is gone.

@@ -119,6 +119,8 @@ struct Inner {
     input: Option<Arc<dyn ClientInput>>,
     /// The input keys asked for so far (each may be asked once per call).
     input_keys: Mutex<Vec<String>>,
+    /// The lease the call runs under, when its tool runs once.
+    effect_lease: Option<crate::once::Lease>,
 }
 
 /// What a handler can ask for besides its arguments: the per-call [`CallContext`] and shared [`State<T>`].
@@ -167,6 +169,7 @@ impl CallContext {
             state: None,
             notifier: None,
             input: None,
+            effect_lease: None,
         }
     }
 
@@ -309,6 +312,15 @@ impl CallContext {
         self.inner.input.as_ref().and_then(|i| i.state())
     }
 
+    /// The lease this call runs under, when its tool runs once ([`crate::once`]): its key is the call's record in
+    /// the executor's effect ledger. A handler that writes to the ledger's own database records its result in the
+    /// same transaction as its effect (keel-tools-state's `SqliteEffectStore::finish_in` and
+    /// `PostgresEffectStore::finish_in`), so that the effect and the record are committed together or not at all.
+    /// `None` for a tool that does not run once.
+    pub fn effect_lease(&self) -> Option<&crate::once::Lease> {
+        self.inner.effect_lease.as_ref()
+    }
+
     /// Makes the call a task from here on: the transport answers the client with the task now and the handler goes
     /// on in it (MCP: the client polls `tasks/get`; input asked for from now on is answered through
     /// `tasks/update`). For a tool declared `#[tool(task = "...", task_start = "handler")]`, which first gathers
@@ -340,6 +352,7 @@ pub struct CallContextBuilder {
     state: Option<Arc<StateMap>>,
     notifier: Option<Arc<dyn Notifier>>,
     input: Option<Arc<dyn ClientInput>>,
+    effect_lease: Option<crate::once::Lease>,
 }
 
 impl CallContextBuilder {
@@ -389,6 +402,11 @@ impl CallContextBuilder {
         self.input = input;
         self
     }
+    /// The lease the call runs under in an effect ledger (see [`CallContext::effect_lease`]).
+    pub fn effect_lease(mut self, lease: Option<crate::once::Lease>) -> Self {
+        self.effect_lease = lease;
+        self
+    }
     /// Builds the context.
     pub fn build(self) -> CallContext {
         let idempotency_key = OnceLock::new();
@@ -409,6 +427,7 @@ impl CallContextBuilder {
                 notifier: self.notifier,
                 input: self.input,
                 input_keys: Mutex::new(Vec::new()),
+                effect_lease: self.effect_lease,
             }),
         }
     }

@@ -884,7 +884,8 @@ impl Executor {
             // 4. The handler, under a timeout, with panics caught. One that ran here did so under the span; one still
             // to be awaited is awaited with the span left (a guard held across an `.await` would stay entered while
             // other tasks run on this thread): its polls enter the span themselves.
-            let (outcome, _entered) = match self.invoke(at, def, call_id, arguments, options) {
+            let lease = claimed.as_ref().map(|(_, lease)| lease);
+            let (outcome, _entered) = match self.invoke(at, def, call_id, arguments, options, lease) {
                 Invoked::Ran(outcome) => (outcome, entered),
                 Invoked::Started { begun, token } => {
                     drop(entered);
@@ -1011,6 +1012,7 @@ impl Executor {
         call_id: &str,
         arguments: Value,
         options: &CallOptions,
+        lease: Option<&crate::once::Lease>,
     ) -> Invoked {
         if let Some(admitted) = &options.admitted {
             admitted();
@@ -1039,7 +1041,8 @@ impl Executor {
                 .cancellation(token.clone())
                 .state(self.inner.state.clone())
                 .notifier(options.notifier.clone())
-                .client_input(options.input.clone());
+                .client_input(options.input.clone())
+                .effect_lease(lease.cloned());
             if options.given_key.is_some() {
                 ctx = ctx.idempotency_key(options.key_for(def.name(), call_id));
             }

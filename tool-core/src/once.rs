@@ -39,8 +39,11 @@
 //! The guarantee, and its limit: of any number of calls with one key, on any number of replicas sharing the
 //! ledger, one handler runs at a time, and once one has finished, none runs again. A process that dies after its
 //! handler's effect and before the record is written leaves a lease that expires, and then the call runs again.
-//! A handler that writes to the ledger's own database closes that gap by committing its effect and the record in
-//! one transaction; any other handler closes it with its own idempotency (the key passed on to the API it calls).
+//! A handler that writes to the ledger's own database closes that gap: it records its result in the transaction
+//! that does its effect, under the lease it runs with ([`CallContext::effect_lease`](crate::CallContext::effect_lease);
+//! keel-tools-state's `finish_in`), so that both are committed or neither is, and the executor's own record of the
+//! call then finds it done. Any other handler closes the gap with its own idempotency: the call's key
+//! ([`CallContext::idempotency_key`](crate::CallContext::idempotency_key)) passed on to the API it calls.
 
 use std::borrow::Cow;
 use std::error::Error as StdError;
@@ -232,6 +235,14 @@ pub(crate) enum Answered {
     Refused(ErrorBody),
 }
 
+/// The record of a call that returned `data`, as the executor writes it with [`EffectLedger::finish`]: what a
+/// handler that records its own result in its effect's transaction writes (see
+/// [`CallContext::effect_lease`](crate::CallContext::effect_lease)), so that a retry replays it as the executor
+/// would.
+pub fn data_record(data: &Value) -> Value {
+    json!({"ok": true, "data": data})
+}
+
 /// The fingerprint of a call: its tool and its canonical arguments (keys sorted), hashed. The version is left out:
 /// a tool upgraded between two attempts of one call is still asked to do the same thing.
 pub(crate) fn fingerprint(tool: &str, arguments: &Value) -> String {
@@ -293,7 +304,7 @@ impl Once {
     /// the caller still gets the true answer of the run.
     pub(crate) async fn settle(&self, lease: Lease, result: &ToolResult) {
         let record = match (&result.outcome, result.executed) {
-            (Outcome::Data(data), _) => Some(json!({"ok": true, "data": data})),
+            (Outcome::Data(data), _) => Some(data_record(data)),
             (Outcome::Error(error), true)
                 if !matches!(error.code, ErrorCode::ToolInternalError | ErrorCode::Timeout | ErrorCode::Cancelled) =>
             {

@@ -23,9 +23,13 @@
 //! finished), then forgotten: [`begin`](EffectStore::begin) treats it as absent at once, and
 //! [`purge_expired`](EffectStore::purge_expired) deletes it.
 //!
-//! What the store cannot do: make the effect itself atomic with the record. A runner that crashes after the effect
-//! and before `finish` leaves a running record whose lease expires, and the call runs again. The lease bounds how
-//! soon; the handler's own idempotency (a key passed on to the payment API, say) closes the gap.
+//! What the store cannot do by itself: make the effect atomic with the record. A runner that crashes after the
+//! effect and before `finish` leaves a running record whose lease expires, and the call runs again. An effect
+//! that is a write to the store's own database closes the gap: the runner records its result in the transaction
+//! that does the effect, with `finish_in` ([`SqliteEffectStore::finish_in`](crate::SqliteEffectStore::finish_in),
+//! [`PostgresEffectStore::finish_in`](crate::PostgresEffectStore::finish_in)), so that both are committed or
+//! neither is. Any other effect closes it with its own idempotency (the key passed on to the payment API, say);
+//! the lease bounds how soon the call may run again.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -63,7 +67,9 @@ pub trait EffectStore: Send + Sync {
     /// longer than [`MAX_KEY_LEN`]; `corrupt_row` when the recorded result is not JSON; the store's errors.
     fn begin<'a>(&'a self, key: &'a str, fingerprint: &'a str, lease: Duration) -> StateFuture<'a, Begin>;
 
-    /// Records `result` as the outcome of the call `lease` was for: later `begin`s of the key replay it.
+    /// Records `result` as the outcome of the call `lease` was for: later `begin`s of the key replay it. Once a
+    /// result is recorded under a lease, finishing under that lease again succeeds and changes nothing: the first
+    /// result stands (the executor finishes a call whose handler recorded its result itself, with `finish_in`).
     ///
     /// # Errors
     ///

@@ -625,6 +625,53 @@ impl PostgresEffectStore {
         &self.backend.pool.table
     }
 
+    /// Records `data` as the result of the call `lease` is for, over `client`: a connection or transaction of the
+    /// caller's own to this store's database, the one that does the call's effect, so that the effect and its
+    /// record are committed together or not at all. For a handler of a tool that runs once
+    /// ([`CallContext::effect_lease`](keel_tools_core::CallContext::effect_lease)): the record is the one the
+    /// executor would write for the handler's result `data`
+    /// ([`data_record`](keel_tools_core::once::data_record)), and the executor's own finish then finds it done.
+    /// It runs on the caller's connection and runtime, not the store's.
+    ///
+    /// ```no_run
+    /// # async fn charge(store: &keel_tools_state::PostgresEffectStore, client: &mut tokio_postgres::Client,
+    /// #     lease: &keel_tools_state::Lease) -> Result<(), Box<dyn std::error::Error>> {
+    /// let tx = client.transaction().await?;
+    /// tx.execute("INSERT INTO charges (order_id, amount) VALUES ($1, $2)", &[&"o-1", &42_i64]).await?;
+    /// store.finish_in(&tx, lease, &serde_json::json!({"charged": 42})).await?; // lease_lost: roll back
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `lease_lost` when the lease is no longer the key's (roll the transaction back: another runner holds the
+    /// call); the database's errors.
+    pub async fn finish_in<C: tokio_postgres::GenericClient + Sync>(
+        &self,
+        client: &C,
+        lease: &Lease,
+        data: &Value,
+    ) -> Result<(), StateError> {
+        let sql = self.backend.statements();
+        let text = keel_tools_core::once::data_record(data).to_string();
+        let context = || format!("finishing {:?} ({} in {})", lease.key(), sql.table, self.backend.pool.shown());
+        let n = client
+            .execute(&sql.effect_finish(), &[&lease.key(), &lease.token(), &text])
+            .await
+            .map_err(|e| StateError::store(context(), e))?;
+        if n == 0
+            && client
+                .query_opt(&sql.effect_finished_under(), &[&lease.key(), &lease.token()])
+                .await
+                .map_err(|e| StateError::store(context(), e))?
+                .is_none()
+        {
+            return Err(StateError::LeaseLost { key: lease.key().to_owned() });
+        }
+        Ok(())
+    }
+
     /// Runs `op` with a client on the store's thread.
     fn run<T: Send + 'static>(
         &self,
@@ -687,7 +734,8 @@ impl EffectStore for PostgresEffectStore {
         self.run(format!("finishing {:?}", lease.key()), move |client, sql| {
             Box::pin(async move {
                 let n = client.execute(&sql.effect_finish(), &[&lease.key(), &lease.token(), &text]).await?;
-                if n == 0 {
+                let under = [&lease.key() as &(dyn tokio_postgres::types::ToSql + Sync), &lease.token()];
+                if n == 0 && client.query_opt(&sql.effect_finished_under(), &under).await?.is_none() {
                     return Err(StateError::LeaseLost { key: lease.key().to_owned() }.into());
                 }
                 Ok(())

@@ -84,12 +84,18 @@ impl Statements {
         self.sql("SELECT fingerprint, state, lease_until_ms, result, updated_ms, {now} FROM {t} WHERE key = $1")
     }
 
-    /// Records the result ($3) of the run holding lease $2 on key $1.
+    /// Records the result ($3) of the run holding lease $2 on key $1. The record keeps the lease's token, so that a
+    /// second finish under the same lease is told from a lost lease ([`Statements::effect_finished_under`]).
     pub(crate) fn effect_finish(&self) -> String {
         self.sql(
-            "UPDATE {t} SET state = 'done', result = $3, lease = NULL, lease_until_ms = NULL, updated_ms = {now}
+            "UPDATE {t} SET state = 'done', result = $3, lease_until_ms = NULL, updated_ms = {now}
              WHERE key = $1 AND lease = $2 AND state = 'running'",
         )
+    }
+
+    /// Whether key $1 was finished under lease $2 (one row) or not (none).
+    pub(crate) fn effect_finished_under(&self) -> String {
+        self.sql("SELECT 1 FROM {t} WHERE key = $1 AND lease = $2 AND state = 'done'")
     }
 
     /// Deletes the running record of key $1 under lease $2.

@@ -355,6 +355,39 @@ impl SqliteEffectStore {
         &self.db.table
     }
 
+    /// Records `data` as the result of the call `lease` is for, over `conn`: a connection of the caller's own to
+    /// this store's file, in the transaction that does the call's effect, so that the effect and its record are
+    /// committed together or not at all. For a handler of a tool that runs once
+    /// ([`CallContext::effect_lease`](keel_tools_core::CallContext::effect_lease)): the record is the one the
+    /// executor would write for the handler's result `data`
+    /// ([`data_record`](keel_tools_core::once::data_record)), and the executor's own finish then finds it done.
+    ///
+    /// ```no_run
+    /// # use keel_tools_state::{SqliteEffectStore, StateError};
+    /// # fn charge(store: &SqliteEffectStore, lease: &keel_tools_state::Lease) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut conn = rusqlite::Connection::open(store.path())?;
+    /// let tx = conn.transaction()?;
+    /// tx.execute("INSERT INTO charges (order_id, amount) VALUES (?1, ?2)", ("o-1", 42))?;
+    /// store.finish_in(&tx, lease, &serde_json::json!({"charged": 42}))?; // lease_lost: roll back, nothing done
+    /// tx.commit()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `lease_lost` when the lease is no longer the key's (roll the transaction back: another runner holds the
+    /// call); the database's errors.
+    pub fn finish_in(&self, conn: &Connection, lease: &Lease, data: &Value) -> Result<(), StateError> {
+        let text = keel_tools_core::once::data_record(data).to_string();
+        let n = conn
+            .execute(&self.db.statements().effect_finish(), rusqlite::params![lease.key(), lease.token(), text])
+            .map_err(|e| StateError::store(self.db.context(&format!("finishing {:?}", lease.key())), e))?;
+        if n == 0 && !finished_under(&self.db, conn, lease)? {
+            return Err(StateError::LeaseLost { key: lease.key().to_owned() });
+        }
+        Ok(())
+    }
+
     /// Runs `op` on the connection, on a blocking thread when there is a runtime.
     fn run<T, F>(&self, op: F) -> StateFuture<'static, T>
     where
@@ -432,6 +465,14 @@ fn begin_sqlite(
     Err(effect::unsettled(context()))
 }
 
+/// Whether `lease`'s key was finished under it.
+fn finished_under(db: &Db, conn: &Connection, lease: &Lease) -> Result<bool, StateError> {
+    conn.query_row(&db.statements().effect_finished_under(), rusqlite::params![lease.key(), lease.token()], |_| Ok(()))
+        .optional()
+        .map(|row| row.is_some())
+        .map_err(|e| StateError::store(db.context(&format!("finishing {:?}", lease.key())), e))
+}
+
 impl EffectStore for SqliteEffectStore {
     fn begin<'a>(&'a self, key: &'a str, fingerprint: &'a str, lease: Duration) -> StateFuture<'a, Begin> {
         if let Err(e) = effect::check_key(key) {
@@ -449,7 +490,7 @@ impl EffectStore for SqliteEffectStore {
             let n = conn
                 .execute(&db.statements().effect_finish(), rusqlite::params![lease.key(), lease.token(), text])
                 .map_err(|e| StateError::store(db.context(&format!("finishing {:?}", lease.key())), e))?;
-            if n == 0 {
+            if n == 0 && !finished_under(db, conn, &lease)? {
                 return Err(StateError::LeaseLost { key: lease.key().to_owned() });
             }
             Ok(())
