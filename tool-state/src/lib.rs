@@ -113,13 +113,15 @@ mod schema;
 mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod task;
 
 pub use effect::{Begin, EffectStore, Lease, StateFuture};
 pub use error::{Source, StateError};
 #[doc(no_inline)]
 pub use keel_tools_core::runs::PendingStore;
 #[cfg(feature = "postgres")]
-pub use postgres::{PgBuilder, PostgresEffectStore, PostgresPendingStore};
-pub use schema::{DEFAULT_EFFECT_TABLE, DEFAULT_PENDING_TABLE, SCHEMA_TABLE, SCHEMA_VERSION};
+pub use postgres::{PgBuilder, PostgresEffectStore, PostgresPendingStore, PostgresTaskStore};
+pub use schema::{DEFAULT_EFFECT_TABLE, DEFAULT_PENDING_TABLE, DEFAULT_TASK_TABLE, SCHEMA_TABLE, SCHEMA_VERSION};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteBuilder, SqliteEffectStore, SqlitePendingStore};
+pub use sqlite::{SqliteBuilder, SqliteEffectStore, SqlitePendingStore, SqliteTaskStore};
+pub use task::{NewTask, Task, TaskChange, TaskLease, TaskStatus, TaskStore, Terminal, WaitFor};
