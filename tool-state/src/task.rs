@@ -401,7 +401,8 @@ pub trait TaskStore: Send + Sync {
     ///
     /// # Errors
     ///
-    /// `corrupt_row` when its row holds what the stores never write; the store's errors.
+    /// `invalid_key` for an id no task has (empty, or too long); `corrupt_row` when its row holds what the stores
+    /// never write; the store's errors.
     fn get<'a>(&'a self, id: &'a str) -> StateFuture<'a, Option<Task>>;
 
     /// The task once it satisfies `until`, or as it is when `timeout` passes; `None` when there is none. Returns

@@ -250,6 +250,9 @@ impl TaskStore for PostgresTaskStore {
     }
 
     fn get<'a>(&'a self, id: &'a str) -> StateFuture<'a, Option<Task>> {
+        if let Err(e) = task::check_id(id) {
+            return task::refuse(e);
+        }
         let id = id.to_owned();
         self.run(format!("reading the task {id:?}"), move |client, sql, feed| {
             Box::pin(async move { Ok(read(client, &sql, &feed, &id).await?.map(|s| s.task)) })
@@ -257,6 +260,9 @@ impl TaskStore for PostgresTaskStore {
     }
 
     fn wait<'a>(&'a self, id: &'a str, until: WaitFor, timeout: Duration) -> StateFuture<'a, Option<Task>> {
+        if let Err(e) = task::check_id(id) {
+            return task::refuse(e);
+        }
         let (pool, feed, recheck, id) = (self.backend.pool.clone(), self.feed.clone(), self.recheck, id.to_owned());
         // All of it on the store's thread: its reads, and its waits between them.
         Box::pin(self.backend.worker.run(async move {

@@ -275,11 +275,17 @@ impl TaskStore for SqliteTaskStore {
     }
 
     fn get<'a>(&'a self, id: &'a str) -> StateFuture<'a, Option<Task>> {
+        if let Err(e) = task::check_id(id) {
+            return task::refuse(e);
+        }
         let id = id.to_owned();
         self.run(move |db, conn, feed| Ok(read(db, conn, feed, &id)?.map(|s| s.task)))
     }
 
     fn wait<'a>(&'a self, id: &'a str, until: WaitFor, timeout: Duration) -> StateFuture<'a, Option<Task>> {
+        if let Err(e) = task::check_id(id) {
+            return task::refuse(e);
+        }
         Box::pin(async move {
             if tokio::runtime::Handle::try_current().is_err() {
                 return Err(StateError::Store {
