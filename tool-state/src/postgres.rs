@@ -26,9 +26,14 @@
 //!
 //! # Schema
 //!
-//! The tables (`keel_pending_calls` and `keel_effects` by default) are created on connect if
-//! `keel_state_schema` does not record them, under an advisory lock, so that replicas starting together create
-//! them once; a table already recorded is not written.
+//! The tables (`keel_pending_calls`, `keel_effects` and `keel_tasks` by default; the tasks' with the trigger that
+//! notifies their changes) are created on connect if `keel_state_schema` does not record them, under an advisory
+//! lock, so that replicas starting together create them once; a table already recorded is not written.
+//!
+//! # Tasks
+//!
+//! A [`PostgresTaskStore`] keeps one more connection besides its pool: its listener's, which `LISTEN`s for the
+//! table's changes and reconnects with backoff when it is lost (see [`PostgresTaskStore`]).
 
 use std::fmt;
 use std::future::Future;

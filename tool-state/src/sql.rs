@@ -257,7 +257,8 @@ impl Statements {
         self.sql(&format!("DELETE FROM {{t}} WHERE status IN {ENDED} AND updated_ms + keep_ms < {{now}}"))
     }
 
-    /// The store's clock.
+    /// The store's clock (PostgreSQL's; SQLite's is this machine's).
+    #[cfg(feature = "postgres")]
     pub(crate) fn task_now(&self) -> String {
         self.sql("SELECT {now}")
     }

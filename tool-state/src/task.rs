@@ -734,6 +734,7 @@ impl Feed {
         self.tx.subscribe()
     }
 
+    #[cfg(feature = "sqlite")]
     pub(crate) fn receivers(&self) -> usize {
         self.tx.receiver_count()
     }
