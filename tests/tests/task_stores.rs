@@ -4,11 +4,11 @@
 //!
 //! Created and read by another replica, created twice refused; read, awaited and cancelled by another replica; a
 //! wait woken by the other replica's change long before its timeout (PostgreSQL: by `NOTIFY`, with rechecks set
-//! far apart); input asked by the owner, answered by another replica, taken once by the owner; an ended task
-//! changed by nobody; a lease that expires makes the task `lost` (never completed), and its old owner can no
-//! longer finish it; heartbeats keep a task past its first lease; ended tasks gone after their keep time and
-//! purged; of a racing finish and cancel exactly one wins; `changes` feeds the other replica's changes; a corrupt
-//! row reported; the table recorded as tasks.
+//! far apart), and by a read again when a change is not pushed; input asked by the owner, answered by another
+//! replica, taken once by the owner; an ended task changed by nobody; a lease that expires makes the task `lost`
+//! (never completed), and its old owner can no longer finish it; heartbeats keep a task past its first lease; ended
+//! tasks gone after their keep time and purged; of a racing finish and cancel exactly one wins; `changes` feeds the
+//! other replica's changes; a corrupt row reported; the table recorded as tasks.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -84,6 +84,16 @@ impl Db {
                     .connect_tasks()
                     .expect("connect"),
             ),
+        }
+    }
+
+    /// A task store that reads its tasks again every `every` besides what is pushed to it.
+    fn rechecking(&self, every: Duration) -> Arc<dyn TaskStore> {
+        match self {
+            Db::Sqlite(dir) => Arc::new(SqliteTaskStore::builder(dir.db()).recheck(every).open_tasks().expect("open")),
+            Db::Postgres(pg) => {
+                Arc::new(PostgresTaskStore::builder(&pg.conninfo).recheck(every).connect_tasks().expect("connect"))
+            }
         }
     }
 
@@ -258,6 +268,20 @@ async fn task_wait_wakes_on_the_other_replicas_change(db: Db) {
     let done = done.unwrap().unwrap();
     assert_eq!((done.status, done.result, done.version), (TaskStatus::Completed, Some(json!({"rows": 42})), 3));
     assert!(woke_after < Duration::from_secs(3), "woke {woke_after:?} after the change, long before its timeout");
+}
+
+both!(task_wait_reads_again_when_nothing_is_pushed);
+async fn task_wait_reads_again_when_nothing_is_pushed(db: Db) {
+    let (owner, waiter) = (db.tasks(), db.rechecking(Duration::from_millis(300)));
+    create(&*owner, new("t-1")).await;
+    let wait = tokio::spawn(async move { waiter.wait("t-1", WaitFor::Terminal, LONG).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Changed behind the stores' backs, its version kept: no notification, nothing pushed.
+    let changed_at = Instant::now();
+    db.exec("UPDATE keel_tasks SET status = 'cancelled', lease = NULL, lease_until_ms = NULL WHERE id = 't-1'").await;
+    let seen = wait.await.unwrap().unwrap().unwrap();
+    assert_eq!(seen.status, TaskStatus::Cancelled);
+    assert!(changed_at.elapsed() < Duration::from_secs(5), "read again within its recheck: {:?}", changed_at.elapsed());
 }
 
 both!(task_input_is_answered_by_another_replica_and_taken_once);
