@@ -267,7 +267,7 @@ impl TaskStore for PostgresTaskStore {
         // All of it on the store's thread: its reads, and its waits between them.
         Box::pin(self.backend.worker.run(async move {
             let what = format!("waiting for the task {id:?}");
-            task::wait_for(&feed.clone(), &id, until, timeout, recheck, || {
+            task::wait_for(&feed, &id, until, timeout, recheck, || {
                 let (pool, feed, id, what) = (pool.clone(), feed.clone(), id.clone(), what.clone());
                 async move {
                     let sql = Statements::postgres(&pool.table);

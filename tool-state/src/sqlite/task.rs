@@ -27,8 +27,9 @@ const COMMIT_SLACK: Duration = Duration::from_secs(5);
 /// included, `RETURNING` the task), under the file's write lock: of concurrent changes by any number of stores and
 /// processes, each applies to the task as the previous one left it. Changes made through this store wake its
 /// waiters and feed its [`changes`](TaskStore::changes) at once; other stores' changes are read every
-/// [`recheck`](SqliteBuilder::recheck) interval (a poll of the rows changed lately, while someone waits or
-/// listens). The operations run on Tokio's blocking threads inside a Tokio runtime, as
+/// [`recheck`](SqliteBuilder::recheck) interval: a waiter reads its task again, and while the store's feed has
+/// receivers a thread of its own reads the rows changed lately (the first `changes` reads where the tasks stand
+/// once, in the caller's thread). The operations run on Tokio's blocking threads inside a Tokio runtime, as
 /// [`SqliteEffectStore`](super::SqliteEffectStore)'s do. Cheap to clone.
 #[derive(Clone)]
 pub struct SqliteTaskStore {
