@@ -34,7 +34,7 @@
 //! | `agent` | no | [`agent`]: the agent loop against a model server |
 //! | `catalog` | no | [`catalog`]: tools as rows of a SQLite catalogue |
 //! | `contract` | no | [`contract`]: the schema lock and the provider lint |
-//! | `state` | no | [`state`]: pending approvals and exactly-once effect records in SQLite, shared by replicas |
+//! | `state` | no | [`state`]: pending approvals, exactly-once effect records and tasks in SQLite, shared by replicas |
 //! | `otel` | no | OpenTelemetry spans per call |
 //!
 //! `#[tool]` works through this crate as through `keel-tools-core`: the generated code names whichever of the
@@ -69,7 +69,7 @@ pub use keel_tools_catalog as catalog;
 #[doc(inline)]
 pub use keel_tools_contract as contract;
 
-/// Call state shared by replicas: pending approvals and exactly-once effect records (keel-tools-state).
+/// Call state shared by replicas: pending approvals, exactly-once effect records and tasks (keel-tools-state).
 #[cfg(feature = "state")]
 #[doc(inline)]
 pub use keel_tools_state as state;

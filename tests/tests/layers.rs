@@ -78,7 +78,15 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         dir: "tool-state",
-        layers: &[&["error", "sql"], &["effect", "pending", "schema"], &["sqlite", "postgres"], &["ledger"]],
+        layers: &[
+            &["error", "sql"],
+            &["effect", "pending", "schema"],
+            // Tasks: the trait, its vocabulary and what both backends share.
+            &["task"],
+            // The backends (`src/sqlite/`, `src/postgres/`: their task stores too).
+            &["sqlite", "postgres"],
+            &["ledger"],
+        ],
         above_all: &["lib"],
         test_only: &[],
     },

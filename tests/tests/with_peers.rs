@@ -43,3 +43,5 @@ mod provider_sdks;
 mod provider_streams;
 #[path = "state_stores.rs"]
 mod state_stores;
+#[path = "task_stores.rs"]
+mod task_stores;

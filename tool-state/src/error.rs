@@ -70,16 +70,43 @@ pub enum StateError {
     },
     /// `lease_lost`: [`finish`](crate::EffectStore::finish) or [`abandon`](crate::EffectStore::abandon) with a
     /// lease that is no longer the key's: it expired and another runner claimed the key, or the record was
-    /// purged. Nothing was changed.
+    /// purged. For a task ([`TaskStore`](crate::TaskStore)): its owner's lease expired before the task ended, so
+    /// the task is `lost`, or the lease is not the task's. Nothing was changed.
     LeaseLost {
         /// The key.
         key: String,
+    },
+    /// `unknown_task`: no task of this id (never created, or removed after its results' keep time). Nothing was
+    /// changed.
+    UnknownTask {
+        /// The task's id.
+        id: String,
+    },
+    /// `task_exists`: [`create`](crate::TaskStore::create) with the id of a task the store still keeps. Nothing was
+    /// changed.
+    TaskExists {
+        /// The task's id.
+        id: String,
+    },
+    /// `task_ended`: the task has a terminal status (completed, failed, cancelled or lost), which nothing changes.
+    /// Nothing was changed.
+    TaskEnded {
+        /// The task's id.
+        id: String,
+        /// Its terminal status, as [`TaskStatus::as_str`](crate::TaskStatus::as_str) names it.
+        status: String,
+    },
+    /// `input_not_requested`: [`answer`](crate::TaskStore::answer) for a task that is not waiting for input (it is
+    /// working: its request was answered already, or none was made). Nothing was changed.
+    InputNotRequested {
+        /// The task's id.
+        id: String,
     },
 }
 
 impl StateError {
     /// The stable code: `config_error`, `store_unavailable`, `store_error`, `corrupt_row`, `invalid_key`,
-    /// `key_conflict` or `lease_lost`.
+    /// `key_conflict`, `lease_lost`, `unknown_task`, `task_exists`, `task_ended` or `input_not_requested`.
     pub fn code(&self) -> &'static str {
         match self {
             StateError::Config { .. } => "config_error",
@@ -89,6 +116,10 @@ impl StateError {
             StateError::InvalidKey { .. } => "invalid_key",
             StateError::Conflict { .. } => "key_conflict",
             StateError::LeaseLost { .. } => "lease_lost",
+            StateError::UnknownTask { .. } => "unknown_task",
+            StateError::TaskExists { .. } => "task_exists",
+            StateError::TaskEnded { .. } => "task_ended",
+            StateError::InputNotRequested { .. } => "input_not_requested",
         }
     }
 
@@ -123,9 +154,19 @@ impl fmt::Display for StateError {
             ),
             StateError::LeaseLost { key } => write!(
                 f,
-                "lease_lost: the lease on {key:?} is no longer held (it expired and the key was claimed again, or \
-                 the record was removed)"
+                "lease_lost: the lease on {key:?} is no longer held (it expired and the key was claimed again or \
+                 the task was reported lost, or the record was removed)"
             ),
+            StateError::UnknownTask { id } => {
+                write!(f, "unknown_task: no task {id:?} (never created, or removed after its results' keep time)")
+            }
+            StateError::TaskExists { id } => write!(f, "task_exists: a task {id:?} exists already: choose another id"),
+            StateError::TaskEnded { id, status } => {
+                write!(f, "task_ended: the task {id:?} has ended ({status}); an ended task does not change")
+            }
+            StateError::InputNotRequested { id } => {
+                write!(f, "input_not_requested: the task {id:?} is not waiting for input")
+            }
         }
     }
 }
@@ -137,7 +178,13 @@ impl Error for StateError {
             | StateError::Unavailable { source, .. }
             | StateError::Store { source, .. }
             | StateError::Corrupt { source, .. } => source.as_deref().map(|e| e as &(dyn Error + 'static)),
-            StateError::InvalidKey { .. } | StateError::Conflict { .. } | StateError::LeaseLost { .. } => None,
+            StateError::InvalidKey { .. }
+            | StateError::Conflict { .. }
+            | StateError::LeaseLost { .. }
+            | StateError::UnknownTask { .. }
+            | StateError::TaskExists { .. }
+            | StateError::TaskEnded { .. }
+            | StateError::InputNotRequested { .. } => None,
         }
     }
 }

@@ -1,6 +1,6 @@
-//! Call state shared by replicas: the calls that wait for a human ([`PendingStore`]s) and the records that make an
-//! effect happen once ([`EffectStore`]s), in a SQLite file (feature `sqlite`, on by default) or a PostgreSQL
-//! database (feature `postgres`).
+//! Call state shared by replicas: the calls that wait for a human ([`PendingStore`]s), the records that make an
+//! effect happen once ([`EffectStore`]s) and the long-running calls every replica answers for ([`TaskStore`]s), in
+//! a SQLite file (feature `sqlite`, on by default) or a PostgreSQL database (feature `postgres`).
 //!
 //! keel's executor keeps no state between calls in memory that another process would need. What must outlive a
 //! call, or be seen by every replica of a service, goes to a store:
@@ -9,11 +9,12 @@
 //! |---|---|---|---|
 //! | a call waiting for an approval: a signed [`PendingCall`](keel_tools_core::runs::PendingCall), resolved later by any replica with [`Executor::resume`](keel_tools_core::Executor::resume) | [`PendingStore`] (keel-tools-core, sync) | [`SqlitePendingStore`] | [`PostgresPendingStore`] |
 //! | an effect's record: running under a lease, or finished with its result, so that a retried call replays the result instead of running again | [`EffectStore`] (async) | [`SqliteEffectStore`] | [`PostgresEffectStore`] |
+//! | a task: a long-running call (MCP's `tasks/get`, `tasks/result`, `tasks/cancel`) run by one replica under a lease, read, awaited, answered and cancelled by any, `lost` if its runner stops renewing the lease | [`TaskStore`] (async) | [`SqliteTaskStore`] | [`PostgresTaskStore`] |
 //!
 //! Both kinds of store keep the contract of keel-tools-core's [`FileStore`](keel_tools_core::runs::FileStore)
 //! for pending calls: whole records, each taken once across processes and machines, expired records refused by
 //! `resume`, and records kept verbatim, so that a record changed in the database fails its MAC and is refused
-//! (`approval_stale`). [`effect`] describes the protocol of effect records.
+//! (`approval_stale`). [`effect`] describes the protocol of effect records, [`task`] the life of a task.
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -70,9 +71,9 @@
 //!
 //! # Tables
 //!
-//! Each store keeps one table (`keel_pending_calls`, `keel_effects`, or the name given to its builder: a plain
-//! lowercase identifier), created on open or connect, and records it in `keel_state_schema` with its schema
-//! version ([`SCHEMA_VERSION`]); a table recorded by a newer build, or as the other kind, is refused
+//! Each store keeps one table (`keel_pending_calls`, `keel_effects`, `keel_tasks`, or the name given to its
+//! builder: a plain lowercase identifier), created on open or connect, and records it in `keel_state_schema` with
+//! its schema version ([`SCHEMA_VERSION`]); a table recorded by a newer build, or as another kind, is refused
 //! (`config_error`). The stores may share a file or a database with each other and with a keel-tools-catalog
 //! catalogue.
 //!
@@ -91,6 +92,23 @@
 //! | `lease`, `lease_until_ms` | the current lease's token and expiry (running) |
 //! | `result` text | the result's JSON (done) |
 //! | `updated_ms` bigint | when it was claimed or finished |
+//!
+//! | `keel_tasks` | |
+//! |---|---|
+//! | `id` text, primary key | the task's id |
+//! | `tool`, `tenant`, `principal` text | what the call runs, and whose it is ([`NewTask`]) |
+//! | `status` text | `working`, `input_required`, `completed`, `failed`, `cancelled` or `lost` |
+//! | `message` text | the status message |
+//! | `version` bigint | 1 when created, one more with each change a reader can see |
+//! | `lease`, `lease_until_ms` | the owner's lease token and its expiry (until the task ends) |
+//! | `lease_ms`, `keep_ms`, `poll_ms` bigint | the lease time each heartbeat renews, how long the ended task is kept, the poll interval hint |
+//! | `request` text | the input request's JSON (`input_required`) |
+//! | `answers` text | the answers not yet taken by the owner: a JSON array |
+//! | `outcome` text | the result's or the error's JSON (`completed`, `failed`) |
+//! | `created_ms`, `updated_ms` bigint | when it was created and last changed |
+//!
+//! In PostgreSQL a trigger on the tasks' table (`<table>_changed`, function `<table>_notify()`) sends
+//! `NOTIFY <table>_changes` with the task's id for each row inserted or whose `version` is set.
 //!
 //! # Errors
 //!
@@ -113,13 +131,15 @@ mod schema;
 mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod task;
 
 pub use effect::{Begin, EffectStore, Lease, StateFuture};
 pub use error::{Source, StateError};
 #[doc(no_inline)]
 pub use keel_tools_core::runs::PendingStore;
 #[cfg(feature = "postgres")]
-pub use postgres::{PgBuilder, PostgresEffectStore, PostgresPendingStore};
-pub use schema::{DEFAULT_EFFECT_TABLE, DEFAULT_PENDING_TABLE, SCHEMA_TABLE, SCHEMA_VERSION};
+pub use postgres::{PgBuilder, PostgresEffectStore, PostgresPendingStore, PostgresTaskStore};
+pub use schema::{DEFAULT_EFFECT_TABLE, DEFAULT_PENDING_TABLE, DEFAULT_TASK_TABLE, SCHEMA_TABLE, SCHEMA_VERSION};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteBuilder, SqliteEffectStore, SqlitePendingStore};
+pub use sqlite::{SqliteBuilder, SqliteEffectStore, SqlitePendingStore, SqliteTaskStore};
+pub use task::{NewTask, Task, TaskChange, TaskLease, TaskStatus, TaskStore, Terminal, WaitFor};

@@ -26,9 +26,14 @@
 //!
 //! # Schema
 //!
-//! The tables (`keel_pending_calls` and `keel_effects` by default) are created on connect if
-//! `keel_state_schema` does not record them, under an advisory lock, so that replicas starting together create
-//! them once; a table already recorded is not written.
+//! The tables (`keel_pending_calls`, `keel_effects` and `keel_tasks` by default; the tasks' with the trigger that
+//! notifies their changes) are created on connect if `keel_state_schema` does not record them, under an advisory
+//! lock, so that replicas starting together create them once; a table already recorded is not written.
+//!
+//! # Tasks
+//!
+//! A [`PostgresTaskStore`] keeps one more connection besides its pool: its listener's, which `LISTEN`s for the
+//! table's changes and reconnects with backoff when it is lost (see [`PostgresTaskStore`]).
 
 use std::fmt;
 use std::future::Future;
@@ -47,7 +52,7 @@ use tokio_postgres::error::SqlState;
 use crate::effect::{self, Begin, DEFAULT_RETENTION, EffectStore, Lease, Recorded, StateFuture};
 use crate::error::StateError;
 use crate::pending::{decode, encode};
-use crate::schema::{self, DEFAULT_EFFECT_TABLE, DEFAULT_PENDING_TABLE, Kind};
+use crate::schema::{self, Kind};
 use crate::sql::Statements;
 
 /// Connections a store may use at once, by default.
@@ -55,6 +60,13 @@ pub const DEFAULT_POOL_SIZE: usize = 4;
 
 /// How long a write waits for another's row lock by default.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often a task store reads the tasks again besides the database's notifications, by default.
+pub const DEFAULT_RECHECK: Duration = Duration::from_secs(5);
+
+mod task;
+
+pub use task::PostgresTaskStore;
 
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -264,6 +276,9 @@ async fn migrate(client: &mut Client, table: &str, kind: Kind) -> Result<(), OpE
         .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)));
     if schema::plan(table, kind, recorded)? {
         tx.batch_execute(&kind.create(table)).await?;
+        if let Some(extra) = kind.postgres_extra(table) {
+            tx.batch_execute(&extra).await?;
+        }
         let version = i32::try_from(schema::SCHEMA_VERSION).unwrap_or(i32::MAX);
         tx.execute(
             "INSERT INTO keel_state_schema (table_name, kind, version) VALUES ($1, $2, $3)
@@ -284,13 +299,7 @@ struct Backend {
 
 impl Backend {
     fn connect(options: PgBuilder, kind: Kind) -> Result<Backend, StateError> {
-        let table = options.table.unwrap_or_else(|| {
-            match kind {
-                Kind::Pending => DEFAULT_PENDING_TABLE,
-                Kind::Effects => DEFAULT_EFFECT_TABLE,
-            }
-            .to_owned()
-        });
+        let table = options.table.unwrap_or_else(|| kind.default_table().to_owned());
         schema::check_table(&table)?;
         let connector = PgConnector::new(&options.conninfo, "keel-state", options.connect_timeout)
             .map_err(|e| from_catalog("reading the connection string".into(), e))?;
@@ -317,7 +326,8 @@ impl Backend {
     }
 }
 
-/// Configures a [`PostgresPendingStore`] or a [`PostgresEffectStore`]; see their `builder`s.
+/// Configures a [`PostgresPendingStore`], a [`PostgresEffectStore`] or a [`PostgresTaskStore`]; see their
+/// `builder`s.
 #[derive(Clone)]
 #[must_use]
 pub struct PgBuilder {
@@ -327,6 +337,7 @@ pub struct PgBuilder {
     connect_timeout: Duration,
     busy_timeout: Duration,
     retention: Duration,
+    recheck: Duration,
 }
 
 impl fmt::Debug for PgBuilder {
@@ -338,6 +349,7 @@ impl fmt::Debug for PgBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("busy_timeout", &self.busy_timeout)
             .field("retention", &self.retention)
+            .field("recheck", &self.recheck)
             .finish_non_exhaustive()
     }
 }
@@ -351,11 +363,12 @@ impl PgBuilder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             retention: DEFAULT_RETENTION,
+            recheck: DEFAULT_RECHECK,
         }
     }
 
-    /// The table (default `keel_pending_calls` or `keel_effects`): a plain lowercase identifier, checked on
-    /// connect, in the connection's default schema (its `search_path`).
+    /// The table (default `keel_pending_calls`, `keel_effects` or `keel_tasks`): a plain lowercase identifier,
+    /// checked on connect, in the connection's default schema (its `search_path`).
     pub fn table(mut self, name: impl Into<String>) -> Self {
         self.table = Some(name.into());
         self
@@ -385,6 +398,15 @@ impl PgBuilder {
         self
     }
 
+    /// How often a task store reads the tasks again besides the database's notifications (default
+    /// [`DEFAULT_RECHECK`], at least 1 ms): a lost notification (the listening connection broke, say) delays a
+    /// [`wait`](crate::TaskStore::wait) or a [`changes`](crate::TaskStore::changes) feed at most this long. Task
+    /// stores only.
+    pub fn recheck(mut self, every: Duration) -> Self {
+        self.recheck = every.max(Duration::from_millis(1));
+        self
+    }
+
     /// Connects and creates the pending calls' table if it is missing. Blocks the calling thread (any thread: the
     /// work runs on the store's own).
     ///
@@ -405,6 +427,20 @@ impl PgBuilder {
     pub fn connect_effects(self) -> Result<PostgresEffectStore, StateError> {
         let retention_ms = effect::millis(self.retention);
         Ok(PostgresEffectStore { backend: Arc::new(Backend::connect(self, Kind::Effects)?), retention_ms })
+    }
+
+    /// Connects, creates the tasks' table (and its trigger) if it is missing, and starts the store's listener: a
+    /// connection of its own that `LISTEN`s for the table's changes (waiting up to the connect timeout for it to
+    /// listen; it keeps trying after that). Blocks the calling thread (any thread: the work runs on the store's
+    /// own).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect_pending`](PgBuilder::connect_pending).
+    pub fn connect_tasks(self) -> Result<PostgresTaskStore, StateError> {
+        let (recheck, busy_timeout, connect_timeout) = (self.recheck, self.busy_timeout, self.connect_timeout);
+        let backend = Arc::new(Backend::connect(self, Kind::Tasks)?);
+        Ok(PostgresTaskStore::start(backend, recheck, busy_timeout, connect_timeout))
     }
 }
 

@@ -14,6 +14,9 @@ pub const DEFAULT_PENDING_TABLE: &str = "keel_pending_calls";
 /// The default table of effect records.
 pub const DEFAULT_EFFECT_TABLE: &str = "keel_effects";
 
+/// The default table of tasks.
+pub const DEFAULT_TASK_TABLE: &str = "keel_tasks";
+
 /// The longest table name, in bytes (PostgreSQL's identifiers hold 63, and index names add a suffix).
 pub const MAX_TABLE_LEN: usize = 48;
 
@@ -22,6 +25,7 @@ pub const MAX_TABLE_LEN: usize = 48;
 pub(crate) enum Kind {
     Pending,
     Effects,
+    Tasks,
 }
 
 impl Kind {
@@ -29,6 +33,16 @@ impl Kind {
         match self {
             Kind::Pending => "pending_calls",
             Kind::Effects => "effects",
+            Kind::Tasks => "tasks",
+        }
+    }
+
+    /// The table a store of this kind keeps unless told otherwise.
+    pub(crate) fn default_table(self) -> &'static str {
+        match self {
+            Kind::Pending => DEFAULT_PENDING_TABLE,
+            Kind::Effects => DEFAULT_EFFECT_TABLE,
+            Kind::Tasks => DEFAULT_TASK_TABLE,
         }
     }
 
@@ -56,8 +70,59 @@ impl Kind {
                 );
                 CREATE INDEX IF NOT EXISTS {table}_updated ON {table} (updated_ms);"
             ),
+            Kind::Tasks => format!(
+                "CREATE TABLE IF NOT EXISTS {table} (
+                    id             text PRIMARY KEY,
+                    tool           text NOT NULL,
+                    tenant         text,
+                    principal      text,
+                    status         text NOT NULL CHECK (status IN
+                                       ('working', 'input_required', 'completed', 'failed', 'cancelled', 'lost')),
+                    message        text,
+                    version        bigint NOT NULL,
+                    lease          text,
+                    lease_ms       bigint NOT NULL,
+                    lease_until_ms bigint,
+                    keep_ms        bigint NOT NULL,
+                    poll_ms        bigint NOT NULL,
+                    request        text,
+                    answers        text,
+                    outcome        text,
+                    created_ms     bigint NOT NULL,
+                    updated_ms     bigint NOT NULL
+                );
+                CREATE INDEX IF NOT EXISTS {table}_updated ON {table} (updated_ms);"
+            ),
         }
     }
+
+    /// What PostgreSQL adds to the table: for tasks, a trigger that notifies [`channel`] with the task's id each
+    /// time a row is inserted or its `version` set, by any client, when the transaction commits.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres_extra(self, table: &str) -> Option<String> {
+        match self {
+            Kind::Pending | Kind::Effects => None,
+            Kind::Tasks => {
+                let channel = channel(table);
+                Some(format!(
+                    "CREATE OR REPLACE FUNCTION {table}_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+                     BEGIN
+                         PERFORM pg_notify('{channel}', NEW.id);
+                         RETURN NULL;
+                     END $$;
+                     DROP TRIGGER IF EXISTS {table}_changed ON {table};
+                     CREATE TRIGGER {table}_changed AFTER INSERT OR UPDATE OF version ON {table}
+                         FOR EACH ROW EXECUTE FUNCTION {table}_notify();"
+                ))
+            }
+        }
+    }
+}
+
+/// The PostgreSQL channel that a task table's changes are notified on: `<table>_changes`.
+#[cfg(feature = "postgres")]
+pub(crate) fn channel(table: &str) -> String {
+    format!("{table}_changes")
 }
 
 /// The statement that creates [`SCHEMA_TABLE`] (both dialects).
@@ -132,6 +197,7 @@ mod tests {
         assert!(plan("t", Kind::Pending, None).unwrap());
         assert!(!plan("t", Kind::Pending, Some(("pending_calls".into(), SCHEMA_VERSION))).unwrap());
         assert_eq!(plan("t", Kind::Pending, Some(("effects".into(), 1))).unwrap_err().code(), "config_error");
+        assert_eq!(plan("t", Kind::Tasks, Some(("effects".into(), 1))).unwrap_err().code(), "config_error");
         let newer = plan("t", Kind::Effects, Some(("effects".into(), SCHEMA_VERSION + 1))).unwrap_err();
         assert!(newer.to_string().contains("newer than this build"), "{newer}");
     }

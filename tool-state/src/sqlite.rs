@@ -19,11 +19,18 @@ use serde_json::Value;
 use crate::effect::{self, Begin, DEFAULT_RETENTION, EffectStore, Lease, Recorded, StateFuture};
 use crate::error::StateError;
 use crate::pending::{decode, encode};
-use crate::schema::{self, DEFAULT_EFFECT_TABLE, DEFAULT_PENDING_TABLE, Kind};
+use crate::schema::{self, Kind};
 use crate::sql::Statements;
 
 /// How long a write waits for another connection's lock by default before `store_error`.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often a task store reads the file for other processes' changes by default.
+pub const DEFAULT_TASK_POLL: Duration = Duration::from_millis(200);
+
+mod task;
+
+pub use task::SqliteTaskStore;
 
 /// One connection to the file, and the table a store keeps in it.
 struct Db {
@@ -34,13 +41,7 @@ struct Db {
 
 impl Db {
     fn open(path: &Path, table: Option<String>, kind: Kind, busy_timeout: Duration) -> Result<Db, StateError> {
-        let table = table.unwrap_or_else(|| {
-            match kind {
-                Kind::Pending => DEFAULT_PENDING_TABLE,
-                Kind::Effects => DEFAULT_EFFECT_TABLE,
-            }
-            .to_owned()
-        });
+        let table = table.unwrap_or_else(|| kind.default_table().to_owned());
         schema::check_table(&table)?;
         create_private(path)?;
         let context = || format!("opening {}", path.display());
@@ -145,7 +146,7 @@ fn unavailable(context: String, e: rusqlite::Error) -> StateError {
     StateError::Unavailable { context, message: e.to_string(), source: Some(Box::new(e)) }
 }
 
-/// Configures a [`SqlitePendingStore`] or a [`SqliteEffectStore`]; see their `builder`s.
+/// Configures a [`SqlitePendingStore`], a [`SqliteEffectStore`] or a [`SqliteTaskStore`]; see their `builder`s.
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct SqliteBuilder {
@@ -153,6 +154,7 @@ pub struct SqliteBuilder {
     table: Option<String>,
     busy_timeout: Duration,
     retention: Duration,
+    recheck: Duration,
 }
 
 impl SqliteBuilder {
@@ -162,10 +164,12 @@ impl SqliteBuilder {
             table: None,
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             retention: DEFAULT_RETENTION,
+            recheck: DEFAULT_TASK_POLL,
         }
     }
 
-    /// The table (default `keel_pending_calls` or `keel_effects`): a plain lowercase identifier, checked on open.
+    /// The table (default `keel_pending_calls`, `keel_effects` or `keel_tasks`): a plain lowercase identifier,
+    /// checked on open.
     pub fn table(mut self, name: impl Into<String>) -> Self {
         self.table = Some(name.into());
         self
@@ -180,6 +184,15 @@ impl SqliteBuilder {
     /// How long an effect record is kept after it finished (default [`DEFAULT_RETENTION`]); effect stores only.
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
+        self
+    }
+
+    /// How often a task store reads the file for changes made by other processes or stores (default
+    /// [`DEFAULT_TASK_POLL`], at least 1 ms): what a [`wait`](crate::TaskStore::wait) or a
+    /// [`changes`](crate::TaskStore::changes) feed waits at most for them. Changes made through the same store
+    /// wake its waiters at once. Task stores only.
+    pub fn recheck(mut self, every: Duration) -> Self {
+        self.recheck = every.max(Duration::from_millis(1));
         self
     }
 
@@ -202,6 +215,16 @@ impl SqliteBuilder {
     pub fn open_effects(self) -> Result<SqliteEffectStore, StateError> {
         let db = Db::open(&self.path, self.table, Kind::Effects, self.busy_timeout)?;
         Ok(SqliteEffectStore { db: Arc::new(db), retention_ms: effect::millis(self.retention) })
+    }
+
+    /// Opens the file (created `0600` if missing) and creates the tasks' table if it is missing.
+    ///
+    /// # Errors
+    ///
+    /// As [`open_pending`](SqliteBuilder::open_pending).
+    pub fn open_tasks(self) -> Result<SqliteTaskStore, StateError> {
+        let db = Db::open(&self.path, self.table, Kind::Tasks, self.busy_timeout)?;
+        Ok(SqliteTaskStore::new(db, self.busy_timeout, self.recheck))
     }
 }
 
@@ -394,25 +417,35 @@ impl SqliteEffectStore {
         T: Send + 'static,
         F: FnOnce(&Db, &mut Connection) -> Result<T, StateError> + Send + 'static,
     {
-        let db = self.db.clone();
-        let work = move || {
-            let mut conn = db.lock();
-            op(&db, &mut conn)
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => Box::pin(async move {
-                handle.spawn_blocking(work).await.unwrap_or_else(|e| {
-                    Err(StateError::Store {
-                        context: "an effect store operation".into(),
-                        message: format!("the operation's thread failed: {e}"),
-                        source: None,
-                    })
+        run(&self.db, "an effect store operation", op)
+    }
+}
+
+/// Runs `op` on the connection of `db`, on a blocking thread when there is a runtime (in the caller's thread
+/// otherwise).
+fn run<T, F>(db: &Arc<Db>, what: &'static str, op: F) -> StateFuture<'static, T>
+where
+    T: Send + 'static,
+    F: FnOnce(&Db, &mut Connection) -> Result<T, StateError> + Send + 'static,
+{
+    let db = db.clone();
+    let work = move || {
+        let mut conn = db.lock();
+        op(&db, &mut conn)
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => Box::pin(async move {
+            handle.spawn_blocking(work).await.unwrap_or_else(|e| {
+                Err(StateError::Store {
+                    context: what.into(),
+                    message: format!("the operation's thread failed: {e}"),
+                    source: None,
                 })
-            }),
-            Err(_) => {
-                let result = work();
-                Box::pin(async move { result })
-            }
+            })
+        }),
+        Err(_) => {
+            let result = work();
+            Box::pin(async move { result })
         }
     }
 }

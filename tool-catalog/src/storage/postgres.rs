@@ -350,6 +350,41 @@ impl PgConnector {
         });
         Ok(client)
     }
+
+    /// Opens a connection whose notifications the caller receives, for `LISTEN`: the client, and the server's
+    /// notifications on that connection (`NOTIFY`, `pg_notify`) in the order they came. The connection is driven
+    /// by a task spawned on the current Tokio runtime, as [`connect`](Self::connect)'s; the channel is unbounded
+    /// (a burst waits there for the reader) and closes when the connection ends (the client dropped, or the
+    /// connection lost): then connect again, `LISTEN` again, and catch up on what the notifications missed.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_notified(
+        &self,
+    ) -> Result<(Client, tokio::sync::mpsc::UnboundedReceiver<tokio_postgres::Notification>), CatalogError> {
+        let (client, mut connection) = open_client(&self.config, &self.tls, self.connect_timeout)
+            .await
+            .map_err(|e| e.unavailable(format!("connecting to {}", self.shown)))?;
+        let (notes, received) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                    // A reader that went away leaves the client working: the connection is driven on.
+                    Some(Ok(AsyncMessage::Notification(n))) => {
+                        let _ = notes.send(n);
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "a PostgreSQL connection ended");
+                        return;
+                    }
+                    None => return,
+                }
+            }
+        });
+        Ok((client, received))
+    }
 }
 
 /// The catalogue's rows in a PostgreSQL database: a [`Storage`] for
