@@ -47,7 +47,7 @@ const CRATES: &[Crate] = &[
     Crate {
         dir: "tool-core",
         layers: &[
-            &["effect", "error", "failure", "name", "clock"],
+            &["effect", "error", "failure", "name", "clock", "lease"],
             &["input"],
             &["call", "call_context", "content"],
             &["params", "result"],

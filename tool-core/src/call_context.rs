@@ -120,7 +120,7 @@ struct Inner {
     /// The input keys asked for so far (each may be asked once per call).
     input_keys: Mutex<Vec<String>>,
     /// The lease the call runs under, when its tool runs once.
-    effect_lease: Option<crate::once::Lease>,
+    effect_lease: Option<crate::lease::Lease>,
 }
 
 /// What a handler can ask for besides its arguments: the per-call [`CallContext`] and shared [`State<T>`].
@@ -317,7 +317,7 @@ impl CallContext {
     /// same transaction as its effect (keel-tools-state's `SqliteEffectStore::finish_in` and
     /// `PostgresEffectStore::finish_in`), so that the effect and the record are committed together or not at all.
     /// `None` for a tool that does not run once.
-    pub fn effect_lease(&self) -> Option<&crate::once::Lease> {
+    pub fn effect_lease(&self) -> Option<&crate::lease::Lease> {
         self.inner.effect_lease.as_ref()
     }
 
@@ -352,7 +352,7 @@ pub struct CallContextBuilder {
     state: Option<Arc<StateMap>>,
     notifier: Option<Arc<dyn Notifier>>,
     input: Option<Arc<dyn ClientInput>>,
-    effect_lease: Option<crate::once::Lease>,
+    effect_lease: Option<crate::lease::Lease>,
 }
 
 impl CallContextBuilder {
@@ -403,7 +403,7 @@ impl CallContextBuilder {
         self
     }
     /// The lease the call runs under in an effect ledger (see [`CallContext::effect_lease`]).
-    pub fn effect_lease(mut self, lease: Option<crate::once::Lease>) -> Self {
+    pub fn effect_lease(mut self, lease: Option<crate::lease::Lease>) -> Self {
         self.effect_lease = lease;
         self
     }

@@ -1012,7 +1012,7 @@ impl Executor {
         call_id: &str,
         arguments: Value,
         options: &CallOptions,
-        lease: Option<&crate::once::Lease>,
+        lease: Option<&crate::lease::Lease>,
     ) -> Invoked {
         if let Some(admitted) = &options.admitted {
             admitted();

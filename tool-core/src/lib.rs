@@ -105,6 +105,7 @@ mod event;
 mod execution;
 mod failure;
 mod input;
+mod lease;
 pub mod once;
 #[cfg(feature = "otel")]
 mod otel;
