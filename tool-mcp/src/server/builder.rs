@@ -197,7 +197,8 @@ impl McpServerBuilder {
     /// - A store that cannot record a new task fails its call: the call is cancelled, and the request is answered
     ///   with `-32603` and `code: "state_unavailable"`.
     ///
-    /// [`max_tasks`](Self::max_tasks) still caps the tasks each replica runs.
+    /// [`max_tasks`](Self::max_tasks) still caps the tasks each replica runs. A server with a task store declares
+    /// the Tasks extension even while its view has no task tool (a catalogue's may gain one later).
     pub fn task_store<S: TaskStore + ?Sized + 'static>(mut self, store: Arc<S>) -> Self {
         self.task_store = Some(AnyTaskStore::new(store));
         self
@@ -228,7 +229,10 @@ impl McpServerBuilder {
         let rest_config = self.rest.get_info();
         let mut info = Implementation::new(self.name, self.version);
         info.title = self.title;
-        let tasks = listing.executor.view().iter().any(|d| d.task_support() != TaskSupport::Never);
+        // A server with a task store advertises tasks from the start: its tools may change (a catalogue), and the
+        // capability is announced once.
+        let tasks =
+            self.task_store.is_some() || listing.executor.view().iter().any(|d| d.task_support() != TaskSupport::Never);
         let mut config = ServerConfig::new(merge_capabilities(&rest_config, tasks)).with_server_info(info);
         if let Some(instructions) = self.instructions.or(rest_config.instructions) {
             config = config.with_instructions(instructions);
