@@ -47,7 +47,7 @@ const CRATES: &[Crate] = &[
     Crate {
         dir: "tool-core",
         layers: &[
-            &["effect", "error", "failure", "name", "clock", "lease"],
+            &["effect", "error", "failure", "name", "clock", "lease", "tasks"],
             &["input"],
             &["call", "call_context", "content"],
             &["params", "result"],

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use keel_tools_state::{
-    NewTask, PostgresTaskStore, SqliteEffectStore, SqliteTaskStore, StateError, Task, TaskLease, TaskStatus, TaskStore,
-    Terminal, WaitFor,
+    DynTaskStore, NewTask, PostgresTaskStore, SqliteEffectStore, SqliteTaskStore, StateError, Task, TaskLease,
+    TaskStatus, TaskStore, Terminal, WaitFor,
 };
 use serde_json::json;
 use tokio::sync::broadcast;
@@ -27,7 +27,7 @@ use keel_tests::pg::PgDatabase;
 // ---- Helpers ----
 
 /// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(label: &str) -> TempDir {
@@ -50,23 +50,23 @@ impl Drop for TempDir {
 }
 
 /// The database under test: a SQLite file, or a fresh database in the PostgreSQL cluster of `KEEL_TEST_POSTGRES`.
-enum Db {
+pub(crate) enum Db {
     Sqlite(TempDir),
     Postgres(PgDatabase),
 }
 
 impl Db {
-    fn sqlite(label: &str) -> Db {
+    pub(crate) fn sqlite(label: &str) -> Db {
         Db::Sqlite(TempDir::new(label))
     }
 
     /// `None` when no cluster is configured and none is required (a skip, recorded: `keel_tests::peers`).
-    async fn postgres(label: &str) -> Option<Db> {
+    pub(crate) async fn postgres(label: &str) -> Option<Db> {
         PgDatabase::create(label, keel_tests::peers_required()).await.map(Db::Postgres)
     }
 
     /// A task store with its own connection(s), as another replica would have.
-    fn tasks(&self) -> Arc<dyn TaskStore> {
+    pub(crate) fn tasks(&self) -> Arc<DynTaskStore> {
         match self {
             Db::Sqlite(dir) => Arc::new(SqliteTaskStore::open(dir.db()).expect("open")),
             Db::Postgres(pg) => Arc::new(PostgresTaskStore::connect(&pg.conninfo).expect("connect")),
@@ -75,7 +75,7 @@ impl Db {
 
     /// A task store that reads the database again only every minute besides what is pushed to it (PostgreSQL);
     /// SQLite's is polled, at its default interval.
-    fn pushed_only(&self) -> Arc<dyn TaskStore> {
+    fn pushed_only(&self) -> Arc<DynTaskStore> {
         match self {
             Db::Sqlite(_) => self.tasks(),
             Db::Postgres(pg) => Arc::new(
@@ -88,7 +88,7 @@ impl Db {
     }
 
     /// A task store that reads its tasks again every `every` besides what is pushed to it.
-    fn rechecking(&self, every: Duration) -> Arc<dyn TaskStore> {
+    fn rechecking(&self, every: Duration) -> Arc<DynTaskStore> {
         match self {
             Db::Sqlite(dir) => Arc::new(SqliteTaskStore::builder(dir.db()).recheck(every).open_tasks().expect("open")),
             Db::Postgres(pg) => {
@@ -138,11 +138,11 @@ fn new(id: &str) -> NewTask {
     NewTask::new(id, "reports.build")
 }
 
-async fn create(store: &dyn TaskStore, task: NewTask) -> (Task, TaskLease) {
+async fn create(store: &DynTaskStore, task: NewTask) -> (Task, TaskLease) {
     store.create(&task).await.expect("create")
 }
 
-async fn get(store: &dyn TaskStore, id: &str) -> Task {
+async fn get(store: &DynTaskStore, id: &str) -> Task {
     store.get(id).await.expect("get").expect("the task is kept")
 }
 

@@ -113,6 +113,7 @@ mod params;
 mod pending;
 mod result;
 mod run;
+pub mod tasks;
 mod tool_definition;
 mod tool_registry;
 mod tool_schemas;

@@ -162,8 +162,10 @@ struct Shared {
     list_ttl_explicit: bool,
     /// Seals and opens the `requestState` of input-required results.
     request_state: RequestStateCodec,
-    /// The calls running as tasks.
+    /// The calls running as tasks, in this process.
     tasks: rmcp::task_manager::TaskManager,
+    /// Or in a task store every replica shares ([`McpServerBuilder::task_store`]).
+    stored_tasks: Option<crate::task::stored::StoredTasks>,
     /// One permit per call that may run as a task, held until the call ends.
     task_slots: Arc<tokio::sync::Semaphore>,
     max_tasks: usize,

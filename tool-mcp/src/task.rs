@@ -36,12 +36,22 @@ use tokio::sync::{oneshot, watch};
 
 use crate::input::supports;
 
+pub(crate) mod stored;
+
+/// Where a call's task is kept once it becomes one: this process's task manager, or a task store every replica
+/// shares.
+#[derive(Clone)]
+pub(crate) enum Bound {
+    Local(TaskContext),
+    Stored(Arc<stored::Owner>),
+}
+
 /// The requests of a call that may become a task: before it does, through the request's own way (a session's
 /// requests, or input-required results); after, through `tasks/update`.
 pub(crate) struct TaskCallInput {
     direct: Arc<dyn ClientInput>,
     capabilities: ClientCapabilities,
-    task: watch::Receiver<Option<TaskContext>>,
+    task: watch::Receiver<Option<Bound>>,
     begun: AtomicBool,
     begin: Mutex<Option<oneshot::Sender<()>>>,
 }
@@ -53,7 +63,7 @@ impl TaskCallInput {
     pub(crate) fn new(
         direct: Arc<dyn ClientInput>,
         capabilities: ClientCapabilities,
-    ) -> (TaskCallInput, Begun, watch::Sender<Option<TaskContext>>) {
+    ) -> (TaskCallInput, Begun, watch::Sender<Option<Bound>>) {
         let (bind, task) = watch::channel(None);
         let (begin, begun) = oneshot::channel();
         let input =
@@ -65,19 +75,23 @@ impl TaskCallInput {
         if !supports(&self.capabilities, request.kind()) {
             return Err(InputError::Unsupported(request.kind()));
         }
-        let request: McpInputRequest = serde_json::from_value(crate::input::wire(&request))
+        let wire = crate::input::wire(&request);
+        let request: McpInputRequest = serde_json::from_value(wire.clone())
             .map_err(|e| InputError::Failed(format!("the request is not a valid MCP input request: {e}")))?;
         let mut task = self.task.clone();
-        let context = task
+        let bound = task
             .wait_for(Option::is_some)
             .await
             .map_err(|_| InputError::Failed("the task is gone".to_owned()))?
             .clone()
             .ok_or_else(|| InputError::Failed("the task is gone".to_owned()))?;
-        context.request_input(key, request).await.map_err(|exit| match exit {
-            TaskExit::Cancelled => InputError::Failed("the task was cancelled".to_owned()),
-            TaskExit::Error(e) => InputError::Failed(e.message.into_owned()),
-        })
+        match bound {
+            Bound::Local(context) => context.request_input(key, request).await.map_err(|exit| match exit {
+                TaskExit::Cancelled => InputError::Failed("the task was cancelled".to_owned()),
+                TaskExit::Error(e) => InputError::Failed(e.message.into_owned()),
+            }),
+            Bound::Stored(owner) => owner.request_input(key, wire).await,
+        }
     }
 }
 

@@ -210,6 +210,13 @@ impl From<StateError> for PendingStoreError {
     }
 }
 
+/// A task store's error, as keel-tools-core's task vocabulary sees it: its [`code`](StateError::code).
+impl keel_tools_core::tasks::TaskStoreError for StateError {
+    fn code(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed(StateError::code(self))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,4 +142,4 @@ pub use postgres::{PgBuilder, PostgresEffectStore, PostgresPendingStore, Postgre
 pub use schema::{DEFAULT_EFFECT_TABLE, DEFAULT_PENDING_TABLE, DEFAULT_TASK_TABLE, SCHEMA_TABLE, SCHEMA_VERSION};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteBuilder, SqliteEffectStore, SqlitePendingStore, SqliteTaskStore};
-pub use task::{NewTask, Task, TaskChange, TaskLease, TaskStatus, TaskStore, Terminal, WaitFor};
+pub use task::{DynTaskStore, NewTask, Task, TaskChange, TaskLease, TaskStatus, TaskStore, Terminal, WaitFor};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use keel_tools_core::Executor;
 use keel_tools_core::definition::TaskSupport;
 use keel_tools_core::executor::CallOptions;
+use keel_tools_core::tasks::{DEFAULT_KEEP_FOR, DEFAULT_POLL_INTERVAL, DEFAULT_TASK_LEASE, TaskStore};
 use rmcp::model::{CallToolRequestParams, Implementation, RequestStateCodec, ServerConfig};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -15,6 +16,7 @@ use super::error::OtherProblem;
 use super::listing::duration_ms;
 use super::{CallOptionsFn, DEFAULT_MAX_TASKS, Listeners, Listing, McpServer, McpServerError, STATIC_LIST_TTL, Shared};
 use crate::compose::{NoRest, Rest, merge_capabilities};
+use crate::task::stored::{AnyTaskStore, StoredTasks};
 
 /// Builds an [`McpServer`]; see [`McpServer::builder`].
 #[must_use]
@@ -33,6 +35,9 @@ pub struct McpServerBuilder {
     request_state_key: Option<(String, Vec<u8>)>,
     previous_request_state_key: Option<(String, Vec<u8>)>,
     max_tasks: usize,
+    task_store: Option<AnyTaskStore>,
+    task_lease: Duration,
+    task_keep_for: Duration,
 }
 
 impl McpServerBuilder {
@@ -173,6 +178,44 @@ impl McpServerBuilder {
         self
     }
 
+    /// Keeps the server's tasks in `store`, shared by every replica of the server, instead of in this process
+    /// (keel-tools-state's `SqliteTaskStore` for one machine, `PostgresTaskStore` for replicas; any
+    /// [`TaskStore`]).
+    ///
+    /// - The replica that runs a call records its task there (`working`, owned under a lease of
+    ///   [`task_lease`](Self::task_lease)), renews the lease every third of it, and records the call's end. A
+    ///   task's input requests are kept there too: `input_required`, until a `tasks/update` answers them.
+    /// - Every replica answers `tasks/get`, `tasks/update` and `tasks/cancel` from the store, so a client may reach
+    ///   any of them. A cancel made on any replica fires the running call's cancellation token (from the store's
+    ///   change feed, or at the latest at the owner's next heartbeat).
+    /// - A task whose replica stopped (killed, cut off from the store) before the call ended is `lost` once its
+    ///   lease expires, never `working` forever: `tasks/get` reads it `failed`, with the JSON-RPC error `-32603`
+    ///   whose data has `code: "task_lost"`, and a status message saying the call may have run.
+    /// - A task started for a principal is that principal's alone: another principal's `tasks/get`, `tasks/update`
+    ///   or `tasks/cancel` is answered as for a task that does not exist.
+    /// - Ended tasks are kept for [`task_keep_for`](Self::task_keep_for), then removed.
+    /// - A store that cannot record a new task fails its call: the call is cancelled, and the request is answered
+    ///   with `-32603` and `code: "state_unavailable"`.
+    ///
+    /// [`max_tasks`](Self::max_tasks) still caps the tasks each replica runs.
+    pub fn task_store<S: TaskStore + ?Sized + 'static>(mut self, store: Arc<S>) -> Self {
+        self.task_store = Some(AnyTaskStore::new(store));
+        self
+    }
+
+    /// How long the lease on a stored task lasts (default [`DEFAULT_TASK_LEASE`], 30 s): how long after its replica
+    /// stops a task reads `lost`. The owner renews it every third of it. See [`task_store`](Self::task_store).
+    pub fn task_lease(mut self, lease: Duration) -> Self {
+        self.task_lease = lease;
+        self
+    }
+
+    /// How long a stored task is kept after it ended (default [`DEFAULT_KEEP_FOR`], one hour): its `ttlMs`.
+    pub fn task_keep_for(mut self, keep_for: Duration) -> Self {
+        self.task_keep_for = keep_for;
+        self
+    }
+
     /// Renders the view's tools for MCP and builds the server. Every tool whose entry is not a valid MCP tool is
     /// reported at once.
     pub fn build(self) -> Result<McpServer, McpServerError> {
@@ -204,6 +247,9 @@ impl McpServerBuilder {
                 list_ttl_explicit: self.list_ttl.is_some(),
                 request_state,
                 tasks: rmcp::task_manager::TaskManager::new(),
+                stored_tasks: self
+                    .task_store
+                    .map(|store| StoredTasks::new(store, self.task_lease, self.task_keep_for, DEFAULT_POLL_INTERVAL)),
                 task_slots: Arc::new(tokio::sync::Semaphore::new(self.max_tasks)),
                 max_tasks: self.max_tasks,
                 tool_changes: AtomicU64::new(0),
@@ -235,6 +281,9 @@ impl McpServer {
             request_state_key: None,
             previous_request_state_key: None,
             max_tasks: DEFAULT_MAX_TASKS,
+            task_store: None,
+            task_lease: DEFAULT_TASK_LEASE,
+            task_keep_for: DEFAULT_KEEP_FOR,
         }
     }
 }

@@ -225,6 +225,10 @@ impl McpSession {
                     keel_tools_core::context::ClientInput::begin_task(&*input);
                 });
             }
+            let whose = crate::task::stored::Whose {
+                tenant: options.get_tenant().map(str::to_owned),
+                principal: options.get_principal().map(str::to_owned),
+            };
             let executor = executor.clone();
             let call = async move {
                 let _slot = slot;
@@ -240,7 +244,22 @@ impl McpSession {
                     biased;
                     joined = &mut running => break joined,
                     Ok(()) = &mut begun => {
-                        let task = self.begin_task(running, bind, token, listing.clone());
+                        let task = match &shared.stored_tasks {
+                            Some(stored) => {
+                                let listing = listing.clone();
+                                let outcome = async move {
+                                    match running.await {
+                                        Ok(result) => crate::task::outcome(&result, &listing.codec),
+                                        Err(_) => Err(rmcp::task_manager::TaskExit::Error(ErrorData::internal_error(
+                                            "the call ended abnormally",
+                                            None,
+                                        ))),
+                                    }
+                                };
+                                stored.begin(&request.name, whose, outcome, &bind, token).await?
+                            }
+                            None => self.begin_task(running, bind, token, listing.clone()),
+                        };
                         return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task)));
                     }
                     // The client went away before the call became a task: it is cancelled, and ends soon.
@@ -316,14 +335,14 @@ impl McpSession {
     fn begin_task(
         &self,
         running: tokio::task::JoinHandle<keel_tools_core::ToolResult>,
-        bind: tokio::sync::watch::Sender<Option<rmcp::task_manager::TaskContext>>,
+        bind: tokio::sync::watch::Sender<Option<crate::task::Bound>>,
         token: tokio_util::sync::CancellationToken,
         listing: Arc<Listing>,
     ) -> rmcp::model::Task {
         use rmcp::task_manager::{TaskExit, TaskOptions};
         self.shared.tasks.spawn(TaskOptions::default(), move |task| {
             Box::pin(async move {
-                let _ = bind.send(Some(task.clone()));
+                let _ = bind.send(Some(crate::task::Bound::Local(task.clone())));
                 tokio::select! {
                     joined = running => match joined {
                         Ok(result) => crate::task::outcome(&result, &listing.codec),

@@ -238,28 +238,51 @@ impl ServerHandler for McpSession {
     async fn get_task(
         &self,
         request: rmcp::model::GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
-        Ok(rmcp::model::GetTaskResult::new(self.shared.tasks.get_task(&request.task_id)?))
+        let task = match &self.shared.stored_tasks {
+            Some(stored) => stored.get(&request.task_id, asker(&context)).await?,
+            None => self.shared.tasks.get_task(&request.task_id)?,
+        };
+        Ok(rmcp::model::GetTaskResult::new(task))
     }
 
     async fn update_task(
         &self,
         request: rmcp::model::UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.shared.tasks.update_task(&request.task_id, request.input_responses)
+        match &self.shared.stored_tasks {
+            Some(stored) => stored.update(&request.task_id, request.input_responses, asker(&context)).await,
+            None => self.shared.tasks.update_task(&request.task_id, request.input_responses),
+        }
     }
 
     async fn cancel_task(
         &self,
         request: rmcp::model::CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.shared.tasks.cancel_task(&request.task_id)
+        match &self.shared.stored_tasks {
+            Some(stored) => stored.cancel(&request.task_id, asker(&context)).await,
+            None => self.shared.tasks.cancel_task(&request.task_id),
+        }
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [rmcp::model::ProtocolVersion]> {
         Cow::Borrowed(rmcp::model::ProtocolVersion::KNOWN_VERSIONS)
+    }
+}
+
+/// The principal a task request is made for, on a protected server (its token's subject).
+fn asker(context: &RequestContext<RoleServer>) -> Option<&str> {
+    #[cfg(feature = "auth")]
+    {
+        crate::caller::principal(context).map(|p| p.subject.as_str())
+    }
+    #[cfg(not(feature = "auth"))]
+    {
+        let _ = context;
+        None
     }
 }

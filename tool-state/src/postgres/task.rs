@@ -230,6 +230,8 @@ fn versions(rows: &[tokio_postgres::Row]) -> Result<Vec<(String, String, i64, i6
 }
 
 impl TaskStore for PostgresTaskStore {
+    type Error = StateError;
+
     fn create<'a>(&'a self, new: &'a NewTask) -> StateFuture<'a, (Task, TaskLease)> {
         if let Err(e) = task::check_id(&new.id) {
             return task::refuse(e);

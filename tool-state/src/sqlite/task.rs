@@ -257,6 +257,8 @@ fn replica(
 }
 
 impl TaskStore for SqliteTaskStore {
+    type Error = StateError;
+
     fn create<'a>(&'a self, new: &'a NewTask) -> StateFuture<'a, (Task, TaskLease)> {
         if let Err(e) = task::check_id(&new.id) {
             return task::refuse(e);
