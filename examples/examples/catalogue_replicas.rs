@@ -18,9 +18,10 @@
 //!
 //! `catalogue_replicas replica <name> <conninfo>` is one replica; `examples::replicas` documents its protocol.
 //!
-//! Each replica keeps its call state in the same database, shared with the others (keel-tools-state): the records
-//! that make its writes run once per `_meta["keel/idempotencyKey"]` on any replica, and the calls that wait for an
-//! approval. The replicas
+//! Each replica keeps its call state in the same database, shared with the others (keel-tools-state): its tasks
+//! (`tasks/get`, `tasks/update` and `tasks/cancel` served by any replica; a task whose replica died reads
+//! `task_lost` once its lease expired: `KEEL_TASK_LEASE_MS`, default 2000), the records that make its writes run
+//! once per `_meta["keel/idempotencyKey"]` on any replica, and the calls that wait for an approval. The replicas
 //! sign those pending calls with one shared key, so that any of them resumes a call another saved:
 //! `KEEL_APPROVAL_KEY` (at least 32 random bytes) and, while rotating it, `KEEL_APPROVAL_PREVIOUS_KEY`; without
 //! them, a public development key (never deploy it).
@@ -47,7 +48,7 @@ use keel_tools_core::runs::{PendingCall, Resolution};
 use keel_tools_core::{Executor, Registry, ToolCall};
 use keel_tools_mcp::rmcp::ServiceExt;
 use keel_tools_mcp::{HttpConfig, McpServer};
-use keel_tools_state::{PostgresEffectStore, PostgresPendingStore};
+use keel_tools_state::{PostgresEffectStore, PostgresPendingStore, PostgresTaskStore};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
@@ -262,6 +263,7 @@ fn emit(event: Value) {
 
 /// The call state a replica keeps in the catalogue's database, shared with the other replicas.
 struct CallState {
+    tasks: PostgresTaskStore,
     effects: PostgresEffectStore,
     pending: PostgresPendingStore,
 }
@@ -272,6 +274,7 @@ async fn call_state(conninfo: &str) -> Result<CallState, Box<dyn Error>> {
     // Connecting blocks the calling thread: not one of the runtime's.
     let state = tokio::task::spawn_blocking(move || -> Result<CallState, keel_tools_state::StateError> {
         Ok(CallState {
+            tasks: PostgresTaskStore::builder(conninfo.clone()).pool_size(2).connect_tasks()?,
             effects: PostgresEffectStore::builder(conninfo.clone()).pool_size(2).connect_effects()?,
             pending: PostgresPendingStore::builder(conninfo).pool_size(1).connect_pending()?,
         })
@@ -338,8 +341,14 @@ async fn replica(name: &str, conninfo: &str, own_tools: bool) -> Result<(), Box<
     }
     let server_name = name.to_owned();
     let (key, previous) = examples::replicas::request_state_keys()?;
+    let task_lease = examples::replicas::task_lease()?;
+    let tasks = Arc::new(state.tasks.clone());
     let server = CatalogServer::new(&catalog, None, |e| {
-        let builder = McpServer::builder(e).name(server_name).request_state_key(key.0, key.1);
+        let builder = McpServer::builder(e)
+            .name(server_name)
+            .request_state_key(key.0, key.1)
+            .task_store(tasks)
+            .task_lease(task_lease);
         match previous {
             Some((id, key)) => builder.previous_request_state_key(id, key),
             None => builder,

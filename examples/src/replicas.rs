@@ -3,7 +3,7 @@
 //! `tests/tests/mcp_replicas.rs`.
 //!
 //! A replica is started as `catalogue_replicas replica <name> <conninfo> [--own-tools]`. It connects to the PostgreSQL catalogue,
-//! and to the call state kept in the same database (exactly-once effect records, pending approvals: see
+//! and to the call state kept in the same database (tasks, exactly-once effect records, pending approvals: see
 //! keel-tools-state), serves the shared view over Streamable HTTP on a loopback port (MCP at `/mcp`, its health at
 //! `/health`), follows the catalogue's changes, and speaks one JSON object per line. With `--own-tools`, it first
 //! puts a row for each of its own tools the catalogue lacks (`work_a_while` and `ask_whose_order`, tasks;
@@ -29,7 +29,9 @@
 //!
 //! Every replica seals the `requestState` of input-required results with the same key ([`request_state_keys`]),
 //! so that a client's next round may reach any of them, and signs pending calls with the same approval key
-//! ([`approval_key`]), so that any of them resumes a call another saved.
+//! ([`approval_key`]), so that any of them resumes a call another saved. A task runs on the replica that took its
+//! call, under a lease of [`task_lease`] renewed while it runs; any replica answers `tasks/get`, `tasks/update`
+//! and `tasks/cancel` for it, and reports it failed (`task_lost`) once its replica stopped renewing the lease.
 
 use std::collections::BTreeMap;
 use std::path::Path;
