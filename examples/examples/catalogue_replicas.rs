@@ -377,7 +377,7 @@ async fn replica(name: &str, conninfo: &str, own_tools: bool) -> Result<(), Box<
     };
     emit(json!({"event": "listening", "url": format!("http://{addr}/mcp"), "health": format!("http://{addr}/health")}));
 
-    // Writes asked for on stdin, one JSON object per line, until stdin closes.
+    // Writes, calls and approvals asked for on stdin, one JSON object per line, until stdin closes.
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
         let Ok(command) = serde_json::from_str::<Value>(&line) else {
