@@ -18,6 +18,14 @@
 //!
 //! `catalogue_replicas replica <name> <conninfo>` is one replica; `examples::replicas` documents its protocol.
 //!
+//! Each replica keeps its call state in the same database, shared with the others (keel-tools-state): its tasks
+//! (`tasks/get`, `tasks/update` and `tasks/cancel` served by any replica; a task whose replica died reads
+//! `task_lost` once its lease expired: `KEEL_TASK_LEASE_MS`, default 2000), the records that make its writes run
+//! once per `_meta["keel/idempotencyKey"]` on any replica, and the calls that wait for an approval. The replicas
+//! sign those pending calls with one shared key, so that any of them resumes a call another saved:
+//! `KEEL_APPROVAL_KEY` (at least 32 random bytes) and, while rotating it, `KEEL_APPROVAL_PREVIOUS_KEY`; without
+//! them, a public development key (never deploy it).
+//!
 //! The replicas seal the `requestState` of input-required results with one shared key, so that any of them
 //! resumes a call another began: `KEEL_REQUEST_STATE_KEY` (`<id>:<key>`, the key at least 32 random bytes) and,
 //! while rotating it, `KEEL_REQUEST_STATE_PREVIOUS_KEY`; without them, a public development key (never deploy
@@ -27,22 +35,80 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use examples::replicas::{Replica, now_us, quantile};
+use keel_tools_catalog::postgres::PgConnector;
 use keel_tools_catalog::{Catalog, CatalogServer, ToolRow};
-use keel_tools_core::Registry;
+use keel_tools_core::definition::Effect;
+use keel_tools_core::executor::CallOptions;
+use keel_tools_core::once::{EffectLedger, OnceFor};
+use keel_tools_core::policy::{EffectPolicy, Policy, PolicyDecision, PolicyRequest};
+use keel_tools_core::runs::{PendingCall, Resolution};
+use keel_tools_core::{Executor, Registry, ToolCall};
 use keel_tools_mcp::rmcp::ServiceExt;
 use keel_tools_mcp::{HttpConfig, McpServer};
+use keel_tools_state::{PostgresEffectStore, PostgresPendingStore, PostgresTaskStore};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
 keel_tools_core::link_tools!(examples);
 
-/// A slow tool of the replicas' own, for calls that are still running when a replica is killed.
+/// The replicas' own tools: a slow call that is still running when a replica is killed, a task that works a while
+/// (and stops when cancelled), a task that asks its client for input, a charge that runs once and records itself in
+/// the database with its effect record, and a refund that waits for an approval.
 pub mod replica_tools {
-    use keel_tools_core::{ToolError, tool};
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    use keel_tools_core::content::Content;
+    use keel_tools_core::{CallContext, ToolError, tool, tool_error};
+    use keel_tools_state::PostgresEffectStore;
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
+    use serde_json::json;
+
+    /// What a replica's tools share: its name, its effect records and a connection to the database they are in.
+    /// Set once, when the replica starts ([`ReplicaState::install`]). It is not given to the executors as a
+    /// `State<T>`: a catalogue checks each row with an executor of its own, which holds no state.
+    pub struct ReplicaState {
+        /// The replica's name.
+        pub name: String,
+        /// The effect records every replica shares.
+        pub effects: PostgresEffectStore,
+        /// A connection to the same database, for the effects that are recorded with their effect record.
+        pub db: tokio::sync::Mutex<tokio_postgres::Client>,
+    }
+
+    static REPLICA: OnceLock<ReplicaState> = OnceLock::new();
+
+    impl ReplicaState {
+        /// Makes this the state of the process's tools; `false` if one was installed already.
+        pub fn install(self) -> bool {
+            REPLICA.set(self).is_ok()
+        }
+
+        /// The state of the process's tools.
+        fn get() -> Result<&'static ReplicaState, ToolError> {
+            REPLICA.get().ok_or_else(|| ToolError::internal(std::io::Error::other("no replica state installed")))
+        }
+    }
+
+    /// The table of the charges [`charge_order`] and [`refund_order`] make, one row per run of a handler.
+    pub const CHARGES_TABLE: &str = "replica_charges";
+
+    /// Creates [`CHARGES_TABLE`] if it is missing (under a lock, so that replicas starting together do not race).
+    pub async fn create_charges_table(client: &mut tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {
+        let tx = client.transaction().await?;
+        tx.batch_execute(&format!(
+            "SELECT pg_advisory_xact_lock(7314); CREATE TABLE IF NOT EXISTS {CHARGES_TABLE} (id bigserial PRIMARY \
+             KEY, order_id text NOT NULL, cents bigint NOT NULL, replica text NOT NULL, idempotency_key text NOT \
+             NULL, at timestamptz NOT NULL DEFAULT now())"
+        ))
+        .await?;
+        tx.commit().await
+    }
 
     /// How long to wait.
     #[derive(Debug, Deserialize, JsonSchema)]
@@ -63,8 +129,112 @@ pub mod replica_tools {
     /// Wait a while, then answer: a call that is still running when its replica stops.
     #[tool(effect = "read", version = "1.0")]
     pub async fn wait_a_while(args: WaitArgs) -> Result<Waited, ToolError> {
-        tokio::time::sleep(std::time::Duration::from_millis(args.ms)).await;
+        tokio::time::sleep(Duration::from_millis(args.ms)).await;
         Ok(Waited { ms: args.ms })
+    }
+
+    /// What a task worked.
+    #[derive(Debug, Serialize, JsonSchema)]
+    pub struct Worked {
+        /// Milliseconds.
+        pub ms: u64,
+        /// The replica that ran it.
+        pub replica: String,
+    }
+
+    /// Work a while as a task, then answer; stops as soon as the task is cancelled.
+    #[tool(effect = "read", version = "1.0", task = "optional")]
+    pub async fn work_a_while(
+        ctx: CallContext,
+        #[arg(description = "Milliseconds to work, at most 60000")] ms: u64,
+    ) -> Result<Worked, ToolError> {
+        let replica = ReplicaState::get()?;
+        let ms = ms.min(60_000);
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(Worked { ms, replica: replica.name.clone() }),
+            () = ctx.cancellation().cancelled() => {
+                crate::emit(json!({
+                    "event": "cancelled", "tool": "work_a_while", "call_id": ctx.call_id(),
+                    "at_us": examples::replicas::now_us(),
+                }));
+                Err(tool_error!("stopped", "work_a_while was cancelled"))
+            }
+        }
+    }
+
+    /// Ask the user whose order this is, from inside the task, and answer with the name.
+    #[tool(effect = "read", version = "1.0", task = "optional")]
+    pub async fn ask_whose_order(
+        ctx: CallContext,
+        #[arg(description = "The order")] order: String,
+    ) -> Result<Content, ToolError> {
+        let replica = ReplicaState::get()?;
+        let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+        let answer = ctx.elicit("owner", format!("Whose order is {order}?"), schema).await?;
+        let name = answer.content.as_ref().and_then(|c| c.get("name")).and_then(|n| n.as_str()).unwrap_or("nobody");
+        Ok(Content::text(format!("{order} belongs to {name} (asked by {})", replica.name)))
+    }
+
+    /// A charge made.
+    #[derive(Debug, Serialize, JsonSchema)]
+    pub struct Charged {
+        /// The charge's row in the charges table.
+        pub charge_id: i64,
+        /// The order.
+        pub order: String,
+        /// The amount, in cents (negative for a refund).
+        pub cents: i64,
+        /// The replica whose handler made it.
+        pub replica: String,
+    }
+
+    /// Records `cents` against `order` in the charges table, in one transaction with the call's effect record: both
+    /// are committed, or neither.
+    async fn record(ctx: &CallContext, order: String, cents: i64) -> Result<Charged, ToolError> {
+        let replica = ReplicaState::get()?;
+        let lease = ctx
+            .effect_lease()
+            .ok_or_else(|| ToolError::internal(std::io::Error::other("the tool does not run once: no effect lease")))?;
+        let mut db = replica.db.lock().await;
+        let tx = db.transaction().await.map_err(ToolError::internal)?;
+        let row = tx
+            .query_one(
+                &format!(
+                    "INSERT INTO {CHARGES_TABLE} (order_id, cents, replica, idempotency_key) VALUES ($1, $2, $3, $4) \
+                     RETURNING id"
+                ),
+                &[&order, &cents, &replica.name, &ctx.idempotency_key()],
+            )
+            .await
+            .map_err(ToolError::internal)?;
+        let charged = Charged { charge_id: row.get(0), order, cents, replica: replica.name.clone() };
+        let data = serde_json::to_value(&charged).map_err(ToolError::internal)?;
+        // The executor's own record of the call then finds it done. A lost lease (another runner took the call
+        // over) rolls the charge back: the transaction is dropped uncommitted.
+        replica.effects.finish_in(&tx, lease, &data).await.map_err(ToolError::internal)?;
+        tx.commit().await.map_err(ToolError::internal)?;
+        Ok(charged)
+    }
+
+    /// Charge an order: runs once per idempotency key, on whichever replica, and a retry is answered with the
+    /// charge made.
+    #[tool(effect = "write", version = "1.0")]
+    pub async fn charge_order(
+        ctx: CallContext,
+        #[arg(description = "The order")] order: String,
+        #[arg(description = "The amount, in cents")] cents: i64,
+    ) -> Result<Charged, ToolError> {
+        record(&ctx, order, cents).await
+    }
+
+    /// Refund an order: waits for a person's approval first.
+    #[tool(effect = "destructive", version = "1.0")]
+    pub async fn refund_order(
+        ctx: CallContext,
+        #[arg(description = "The order")] order: String,
+        #[arg(description = "The amount to refund, in cents")] cents: i64,
+    ) -> Result<Charged, ToolError> {
+        record(&ctx, order, -cents).await
     }
 }
 
@@ -78,8 +248,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .init();
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("replica") if args.len() == 4 => replica(&args[2], &args[3]).await,
-        Some(_) => Err("usage: catalogue_replicas [replica <name> <conninfo>]".into()),
+        Some("replica") if args.len() == 4 => replica(&args[2], &args[3], false).await,
+        Some("replica") if args.len() == 5 && args[4] == "--own-tools" => replica(&args[2], &args[3], true).await,
+        Some(_) => Err("usage: catalogue_replicas [replica <name> <conninfo> [--own-tools]]".into()),
         None => demo().await,
     }
 }
@@ -90,17 +261,94 @@ fn emit(event: Value) {
     println!("{event}");
 }
 
-async fn replica(name: &str, conninfo: &str) -> Result<(), Box<dyn Error>> {
+/// The call state a replica keeps in the catalogue's database, shared with the other replicas.
+struct CallState {
+    tasks: PostgresTaskStore,
+    effects: PostgresEffectStore,
+    pending: PostgresPendingStore,
+}
+
+/// Connects the replica's call state (each store creating its table if it is missing).
+async fn call_state(conninfo: &str) -> Result<CallState, Box<dyn Error>> {
+    let conninfo = conninfo.to_owned();
+    // Connecting blocks the calling thread: not one of the runtime's.
+    let state = tokio::task::spawn_blocking(move || -> Result<CallState, keel_tools_state::StateError> {
+        Ok(CallState {
+            tasks: PostgresTaskStore::builder(conninfo.clone()).pool_size(2).connect_tasks()?,
+            effects: PostgresEffectStore::builder(conninfo.clone()).pool_size(2).connect_effects()?,
+            pending: PostgresPendingStore::builder(conninfo).pool_size(1).connect_pending()?,
+        })
+    })
+    .await??;
+    Ok(state)
+}
+
+/// The replicas' policy: `read` and `write` tools run; `destructive` ones wait for an approval of their exact
+/// arguments (the default policy's rule).
+fn policy(request: &PolicyRequest<'_>) -> PolicyDecision {
+    match request.tool.effect() {
+        Effect::Destructive => EffectPolicy.decide(request),
+        _ => PolicyDecision::Allow,
+    }
+}
+
+/// The replica's own tools that `--own-tools` serves: the tasks, the charge that runs once and the refund that
+/// waits for an approval.
+const OWN_TOOLS: [&str; 4] = ["work_a_while", "ask_whose_order", "charge_order", "refund_order"];
+
+/// Puts a row for each of [`OWN_TOOLS`] the catalogue lacks, under the tool's own name.
+async fn put_own_tools(catalog: &Catalog, registry: &Registry) -> Result<(), Box<dyn Error>> {
+    let rows = catalog.rows_async().await?.value;
+    let present = |name: &str| rows.iter().any(|r| r.row.as_ref().is_ok_and(|r| r.name == name && r.tenant.is_none()));
+    for tool in OWN_TOOLS.into_iter().filter(|t| !present(t)) {
+        let compiled = registry.get(tool).ok_or_else(|| format!("no compiled tool {tool:?}"))?;
+        let row = ToolRow::local(tool, compiled.description(), compiled.input_schema().clone(), tool)
+            .effect(compiled.effect());
+        catalog.put_async(&row).await?;
+    }
+    Ok(())
+}
+
+async fn replica(name: &str, conninfo: &str, own_tools: bool) -> Result<(), Box<dyn Error>> {
     let registry = Registry::from_inventory()?;
+    let state = call_state(conninfo).await?;
+    let approval_key = examples::replicas::approval_key()?;
+    let connector = PgConnector::new(conninfo, "keel-replica", Duration::from_secs(5))?;
+    let mut db = connector.connect().await?;
+    replica_tools::create_charges_table(&mut db).await?;
+    replica_tools::ReplicaState {
+        name: name.to_owned(),
+        effects: state.effects.clone(),
+        db: tokio::sync::Mutex::new(db),
+    }
+    .install();
+    let ledger: Arc<dyn EffectLedger> = Arc::new(state.effects.clone());
     let catalog = Catalog::builder(&registry)
         .allow_module("examples::status")
         .allow_module("catalogue_replicas::replica_tools")
+        .executor(move |view| {
+            Executor::builder(view)
+                .policy(policy)
+                .exactly_once(ledger.clone(), OnceFor::Writes)
+                .approval_key(approval_key.clone())
+                .build()
+        })
         .connect_postgres(conninfo)
         .await?;
+    // Before the server is built: whether it offers MCP tasks at all is decided by its first view's tools.
+    if own_tools {
+        put_own_tools(&catalog, &registry).await?;
+    }
     let server_name = name.to_owned();
     let (key, previous) = examples::replicas::request_state_keys()?;
+    let task_lease = examples::replicas::task_lease()?;
+    let tasks = Arc::new(state.tasks.clone());
     let server = CatalogServer::new(&catalog, None, |e| {
-        let builder = McpServer::builder(e).name(server_name).request_state_key(key.0, key.1);
+        let builder = McpServer::builder(e)
+            .name(server_name)
+            .request_state_key(key.0, key.1)
+            .task_store(tasks)
+            .task_lease(task_lease);
         match previous {
             Some((id, key)) => builder.previous_request_state_key(id, key),
             None => builder,
@@ -129,7 +377,7 @@ async fn replica(name: &str, conninfo: &str) -> Result<(), Box<dyn Error>> {
     };
     emit(json!({"event": "listening", "url": format!("http://{addr}/mcp"), "health": format!("http://{addr}/health")}));
 
-    // Writes asked for on stdin, one JSON object per line, until stdin closes.
+    // Writes, calls and approvals asked for on stdin, one JSON object per line, until stdin closes.
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
         let Ok(command) = serde_json::from_str::<Value>(&line) else {
@@ -155,6 +403,14 @@ async fn replica(name: &str, conninfo: &str) -> Result<(), Box<dyn Error>> {
                 catalog.set_enabled_async(&name, None, enabled).await.map(|v| v.token)
             }
             "remove" => catalog.remove_async(&name, None).await.map(|v| v.token),
+            "call" => {
+                call(&server, &state.pending, &command).await;
+                continue;
+            }
+            "approve" => {
+                approve(&server, &state.pending, command["key"].as_str().unwrap_or_default()).await;
+                continue;
+            }
             other => {
                 emit(json!({"event": "error", "message": format!("unknown op {other:?}")}));
                 continue;
@@ -171,6 +427,45 @@ async fn replica(name: &str, conninfo: &str) -> Result<(), Box<dyn Error>> {
     let _ = following.await;
     let _ = serving.await;
     Ok(())
+}
+
+/// `op: call`: runs the call through the executor being served; a call stopped for an approval is saved to the
+/// shared pending store (for a day), and its key emitted.
+async fn call(server: &CatalogServer, pending: &PostgresPendingStore, command: &Value) {
+    let id = command["id"].as_str().unwrap_or("call").to_owned();
+    let tool = command["tool"].as_str().unwrap_or_default();
+    let executor = server.server().executor();
+    let result = executor.call(ToolCall::new(id.clone(), tool, command["arguments"].clone())).await;
+    let key = match PendingCall::from_result(&executor, &result, Some("replicas"), Duration::from_secs(24 * 3600)) {
+        None => None,
+        Some(call) => match pending.save_async(&call).await {
+            Ok(()) => Some(call.key()),
+            Err(e) => {
+                emit(json!({"event": "called", "id": id, "error": format!("saving the pending call: {e}")}));
+                return;
+            }
+        },
+    };
+    emit(json!({"event": "called", "id": id, "result": result, "pending": key}));
+}
+
+/// `op: approve`: takes the pending call `key` from the shared store and resumes it, approved.
+async fn approve(server: &CatalogServer, pending: &PostgresPendingStore, key: &str) {
+    let taken = match pending.take_async(key).await {
+        Ok(taken) => taken,
+        Err(e) => {
+            emit(json!({"event": "approved", "key": key, "error": format!("taking the pending call: {e}")}));
+            return;
+        }
+    };
+    let result = match taken {
+        Some(call) => {
+            let executor = server.server().executor();
+            Some(executor.resume(&call, &Resolution::Approve, &CallOptions::new()).await)
+        }
+        None => None,
+    };
+    emit(json!({"event": "approved", "key": key, "result": result}));
 }
 
 // ---- The demo ----
