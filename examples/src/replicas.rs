@@ -2,13 +2,13 @@
 //! driven from another process: the demo, and the tests of `tests/tests/catalog_replicas.rs` and
 //! `tests/tests/mcp_replicas.rs`.
 //!
-//! A replica is started as `catalogue_replicas replica <name> <conninfo> [--own-tools]`. It connects to the PostgreSQL catalogue,
-//! and to the call state kept in the same database (tasks, exactly-once effect records, pending approvals: see
+//! A replica is started as `catalogue_replicas replica <name> <conninfo> [--own-tools]`. It connects to the
+//! PostgreSQL catalogue, and to the call state kept in the same database (tasks, exactly-once effect records, pending approvals: see
 //! keel-tools-state), serves the shared view over Streamable HTTP on a loopback port (MCP at `/mcp`, its health at
 //! `/health`), follows the catalogue's changes, and speaks one JSON object per line. With `--own-tools`, it first
 //! puts a row for each of its own tools the catalogue lacks (`work_a_while` and `ask_whose_order`, tasks;
 //! `charge_order`, a write that runs once; `refund_order`, which waits for an approval), so that the first view it
-//! serves has them: a server offers MCP tasks only when its first view has a task tool.
+//! serves has them.
 //!
 //! - out: `{"event": "listening", "url": …, "health": …}` once; `{"event": "served", "generation": N, "at_us": T}`
 //!   each time it swaps in a view (T: Unix time in microseconds); `{"event": "committed", "op": …, "name": …,
