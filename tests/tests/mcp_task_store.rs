@@ -26,7 +26,7 @@ use keel_tools_state::{DynTaskStore, StateError, StateFuture};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use super::task_stores::Db;
+use crate::state_db::{Db, both};
 
 static STORED_CANCELLED: AtomicUsize = AtomicUsize::new(0);
 
@@ -115,28 +115,6 @@ async fn until(client: &Client, id: &str, wanted: &str) -> Value {
         assert!(Instant::now() < deadline, "task {id} never reached {wanted}: {got}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
-    tokio::time::timeout(Duration::from_secs(60), f).await.expect("test timed out");
-}
-
-/// Runs one test against a SQLite file and a PostgreSQL database.
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::bounded(super::$name(super::Db::sqlite(concat!("mcp-", stringify!($name))))).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                if let Some(db) = super::Db::postgres(concat!("mcp_", stringify!($name))).await {
-                    super::bounded(super::$name(db)).await;
-                }
-            }
-        }
-    };
 }
 
 both!(a_task_is_read_answered_and_cancelled_through_another_server);

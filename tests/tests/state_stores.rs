@@ -12,7 +12,6 @@
 //! duplicates, in_progress, conflicts, an unreachable ledger, and a handler that commits its effect and its record in
 //! one transaction (a retry after the executor failed to record is replayed; a taken-over lease rolls it back).
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -27,38 +26,9 @@ use keel_tools_state::{
 };
 use serde_json::{Value, json};
 
-use keel_tests::pg::PgDatabase;
+use crate::state_db::{Db, TempDir, both};
 
 // ---- Helpers ----
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("keel-state-{label}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
-    }
-    fn db(&self) -> PathBuf {
-        self.0.join("state.db")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The database under test: a SQLite file, or a fresh database in the PostgreSQL cluster of `KEEL_TEST_POSTGRES`.
-enum Db {
-    Sqlite(TempDir),
-    Postgres(PgDatabase),
-}
 
 /// A pending-call store of either kind (their `purge_expired` is not part of the trait).
 enum Pending {
@@ -83,15 +53,6 @@ impl Pending {
 }
 
 impl Db {
-    fn sqlite(label: &str) -> Db {
-        Db::Sqlite(TempDir::new(label))
-    }
-
-    /// `None` when no cluster is configured and none is required (a skip, recorded: `keel_tests::peers`).
-    async fn postgres(label: &str) -> Option<Db> {
-        PgDatabase::create(label, keel_tests::peers_required()).await.map(Db::Postgres)
-    }
-
     /// A pending-call store: its own connection(s), as another process or replica would have.
     fn pending(&self) -> Pending {
         match self {
@@ -111,38 +72,6 @@ impl Db {
             ),
         }
     }
-
-    /// Runs `sql` over a connection of its own (an operator's `sqlite3` or `psql`).
-    async fn exec(&self, sql: &str) {
-        match self {
-            Db::Sqlite(dir) => rusqlite::Connection::open(dir.db()).expect("connect").execute_batch(sql).expect(sql),
-            Db::Postgres(pg) => pg.exec(sql).await,
-        }
-    }
-}
-
-/// Runs one test against a SQLite file (`NAME::sqlite`) and a PostgreSQL database (`NAME::postgres`), in a
-/// multi-threaded runtime (the sync stores block a worker, as a host's handler would).
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                bounded(super::$name(Db::sqlite(stringify!($name)))).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                if let Some(db) = Db::postgres(stringify!($name)).await {
-                    bounded(super::$name(db)).await;
-                }
-            }
-        }
-    };
-}
-
-async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
-    tokio::time::timeout(Duration::from_secs(120), f).await.expect("test timed out");
 }
 
 /// The key the replicas share.

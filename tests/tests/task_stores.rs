@@ -10,9 +10,7 @@
 //! tasks gone after their keep time and purged; of a racing finish and cancel exactly one wins; `changes` feeds the
 //! other replica's changes; a corrupt row reported; the table recorded as tasks.
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use keel_tools_state::{
@@ -22,49 +20,11 @@ use keel_tools_state::{
 use serde_json::json;
 use tokio::sync::broadcast;
 
-use keel_tests::pg::PgDatabase;
+use crate::state_db::{Db, both};
 
 // ---- Helpers ----
 
-/// A fresh directory under the system temp dir, removed on drop.
-pub(crate) struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("keel-tasks-{label}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
-    }
-    fn db(&self) -> PathBuf {
-        self.0.join("state.db")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The database under test: a SQLite file, or a fresh database in the PostgreSQL cluster of `KEEL_TEST_POSTGRES`.
-pub(crate) enum Db {
-    Sqlite(TempDir),
-    Postgres(PgDatabase),
-}
-
 impl Db {
-    pub(crate) fn sqlite(label: &str) -> Db {
-        Db::Sqlite(TempDir::new(label))
-    }
-
-    /// `None` when no cluster is configured and none is required (a skip, recorded: `keel_tests::peers`).
-    pub(crate) async fn postgres(label: &str) -> Option<Db> {
-        PgDatabase::create(label, keel_tests::peers_required()).await.map(Db::Postgres)
-    }
-
     /// A task store with its own connection(s), as another replica would have.
     pub(crate) fn tasks(&self) -> Arc<DynTaskStore> {
         match self {
@@ -96,42 +56,6 @@ impl Db {
             }
         }
     }
-
-    fn is_postgres(&self) -> bool {
-        matches!(self, Db::Postgres(_))
-    }
-
-    /// Runs `sql` over a connection of its own (an operator's `sqlite3` or `psql`).
-    async fn exec(&self, sql: &str) {
-        match self {
-            Db::Sqlite(dir) => rusqlite::Connection::open(dir.db()).expect("connect").execute_batch(sql).expect(sql),
-            Db::Postgres(pg) => pg.exec(sql).await,
-        }
-    }
-}
-
-/// Runs one test against a SQLite file (`NAME::sqlite`) and a PostgreSQL database (`NAME::postgres`), in a
-/// multi-threaded runtime.
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                bounded(super::$name(Db::sqlite(stringify!($name)))).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                if let Some(db) = Db::postgres(stringify!($name)).await {
-                    bounded(super::$name(db)).await;
-                }
-            }
-        }
-    };
-}
-
-async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
-    tokio::time::timeout(Duration::from_secs(120), f).await.expect("test timed out");
 }
 
 fn new(id: &str) -> NewTask {

@@ -45,6 +45,8 @@ mod mcp_task_store;
 mod provider_sdks;
 #[path = "provider_streams.rs"]
 mod provider_streams;
+#[path = "state_db.rs"]
+mod state_db;
 #[path = "state_stores.rs"]
 mod state_stores;
 #[path = "task_stores.rs"]

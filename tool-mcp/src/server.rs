@@ -64,6 +64,11 @@
 //! At most [`McpServerBuilder::max_tasks`] calls run as tasks at once (default [`DEFAULT_MAX_TASKS`]); past it, a
 //! call that would become a task is refused before its handler, with a retry hint.
 //!
+//! Tasks live in this process, unless the server is given a [`TaskStore`](keel_tools_core::tasks::TaskStore)
+//! ([`McpServerBuilder::task_store`]): then the replica that runs a call records its task there under a lease, and
+//! every replica of the server answers `tasks/get`, `tasks/update` and `tasks/cancel` for it; a task whose replica
+//! died reads `failed` with `task_lost` once its lease expired.
+//!
 //! # Composition
 //!
 //! keel serves the tools part of a server: [`McpServerBuilder::handler`] takes a plain rmcp
