@@ -33,9 +33,8 @@
 
 use std::error::Error;
 use std::path::PathBuf;
-use std::time::Duration;
-
 use std::sync::Arc;
+use std::time::Duration;
 
 use examples::replicas::{Replica, now_us, quantile};
 use keel_tools_catalog::postgres::PgConnector;
@@ -335,7 +334,7 @@ async fn replica(name: &str, conninfo: &str, own_tools: bool) -> Result<(), Box<
         })
         .connect_postgres(conninfo)
         .await?;
-    // Before the server is built: whether it offers MCP tasks at all is decided by its first view's tools.
+    // Before the server is built, so that its first view serves them.
     if own_tools {
         put_own_tools(&catalog, &registry).await?;
     }

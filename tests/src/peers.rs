@@ -54,6 +54,27 @@ pub fn peers_required() -> bool {
     set("CI") || set("KEEL_REQUIRE_PEERS")
 }
 
+/// The example binary that runs a catalogue replica (`catalogue_replicas`, built by `cargo test --workspace` with
+/// the workspace's examples), next to the test binary's directory; `None` (a skip, or a failure when peers are
+/// required) when it is not built.
+pub fn replica_exe() -> Option<std::path::PathBuf> {
+    let path = std::env::current_exe()
+        .ok()?
+        .parent()?
+        .parent()?
+        .join("examples")
+        .join(format!("catalogue_replicas{}", std::env::consts::EXE_SUFFIX));
+    if path.is_file() {
+        return Some(path);
+    }
+    let message = format!(
+        "the example catalogue_replicas is not built at {} (cargo build -p examples --example catalogue_replicas)",
+        path.display()
+    );
+    missing_peer(&CATALOGUE_REPLICAS, &message);
+    None
+}
+
 /// The calling test lacks `peer` (`detail` says what was looked for): a failure when peers are required
 /// ([`peers_required`]), else a skip, recorded for the line the binary ends with (the caller returns).
 pub fn missing_peer(peer: &'static Peer, detail: &str) {

@@ -12,7 +12,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -37,28 +36,9 @@ fn required() -> bool {
     keel_tests::peers_required()
 }
 
-/// The example binary that runs a replica (built by `cargo test` with the workspace's examples).
-fn replica_exe() -> Option<PathBuf> {
-    let path = std::env::current_exe()
-        .ok()?
-        .parent()?
-        .parent()?
-        .join("examples")
-        .join(format!("catalogue_replicas{}", std::env::consts::EXE_SUFFIX));
-    if path.is_file() {
-        return Some(path);
-    }
-    let message = format!(
-        "the example catalogue_replicas is not built at {} (cargo build -p examples --example catalogue_replicas)",
-        path.display()
-    );
-    keel_tests::missing_peer(&keel_tests::peers::CATALOGUE_REPLICAS, &message);
-    None
-}
-
 /// A fresh database and two replicas over it.
 async fn two_replicas(label: &str) -> Option<(PgDatabase, Replica, Replica)> {
-    let exe = replica_exe()?;
+    let exe = keel_tests::peers::replica_exe()?;
     let db = PgDatabase::create(label, required()).await?;
     let a = Replica::spawn(&exe, "replica-a", &db.conninfo).await.expect("replica a");
     let b = Replica::spawn(&exe, "replica-b", &db.conninfo).await.expect("replica b");

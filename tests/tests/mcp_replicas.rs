@@ -40,25 +40,6 @@ fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The example binary that runs a replica (built by `cargo test` with the workspace's examples).
-fn replica_exe() -> Option<PathBuf> {
-    let path = std::env::current_exe()
-        .ok()?
-        .parent()?
-        .parent()?
-        .join("examples")
-        .join(format!("catalogue_replicas{}", std::env::consts::EXE_SUFFIX));
-    if path.is_file() {
-        return Some(path);
-    }
-    let message = format!(
-        "the example catalogue_replicas is not built at {} (cargo build -p examples --example catalogue_replicas)",
-        path.display()
-    );
-    keel_tests::missing_peer(&keel_tests::peers::CATALOGUE_REPLICAS, &message);
-    None
-}
-
 /// The Python of the venv with the `mcp` SDK: `KEEL_PYTHON_MCP`, else `target/ci-venv/bin/python`.
 fn python_mcp() -> Option<PathBuf> {
     let python = std::env::var_os("KEEL_PYTHON_MCP")
@@ -79,7 +60,7 @@ async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
 /// A fresh database, three replicas over it (task lease [`LEASE_MS`]), each serving its own tools from its first
 /// view on (`--own-tools`: the first puts their rows).
 async fn three_replicas(label: &str) -> Option<(PgDatabase, Vec<Replica>)> {
-    let exe = replica_exe()?;
+    let exe = keel_tests::peers::replica_exe()?;
     let db = PgDatabase::create(label, required()).await?;
     let lease = LEASE_MS.to_string();
     let env = [(TASK_LEASE_VAR, lease.as_str())];
