@@ -1,12 +1,9 @@
 //! The effect stores as keel-tools-core's [`EffectLedger`]: what an executor built with
 //! [`exactly_once`](keel_tools_core::executor::ExecutorBuilder::exactly_once) records its calls in.
 
-use std::time::Duration;
+use keel_tools_core::once::{LedgerError, LedgerFuture};
 
-use keel_tools_core::once::{Begin, EffectLedger, Lease, LedgerError, LedgerFuture};
-use serde_json::Value;
-
-use crate::effect::{EffectStore, StateFuture};
+use crate::effect::StateFuture;
 use crate::error::StateError;
 
 impl From<StateError> for LedgerError {
@@ -27,21 +24,31 @@ fn ledger<'a, T: Send + 'a>(f: StateFuture<'a, T>) -> LedgerFuture<'a, T> {
     Box::pin(async move { f.await.map_err(LedgerError::from) })
 }
 
-/// Each store is a ledger through its [`EffectStore`] methods.
+/// Each store is a ledger through its [`EffectStore`](crate::EffectStore) methods. (Paths in full: without a backend,
+/// the macro makes nothing, and imports for it would go unused.)
 macro_rules! ledger_for {
     ($($(#[$cfg:meta])* $store:ty;)*) => {$(
         $(#[$cfg])*
-        impl EffectLedger for $store {
-            fn begin<'a>(&'a self, key: &'a str, fingerprint: &'a str, lease: Duration) -> LedgerFuture<'a, Begin> {
-                ledger(EffectStore::begin(self, key, fingerprint, lease))
+        impl keel_tools_core::once::EffectLedger for $store {
+            fn begin<'a>(
+                &'a self,
+                key: &'a str,
+                fingerprint: &'a str,
+                lease: std::time::Duration,
+            ) -> LedgerFuture<'a, keel_tools_core::once::Begin> {
+                ledger(crate::EffectStore::begin(self, key, fingerprint, lease))
             }
 
-            fn finish<'a>(&'a self, lease: &'a Lease, result: &'a Value) -> LedgerFuture<'a, ()> {
-                ledger(EffectStore::finish(self, lease, result))
+            fn finish<'a>(
+                &'a self,
+                lease: &'a keel_tools_core::once::Lease,
+                result: &'a serde_json::Value,
+            ) -> LedgerFuture<'a, ()> {
+                ledger(crate::EffectStore::finish(self, lease, result))
             }
 
-            fn abandon<'a>(&'a self, lease: &'a Lease) -> LedgerFuture<'a, ()> {
-                ledger(EffectStore::abandon(self, lease))
+            fn abandon<'a>(&'a self, lease: &'a keel_tools_core::once::Lease) -> LedgerFuture<'a, ()> {
+                ledger(crate::EffectStore::abandon(self, lease))
             }
         }
     )*};
