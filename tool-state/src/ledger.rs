@@ -24,7 +24,7 @@ fn ledger<'a, T: Send + 'a>(f: StateFuture<'a, T>) -> LedgerFuture<'a, T> {
     Box::pin(async move { f.await.map_err(LedgerError::from) })
 }
 
-/// Each store is a ledger through its [`EffectStore`](crate::EffectStore) methods. (Paths in full: without a backend,
+/// Each store is a ledger through its [`EffectStore`](crate::effect::EffectStore) methods. (Paths in full: without a backend,
 /// the macro makes nothing, and imports for it would go unused.)
 macro_rules! ledger_for {
     ($($(#[$cfg:meta])* $store:ty;)*) => {$(
@@ -36,7 +36,7 @@ macro_rules! ledger_for {
                 fingerprint: &'a str,
                 lease: std::time::Duration,
             ) -> LedgerFuture<'a, keel_tools_core::once::Begin> {
-                ledger(crate::EffectStore::begin(self, key, fingerprint, lease))
+                ledger(crate::effect::EffectStore::begin(self, key, fingerprint, lease))
             }
 
             fn finish<'a>(
@@ -44,11 +44,11 @@ macro_rules! ledger_for {
                 lease: &'a keel_tools_core::once::Lease,
                 result: &'a serde_json::Value,
             ) -> LedgerFuture<'a, ()> {
-                ledger(crate::EffectStore::finish(self, lease, result))
+                ledger(crate::effect::EffectStore::finish(self, lease, result))
             }
 
             fn abandon<'a>(&'a self, lease: &'a keel_tools_core::once::Lease) -> LedgerFuture<'a, ()> {
-                ledger(crate::EffectStore::abandon(self, lease))
+                ledger(crate::effect::EffectStore::abandon(self, lease))
             }
         }
     )*};

@@ -132,8 +132,13 @@ fn forms_of(call: &ToolCall, input: &Input) -> Vec<String> {
     }
     let mut forms = Vec::with_capacity(sent.len() * 5);
     // Violations name keys by JSON pointer (`/src/lib`), followed by `: expected ...`.
+    // A violation writes its pointer, and what it expected and found, on one line: control characters escaped
+    // (`\u{000b}`).
     if let Ok(args) = call.arguments() {
-        forms.extend(pointers(args).into_iter().map(|p| format!("{p}:")));
+        for p in pointers(args) {
+            forms.push(format!("{}:", one_line(&p)));
+            forms.push(format!("{p}:"));
+        }
     }
     for s in sent.into_iter().filter(|s| !s.is_empty()) {
         let debug = format!("{s:?}");
@@ -144,9 +149,26 @@ fn forms_of(call: &ToolCall, input: &Input) -> Vec<String> {
         forms.push(json[1..json.len() - 1].to_owned());
         forms.push(json);
         forms.push(s.replace('~', "~0").replace('/', "~1"));
+        forms.push(one_line(&s));
         forms.push(s);
     }
     forms
+}
+
+/// `s` as a violation message writes it, on one line: `\n`, `\r` and `\t`, and every other control character as
+/// `\u{000b}` (four hex digits at least).
+fn one_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:04x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The JSON pointers (RFC 6901) of the nodes of `v`, at most 4096.
@@ -178,4 +200,20 @@ fn rust_paths(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
         let after = text[at + 2..].chars().next().filter(|&c| ident(c))?;
         Some((at - before.len_utf8(), at + 2 + after.len_utf8()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_with_a_control_character_is_its_own_in_a_violation() {
+        // A model's key "\u{b}:d::X", named by a violation as tool-schema writes it.
+        assert_eq!(one_line("\u{b}:d::X"), "\\u{000b}:d::X");
+        let text = "/\\u{000b}:d::X: expected nothing; found null";
+        let (at, end) = rust_paths(text).next().expect("d::X has a path's shape");
+        assert_eq!(&text[at..end], "d::X");
+        assert!(covers(text, at, end, &format!("/{}:", one_line("\u{b}:d::X"))));
+        assert!(!covers(text, at, end, "\\u{b}:d::X"), "Rust's Debug form is not how a violation writes it");
+    }
 }
