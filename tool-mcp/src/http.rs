@@ -58,7 +58,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_core::Stream;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Body as HttpBody, Incoming};
 use hyper::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
@@ -714,6 +714,63 @@ fn content_length<B>(request: &Request<B>) -> Option<u64> {
     request.headers().get(hyper::header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
 }
 
+/// Why a request body was not read to its end.
+#[derive(Debug)]
+enum BodyRefused {
+    /// It came past the limit; reading stopped there.
+    TooLarge,
+    /// The transport failed while it was read.
+    Broken(String),
+}
+
+/// Reads a request body of at most `max` bytes into one buffer, and stops reading as soon as it would pass `max`.
+///
+/// Each frame is copied out as it comes, so that the transport's read buffers are free again at once: what is held
+/// is the body read so far, in a buffer that never grows past `max`, and one read buffer. (Holding the frames, as
+/// `http_body_util::Collected` does, keeps alive every read buffer they were cut from, however little of it they
+/// use, so the bytes held would depend on how the network split the body.) A declared length reserves the buffer
+/// once; a body that comes in one frame is kept as it is, without a copy.
+async fn read_body<B>(body: B, declared: Option<u64>, max: usize) -> Result<Bytes, BodyRefused>
+where
+    B: HttpBody,
+    B::Error: fmt::Display,
+{
+    use bytes::{Buf, BufMut};
+
+    let mut body = std::pin::pin!(body);
+    // The first frame, kept whole while it is the only one.
+    let mut first: Option<Bytes> = None;
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut len = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BodyRefused::Broken(e.to_string()))?;
+        // Trailers carry nothing a JSON-RPC message needs.
+        let Ok(mut data) = frame.into_data() else { continue };
+        let n = data.remaining();
+        if n == 0 {
+            continue;
+        }
+        len = len.checked_add(n).filter(|&len| len <= max).ok_or(BodyRefused::TooLarge)?;
+        if len == n {
+            first = Some(data.copy_to_bytes(n));
+            continue;
+        }
+        if buffer.capacity() < len {
+            let wanted = match declared {
+                // Within the limit, checked before reading.
+                Some(declared) => (declared as usize).max(len),
+                None => buffer.capacity().saturating_mul(2).max(len).max(16 * 1024).min(max),
+            };
+            buffer.reserve_exact(wanted - buffer.len());
+        }
+        if let Some(first) = first.take() {
+            buffer.put(first);
+        }
+        buffer.put(data);
+    }
+    Ok(first.unwrap_or_else(|| Bytes::from(buffer)))
+}
+
 impl McpServer {
     /// keel's Streamable HTTP service for this server (one [`McpSession`] per client session), with the limits of
     /// `config`. Serve it with [`McpHttpService::serve`] or mount it in any HTTP stack.
@@ -898,16 +955,19 @@ impl McpHttpService {
             return self.handle_inner(request).await;
         }
         let max_body = self.limits.max_body_bytes;
-        if content_length(&request).is_some_and(|n| n > max_body as u64) {
+        let declared = content_length(&request);
+        if declared.is_some_and(|n| n > max_body as u64) {
             return too_large(max_body);
         }
         // The body is read here, within the limit, so that what it is decides which cap applies; the SDK then
         // parses it from memory.
         let (parts, body) = request.into_parts();
-        let body = match Limited::new(body, max_body).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(max_body),
-            Err(e) => return text_response(StatusCode::BAD_REQUEST, format!("Bad Request: {e}\n")),
+        let body = match read_body(body, declared, max_body).await {
+            Ok(body) => body,
+            Err(BodyRefused::TooLarge) => return too_large(max_body),
+            Err(BodyRefused::Broken(e)) => {
+                return text_response(StatusCode::BAD_REQUEST, format!("Bad Request: {e}\n"));
+            }
         };
         // The client's own rate limit, then the tool's scopes, then the tool's rate limit: each refuses before
         // anything of the request is done, and a refusal takes nothing from the checks after it.
@@ -1201,7 +1261,104 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::with_default_port;
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    /// A body that hands out the given pieces one frame each, then `error` if there is one.
+    struct Pieces {
+        pieces: VecDeque<Bytes>,
+        error: Option<&'static str>,
+    }
+
+    impl HttpBody for Pieces {
+        type Data = Bytes;
+        type Error = std::io::Error;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(match self.pieces.pop_front() {
+                Some(piece) => Some(Ok(hyper::body::Frame::data(piece))),
+                None => self.error.take().map(|e| Err(std::io::Error::other(e))),
+            })
+        }
+    }
+
+    fn pieces(sizes: &[usize]) -> (Pieces, Vec<u8>) {
+        let mut all = Vec::new();
+        let pieces = sizes
+            .iter()
+            .map(|&n| {
+                let piece: Vec<u8> = (0..n).map(|i| (all.len() + i) as u8).collect();
+                all.extend_from_slice(&piece);
+                Bytes::from(piece)
+            })
+            .collect();
+        (Pieces { pieces, error: None }, all)
+    }
+
+    fn read(body: Pieces, declared: Option<u64>, max: usize) -> Result<Bytes, BodyRefused> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(read_body(body, declared, max))
+    }
+
+    #[test]
+    fn a_body_is_read_whole_in_order_however_it_is_split() {
+        for sizes in
+            [&[][..], &[0], &[10], &[0, 10, 0], &[1, 1, 1], &[3, 40_000, 5, 70_000], &[16 * 1024, 16 * 1024, 1]]
+        {
+            let total: usize = sizes.iter().sum();
+            for declared in [None, Some(total as u64)] {
+                let (body, all) = pieces(sizes);
+                let read = read(body, declared, 1 << 20).unwrap();
+                assert_eq!(&read[..], &all[..], "{sizes:?}, declared {declared:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_body_of_one_frame_is_kept_without_a_copy() {
+        let (body, _) = pieces(&[0, 1000, 0]);
+        let frame = body.pieces[1].clone();
+        let read = read(body, None, 1 << 20).unwrap();
+        assert_eq!(read.as_ptr(), frame.as_ptr());
+    }
+
+    #[test]
+    fn a_body_past_the_limit_is_refused_at_the_frame_that_passes_it() {
+        // Exactly the limit is read; one byte past it is refused, with or without a declared length.
+        let (body, all) = pieces(&[600, 400]);
+        assert_eq!(&read(body, None, 1000).unwrap()[..], &all[..]);
+        let (body, _) = pieces(&[600, 401]);
+        assert!(matches!(read(body, None, 1000), Err(BodyRefused::TooLarge)));
+        let (mut body, _) = pieces(&[1001]);
+        // Reading stops there: what comes after the frame that passed the limit is not asked for.
+        body.error = Some("never read");
+        assert!(matches!(read(body, Some(1000), 1000), Err(BodyRefused::TooLarge)));
+    }
+
+    #[test]
+    fn a_transport_error_while_reading_is_said() {
+        let (mut body, _) = pieces(&[10, 10]);
+        body.error = Some("connection reset");
+        match read(body, None, 1000) {
+            Err(BodyRefused::Broken(e)) => assert_eq!(e, "connection reset"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_buffer_never_grows_past_the_limit() {
+        // Growing by doubling from 16 KiB would pass 100,000 on its way; the buffer stops at the limit.
+        let max = 100_000;
+        let (body, _) = pieces(&[20_000, 20_000, 20_000, 20_000, 20_000]);
+        let read = read(body, None, max).unwrap();
+        assert_eq!(read.len(), max);
+        let Ok(buffer) = read.try_into_mut() else { panic!("the buffer is not shared") };
+        assert!(buffer.capacity() <= max, "{}", buffer.capacity());
+    }
 
     #[test]
     fn an_allowed_origin_without_a_port_means_the_default_port() {
