@@ -91,6 +91,12 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
 
 /// Makes `calls`, one after another, on an executor of the tools `names`, with [`Capture`] as the subscriber:
 /// their results, and what was captured.
+///
+/// The calls are made twice, and only the second round is captured. `tracing` caches, for the whole process, whether
+/// anyone listens at each callsite, and the thread that reaches a callsite first decides it: a test beside this one
+/// that runs a call on a thread without a subscriber marks the executor's span "never", and then this thread's
+/// subscriber would not see it. The first round reaches every callsite these calls use; rebuilding the cache then
+/// asks this thread's subscriber again, and no later registration can change what it answered.
 fn captured_calls<const N: usize>(names: &[&str], calls: [ToolCall; N]) -> ([ToolResult; N], Capture) {
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
@@ -98,13 +104,20 @@ fn captured_calls<const N: usize>(names: &[&str], calls: [ToolCall; N]) -> ([Too
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let registry = Registry::from_inventory().unwrap();
     let ex = Executor::new(registry.view().names(names).build().unwrap()).unwrap();
-    let results = rt.block_on(async {
-        let mut results = Vec::with_capacity(N);
-        for call in calls {
-            results.push(ex.call(call).await);
-        }
-        results
-    });
+    let run = |calls: [ToolCall; N]| {
+        rt.block_on(async {
+            let mut results = Vec::with_capacity(N);
+            for call in calls {
+                results.push(ex.call(call).await);
+            }
+            results
+        })
+    };
+    run(calls.clone());
+    tracing::callsite::rebuild_interest_cache();
+    capture.closed_spans.lock().unwrap().clear();
+    capture.events.lock().unwrap().clear();
+    let results = run(calls);
     (results.try_into().expect("one result per call"), capture)
 }
 
