@@ -58,19 +58,18 @@ keel_tools_core::link_tools!(examples);
 /// (and stops when cancelled), a task that asks its client for input, a charge that runs once and records itself in
 /// the database with its effect record, and a refund that waits for an approval.
 pub mod replica_tools {
-    use std::sync::OnceLock;
     use std::time::Duration;
 
     use keel_tools_core::content::Content;
-    use keel_tools_core::{CallContext, ToolError, tool, tool_error};
+    use keel_tools_core::{CallContext, State, ToolError, tool, tool_error};
     use keel_tools_state::PostgresEffectStore;
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
     use serde_json::json;
 
     /// What a replica's tools share: its name, its effect records and a connection to the database they are in.
-    /// Set once, when the replica starts ([`ReplicaState::install`]). It is not given to the executors as a
-    /// `State<T>`: a catalogue checks each row with an executor of its own, which holds no state.
+    /// The executor of every view the catalogue builds holds it (`ExecutorBuilder::state_arc`), and the tools take
+    /// it as `State<ReplicaState>`.
     pub struct ReplicaState {
         /// The replica's name.
         pub name: String,
@@ -78,20 +77,6 @@ pub mod replica_tools {
         pub effects: PostgresEffectStore,
         /// A connection to the same database, for the effects that are recorded with their effect record.
         pub db: tokio::sync::Mutex<tokio_postgres::Client>,
-    }
-
-    static REPLICA: OnceLock<ReplicaState> = OnceLock::new();
-
-    impl ReplicaState {
-        /// Makes this the state of the process's tools; `false` if one was installed already.
-        pub fn install(self) -> bool {
-            REPLICA.set(self).is_ok()
-        }
-
-        /// The state of the process's tools.
-        fn get() -> Result<&'static ReplicaState, ToolError> {
-            REPLICA.get().ok_or_else(|| ToolError::internal(std::io::Error::other("no replica state installed")))
-        }
     }
 
     /// The table of the charges [`charge_order`] and [`refund_order`] make, one row per run of a handler.
@@ -144,10 +129,10 @@ pub mod replica_tools {
     /// Work a while as a task, then answer; stops as soon as the task is cancelled.
     #[tool(effect = "read", version = "1.0", task = "optional")]
     pub async fn work_a_while(
+        replica: State<ReplicaState>,
         ctx: CallContext,
         #[arg(description = "Milliseconds to work, at most 60000")] ms: u64,
     ) -> Result<Worked, ToolError> {
-        let replica = ReplicaState::get()?;
         let ms = ms.min(60_000);
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(Worked { ms, replica: replica.name.clone() }),
@@ -164,10 +149,10 @@ pub mod replica_tools {
     /// Ask the user whose order this is, from inside the task, and answer with the name.
     #[tool(effect = "read", version = "1.0", task = "optional")]
     pub async fn ask_whose_order(
+        replica: State<ReplicaState>,
         ctx: CallContext,
         #[arg(description = "The order")] order: String,
     ) -> Result<Content, ToolError> {
-        let replica = ReplicaState::get()?;
         let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
         let answer = ctx.elicit("owner", format!("Whose order is {order}?"), schema).await?;
         let name = answer.content.as_ref().and_then(|c| c.get("name")).and_then(|n| n.as_str()).unwrap_or("nobody");
@@ -189,8 +174,12 @@ pub mod replica_tools {
 
     /// Records `cents` against `order` in the charges table, in one transaction with the call's effect record: both
     /// are committed, or neither.
-    async fn record(ctx: &CallContext, order: String, cents: i64) -> Result<Charged, ToolError> {
-        let replica = ReplicaState::get()?;
+    async fn record(
+        replica: &ReplicaState,
+        ctx: &CallContext,
+        order: String,
+        cents: i64,
+    ) -> Result<Charged, ToolError> {
         let lease = ctx
             .effect_lease()
             .ok_or_else(|| ToolError::internal(std::io::Error::other("the tool does not run once: no effect lease")))?;
@@ -219,21 +208,23 @@ pub mod replica_tools {
     /// charge made.
     #[tool(effect = "write", version = "1.0")]
     pub async fn charge_order(
+        replica: State<ReplicaState>,
         ctx: CallContext,
         #[arg(description = "The order")] order: String,
         #[arg(description = "The amount, in cents")] cents: i64,
     ) -> Result<Charged, ToolError> {
-        record(&ctx, order, cents).await
+        record(&replica, &ctx, order, cents).await
     }
 
     /// Refund an order: waits for a person's approval first.
     #[tool(effect = "destructive", version = "1.0")]
     pub async fn refund_order(
+        replica: State<ReplicaState>,
         ctx: CallContext,
         #[arg(description = "The order")] order: String,
         #[arg(description = "The amount to refund, in cents")] cents: i64,
     ) -> Result<Charged, ToolError> {
-        record(&ctx, order, -cents).await
+        record(&replica, &ctx, order, -cents).await
     }
 }
 
@@ -315,12 +306,11 @@ async fn replica(name: &str, conninfo: &str, own_tools: bool) -> Result<(), Box<
     let connector = PgConnector::new(conninfo, "keel-replica", Duration::from_secs(5))?;
     let mut db = connector.connect().await?;
     replica_tools::create_charges_table(&mut db).await?;
-    replica_tools::ReplicaState {
+    let tools_state = Arc::new(replica_tools::ReplicaState {
         name: name.to_owned(),
         effects: state.effects.clone(),
         db: tokio::sync::Mutex::new(db),
-    }
-    .install();
+    });
     let ledger: Arc<dyn EffectLedger> = Arc::new(state.effects.clone());
     let catalog = Catalog::builder(&registry)
         .allow_module("examples::status")
@@ -330,6 +320,7 @@ async fn replica(name: &str, conninfo: &str, own_tools: bool) -> Result<(), Box<
                 .policy(policy)
                 .exactly_once(ledger.clone(), OnceFor::Writes)
                 .approval_key(approval_key.clone())
+                .state_arc(tools_state.clone())
                 .build()
         })
         .connect_postgres(conninfo)

@@ -15,7 +15,7 @@ use keel_tools_catalog::{
     ToolRow,
 };
 use keel_tools_core::definition::Effect;
-use keel_tools_core::{Executor, Registry, ToolCall};
+use keel_tools_core::{Executor, Registry, State, ToolCall};
 use keel_tools_mcp::McpServer;
 use keel_tools_mcp::rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
 use keel_tools_mcp::rmcp::service::ClientServiceExt;
@@ -539,6 +539,53 @@ async fn a_local_row_resolves_to_the_registrys_definition(db: Db) {
     }
     let view = c.shared_view().await.unwrap();
     assert!(Arc::ptr_eq(view.view().get("get_service_status").unwrap(), compiled));
+}
+
+/// What `greet_from_state` says: the executor's state, shared by the executors of every view.
+struct Greeting {
+    word: String,
+}
+
+/// Greets someone with the word the executor holds.
+#[keel_tools_core::tool(effect = "read", version = "1.0")]
+fn greet_from_state(greeting: State<Greeting>, #[arg(description = "Who to greet")] name: String) -> String {
+    format!("{}, {name}", greeting.word)
+}
+
+both!(tokio::test, a_row_serves_a_tool_that_takes_state_from_the_views_executor);
+async fn a_row_serves_a_tool_that_takes_state_from_the_views_executor(db: Db) {
+    let registry = registry();
+    let d = registry.get("greet_from_state").expect("linked");
+    let row = ToolRow::local(
+        "greet_from_state",
+        d.description(),
+        d.input_schema().clone(),
+        format!("{}::greet_from_state", module_path!()),
+    );
+
+    // The state is not the row's to give: the row resolves, and the view's executor names what it lacks.
+    let bare = db.open(Catalog::builder(&registry).allow_module(module_path!())).await;
+    bare.put_async(&row).await.expect("a tool that takes state is a good row");
+    let view = bare.shared_view().await.unwrap();
+    assert!(view.problems().is_empty(), "{:?}", view.problems());
+    let e = view.executor().expect_err("no state given");
+    assert_eq!(e.problems().len(), 1, "{e}");
+    assert_eq!((e.problems()[0].code(), e.problems()[0].tool()), ("missing_state", "greet_from_state"));
+
+    // The executor the catalogue is configured with holds it, for every view it builds.
+    let greeting = Arc::new(Greeting { word: "Hello".into() });
+    let c = db
+        .open(
+            Catalog::builder(&registry)
+                .allow_module(module_path!())
+                .executor(move |view| Executor::builder(view).state_arc(greeting.clone()).build()),
+        )
+        .await;
+    for name in ["Ada", "Grace"] {
+        let ex = c.shared_view().await.unwrap().executor().expect("the state is there");
+        let r = ex.call(ToolCall::new(name, "greet_from_state", json!({"name": name}))).await;
+        assert_eq!(r.data(), Some(&json!(format!("Hello, {name}"))), "{r:?}");
+    }
 }
 
 // ---- Edits, disabled rows, tenants ----

@@ -100,6 +100,10 @@ impl CatalogBuilder {
 
     /// How [`CatalogView::executor`] builds the executor of a view (policy, state, timeouts). Default:
     /// [`Executor::new`].
+    ///
+    /// A row may name a tool that takes `State<T>`: the executor built here gives it the state
+    /// (`Executor::builder(view).state_arc(shared.clone())`, one value for every view), and without it the
+    /// view's executor fails to build with `missing_state`, naming the tool.
     pub fn executor(
         mut self,
         build: impl Fn(ToolView) -> Result<Executor, ExecutorError> + Send + Sync + 'static,

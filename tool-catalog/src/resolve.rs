@@ -142,14 +142,21 @@ fn bad_from(
 }
 
 /// Checks that `def`'s schemas compile for the executor, so that one row cannot fail a whole view's executor.
+///
+/// The state a tool takes (`State<T>`) is not the row's to give: the executor the catalogue builds for a view
+/// ([`CatalogBuilder::executor`](crate::CatalogBuilder::executor)) holds it, and that build names a tool whose
+/// state is missing. A `missing_state` here, where the check's executor holds none, is no fault of the row.
 fn compiles(row: &RowRef, def: &Arc<ToolDefinition>) -> Result<(), RowError> {
-    Executor::new(ToolView::new(vec![def.clone()])).map(|_| ()).map_err(|e| {
-        let detail = match e.problems().first() {
-            Some(keel_tools_core::executor::ExecutorProblem::Schema { problem, .. }) => problem.clone(),
-            _ => e.to_string(),
-        };
-        bad_from(row, "input_schema", format!("does not compile as a JSON Schema ({detail})"), e)
-    })
+    use keel_tools_core::executor::ExecutorProblem;
+
+    let Err(e) = Executor::new(ToolView::new(vec![def.clone()])) else { return Ok(()) };
+    let mut problems = e.problems().iter().filter(|p| !matches!(p, ExecutorProblem::MissingState { .. }));
+    let Some(first) = problems.next() else { return Ok(()) };
+    let detail = match first {
+        ExecutorProblem::Schema { problem, .. } => problem.clone(),
+        _ => e.to_string(),
+    };
+    Err(bad_from(row, "input_schema", format!("does not compile as a JSON Schema ({detail})"), e))
 }
 
 /// What every row must satisfy whatever its kind; returns the parsed kind and effect.
