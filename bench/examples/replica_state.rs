@@ -4,7 +4,12 @@
 //! 1. **Task status propagation.** Two `PostgresTaskStore`s, each with its own connections as two replicas have: the
 //!    owner changes its task's status message, the other replica waits for the change (`TaskStore::wait`, woken by
 //!    `NOTIFY`); the delay from before the owner's `UPDATE` to the reader's wake, p50 and p99 over `CHANGES` changes.
-//! 2. **Exactly-once calls/s.** A `write` tool called `CALLS` times, `CONCURRENCY` at a time, each call with a key of
+//! 2. **A cancel through another replica, over MCP.** Two `McpServer`s (2026-07-28, Tasks extension), each with a
+//!    `PostgresTaskStore` of its own over one table, and an rmcp client on each: a task started through A, then
+//!    `tasks/cancel` sent through B; the delay from before the request to the moment the handler running on A sees
+//!    its cancellation token fire (B's `UPDATE`, the `NOTIFY`, A's change feed, A's token), p50 and p99 over
+//!    `CHANGES` cancels.
+//! 3. **Exactly-once calls/s.** A `write` tool called `CALLS` times, `CONCURRENCY` at a time, each call with a key of
 //!    its own: through a plain executor, and through one built with
 //!    `exactly_once(PostgresEffectStore, OnceFor::Writes)` (a claim and a record per call), interleaved round by
 //!    round; the median of each over `ROUNDS` rounds, the per-round figures beside it.
@@ -23,14 +28,71 @@ use keel_tools_core::executor::CallOptions;
 use keel_tools_core::once::OnceFor;
 use keel_tools_core::policy::{PolicyDecision, PolicyRequest};
 use keel_tools_core::tasks::{NewTask, TaskStore, WaitFor};
-use keel_tools_core::{Executor, Registry, ToolCall, tool};
+use keel_tools_core::{CallContext, Executor, Registry, ToolCall, ToolError, tool};
+use keel_tools_mcp::McpServer;
+use keel_tools_mcp::rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, Implementation,
+    InitializeRequestParams, ProtocolVersion,
+};
+use keel_tools_mcp::rmcp::service::{ClientServiceExt, RunningService};
+use keel_tools_mcp::rmcp::{ClientHandler, ClientLifecycleMode, RoleClient};
 use keel_tools_state::{PostgresEffectStore, PostgresTaskStore};
 use serde_json::json;
+use tokio::sync::mpsc;
 
 /// Record a payment (the handler does nothing else: the figures are the executor's and the ledger's).
 #[tool(name = "bench.charge", effect = "write", version = "1.0")]
 fn charge(order: String, cents: u64) -> String {
     format!("charged {cents} for {order}")
+}
+
+/// Where [`work_until_cancelled`] reports the moment its cancellation token fired.
+static CANCELLED_AT: std::sync::OnceLock<mpsc::UnboundedSender<Instant>> = std::sync::OnceLock::new();
+
+/// Work until cancelled (a minute at most), and say when the cancel arrived.
+#[tool(name = "bench.work", effect = "read", version = "1.0", task = "optional")]
+async fn work_until_cancelled(ctx: CallContext) -> Result<String, ToolError> {
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_secs(60)) => Ok("worked".to_owned()),
+        () = ctx.cancellation().cancelled() => {
+            if let Some(tx) = CANCELLED_AT.get() {
+                let _ = tx.send(Instant::now());
+            }
+            Err(keel_tools_core::tool_error!("stopped", "cancelled"))
+        }
+    }
+}
+
+/// A 2026-07-28 client that declares the Tasks extension.
+#[derive(Clone, Default)]
+struct TaskClient;
+
+impl ClientHandler for TaskClient {
+    fn get_info(&self) -> InitializeRequestParams {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.extensions = ClientCapabilities::builder().enable_tasks().build().extensions;
+        InitializeRequestParams::new(capabilities, Implementation::new("keel-bench", "0.1"))
+    }
+}
+
+/// A replica: a server of `bench.work` over a task store of its own (table `table`), and a client connected to it
+/// over an in-memory pipe.
+async fn replica(
+    conninfo: &str,
+    table: &str,
+) -> Result<RunningService<RoleClient, TaskClient>, Box<dyn std::error::Error>> {
+    let store = Arc::new(PostgresTaskStore::builder(conninfo).table(table).connect_tasks()?);
+    let registry = Registry::from_inventory()?;
+    let view = registry.view().names(["bench.work"]).build()?;
+    let server = McpServer::builder(Executor::new(view)?).task_store(store).build()?;
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        if let Ok(s) = server.serve(server_io).await {
+            let _ = s.waiting().await;
+        }
+    });
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    Ok(TaskClient.serve_with_lifecycle(client_io, lifecycle).await?)
 }
 
 fn executor(ledger: Option<Arc<PostgresEffectStore>>) -> Executor {
@@ -125,7 +187,35 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         delays[delays.len() - 1]
     );
 
-    // 2. Exactly-once against plain, interleaved.
+    // 2. A cancel through B reaching the handler on A.
+    let (tx, mut cancelled_at) = mpsc::unbounded_channel();
+    CANCELLED_AT.set(tx).expect("set once");
+    let (a, b) = (replica(&conninfo, &task_table).await?, replica(&conninfo, &task_table).await?);
+    let mut delays = Vec::with_capacity(changes);
+    for _ in 0..changes {
+        let call = CallToolRequestParams::new("bench.work").with_arguments(serde_json::Map::new());
+        let CallToolResponse::Task(created) = a.peer().call_tool_once(call).await? else {
+            return Err("the call did not become a task".into());
+        };
+        // Let the owner's change feed settle on the new task before the cancel.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let began = Instant::now();
+        b.peer().cancel_task(CancelTaskParams::new(created.task.task_id)).await?;
+        let seen = tokio::time::timeout(Duration::from_secs(10), cancelled_at.recv()).await?.ok_or("no handler")?;
+        delays.push(seen.duration_since(began).as_micros());
+    }
+    delays.sort_unstable();
+    println!(
+        "a cancel through another replica's MCP server reaching the handler, over {changes} cancels: p50 {} µs, \
+         p99 {} µs (min {} µs, max {} µs)",
+        quantile(&delays, 0.5),
+        quantile(&delays, 0.99),
+        delays[0],
+        delays[delays.len() - 1]
+    );
+    drop((a, b));
+
+    // 3. Exactly-once against plain, interleaved.
     let ledger = Arc::new(PostgresEffectStore::builder(&conninfo).table(&effect_table).connect_effects()?);
     let plain = executor(None);
     let once = executor(Some(ledger));
