@@ -15,7 +15,7 @@ use keel_tools_catalog::{
     ToolRow,
 };
 use keel_tools_core::definition::Effect;
-use keel_tools_core::{Executor, Registry, State, ToolCall};
+use keel_tools_core::{Executor, Registry, ToolCall};
 use keel_tools_mcp::McpServer;
 use keel_tools_mcp::rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
 use keel_tools_mcp::rmcp::service::ClientServiceExt;
@@ -541,50 +541,42 @@ async fn a_local_row_resolves_to_the_registrys_definition(db: Db) {
     assert!(Arc::ptr_eq(view.view().get("get_service_status").unwrap(), compiled));
 }
 
-/// What `greet_from_state` says: the executor's state, shared by the executors of every view.
-struct Greeting {
-    word: String,
-}
-
-/// Greets someone with the word the executor holds.
-#[keel_tools_core::tool(effect = "read", version = "1.0")]
-fn greet_from_state(greeting: State<Greeting>, #[arg(description = "Who to greet")] name: String) -> String {
-    format!("{}, {name}", greeting.word)
-}
-
+// The demo's card tools take a `State<CardStore>` (this binary's whole inventory is read by `agent_llama`, which
+// gives the executor that store: a state tool of this file's own would fail that executor).
 both!(tokio::test, a_row_serves_a_tool_that_takes_state_from_the_views_executor);
 async fn a_row_serves_a_tool_that_takes_state_from_the_views_executor(db: Db) {
     let registry = registry();
-    let d = registry.get("greet_from_state").expect("linked");
+    let d = registry.get("read_task_cards").expect("linked");
     let row = ToolRow::local(
-        "greet_from_state",
+        "read_task_cards",
         d.description(),
         d.input_schema().clone(),
-        format!("{}::greet_from_state", module_path!()),
+        "examples::cards::read_task_cards",
     );
 
     // The state is not the row's to give: the row resolves, and the view's executor names what it lacks.
-    let bare = db.open(Catalog::builder(&registry).allow_module(module_path!())).await;
+    let bare = db.open(Catalog::builder(&registry).allow_module("examples::cards")).await;
     bare.put_async(&row).await.expect("a tool that takes state is a good row");
     let view = bare.shared_view().await.unwrap();
     assert!(view.problems().is_empty(), "{:?}", view.problems());
     let e = view.executor().expect_err("no state given");
     assert_eq!(e.problems().len(), 1, "{e}");
-    assert_eq!((e.problems()[0].code(), e.problems()[0].tool()), ("missing_state", "greet_from_state"));
+    assert_eq!((e.problems()[0].code(), e.problems()[0].tool()), ("missing_state", "read_task_cards"));
 
     // The executor the catalogue is configured with holds it, for every view it builds.
-    let greeting = Arc::new(Greeting { word: "Hello".into() });
+    let store = Arc::new(examples::cards::store(true));
+    let cards = serde_json::to_value(&store.cards).unwrap();
     let c = db
         .open(
             Catalog::builder(&registry)
-                .allow_module(module_path!())
-                .executor(move |view| Executor::builder(view).state_arc(greeting.clone()).build()),
+                .allow_module("examples::cards")
+                .executor(move |view| Executor::builder(view).state_arc(store.clone()).build()),
         )
         .await;
-    for name in ["Ada", "Grace"] {
+    for id in ["c1", "c2"] {
         let ex = c.shared_view().await.unwrap().executor().expect("the state is there");
-        let r = ex.call(ToolCall::new(name, "greet_from_state", json!({"name": name}))).await;
-        assert_eq!(r.data(), Some(&json!(format!("Hello, {name}"))), "{r:?}");
+        let r = ex.call(ToolCall::new(id, "read_task_cards", json!({}))).await;
+        assert_eq!(r.data(), Some(&cards), "{r:?}");
     }
 }
 
