@@ -50,6 +50,20 @@ async fn stored_confirm(ctx: CallContext) -> Result<Content, ToolError> {
     Ok(Content::text(format!("confirmed: {}", answer.accepted())))
 }
 
+/// Asks two questions at once from inside its task, and answers with both answers.
+#[tool(effect = "read", version = "1.0", task = "required")]
+async fn stored_two_questions(ctx: CallContext) -> Result<Content, ToolError> {
+    let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}});
+    let (first, last) = tokio::join!(
+        ctx.elicit("first", "Your first name?", schema.clone()),
+        ctx.elicit("last", "Your last name?", schema)
+    );
+    let name = |answer: &keel_tools_core::context::Elicitation| {
+        answer.content.as_ref().and_then(|c| c.get("name")).and_then(Value::as_str).unwrap_or("?").to_owned()
+    };
+    Ok(Content::text(format!("{} {}", name(&first?), name(&last?))))
+}
+
 /// A 2026-07-28 client that runs tasks (and answers no elicitation itself: a task's questions go through
 /// `tasks/update`).
 #[derive(Clone, Default)]
@@ -76,7 +90,7 @@ type Client = RunningService<RoleClient, TaskClient>;
 /// A server of the two tools over `store`, with a lease of `lease`.
 fn server(store: Arc<DynTaskStore>, lease: Duration) -> McpServer {
     let registry = Registry::from_inventory().expect("registry");
-    let view = registry.view().names(["stored_slow", "stored_confirm"]).build().expect("view");
+    let view = registry.view().names(["stored_slow", "stored_confirm", "stored_two_questions"]).build().expect("view");
     McpServer::builder(Executor::new(view).expect("executor"))
         .task_lease(lease)
         .task_store(store)
@@ -157,6 +171,52 @@ async fn a_task_is_read_answered_and_cancelled_through_another_server(db: Db) {
         let e = client.peer().get_task(GetTaskParams::new("no-such-task")).await.expect_err("unknown");
         assert!(e.to_string().contains("unknown task"), "{e}");
     }
+    let _ = a.cancel().await;
+    let _ = b.cancel().await;
+}
+
+/// Polls until the task asks for input with exactly the requests `keys` (10 s at most).
+async fn until_asked(client: &Client, id: &str, keys: &[&str]) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = status(client, id).await;
+        let asked: Vec<&str> = got["inputRequests"].as_object().map_or(Vec::new(), |r| {
+            let mut asked: Vec<&str> = r.keys().map(String::as_str).collect();
+            asked.sort_unstable();
+            asked
+        });
+        if got["status"] == "input_required" && asked == keys {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "task {id} never asked for exactly {keys:?}: {got}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+both!(questions_asked_at_once_are_shown_together_and_answered_one_by_one);
+async fn questions_asked_at_once_are_shown_together_and_answered_one_by_one(db: Db) {
+    let a = connect(&server(db.tasks(), Duration::from_secs(5))).await;
+    let b = connect(&server(db.tasks(), Duration::from_secs(5))).await;
+    let id = start(&a, "stored_two_questions", json!({})).await;
+
+    // Both questions are shown at once, on either server.
+    let asked = until_asked(&b, &id, &["first", "last"]).await;
+    assert_eq!(asked["inputRequests"]["last"]["method"], "elicitation/create", "{asked}");
+    until_asked(&a, &id, &["first", "last"]).await;
+
+    // One answered on B: the other stays asked, alone.
+    let answer = [("last".to_owned(), json!({"action": "accept", "content": {"name": "Lovelace"}}))];
+    b.peer().update_task(UpdateTaskParams::new(id.clone(), answer.into())).await.expect("tasks/update");
+    until_asked(&b, &id, &["first"]).await;
+
+    // An answer to no open question changes nothing; the other answered on A completes the task.
+    let stray = [("middle".to_owned(), json!({"action": "accept", "content": {"name": "King"}}))];
+    b.peer().update_task(UpdateTaskParams::new(id.clone(), stray.into())).await.expect("tasks/update");
+    until_asked(&b, &id, &["first"]).await;
+    let answer = [("first".to_owned(), json!({"action": "accept", "content": {"name": "Ada"}}))];
+    a.peer().update_task(UpdateTaskParams::new(id.clone(), answer.into())).await.expect("tasks/update");
+    let done = until(&b, &id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "Ada Lovelace", "{done}");
     let _ = a.cancel().await;
     let _ = b.cancel().await;
 }

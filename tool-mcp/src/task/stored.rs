@@ -196,7 +196,8 @@ impl StoredTasks {
             id: task.id.clone(),
             lease: Mutex::new(lease),
             lease_time: self.lease,
-            asking: tokio::sync::Mutex::new(()),
+            asking: Mutex::new(Asking::default()),
+            posting: tokio::sync::Mutex::new(()),
         });
         let _ = bind.send(Some(Bound::Stored(owner.clone())));
         tokio::spawn(drive(owner, outcome, token));
@@ -267,8 +268,35 @@ pub(crate) struct Owner {
     id: String,
     lease: Mutex<TaskLease>,
     lease_time: Duration,
-    /// One input request at a time: the store keeps one per task.
-    asking: tokio::sync::Mutex<()>,
+    /// The call's input requests that wait for answers.
+    asking: Mutex<Asking>,
+    /// Held while the open requests are written to the store or its answers taken, so that what the store shows
+    /// is always every request open at the time.
+    posting: tokio::sync::Mutex<()>,
+}
+
+/// The input requests of a task's call that wait for answers, and the answers taken for them. A handler may ask
+/// several at once: the task shows them all in `inputRequests`, and a `tasks/update` may answer any of them.
+#[derive(Default)]
+struct Asking {
+    /// Each open request, by its key.
+    open: JsonObject,
+    /// Answers taken from the store, each waiting for its request to pick it up.
+    answered: JsonObject,
+}
+
+/// Withdraws a request whose asker stopped waiting (it was answered, failed, or its future was dropped).
+struct Withdraw<'a> {
+    owner: &'a Owner,
+    key: &'a str,
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        let mut asking = self.owner.asking();
+        asking.open.remove(self.key);
+        asking.answered.remove(self.key);
+    }
 }
 
 impl Owner {
@@ -276,12 +304,14 @@ impl Owner {
         self.lease.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
+    fn asking(&self) -> std::sync::MutexGuard<'_, Asking> {
+        self.asking.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Asks the client for input through the task (`input_required`, answered by `tasks/update` on any replica);
-    /// the answer to `key`.
+    /// the answer to `key`. Requests asked at once are shown together, and each is answered as its answer comes.
     pub(crate) async fn request_input(&self, key: String, request: Value) -> Result<Value, InputError> {
-        let _one = self.asking.lock().await;
-        let lease = self.lease();
-        let asked = Value::Object(JsonObject::from_iter([(key.clone(), request)]));
+        let _withdraw = Withdraw { owner: self, key: &key };
         let ended = |e: Failure| {
             if e.ends_ownership() {
                 InputError::Failed("the task ended: it was cancelled, or its lease was lost".to_owned())
@@ -290,23 +320,61 @@ impl Owner {
                 InputError::Failed(format!("the task store failed ({})", e.code))
             }
         };
-        let mut task = self.store.input_required(&lease, &asked).await.map_err(ended)?;
+        let mut seen = {
+            let _posting = self.posting.lock().await;
+            {
+                let mut asking = self.asking();
+                asking.answered.remove(&key);
+                asking.open.insert(key.clone(), request);
+            }
+            self.post_open().await.map_err(ended)?.map_or(0, |task| task.version)
+        };
         loop {
-            let seen = self.store.wait(&self.id, WaitFor::ChangedSince(task.version), self.lease_time).await;
-            task = seen.map_err(ended)?.ok_or_else(|| InputError::Failed("the task is gone".to_owned()))?;
+            let task = self.store.wait(&self.id, WaitFor::ChangedSince(seen), self.lease_time).await.map_err(ended)?;
+            let task = task.ok_or_else(|| InputError::Failed("the task is gone".to_owned()))?;
+            seen = task.version;
             match task.status {
                 TaskStatus::InputRequired => {}
                 TaskStatus::Working => {
-                    let answers = self.store.take_answers(&lease).await.map_err(ended)?;
-                    if let Some(answer) = answers.iter().rev().find_map(|a| a.get(&key)) {
-                        return Ok(answer.clone());
+                    // Answers came, or a request was asked again: take what answers there are for every open
+                    // request (another asker may have taken them first), then show what is still open.
+                    let _posting = self.posting.lock().await;
+                    let answers = self.store.take_answers(&self.lease()).await.map_err(ended)?;
+                    {
+                        let mut asking = self.asking();
+                        for (k, v) in answers
+                            .into_iter()
+                            .filter_map(|a| match a {
+                                Value::Object(map) => Some(map),
+                                _ => None,
+                            })
+                            .flatten()
+                        {
+                            if asking.open.remove(&k).is_some() {
+                                asking.answered.insert(k, v);
+                            }
+                        }
                     }
-                    // Answered without this request's key: ask again.
-                    task = self.store.input_required(&lease, &asked).await.map_err(ended)?;
+                    if let Some(task) = self.post_open().await.map_err(ended)? {
+                        seen = task.version;
+                    }
                 }
                 _ => return Err(InputError::Failed(format!("the task ended ({})", task.status))),
             }
+            if let Some(answer) = self.asking().answered.remove(&key) {
+                return Ok(answer);
+            }
         }
+    }
+
+    /// Shows every open request in the store (`input_required`); `None` when none is open. The caller holds
+    /// `posting`.
+    async fn post_open(&self) -> Result<Option<Task>, Failure> {
+        let open = self.asking().open.clone();
+        if open.is_empty() {
+            return Ok(None);
+        }
+        self.store.input_required(&self.lease(), &Value::Object(open)).await.map(Some)
     }
 
     /// Renews the lease; `Err` when the task ended or is no longer this owner's.
