@@ -118,17 +118,34 @@ async fn status(client: &Client, id: &str) -> Value {
     serde_json::to_value(client.peer().get_task(GetTaskParams::new(id)).await.expect("tasks/get")).unwrap()
 }
 
-/// Polls until the task has `wanted` status (10 s at most).
-async fn until(client: &Client, id: &str, wanted: &str) -> Value {
+/// Polls until the task, as `tasks/get` shows it, is as `wanted` says (10 s at most); `what` names it for the
+/// failure.
+async fn until_seen(client: &Client, id: &str, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let got = status(client, id).await;
-        if got["status"] == wanted {
+        if wanted(&got) {
             return got;
         }
-        assert!(Instant::now() < deadline, "task {id} never reached {wanted}: {got}");
+        assert!(Instant::now() < deadline, "task {id} never {what}: {got}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Polls until the task has `wanted` status.
+async fn until(client: &Client, id: &str, wanted: &str) -> Value {
+    until_seen(client, id, &format!("reached {wanted}"), |got| got["status"] == wanted).await
+}
+
+/// Polls until the task asks for input with exactly the requests `keys`.
+async fn until_asked(client: &Client, id: &str, keys: &[&str]) -> Value {
+    let asks = |got: &Value| {
+        let mut asked: Vec<&str> =
+            got["inputRequests"].as_object().map_or(Vec::new(), |r| r.keys().map(String::as_str).collect());
+        asked.sort_unstable();
+        got["status"] == "input_required" && asked == keys
+    };
+    until_seen(client, id, &format!("asked for exactly {keys:?}"), asks).await
 }
 
 both!(a_task_is_read_answered_and_cancelled_through_another_server);
@@ -173,24 +190,6 @@ async fn a_task_is_read_answered_and_cancelled_through_another_server(db: Db) {
     }
     let _ = a.cancel().await;
     let _ = b.cancel().await;
-}
-
-/// Polls until the task asks for input with exactly the requests `keys` (10 s at most).
-async fn until_asked(client: &Client, id: &str, keys: &[&str]) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let got = status(client, id).await;
-        let asked: Vec<&str> = got["inputRequests"].as_object().map_or(Vec::new(), |r| {
-            let mut asked: Vec<&str> = r.keys().map(String::as_str).collect();
-            asked.sort_unstable();
-            asked
-        });
-        if got["status"] == "input_required" && asked == keys {
-            return got;
-        }
-        assert!(Instant::now() < deadline, "task {id} never asked for exactly {keys:?}: {got}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 both!(questions_asked_at_once_are_shown_together_and_answered_one_by_one);
