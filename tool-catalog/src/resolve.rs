@@ -150,8 +150,9 @@ fn compiles(row: &RowRef, def: &Arc<ToolDefinition>) -> Result<(), RowError> {
     use keel_tools_core::executor::ExecutorProblem;
 
     let Err(e) = Executor::new(ToolView::new(vec![def.clone()])) else { return Ok(()) };
-    let mut problems = e.problems().iter().filter(|p| !matches!(p, ExecutorProblem::MissingState { .. }));
-    let Some(first) = problems.next() else { return Ok(()) };
+    let Some(first) = e.problems().iter().find(|p| !matches!(p, ExecutorProblem::MissingState { .. })) else {
+        return Ok(());
+    };
     let detail = match first {
         ExecutorProblem::Schema { problem, .. } => problem.clone(),
         _ => e.to_string(),

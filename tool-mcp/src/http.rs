@@ -756,9 +756,10 @@ where
             continue;
         }
         if buffer.capacity() < len {
-            let wanted = match declared {
-                // Within the limit, checked before reading.
-                Some(declared) => (declared as usize).max(len),
+            // A declared length (within the limit, checked before reading) is reserved once; a body without one,
+            // or one that runs past what it declared, grows the buffer by doubling, up to the limit.
+            let wanted = match declared.map(|d| d as usize).filter(|&d| d >= len) {
+                Some(declared) => declared,
                 None => buffer.capacity().saturating_mul(2).max(len).max(16 * 1024).min(max),
             };
             buffer.reserve_exact(wanted - buffer.len());
@@ -1316,6 +1317,14 @@ mod tests {
                 assert_eq!(&read[..], &all[..], "{sizes:?}, declared {declared:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_body_longer_than_it_declared_is_read_whole_within_the_limit() {
+        let (body, all) = pieces(&[10, 10, 10]);
+        assert_eq!(&read(body, Some(10), 1000).unwrap()[..], &all[..]);
+        let (body, _) = pieces(&[600, 600]);
+        assert!(matches!(read(body, Some(600), 1000), Err(BodyRefused::TooLarge)));
     }
 
     #[test]
