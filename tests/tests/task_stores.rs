@@ -297,10 +297,14 @@ async fn task_whose_lease_expires_is_lost_never_completed(db: Db) {
 both!(task_heartbeats_keep_it_past_its_first_lease);
 async fn task_heartbeats_keep_it_past_its_first_lease(db: Db) {
     let (owner, other) = (db.tasks(), db.tasks());
-    let (task, first) = create(&*owner, new("t-1").lease(Duration::from_millis(500))).await;
+    // Heartbeats every fifth of the lease, for longer than the first lease: a slow heartbeat (a loaded machine)
+    // has most of the lease to arrive in.
+    let first_lease = Duration::from_millis(1500);
+    let started = Instant::now();
+    let (task, first) = create(&*owner, new("t-1").lease(first_lease)).await;
     let mut lease = first.clone();
-    for _ in 0..6 {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+    while started.elapsed() < first_lease + Duration::from_millis(300) {
+        tokio::time::sleep(first_lease / 5).await;
         lease = owner.heartbeat(&lease).await.unwrap();
     }
     assert!(lease.expires_at_ms() > first.expires_at_ms(), "{lease:?} {first:?}");
