@@ -151,7 +151,8 @@ pub const DEFAULT_JWT_CACHE_CAPACITY: usize = 10_000;
 /// token has a subject.
 ///
 /// **Cache.** A token that verified is kept, so that its next requests are not decoded and their signature not
-/// checked again: keyed by the SHA-256 digest of the token (never the token itself), until the token's `exp` (a
+/// checked again: keyed by a keyed 128-bit digest of the token (SipHash-2-4 under a key drawn at random for each
+/// verifier; never the token itself), until the token's `exp` (a
 /// token admitted only within the leeway past its `exp`, or before its `nbf`, is not kept), at most
 /// [`cache_capacity`](JwtVerifier::cache_capacity) of them (10 000 by default; when full, expired entries are
 /// dropped, then the one that expires first). The first request with each token pays the full verification.

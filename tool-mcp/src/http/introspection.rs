@@ -71,7 +71,8 @@ enum ClientAuth {
 /// **Cache.** A token that verified is kept until the earlier of its `exp` and
 /// [`cache_ttl`](IntrospectionVerifier::cache_ttl) (60 s by default) from now, so that its next requests do not ask
 /// the endpoint again; a token revoked at the authorization server is thus still accepted here for at most the
-/// TTL. The cache is keyed by the SHA-256 digest of the token, never the token itself, and holds at most
+/// TTL. The cache is keyed by a keyed 128-bit digest of the token (SipHash-2-4 under a key drawn at random for each
+/// verifier), never the token itself, and holds at most
 /// [`cache_capacity`](IntrospectionVerifier::cache_capacity) entries (10 000 by default; when full, expired
 /// entries are dropped, then the one that expires first). Refusals are not cached: each request with a token that
 /// does not verify asks the endpoint again (within the server's connection and request caps).
