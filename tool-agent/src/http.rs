@@ -324,21 +324,17 @@ fn status_error(url: &str, status: u16, retry_after: Option<Duration>, body: &[u
 /// Gemini says it in the body instead ([`body_retry_delay`]).
 pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap, status: u16) -> Option<Duration> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
+    if let Some(wait) =
+        text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()).and_then(|ms| wait_of_secs(ms / 1000.0))
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(wait);
     }
     if let Some(v) = text("retry-after") {
-        if let Ok(secs) = v.parse::<f64>()
-            && secs.is_finite()
-            && secs >= 0.0
-        {
-            return Some(Duration::from_secs_f64(secs));
+        if let Some(wait) = v.parse::<f64>().ok().and_then(wait_of_secs) {
+            return Some(wait);
         }
         if let Ok(at) = httpdate::parse_http_date(v) {
-            return Some(at.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO));
+            return Some(wait_until(at, std::time::SystemTime::now()));
         }
     }
     if status == 429 {
@@ -348,11 +344,31 @@ pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap, status: u16) -> 
         let now = std::time::SystemTime::now();
         let anthropic = ["requests", "tokens", "input-tokens", "output-tokens"].into_iter().filter_map(|what| {
             let at = rfc3339(text(&format!("anthropic-ratelimit-{what}-reset"))?)?;
-            Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+            Some(wait_until(at, now))
         });
         return openai.chain(anthropic).max();
     }
     None
+}
+
+/// The longest wait a server's answer is read as asking for: a day. A longer one (any number of seconds, however
+/// large) reads as a day, so that a wait is always one a `Duration` and an `Instant` can hold; the loop itself waits
+/// at most its [`RetryPolicy::max_wait`](crate::RetryPolicy::max_wait) (60 s by default) and ends the turn when the
+/// server asks for more.
+pub(crate) const MAX_SERVER_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A wait of `secs` seconds as a server wrote it: `None` for a negative, infinite or NaN number, at most
+/// [`MAX_SERVER_WAIT`] otherwise.
+fn wait_of_secs(secs: f64) -> Option<Duration> {
+    if !secs.is_finite() || secs < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(secs).map_or(MAX_SERVER_WAIT, |wait| wait.min(MAX_SERVER_WAIT)))
+}
+
+/// The wait from `now` until `at` (none when `at` has passed), at most [`MAX_SERVER_WAIT`].
+fn wait_until(at: std::time::SystemTime, now: std::time::SystemTime) -> Duration {
+    at.duration_since(now).unwrap_or(Duration::ZERO).min(MAX_SERVER_WAIT)
 }
 
 /// The wait a Gemini error body asks for: `error.details[]`'s `google.rpc.RetryInfo` `retryDelay` (`"37s"`).
@@ -420,10 +436,13 @@ fn rfc3339(text: &str) -> Option<std::time::SystemTime> {
     let days = era * 146_097 + doe - 719_468;
     let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
     let secs = u64::try_from(secs).ok()?;
-    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_secs_f64(fraction))
+    std::time::UNIX_EPOCH
+        .checked_add(Duration::from_secs(secs))?
+        .checked_add(Duration::try_from_secs_f64(fraction).ok()?)
 }
 
-/// A duration as OpenAI's rate-limit headers write it: `1s`, `6m0s`, `1h2m3.5s`, `250ms`.
+/// A duration as OpenAI's rate-limit headers write it: `1s`, `6m0s`, `1h2m3.5s`, `250ms`; at most
+/// [`MAX_SERVER_WAIT`].
 fn go_duration(text: &str) -> Option<Duration> {
     let mut total = 0.0f64;
     let mut rest = text;
@@ -445,7 +464,7 @@ fn go_duration(text: &str) -> Option<Duration> {
         total += number * scale;
         rest = &rest[unit_end..];
     }
-    total.is_finite().then(|| Duration::from_secs_f64(total))
+    wait_of_secs(total)
 }
 
 #[cfg(test)]
@@ -486,6 +505,36 @@ mod tests {
         h.insert("anthropic-ratelimit-requests-reset", HeaderValue::from_static("2015-10-21T07:28:00Z"));
         let wait = retry_after(&h, 429).expect("a wait");
         assert!(wait > Duration::from_secs(55) && wait <= Duration::from_secs(61), "{wait:?} from {stamp}");
+    }
+
+    #[test]
+    fn a_wait_is_a_number_a_duration_holds_and_at_most_a_day() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let at = |name: &'static str, value: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_static(value));
+            retry_after(&h, 429)
+        };
+        for (name, value) in [
+            ("retry-after", "1e20"),
+            ("retry-after", "86401"),
+            ("retry-after-ms", "1e300"),
+            ("retry-after-ms", "1.7976931348623157e308"),
+            ("x-ratelimit-reset-tokens", "100000000000000000000000h"),
+            ("anthropic-ratelimit-requests-reset", "9999-12-31T23:59:59Z"),
+            ("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT"),
+        ] {
+            assert_eq!(at(name, value), Some(MAX_SERVER_WAIT), "{name}: {value}");
+        }
+        for value in ["-0.5", "inf", "-inf", "NaN", "1e400"] {
+            assert_eq!(at("retry-after", value), None, "{value}");
+            assert_eq!(at("retry-after-ms", value), None, "{value}");
+        }
+        assert_eq!(wait_of_secs(86_399.5), Some(Duration::from_secs_f64(86_399.5)));
+        assert_eq!(go_duration(&format!("{}s", "9".repeat(400))), None, "infinite");
+        let body = serde_json::json!({"error": {"details": [
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "100000000000000000000000000000s"}]}});
+        assert_eq!(body_retry_delay(&body), Some(MAX_SERVER_WAIT));
     }
 
     /// `secs` since the epoch as RFC 3339, the other way round from [`rfc3339`], for the test.

@@ -391,7 +391,8 @@ pub enum ModelError {
         /// The server's error message, or the start of the body.
         message: String,
         /// The wait the server asked for before a retry (`retry-after-ms`, `Retry-After`, on a 429 the rate-limit
-        /// reset headers, or Gemini's `RetryInfo` in the body), when it named one.
+        /// reset headers, or Gemini's `RetryInfo` in the body), when it named one. The bundled clients read a wait
+        /// of more than a day (however large the number) as a day, and a negative, infinite or NaN one as none.
         retry_after: Option<Duration>,
     },
     /// The response body exceeded the configured limit.
@@ -468,7 +469,13 @@ impl fmt::Display for ModelError {
             ModelError::Timeout { url, after, .. } => {
                 write!(f, "{url} did not answer within {} ms", after.as_millis())
             }
-            ModelError::Status { url, status, message, .. } => write!(f, "{url} answered {status}: {message}"),
+            ModelError::Status { url, status, message, retry_after } => {
+                write!(f, "{url} answered {status}: {message}")?;
+                match retry_after {
+                    Some(wait) => write!(f, " (it asked to wait {} before trying again)", wait_text(*wait)),
+                    None => Ok(()),
+                }
+            }
             ModelError::TooLarge { url, limit } => {
                 write!(f, "the response from {url} is larger than the limit of {limit} bytes")
             }
@@ -563,6 +570,19 @@ fn same_optional_source(
         (None, None) => true,
         (Some(a), Some(b)) => same_source(a, b),
         _ => false,
+    }
+}
+
+/// A wait as a person reads it: `250 ms`, `3 s`, `1.5 s`, `a day or more`.
+fn wait_text(wait: Duration) -> String {
+    if wait >= Duration::from_secs(24 * 60 * 60) {
+        "a day or more".to_owned()
+    } else if wait < Duration::from_secs(1) {
+        format!("{} ms", wait.as_millis())
+    } else if wait.subsec_millis() == 0 {
+        format!("{} s", wait.as_secs())
+    } else {
+        format!("{:.1} s", wait.as_secs_f64())
     }
 }
 

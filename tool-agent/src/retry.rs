@@ -13,10 +13,12 @@ use crate::model::ModelError;
 ///
 /// The wait before retry `n` (from 1) is the one the server asked for, when it named one (`retry-after-ms`,
 /// `Retry-After`, on a 429 OpenAI's and Anthropic's rate-limit reset headers, Gemini's `RetryInfo` in the error
-/// body); otherwise `initial_backoff · 2^(n-1)`, at most
+/// body; a wait of more than a day, however large the number, reads as a day, and a negative or unreadable one as none);
+/// otherwise `initial_backoff · 2^(n-1)`, at most
 /// `max_backoff`, less up to a quarter at random (`jitter`) so that many clients do not come back at once. The waits
 /// of one turn add up to at most `max_wait`: a retry that would wait past it is not made, and the turn fails with
-/// the last error.
+/// the last error (which names the wait the server asked for). `max_wait` is thus the ceiling of any wait, whatever
+/// a server asks.
 ///
 /// A retry never runs a tool call twice: a turn's calls run only after its whole answer has arrived and been
 /// read, and a failed request has none.
