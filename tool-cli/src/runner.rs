@@ -47,7 +47,12 @@ Its options come before the command:
 The package needs a library target that depends on keel-tools-core. If it has a bin named `keel` (your own
 `fn main() -> std::process::ExitCode { keel_tools_cli::main() }`, e.g. to give the tools their state), or names one
 with `[package.metadata.keel] bin = \"NAME\"`, that bin runs; otherwise keel builds one under
-<target dir>/keel/shim-<package>/. Example: keel -p my-tools serve --stdio";
+<target dir>/keel/shim-<package>/. The first build compiles keel and its dependencies (cargo shows its progress);
+later runs rebuild only what changed.
+Examples:
+  keel list
+  keel -p my-tools serve --stdio
+  keel --manifest-path ../tools/Cargo.toml --release chat --url http://127.0.0.1:8080/v1 --model m 'Hello'";
 
 /// The installed `keel`: runs the `keel` of the package it is run in, with the process's arguments; see
 /// [the module](self).
@@ -62,42 +67,37 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// What the runner was asked: its own options, then the command it passes on.
-#[derive(Debug, Default)]
+/// What the runner was asked: its own options, then the command it passes on. Parsed by clap; `--help` and
+/// `--version` are not the runner's (they are answered with the command's help, see [`help`]), so they are left in
+/// `rest` like any other argument of the command.
+#[derive(clap::Parser, Debug, Default)]
+#[command(name = "keel", disable_help_flag = true, disable_version_flag = true, no_binary_name = true)]
 struct Options {
+    /// The package's Cargo.toml.
+    #[arg(long, value_name = "PATH")]
     manifest_path: Option<PathBuf>,
+    /// The workspace member whose tools to serve.
+    #[arg(short = 'p', long, value_name = "NAME")]
     package: Option<String>,
+    /// Build without the network.
+    #[arg(long)]
     offline: bool,
+    /// Build with the release profile.
+    #[arg(long)]
     release: bool,
+    /// The command and its arguments, passed on as they are.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_parser = clap::value_parser!(OsString))]
     rest: Vec<OsString>,
 }
 
 fn parse(args: Vec<OsString>) -> Result<Options, Failure> {
-    let mut options = Options::default();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let text = arg.to_str().unwrap_or("");
-        let mut value =
-            |name: &str| args.next().ok_or_else(|| fail(2, format!("{name} needs a value; see `keel --help`")));
-        match text {
-            "--manifest-path" => options.manifest_path = Some(value("--manifest-path")?.into()),
-            "-p" | "--package" => {
-                options.package = Some(value("--package")?.into_string().map_err(|_| fail(2, "--package: not UTF-8"))?)
-            }
-            "--offline" => options.offline = true,
-            "--release" => options.release = true,
-            _ if text.starts_with("--manifest-path=") => {
-                options.manifest_path = Some(text["--manifest-path=".len()..].into())
-            }
-            _ if text.starts_with("--package=") => options.package = Some(text["--package=".len()..].to_owned()),
-            _ => {
-                options.rest.push(arg);
-                options.rest.extend(args);
-                break;
-            }
-        }
-    }
-    Ok(options)
+    use clap::Parser;
+    Options::try_parse_from(args).map_err(|e| {
+        // clap's own rendering, less its usage block, which names the runner's options only.
+        let text = e.render().to_string();
+        let first = text.lines().next().unwrap_or("").trim_start_matches("error: ").to_owned();
+        fail(2, format!("{first}; see `keel --help`"))
+    })
 }
 
 fn run(args: Vec<OsString>) -> Result<ExitCode, Failure> {
@@ -122,15 +122,22 @@ fn run(args: Vec<OsString>) -> Result<ExitCode, Failure> {
         ));
     }
     let exe = if let Some(bin) = package.own_bin()? {
-        cargo.build(&package.manifest_path, &["--bin", &bin], None, &bin)?
+        cargo.build(&package.manifest_path, &["--bin", &bin], None, &bin, false)?
     } else {
         let shim = Shim::new(&metadata, &package)?;
-        if !shim.dir.exists() {
-            eprintln!("keel: building keel over the tools of {} (the first build takes a while)", package.name);
+        let target_dir = metadata.target_dir.join("keel");
+        // The first build compiles keel and its dependencies: minutes, so cargo shows its progress. Later builds
+        // recompile what changed, quietly, so that the command's own output comes alone.
+        let first = !target_dir.join(if options.release { "release" } else { "debug" }).exists();
+        if first {
+            eprintln!(
+                "keel: building keel over the tools of {} into {} (the first build takes a few minutes)",
+                package.name,
+                target_dir.display()
+            );
         }
         shim.write()?;
-        let target_dir = metadata.target_dir.join("keel");
-        cargo.build(&shim.dir.join("Cargo.toml"), &[], Some(&target_dir), &shim.bin)?
+        cargo.build(&shim.dir.join("Cargo.toml"), &[], Some(&target_dir), &shim.bin, first)?
     };
     Ok(exec(&exe, &options.rest))
 }
@@ -217,9 +224,21 @@ impl Cargo {
         }
     }
 
+    /// The platform cargo builds for when given no `--target`, from `cargo -vV`'s `host:` line.
+    fn host(&self) -> Result<String, Failure> {
+        let output = self.command().arg("-vV").output().map_err(|e| self.not_found(&e))?;
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .find_map(|line| line.strip_prefix("host: "))
+            .map(|host| host.trim().to_owned())
+            .ok_or_else(|| fail(2, format!("`{} -vV` named no host platform", self.program.to_string_lossy())))
+    }
+
     fn metadata(&self) -> Result<Metadata, Failure> {
         let mut command = self.command();
-        command.args(["metadata", "--format-version", "1"]);
+        // The host's packages only: the build is for the host, and without the filter cargo wants every package of
+        // the lock, for every platform, downloaded (so `--offline` fails where only a host build has fetched).
+        command.args(["metadata", "--format-version", "1", "--filter-platform"]).arg(self.host()?);
         if let Some(path) = &self.manifest_path {
             command.arg("--manifest-path").arg(path);
         }
@@ -249,13 +268,22 @@ impl Cargo {
         Metadata::read(value)
     }
 
-    /// Builds `manifest`'s bin `bin` and returns its path; cargo's errors go to stderr as they come.
-    fn build(&self, manifest: &Path, args: &[&str], target_dir: Option<&Path>, bin: &str) -> Result<PathBuf, Failure> {
+    /// Builds `manifest`'s bin `bin` and returns its path; cargo's errors go to stderr as they come, and with
+    /// `progress` its progress too (its `Compiling` lines, and its bar on a terminal).
+    fn build(
+        &self,
+        manifest: &Path,
+        args: &[&str],
+        target_dir: Option<&Path>,
+        bin: &str,
+        progress: bool,
+    ) -> Result<PathBuf, Failure> {
         let mut command = self.command();
-        command
-            .args(["build", "--quiet", "--message-format=json-render-diagnostics", "--manifest-path"])
-            .arg(manifest)
-            .args(args);
+        command.arg("build");
+        if !progress {
+            command.arg("--quiet");
+        }
+        command.args(["--message-format=json-render-diagnostics", "--manifest-path"]).arg(manifest).args(args);
         if let Some(dir) = target_dir {
             command.arg("--target-dir").arg(dir);
         }
@@ -580,7 +608,16 @@ mod tests {
         assert_eq!((o.package.as_deref(), o.manifest_path), (Some("a"), Some(PathBuf::from("b"))));
         assert!(o.release);
         assert_eq!(o.rest, os(&["serve", "--stdio"]));
-        assert_eq!(parse(os(&["-p"])).err().map(|f| f.code), Some(2));
+        let missing = parse(os(&["-p"])).err().unwrap();
+        assert_eq!(missing.code, 2);
+        assert!(missing.message.contains("--package") && missing.message.ends_with("see `keel --help`"), "{missing:?}");
+        // Help and version belong to the command: left for it, wherever they stand.
+        for args in [&["--help"][..], &["-h"], &["-V"], &["list", "--help"], &["help", "serve"]] {
+            assert_eq!(parse(os(args)).ok().unwrap().rest, os(args), "{args:?}");
+        }
+        let o = parse(os(&["-p", "t", "--help"])).ok().unwrap();
+        assert_eq!((o.package.as_deref(), o.rest), (Some("t"), os(&["--help"])));
+        assert!(parse(os(&[])).ok().unwrap().rest.is_empty());
     }
 
     #[test]
