@@ -35,15 +35,14 @@ bash scripts/postgres.sh start
 # shellcheck source=/dev/null
 . target/postgres/env
 
-step "every package of Cargo.lock, fetched"
-# For every platform, as `cargo metadata` wants them: the runner test's scratch crate resolves offline, and a cargo
-# cache that holds only what a Linux build downloads would fail it.
-cargo fetch --locked --quiet
-
 step "cargo test --workspace"
 # The steps above installed every peer, so a peer a test cannot find is a failure here, as in CI, never a skip
 # (KEEL_REQUIRE_PEERS=1 holds even when the caller has set CI=false).
 CI="${CI:-true}" KEEL_REQUIRE_PEERS=1 cargo test --workspace
+
+step "the facade with mcp-client alone reaches an https:// MCP server over TLS"
+# Only keel-tools selected, so keel-tools-mcp gets the facade's features and no other crate's.
+cargo test --quiet -p keel-tools --features mcp-client --test mcp_https
 
 step "OpenTelemetry spans (feature otel, off in the workspace build), against in-memory exporters"
 cargo test --quiet -p keel-tools-core --features otel --test otel

@@ -30,11 +30,16 @@
 //! |---|---|---|
 //! | `macros` | yes | the `#[tool]` attribute |
 //! | `mcp` | no | [`mcp`]: serve tools as an MCP server over stdio and Streamable HTTP |
-//! | `mcp-client` | no | [`mcp`] also imports a remote MCP server's tools |
-//! | `agent` | no | [`agent`]: the agent loop against a model server |
+//! | `mcp-client` | no | [`mcp`] also imports a remote MCP server's tools, over stdio or HTTP(S) |
+//! | `mcp-auth` | no | `mcp::http::auth`: the HTTP server as an OAuth 2.1 protected resource |
+//! | `mcp-oauth` | no | `mcp::client::oauth`: forwarders that log in to an OAuth 2.1 protected MCP server |
+//! | `mcp-elicitation` | no | tools served over MCP may ask the person for input (elicitation) |
+//! | `agent` | no | [`agent`]: the agent loop against a model server (HTTPS included) |
 //! | `catalog` | no | [`catalog`]: tools as rows of a SQLite catalogue |
+//! | `catalog-postgres` | no | `catalog::postgres`: the catalogue in PostgreSQL, shared by replicas |
 //! | `contract` | no | [`contract`]: the schema lock and the provider lint |
 //! | `state` | no | [`state`]: pending approvals, exactly-once effect records and tasks in SQLite, shared by replicas |
+//! | `state-postgres` | no | the [`state`] stores in PostgreSQL too |
 //! | `otel` | no | OpenTelemetry spans per call |
 //!
 //! `#[tool]` works through this crate as through `keel-tools-core`: the generated code names whichever of the
