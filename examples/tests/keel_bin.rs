@@ -80,7 +80,7 @@ fn chat_asks_at_a_terminal_and_the_answer_decides() {
             text.contains("\"title\": \"checkout 502\"") && text.contains("approve? [y/N]"),
             "the exact arguments: {text}"
         );
-        assert!(text.contains("run: done (model_finished)"), "{text}");
+        assert!(text.contains("Done."), "the answer: {text}");
         let requests = stub.requests();
         assert_eq!(requests.len(), 2, "{text}");
         let reply = requests[1].body["messages"][2]["content"].as_str().unwrap_or_default().to_owned();
@@ -115,6 +115,47 @@ fn chat_on_a_terminal_waits_visibly_and_streams_the_text() {
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("… waiting for the model (turn 1)"), "{text}");
     assert!(text.contains("INC-001 is open."), "{text}");
-    assert!(text.contains("event: run_finished | terminal: done"), "{text}");
+    assert_eq!(text.matches("INC-001 is open.").count(), 1, "the answer once: {text}");
     assert!(!text.contains("\"event\""), "no JSON on a terminal: {text}");
+}
+
+/// `keel chat` on a terminal, with an answer of 12 lines and over 600 characters, whole and streamed: the answer
+/// appears once, whole, line for line (the terminal writes each newline as CR LF).
+#[test]
+fn chat_on_a_terminal_prints_a_long_answer_once_and_whole() {
+    use keel_tools_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
+    let answer: String = (1..=12).map(|i| format!("Line {i:02} of the answer, which goes on for a while.\n")).collect();
+    assert!(answer.len() >= 600);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for stream in [false, true] {
+        let stub = runtime.block_on(StubServer::start()).unwrap();
+        let response = if stream {
+            let mut sse = String::new();
+            for line in answer.split_inclusive('\n') {
+                let delta = serde_json::json!({"choices": [{"index": 0, "delta": {"content": line}}]});
+                sse.push_str(&format!("data: {delta}\n\n"));
+            }
+            sse.push_str("data: [DONE]\n\n");
+            StubResponse::stream_text(sse, false)
+        } else {
+            StubResponse::json(&serde_json::json!({"choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": answer}}]}))
+        };
+        stub.respond(OPENAI_CHAT, response);
+        let command = format!(
+            "{} chat --url {}/v1 --model m {} 'Say a lot.'",
+            env!("CARGO_BIN_EXE_keel-demo"),
+            stub.url(),
+            if stream { "--stream" } else { "" }
+        );
+        let out = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("util-linux `script` runs (it gives keel a terminal)");
+        let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(text.matches(answer.as_str()).count(), 1, "stream {stream}: once and whole: {text}");
+        assert_eq!(text.matches("Line 12").count(), 1, "stream {stream}: {text}");
+    }
 }

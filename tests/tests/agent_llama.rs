@@ -227,7 +227,18 @@ async fn a_real_model_server() {
     let url = server.url.clone();
     let (code, out, err) = tokio::task::spawn_blocking(move || {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let args = ["keel", "chat", "--url", &url, "--model", "smollm2", "--tool-choice", "incident.lookup"];
+        let args = [
+            "keel",
+            "chat",
+            "--events",
+            "json",
+            "--url",
+            &url,
+            "--model",
+            "smollm2",
+            "--tool-choice",
+            "incident.lookup",
+        ];
         let more = ["--then-tool-choice", "none", "--temperature", "0", "--seed", "1", "--max-tokens", "96"];
         let args = args.iter().chain(&more).copied().chain(["Look up incident INC-001."]);
         // This test binary links the demo's card tools, which read a `State<CardStore>`: the executor gets the
@@ -239,9 +250,18 @@ async fn a_real_model_server() {
     .await
     .unwrap();
     assert_eq!(code, 0, "{out}{err}\n{}", server.log_tail());
-    assert!(out.contains("mode: live") && out.contains("run: done (model_finished), 2 turns, 1 steps"), "{out}");
+    let events: Vec<serde_json::Value> = err.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let finished = events.iter().rev().find(|e| e["event"] == "run_finished").cloned().unwrap_or_default();
+    assert_eq!(
+        (finished["terminal"].as_str(), finished["reason"].as_str()),
+        (Some("done"), Some("model_finished")),
+        "{err}"
+    );
+    assert_eq!(finished["steps"], 1, "{err}");
+    assert_eq!(events.iter().filter(|e| e["event"] == "model_response").count(), 2, "{err}");
+    assert!(!out.trim().is_empty() && !out.contains("\"event\""), "the answer alone on stdout: {out}");
     assert_eq!(RAN.lock().unwrap().len(), 1, "the forced call ran: {out}");
-    assert!(err.lines().any(|l| l.contains("\"tool_observation\"")), "the events as they happened: {err}");
+    assert!(events.iter().any(|e| e["event"] == "tool_observation"), "the events as they happened: {err}");
     RAN.lock().unwrap().clear();
 
     // 4. Streamed: the forced call arrives as deltas, and runs once its arguments are complete.

@@ -1,5 +1,6 @@
 //! `keel chat` over HTTP against the local stub: the request options on the wire, `--approve` resuming a call that
-//! waits for an approval, the event log on stderr as it happens, and a transcript that `--replay` plays back.
+//! waits for an approval, the answer alone and whole on stdout, the calls as lines on stderr (or the JSON log), and
+//! a transcript that `--replay` plays back.
 
 use std::sync::Mutex;
 
@@ -52,6 +53,8 @@ fn chat_approves_by_name_streams_the_events_and_writes_a_replayable_transcript()
 
     let (code, out, err) = keel(&[
         "chat",
+        "--events",
+        "json",
         "--url",
         &url,
         "--model",
@@ -72,8 +75,7 @@ fn chat_approves_by_name_streams_the_events_and_writes_a_replayable_transcript()
     ]);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(closed("T-7"), 1, "approved by --approve, run once");
-    assert!(out.contains("run: done (model_finished)"), "{out}");
-    assert!(out.contains("Closed T-7."), "{out}");
+    assert_eq!(out, "Closed T-7.\n", "the answer alone on stdout");
 
     // The options went out; the forced choice by its wire name, then none.
     let requests = stub.requests();
@@ -121,7 +123,15 @@ fn chat_approves_by_name_streams_the_events_and_writes_a_replayable_transcript()
         "Close ticket T-7.",
     ]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("mode: replay") && out.contains("Closed T-7."), "{out}");
+    assert_eq!(out, "Closed T-7.\n", "{out}");
+    assert!(err.starts_with("replaying "), "a replay says so: {err}");
+    assert!(
+        err.contains(
+            "→ chat.close_ticket {\"ticket\":\"T-7\"}\n← chat.close_ticket: needs an approval\n  \
+             approved by --approve chat.close_ticket\n← chat.close_ticket: ok \"closed T-7\"\n"
+        ),
+        "{err}"
+    );
     assert_eq!(closed("T-7"), 2, "the replayed call ran once more");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -134,9 +144,44 @@ fn without_an_approval_off_a_terminal_the_run_waits_and_nothing_runs() {
     let url = format!("{}/v1", stub.url());
     let (code, out, err) = keel(&["chat", "--url", &url, "--model", "m", "Close ticket T-8."]);
     assert_eq!(code, 1, "{out}{err}");
-    assert!(out.contains("run: needs_input"), "{out}");
-    assert!(err.contains("needs an approval"), "{err}");
+    assert_eq!(out, "", "no answer");
+    assert_eq!(
+        err,
+        "→ chat.close_ticket {\"ticket\":\"T-8\"}\n← chat.close_ticket: needs an approval\n\
+         keel: a call needs an approval: run again with --approve NAME, or on a terminal to be asked\n"
+    );
     assert_eq!(closed("T-8"), 0);
+}
+
+/// A long answer of many lines, streamed or not: on stdout once, whole, as the model wrote it; nothing else there.
+#[test]
+fn a_long_answer_is_printed_once_and_whole() {
+    let answer: String = (1..=12).map(|i| format!("Line {i:02} of the answer, which goes on for a while.\n")).collect();
+    assert!(answer.len() >= 600 && answer.lines().count() == 12);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stub = runtime.block_on(StubServer::start()).unwrap();
+    let whole = json!({"choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": answer}}]});
+    stub.respond(OPENAI_CHAT, StubResponse::json(&whole));
+    // Streamed in pieces of 37 characters, split wherever they fall (mid-word, mid-line).
+    let chars: Vec<char> = answer.chars().collect();
+    let mut sse = String::new();
+    for piece in chars.chunks(37) {
+        let delta = json!({"choices": [{"index": 0, "delta": {"content": piece.iter().collect::<String>()}}]});
+        sse.push_str(&format!("data: {delta}\n\n"));
+    }
+    sse.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+    stub.respond(OPENAI_CHAT, StubResponse::stream_text(sse, false));
+    let url = format!("{}/v1", stub.url());
+    for (how, extra) in [("whole", &[][..]), ("streamed", &["--stream"][..])] {
+        let mut args = vec!["chat", "--url", &url, "--model", "m"];
+        args.extend_from_slice(extra);
+        args.push("Say a lot.");
+        let (code, out, err) = keel(&args);
+        assert_eq!(code, 0, "{how}: {out}{err}");
+        assert_eq!(out, answer, "{how}: the answer once and whole");
+        assert!(!err.contains("Line 01"), "{how}: not on stderr: {err}");
+    }
 }
 
 #[test]

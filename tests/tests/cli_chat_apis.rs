@@ -28,10 +28,30 @@ fn looked_up(ticket: &str) -> usize {
     LOOKED_UP.lock().unwrap().iter().filter(|t| *t == ticket).count()
 }
 
+/// Runs `keel` with `args`; a `chat` that names no `--events` logs JSON Lines on stderr, which these tests read.
 fn keel(args: &[&str]) -> (u8, String, String) {
+    let mut argv = vec!["keel"];
+    argv.extend_from_slice(args);
+    if args.first() == Some(&"chat") && !args.iter().any(|a| *a == "--events" || *a == "--quiet") {
+        argv.splice(2..2, ["--events", "json"]);
+    }
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = keel_tools_cli::Cli::new().run(std::iter::once("keel").chain(args.iter().copied()), &mut out, &mut err);
+    let code = keel_tools_cli::Cli::new().run(argv, &mut out, &mut err);
     (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+}
+
+/// The run's end as the JSON log says it: terminal decision, reason, steps; and the model turns it took.
+fn finished(err: &str) -> (String, String, u64, usize) {
+    let events = events(err);
+    let last = events.iter().rev().find(|e| e["event"] == "run_finished").cloned().unwrap_or_default();
+    let turns = events.iter().filter(|e| e["event"] == "model_response").count();
+    let text = |k: &str| last[k].as_str().unwrap_or_default().to_owned();
+    (text("terminal"), text("reason"), last["steps"].as_u64().unwrap_or(0), turns)
+}
+
+/// Done after two turns and one call, as the log says.
+fn done_in_two_turns(err: &str) -> bool {
+    finished(err) == ("done".to_owned(), "model_finished".to_owned(), 1, 2)
 }
 
 /// The events `keel chat` printed on stderr, one JSON object per line.
@@ -209,8 +229,10 @@ fn every_api_runs_a_tool_and_ends_done() {
             &prompt,
         ]);
         assert_eq!(code, 0, "{}: {out}{err}", case.api);
-        assert!(out.contains("run: done (model_finished), 2 turns, 1 steps"), "{}: {out}", case.api);
-        assert!(out.contains(&format!("{ticket} is open.")), "{}: {out}", case.api);
+        assert!(done_in_two_turns(&err), "{}: {err}", case.api);
+        // The model's text on stdout, each once: the answer, after what it said with its call (Anthropic's case).
+        let said = if case.api == "anthropic" { "Let me look.\n" } else { "" };
+        assert_eq!(out, format!("{said}{ticket} is open.\n"), "{}: the model's text alone, whole, on stdout", case.api);
         assert_eq!(looked_up(&ticket), 1, "{}", case.api);
         let requests = stub.requests();
         assert_eq!(requests.len(), 2, "{}", case.api);
@@ -234,7 +256,8 @@ fn every_api_runs_a_tool_and_ends_done() {
         // The transcript, in the API's own response format, replays the same run.
         let (code, out, err) = keel(&["chat", "--replay", transcript, &prompt]);
         assert_eq!(code, 0, "{}: {out}{err}", case.api);
-        assert!(out.contains("run: done (model_finished), 2 turns, 1 steps"), "{}: {out}", case.api);
+        assert!(done_in_two_turns(&err), "{}: {err}", case.api);
+        assert_eq!(out, format!("{said}{ticket} is open.\n"), "{}: {out}", case.api);
         assert_eq!(looked_up(&ticket), 2, "{}", case.api);
     }
 }
@@ -300,7 +323,8 @@ fn retries_wait_as_asked_and_never_run_a_tool_twice() {
     let (code, out, err) = keel(&["chat", "--api", "anthropic", "--url", &stub.url(), "--model", "m", "Look up T-40."]);
     let elapsed = started.elapsed();
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("run: done (model_finished), 2 turns, 1 steps"), "{out}");
+    assert!(done_in_two_turns(&err), "{err}");
+    assert_eq!(out, "T-40 is open.\n", "{out}");
     assert_eq!(looked_up("T-40"), 1, "the call ran once, whatever was retried");
     assert_eq!(stub.requests().len(), 5);
     assert_eq!(stub.remaining(path), 0);
@@ -412,7 +436,7 @@ fn every_api_streams_a_tool_call_and_ends_done() {
         let prompt = format!("Look up {}.", case.ticket);
         let (code, out, err) = keel(&["chat", "--api", case.api, "--url", &url, "--model", "m", "--stream", &prompt]);
         assert_eq!(code, 0, "{}: {out}{err}", case.api);
-        assert!(out.contains("run: done (model_finished), 2 turns, 1 steps"), "{}: {out}", case.api);
+        assert!(done_in_two_turns(&err), "{}: {err}", case.api);
         assert_eq!(looked_up(case.ticket), 1, "{}", case.api);
         let requests = stub.requests();
         assert_eq!(requests.len(), 2, "{}", case.api);
@@ -494,12 +518,12 @@ fn text_events_print_the_stream_on_stdout() {
     let url = format!("{}/v1", stub.url());
     let (code, out, err) = keel(&["chat", "--url", &url, "--model", "m", "--stream", "--events", "text", "Hi."]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.starts_with("T-51 is open.\n"), "the text as it streamed, then the transcript: {out}");
-    assert!(err.contains("event: run_finished | terminal: done"), "{err}");
+    assert_eq!(out, "T-51 is open.\n", "the text as it streamed, once");
     assert!(!err.contains('{'), "no JSON: {err}");
-    let (code, _, err) = keel(&["chat", "--url", &url, "--model", "m", "--events", "none", "Hi."]);
+    let (code, out, err) = keel(&["chat", "--url", &url, "--model", "m", "--quiet", "Hi."]);
     assert_eq!(code, 1, "the stub has nothing left: {err}");
-    assert!(!err.contains("event"), "{err}");
+    assert_eq!(out, "");
+    assert!(err.starts_with("keel: ") && err.lines().count() == 1, "the error alone: {err}");
 }
 
 /// A stream that breaks off with the provider's error: the run fails with what the provider said, and the request

@@ -52,6 +52,21 @@ pub(crate) fn prepare<'a>(turn: Turn<'a>, search: ToolSearch, provider: Provider
     }
 }
 
+/// The tool list the first turn of a run over `view` sends `provider`, with `search`: with the provider's own tool
+/// search where `search` is [`ToolSearch::Native`] and its API has one (every tool, the deferred ones marked, and
+/// the provider's search tool), else the tools shown before any search (those not deferred, and keel's
+/// `search_tools` when `view` has it; see [`ToolView::with_tool_search`]). A view that defers nothing is listed as
+/// it is. This is what `keel list --format` prints.
+pub fn first_turn_tools(view: &ToolView, provider: Provider, search: ToolSearch) -> Vec<Value> {
+    if !view.has_deferred() {
+        return view.schemas(provider).to_vec();
+    }
+    if search == ToolSearch::Native && has_native(provider) {
+        return native_entries(view, view.schemas(provider).to_vec(), provider);
+    }
+    view.shown(&keel_tools_core::deferral::Surfaced::new()).schemas(provider).to_vec()
+}
+
 /// The tool entries of a turn with the provider's own search: each deferred tool's entry marked `"defer_loading":
 /// true`, keel's search tool replaced by the provider's.
 pub(crate) fn native_entries(view: &ToolView, entries: Vec<Value>, provider: Provider) -> Vec<Value> {

@@ -1,18 +1,19 @@
 //! `keel chat`: the agent loop from the command line, over the linked tools, against a model server of one of five
 //! APIs (or a recorded script).
 
+use std::collections::HashSet;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
 use keel_tools_agent::{
-    Agent, AnthropicClient, ChatModel, ChoicePolicy, GeminiClient, Message, OllamaClient, OpenAiClient, Replay,
-    ResponsesClient, RetryPolicy, StreamEvent, ToolChoice,
+    Agent, AnthropicClient, AssistantMessage, BoxFuture, ChatModel, ChoicePolicy, GeminiClient, Message, Mode,
+    ModelError, OllamaClient, OpenAiClient, Replay, ResponsesClient, RetryPolicy, StreamEvent, ToolChoice, Turn,
 };
 use keel_tools_core::ToolResult;
-use keel_tools_core::events::{Decision, Event, EventSink};
+use keel_tools_core::events::{Decision, Event, EventKind, EventSink};
 use keel_tools_core::results::{ErrorBody, ErrorCode};
 use keel_tools_core::runs::{PendingCall, Resolution, Run};
 use tokio::sync::mpsc;
@@ -86,15 +87,30 @@ pub(crate) struct ChatArgs {
     /// whole answer has arrived).
     #[arg(long, conflicts_with = "replay")]
     stream: bool,
-    /// How the events are shown on stderr: `json` (JSON Lines: the run's log, the model's turns and retries, and
-    /// with `--stream` the text and tool-call deltas), `text` (one line per event of the run, the streamed text on
-    /// stdout as it arrives, and a waiting indicator on a terminal) or `none`. Default: `text` when stderr is a
-    /// terminal, `json` otherwise.
+    /// What is shown on stderr around the answer: `text` (the default: a line for each call the model asks for,
+    /// its arguments, and how it was answered; retries; a waiting indicator on a terminal), `json` (the run's whole
+    /// log as JSON Lines, with the model's turns and retries, and with `--stream` the text and tool-call deltas),
+    /// or `none`. The model's answer goes to stdout whatever this is.
     #[arg(long, value_enum, value_name = "FORMAT")]
     events: Option<Events>,
+    /// Print the answer alone (`--events none`).
+    #[arg(long, short = 'q', conflicts_with = "events")]
+    quiet: bool,
+    /// How deferred tools (`#[tool(defer)]`) are found, when any is: `native`, the provider's own tool search
+    /// where its API has one (Anthropic, OpenAI Responses) and keel's `search_tools` elsewhere; `keel`, keel's
+    /// `search_tools` on every API; `off`, every tool sent in full.
+    #[arg(long, value_enum, default_value = "native", value_name = "HOW")]
+    tool_search: crate::ToolSearchArg,
     /// Answer from a recorded script (JSON Lines of responses) instead of a server.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "model"])]
     replay: Option<PathBuf>,
+}
+
+impl ChatArgs {
+    /// How deferred tools are found.
+    pub(crate) fn tool_search(&self) -> crate::ToolSearchArg {
+        self.tool_search
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,8 +172,12 @@ fn model(args: &ChatArgs) -> Result<Box<dyn ChatModel>, Failure> {
     let key = key.unwrap_or_default();
     Ok(match args.api {
         Api::Openai => Box::new(configure!(OpenAiClient::builder(url, name).api_key(key))?),
-        Api::OpenaiResponses => Box::new(configure!(ResponsesClient::builder(url, name).api_key(key))?),
-        Api::Anthropic => Box::new(configure!(AnthropicClient::builder(url, name).api_key(key))?),
+        Api::OpenaiResponses => Box::new(configure!(
+            ResponsesClient::builder(url, name).api_key(key).tool_search(args.tool_search.agent())
+        )?),
+        Api::Anthropic => Box::new(configure!(
+            AnthropicClient::builder(url, name).api_key(key).tool_search(args.tool_search.agent())
+        )?),
         Api::Gemini => Box::new(configure!(GeminiClient::builder(url, name).api_key(key))?),
         Api::Ollama => Box::new(configure!(OllamaClient::builder(url, name).api_key(key))?),
     })
@@ -205,10 +225,18 @@ fn api_key(
     Ok(None)
 }
 
-/// What the printing side is sent: an event of the run's log, or of the model's stream.
+/// What the printing side is sent: an event of the run's log or of the model's stream, a model's reply, or a
+/// call's answer.
 enum Shown {
     Run(Box<Event>),
     Stream(StreamEvent),
+    /// The model answered a turn: its text, and the calls it asked for (name, arguments as compact JSON).
+    Reply {
+        text: String,
+        calls: Vec<(String, String)>,
+    },
+    /// The answer to one call.
+    Outcome(Box<ToolResult>),
 }
 
 /// Sends each event of the run to the printing side as it is appended.
@@ -220,16 +248,108 @@ impl EventSink for Forward {
     }
 }
 
-/// Prints what it is sent, as `--events` says: JSON Lines on stderr; or the run's events as lines on stderr and the
-/// streamed text on stdout as it arrives, with a waiting indicator while a request is out when stderr is a
-/// terminal.
+/// The answers already shown, by call id and outcome (a call that waited for an approval is shown again when it
+/// is answered).
+type Seen = Arc<Mutex<HashSet<(String, Option<String>)>>>;
+
+/// The model as the command runs it: each reply and each call's answer goes to the printing side as the loop
+/// meets it (the answers of a batch when the next turn is sent, or when the loop returns).
+struct Watched<'m> {
+    inner: &'m dyn ChatModel,
+    tx: mpsc::UnboundedSender<Shown>,
+    seen: Seen,
+}
+
+impl Watched<'_> {
+    /// Sends the answers among `messages` not shown yet.
+    fn answers(&self, messages: &[Message]) {
+        send_answers(&self.tx, &self.seen, messages);
+    }
+}
+
+fn send_answers(tx: &mpsc::UnboundedSender<Shown>, seen: &Seen, messages: &[Message]) {
+    let mut seen = seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for message in messages {
+        if let Message::Tool(result) = message
+            && seen.insert((result.call_id.clone(), result.code().map(str::to_owned)))
+        {
+            let _ = tx.send(Shown::Outcome(Box::new(result.clone())));
+        }
+    }
+}
+
+impl ChatModel for Watched<'_> {
+    fn mode(&self) -> Mode {
+        self.inner.mode()
+    }
+    fn label(&self) -> String {
+        self.inner.label()
+    }
+    fn chat<'a>(&'a self, turn: Turn<'a>) -> BoxFuture<'a, Result<AssistantMessage, ModelError>> {
+        self.answers(turn.messages);
+        Box::pin(async move {
+            let reply = self.inner.chat(turn).await?;
+            let calls = reply
+                .calls
+                .iter()
+                .map(|c| {
+                    let arguments = match c.arguments() {
+                        Ok(v) => v.to_string(),
+                        Err(e) => format!("<{e}>"),
+                    };
+                    (c.name().to_owned(), arguments)
+                })
+                .collect();
+            let _ = self.tx.send(Shown::Reply { text: reply.content.clone(), calls });
+            Ok(reply)
+        })
+    }
+    fn tool_choice(&self, turn: &Turn<'_>) -> Result<Option<ToolChoice>, ModelError> {
+        self.inner.tool_choice(turn)
+    }
+    fn telemetry(&self) -> Option<(&str, &'static str)> {
+        self.inner.telemetry()
+    }
+}
+
+/// Prints what it is sent. The model's answer goes to stdout, whole, as it streams or when its turn ends; what
+/// happens around it goes to stderr, as `--events` says: short lines for people (`text`), JSON Lines (`json`), or
+/// nothing (`none`, `--quiet`).
 struct Printer {
     events: Events,
+    /// Whether stderr is a terminal (the waiting indicator is drawn only there).
     terminal: bool,
+    /// Whether the answer's text is streamed (then a reply's text was printed already, delta by delta).
+    streamed: bool,
     /// Whether the waiting indicator is showing.
     waiting: bool,
-    /// Whether streamed text was printed since the last newline.
+    /// Whether text was printed to stdout since the last newline.
     mid_line: bool,
+    /// Whether this turn streamed any text yet.
+    streamed_this_turn: bool,
+}
+
+/// `text` on one line, cut to about `max` characters: for the activity lines, never for the answer.
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let mut s: String = flat.chars().take(max).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// The line that says how a call was answered.
+fn outcome_line(result: &ToolResult) -> String {
+    let name = &result.tool_name;
+    match result.error() {
+        None => format!("← {name}: ok {}", one_line(&result.content_text(), 80)),
+        Some(e) if e.code == ErrorCode::ApprovalRequired => format!("← {name}: needs an approval"),
+        Some(e) if result.executed => format!("← {name}: error {}: {}", e.code, one_line(&e.message, 160)),
+        Some(e) => format!("← {name}: refused {}: {}", e.code, one_line(&e.message, 160)),
+    }
 }
 
 impl Printer {
@@ -238,43 +358,90 @@ impl Printer {
             let _ = write!(err, "\r\x1b[K");
             self.waiting = false;
         }
-        match (self.events, shown) {
-            (Events::None, _) => {}
-            (Events::Json, Shown::Run(e)) => {
-                let _ = serde_json::to_string(&e).map(|l| writeln!(err, "{l}"));
-            }
-            (Events::Json, Shown::Stream(e)) => {
-                let _ = serde_json::to_string(&e).map(|l| writeln!(err, "{l}"));
-            }
-            (Events::Text, Shown::Run(e)) => {
-                self.end_line(out);
-                let _ = writeln!(err, "{}", e.display_line());
-            }
-            (Events::Text, Shown::Stream(StreamEvent::TextDelta { delta })) => {
-                let _ = write!(out, "{delta}");
-                let _ = out.flush();
+        if let Shown::Stream(StreamEvent::TextDelta { delta }) = &shown
+            && self.streamed
+        {
+            let _ = write!(out, "{delta}");
+            let _ = out.flush();
+            self.streamed_this_turn = true;
+            if !delta.is_empty() {
                 self.mid_line = !delta.ends_with('\n');
             }
-            (Events::Text, Shown::Stream(StreamEvent::Waiting { turn, attempt })) => {
+        }
+        match shown {
+            Shown::Reply { text, calls } => {
+                if !self.streamed && !text.trim().is_empty() {
+                    let _ = write!(out, "{text}");
+                    self.mid_line = !text.ends_with('\n');
+                }
                 self.end_line(out);
-                if self.terminal {
-                    let again = if attempt > 1 { format!(", attempt {attempt}") } else { String::new() };
-                    let _ = write!(err, "… waiting for the model (turn {turn}{again})");
-                    let _ = err.flush();
-                    self.waiting = true;
+                let _ = out.flush();
+                self.streamed_this_turn = false;
+                if self.events == Events::Text {
+                    for (name, arguments) in calls {
+                        let _ = writeln!(err, "→ {name} {}", one_line(&arguments, 200));
+                    }
                 }
             }
-            (Events::Text, Shown::Stream(StreamEvent::CallStarted { name, .. })) => {
-                self.end_line(out);
-                let _ = writeln!(err, "calling {name} …");
+            Shown::Outcome(result) => {
+                if self.events == Events::Text {
+                    self.end_line(out);
+                    let _ = writeln!(err, "{}", outcome_line(&result));
+                }
             }
-            (Events::Text, Shown::Stream(_)) => {}
+            Shown::Run(e) => match self.events {
+                Events::Json => {
+                    let _ = serde_json::to_string(&e).map(|l| writeln!(err, "{l}"));
+                }
+                Events::Text => self.run_line(&e, out, err),
+                Events::None => {}
+            },
+            Shown::Stream(e) => match self.events {
+                Events::Json => {
+                    let _ = serde_json::to_string(&e).map(|l| writeln!(err, "{l}"));
+                }
+                Events::Text => self.stream_line(&e, out, err),
+                Events::None => {}
+            },
+        }
+        let _ = err.flush();
+    }
+
+    /// The run's events that a person wants to see: retries and what a search found.
+    fn run_line(&mut self, event: &Event, out: &mut dyn Write, err: &mut dyn Write) {
+        match &event.kind {
+            EventKind::ModelRetry { attempt, reason, wait_ms, .. } => {
+                self.end_line(out);
+                let seconds = *wait_ms as f64 / 1000.0;
+                let _ = writeln!(err, "… the model request failed ({reason}); retry {attempt} in {seconds:.1} s");
+            }
+            EventKind::ToolsSurfaced { tools, via, .. } if !tools.is_empty() => {
+                self.end_line(out);
+                let _ = writeln!(err, "  found {} (by {via})", tools.join(", "));
+            }
+            _ => {}
+        }
+    }
+
+    fn stream_line(&mut self, event: &StreamEvent, out: &mut dyn Write, err: &mut dyn Write) {
+        if let StreamEvent::Waiting { turn, attempt } = event {
+            if *attempt > 1 && self.streamed_this_turn {
+                self.end_line(out);
+                let _ = writeln!(err, "… the answer above was cut off; asking again");
+                self.streamed_this_turn = false;
+            }
+            if self.terminal {
+                let again = if *attempt > 1 { format!(", attempt {attempt}") } else { String::new() };
+                let _ = write!(err, "… waiting for the model (turn {turn}{again})");
+                self.waiting = true;
+            }
         }
     }
 
     fn end_line(&mut self, out: &mut dyn Write) {
         if self.mid_line {
             let _ = writeln!(out);
+            let _ = out.flush();
             self.mid_line = false;
         }
     }
@@ -310,17 +477,27 @@ pub(crate) fn chat(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Outcome {
-    let model = model(&args)?;
+    let inner = model(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let seen = Seen::default();
+    let model = Watched { inner: &*inner, tx: tx.clone(), seen: seen.clone() };
     let mut run = Run::builder(executor.clone()).sink(Arc::new(Forward(tx.clone()))).build();
     let terminal = std::io::stderr().is_terminal();
-    let events = args.events.unwrap_or(if terminal { Events::Text } else { Events::Json });
-    let mut printer = Printer { events, terminal, waiting: false, mid_line: false };
+    let events = if args.quiet { Events::None } else { args.events.unwrap_or(Events::Text) };
+    let mut printer =
+        Printer { events, terminal, streamed: args.stream, waiting: false, mid_line: false, streamed_this_turn: false };
+    if events == Events::Text && model.mode() == Mode::Replay {
+        let _ = writeln!(
+            err,
+            "replaying {}: this shows how keel handles these responses, not how a model behaves",
+            model.label()
+        );
+    }
     let mut messages = Vec::new();
     if let Some(system) = &args.system {
         messages.push(Message::system(system.clone()));
@@ -345,6 +522,7 @@ pub(crate) fn chat(
                 }
             }
         });
+        send_answers(&tx, &seen, &messages);
         while let Ok(shown) = rx.try_recv() {
             printer.show(shown, out, err);
         }
@@ -352,6 +530,7 @@ pub(crate) fn chat(
             Ok(o) => o,
             Err(e) => {
                 write_transcript(&args, &messages)?;
+                printer.end_line(out);
                 return Err(fail(1, e.to_string()));
             }
         };
@@ -373,6 +552,9 @@ pub(crate) fn chat(
             break outcome;
         };
         let Some(resolution) = decide(&args, &pending, err) else { break outcome };
+        if events == Events::Text && args.approve.contains(&pending.tool_name) {
+            let _ = writeln!(err, "  approved by --approve {}", pending.tool_name);
+        }
         let batch = runtime.block_on(run.resume(&pending, &resolution));
         while let Ok(shown) = rx.try_recv() {
             printer.show(shown, out, err);
@@ -386,18 +568,24 @@ pub(crate) fn chat(
             messages.push(Message::Tool(reply));
         }
         if run.terminal().is_some() {
+            send_answers(&tx, &seen, &messages);
+            while let Ok(shown) = rx.try_recv() {
+                printer.show(shown, out, err);
+            }
             break keel_tools_agent::AgentOutcome { terminal: run.terminal().unwrap_or(Decision::Error), ..outcome };
         }
     };
     write_transcript(&args, &messages)?;
     printer.end_line(out);
-    for line in keel_tools_agent::transcript(&model, &messages) {
-        writeln!(out, "{line}").map_err(io)?;
-    }
-    writeln!(out, "run: {} ({}), {turns} turns, {} steps", outcome.terminal, outcome.reason, outcome.steps)
-        .map_err(io)?;
-    if outcome.terminal == Decision::NeedsInput {
-        let _ = writeln!(err, "keel: a call needs an approval: run again with --approve NAME, or on a terminal");
+    out.flush().map_err(io)?;
+    if outcome.terminal != Decision::Done && events != Events::Json {
+        let what = match outcome.terminal {
+            Decision::NeedsInput => {
+                "a call needs an approval: run again with --approve NAME, or on a terminal to be asked".to_owned()
+            }
+            terminal => format!("the run ended {terminal} ({}) after {turns} turn(s)", outcome.reason),
+        };
+        let _ = writeln!(err, "keel: {what}");
     }
     Ok(if outcome.terminal == Decision::Done { 0 } else { 1 })
 }

@@ -1,15 +1,16 @@
 //! The `keel` command line over the tools linked into the binary.
 //!
 //! ```text
-//! keel list [--format ollama|openai|openai-responses|anthropic|gemini|mcp] [--tag T]...
+//! keel list [--format ollama|openai|openai-responses|anthropic|gemini|mcp] [--tag T]... [--tool-search native|keel|off]
 //! keel schema NAME
 //! keel call NAME [--args JSON] [--approve]
 //! keel call --from ollama|openai|openai-responses|anthropic|gemini|mcp MESSAGE [--approve]
 //! keel check [--json] [--deny-warnings]
 //! keel lock [--path keel.lock] [--force]
 //! keel lock --check [--strict] [--path keel.lock]
-//! keel chat --url URL --model M [--api openai|ollama] [--tool-choice C] [--then-tool-choice C]
-//!           [--temperature T] [--seed N] [--max-tokens N] [--approve NAME]... [--transcript FILE] PROMPT
+//! keel chat --url URL --model M [--api openai|openai-responses|anthropic|gemini|ollama] [--stream]
+//!           [--tool-choice C] [--then-tool-choice C] [--temperature T] [--seed N] [--max-tokens N]
+//!           [--approve NAME]... [--transcript FILE] [--events text|json|none | --quiet] PROMPT
 //! keel chat --replay FILE PROMPT
 //! keel serve --stdio | --http ADDR [--path /mcp] [--tag T]... [--name NAME]
 //! ```
@@ -108,6 +109,10 @@ struct Args {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// List the tools: a table, or exactly what a provider is sent (`--format`).
+    #[command(
+        after_help = "Examples:\n  keel list\n  keel list --tag billing\n  keel list --format anthropic > tools.json\n  \
+        keel list --format ollama --tool-search off"
+    )]
     List {
         /// Print the provider's tool list as JSON (the same values `ToolView::schemas` returns).
         #[arg(long, value_enum)]
@@ -115,8 +120,15 @@ enum Command {
         /// Only tools carrying this tag (repeat for tools carrying all of them).
         #[arg(long = "tag", value_name = "T")]
         tags: Vec<String>,
+        /// How deferred tools (`#[tool(defer)]`) are found, when any is: `native` lists them marked
+        /// `defer_loading` with the provider's own search tool where its API has one (Anthropic, OpenAI Responses)
+        /// and lists keel's `search_tools` in their place elsewhere; `keel` lists `search_tools` on every API;
+        /// `off` lists every tool in full.
+        #[arg(long, value_enum, default_value = "native", value_name = "HOW")]
+        tool_search: ToolSearchArg,
     },
     /// Print one tool's contract: version, effect, description, canonical argument and result schemas.
+    #[command(after_help = "Examples:\n  keel schema lookup_incident\n  keel schema lookup_incident | jq .input")]
     Schema {
         /// The tool name.
         name: String,
@@ -144,6 +156,9 @@ enum Command {
         approve: bool,
     },
     /// Report what each provider will silently drop or reject; exits 1 on errors.
+    #[command(
+        after_help = "Examples:\n  keel check\n  keel check --deny-warnings    # in CI\n  keel check --json | jq '.[] | select(.severity == \"error\")'"
+    )]
     Check {
         /// Print the findings as JSON.
         #[arg(long)]
@@ -152,12 +167,15 @@ enum Command {
         #[arg(long)]
         deny_warnings: bool,
     },
-    /// Run the agent loop over the linked tools against a model server: the events as they happen on stderr,
-    /// the transcript on stdout; exits 0 when the model answered, 1 when the run stopped otherwise.
+    /// Ask a model, over the linked tools: the model's answer on stdout, the calls it makes and how they were
+    /// answered on stderr; exits 0 when the model answered, 1 when the run stopped otherwise.
     Chat(Box<chat::ChatArgs>),
     /// Serve the tools as an MCP server, over stdio (`--stdio`) or Streamable HTTP (`--http ADDR`).
     Serve(serve::ServeArgs),
     /// Write the schema lock, or check the tools against it (`--check`).
+    #[command(after_help = "Examples:\n  keel lock                        # write keel.lock\n  \
+        keel lock --check --strict       # in CI: exit 1 on an unbumped schema change or a stale lock\n  \
+        keel lock --path contracts/keel.lock")]
     Lock {
         /// Check instead of writing: exit 1 when a schema changed without the version bump it needs, or a tool
         /// appeared or vanished.
@@ -183,6 +201,47 @@ enum Format {
     Anthropic,
     Gemini,
     Mcp,
+}
+
+/// `--tool-search`: how a model finds the deferred tools (`#[tool(defer)]`), when any tool is deferred.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum ToolSearchArg {
+    /// The provider's own tool search where its API has one (Anthropic, OpenAI Responses); keel's `search_tools`
+    /// elsewhere.
+    #[default]
+    Native,
+    /// keel's `search_tools` tool, on every API.
+    Keel,
+    /// No search: every tool is listed in full, deferred or not.
+    Off,
+}
+
+impl ToolSearchArg {
+    /// The view the executor runs over: with keel's search tool when a tool is deferred, or with nothing deferred
+    /// (`off`).
+    pub(crate) fn view(self, view: ToolView) -> Result<ToolView, Failure> {
+        if !view.has_deferred() {
+            return Ok(view);
+        }
+        match self {
+            ToolSearchArg::Off => {
+                let tools = view
+                    .iter()
+                    .map(|d| if d.deferred() { std::sync::Arc::new(d.with_deferred(false)) } else { d.clone() })
+                    .collect();
+                Ok(ToolView::new(tools))
+            }
+            ToolSearchArg::Native | ToolSearchArg::Keel => view.with_tool_search().map_err(|e| fail(1, e.to_string())),
+        }
+    }
+
+    /// The model clients' setting.
+    pub(crate) fn agent(self) -> keel_tools_agent::ToolSearch {
+        match self {
+            ToolSearchArg::Native => keel_tools_agent::ToolSearch::Native,
+            ToolSearchArg::Keel | ToolSearchArg::Off => keel_tools_agent::ToolSearch::Keel,
+        }
+    }
 }
 
 impl Format {
@@ -251,7 +310,7 @@ impl Cli {
             },
         };
         let result = match args.command {
-            Command::List { format, tags } => list(&registry, format, &tags, out),
+            Command::List { format, tags, tool_search } => list(&registry, format, &tags, tool_search, out),
             Command::Schema { name } => schema(&registry, &name, out),
             Command::Call { target, args, from: None, approve } => self.call(&registry, &target, &args, approve, out),
             Command::Call { target, from: Some(format), approve, .. } => {
@@ -260,8 +319,15 @@ impl Cli {
             Command::Check { json, deny_warnings } => check(&registry, json, deny_warnings, out),
             Command::Lock { check: true, strict, path, .. } => lock_check(&registry, &path, strict, out),
             Command::Lock { check: false, force, path, .. } => lock_write(&registry, &path, force, out),
-            Command::Chat(chat) => self.build_executor(&registry).and_then(|e| chat::chat(e, *chat, out, err)),
+            Command::Chat(chat) => chat
+                .tool_search()
+                .view(registry.all().clone())
+                .and_then(|v| self.executor_over(v))
+                .and_then(|e| chat::chat(e, *chat, out, err)),
+            // Over MCP, deferred tools are found through keel's `search_tools`, and a session lists what its
+            // searches surfaced (keel-tools-mcp).
             Command::Serve(args) => view(&registry, args.tags())
+                .and_then(|v| ToolSearchArg::Keel.view(v))
                 .and_then(|v| self.executor_over(v))
                 .and_then(|e| serve::serve(e, args, err)),
         };
@@ -345,10 +411,18 @@ fn view(registry: &Registry, tags: &[String]) -> Result<ToolView, Failure> {
     builder.build().map_err(|e| fail(1, e.to_string()))
 }
 
-fn list(registry: &Registry, format: Option<Format>, tags: &[String], out: &mut dyn Write) -> Outcome {
+fn list(
+    registry: &Registry,
+    format: Option<Format>,
+    tags: &[String],
+    search: ToolSearchArg,
+    out: &mut dyn Write,
+) -> Outcome {
     let view = view(registry, tags)?;
     if let Some(format) = format {
-        let text = serde_json::to_string_pretty(view.schemas(format.provider())).map_err(|e| fail(1, e.to_string()))?;
+        let sent = search.view(view)?;
+        let tools = keel_tools_agent::deferral::first_turn_tools(&sent, format.provider(), search.agent());
+        let text = serde_json::to_string_pretty(&tools).map_err(|e| fail(1, e.to_string()))?;
         writeln!(out, "{text}").map_err(io)?;
         return Ok(0);
     }
@@ -356,17 +430,27 @@ fn list(registry: &Registry, format: Option<Format>, tags: &[String], out: &mut 
         .iter()
         .map(|d| {
             let first_line = d.description().lines().next().unwrap_or("").to_owned();
+            let effect = if d.deferred() { format!("{} (deferred)", d.effect()) } else { d.effect().to_string() };
             [
                 d.name().to_owned(),
                 d.version().to_owned(),
-                d.effect().to_string(),
+                effect,
                 d.tags().collect::<Vec<_>>().join(","),
                 shorten(&first_line, 72),
             ]
         })
         .collect();
     table(out, ["NAME", "VERSION", "EFFECT", "TAGS", "DESCRIPTION"], &rows).map_err(io)?;
-    writeln!(out, "({} tools)", rows.len()).map_err(io)?;
+    let deferred = view.iter().filter(|d| d.deferred()).count();
+    if deferred == 0 {
+        writeln!(out, "({} tools)", rows.len()).map_err(io)?;
+    } else {
+        let how = match search {
+            ToolSearchArg::Off => "listed in full (--tool-search off)",
+            _ => "found by tool search",
+        };
+        writeln!(out, "({} tools; {deferred} deferred, {how})", rows.len()).map_err(io)?;
+    }
     Ok(0)
 }
 
