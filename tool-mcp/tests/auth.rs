@@ -287,7 +287,7 @@ async fn a_jwks_url_is_fetched_once_and_again_for_a_new_key() {
     let document = Arc::new(Mutex::new(jwks(&[&first])));
     let (url, fetched) = serve_jwks(document.clone()).await;
     let (base, _stop) = serve(|resource| {
-        let verifier = JwtVerifier::from_jwks_url(ISSUER, &resource, url).refetch_interval(Duration::from_millis(300));
+        let verifier = JwtVerifier::from_jwks_url(ISSUER, &resource, url).refetch_interval(Duration::from_secs(1));
         ResourceServer::new(resource, verifier)
     })
     .await;
@@ -298,7 +298,7 @@ async fn a_jwks_url_is_fetched_once_and_again_for_a_new_key() {
     assert_eq!(*fetched.lock().unwrap(), 1, "the keys are kept");
     // The authorization server rotates to a new key: the first token naming it makes the server fetch again (once
     // the refetch interval since the last fetch has passed).
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let second = signer("k2");
     *document.lock().unwrap() = jwks(&[&first, &second]);
     open(&base, &second.token_for(&resource, "bob", "")).await;
@@ -544,4 +544,165 @@ async fn in_the_stateless_era_too_and_a_lying_tool_header_runs_nothing() {
     assert!(RAN.lock().unwrap().is_empty(), "nothing runs: {status} {text}");
     assert!(!text.contains("written"), "{status} {text}");
     stop.cancel();
+}
+
+/// A JWKS endpoint on loopback that a test steers: the document it serves at `/jwks.json` (with the
+/// `Cache-Control` it is given, after `delay`), a redirect to it at `/moved`, the document padded with whitespace
+/// past 1 MiB at `/big`; and how many requests each path got.
+#[derive(Clone, Default)]
+struct JwksServer {
+    document: Arc<Mutex<String>>,
+    cache_control: Arc<Mutex<Option<String>>>,
+    delay: Duration,
+    hits: Arc<Mutex<std::collections::HashMap<String, usize>>>,
+}
+
+impl JwksServer {
+    fn new(document: String, cache_control: Option<&str>, delay: Duration) -> JwksServer {
+        JwksServer {
+            document: Arc::new(Mutex::new(document)),
+            cache_control: Arc::new(Mutex::new(cache_control.map(str::to_owned))),
+            delay,
+            hits: Arc::default(),
+        }
+    }
+
+    /// Requests to `path` so far.
+    fn hits(&self, path: &str) -> usize {
+        self.hits.lock().unwrap().get(path).copied().unwrap_or(0)
+    }
+
+    async fn answer(&self, path: String) -> Response<Full<Bytes>> {
+        *self.hits.lock().unwrap().entry(path.clone()).or_insert(0) += 1;
+        tokio::time::sleep(self.delay).await;
+        let document = self.document.lock().unwrap().clone();
+        let mut response = match path.as_str() {
+            "/jwks.json" => Response::new(Full::new(Bytes::from(document))),
+            "/big" => Response::new(Full::new(Bytes::from(format!("{document}{}", " ".repeat(1 << 20))))),
+            "/moved" => {
+                let mut r = Response::new(Full::new(Bytes::new()));
+                *r.status_mut() = hyper::StatusCode::FOUND;
+                r.headers_mut().insert("location", hyper::header::HeaderValue::from_static("/jwks.json"));
+                r
+            }
+            _ => {
+                let mut r = Response::new(Full::new(Bytes::new()));
+                *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+                r
+            }
+        };
+        if let Some(value) = self.cache_control.lock().unwrap().clone() {
+            response.headers_mut().insert("cache-control", value.parse().unwrap());
+        }
+        response
+    }
+
+    /// Serves on a free loopback port; the base URL.
+    async fn serve(&self) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { return };
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let server = server.clone();
+                        async move { Ok::<_, std::convert::Infallible>(server.answer(req.uri().path().to_owned()).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        base
+    }
+}
+
+/// The authorization server drops a compromised `k1` and keeps `k2`, its JWKS saying `max-age=1`: once that second
+/// has passed, the next token makes the server fetch the set again, and from then on `k1`'s tokens are refused (the
+/// one cached before too, and a new one) while `k2`'s are still accepted; no token naming an unknown key was needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_dropped_from_the_jwks_is_refused_once_the_sets_max_age_has_passed() {
+    let (k1, k2) = (signer("k1"), signer("k2"));
+    let jwks_server = JwksServer::new(jwks(&[&k1, &k2]), Some("public, max-age=1"), Duration::ZERO);
+    let url = format!("{}/jwks.json", jwks_server.serve().await);
+    let verifier = JwtVerifier::from_jwks_url(ISSUER, AUDIENCE, url).refetch_interval(Duration::from_millis(200));
+    let (old, other) = (k1.token(claims("alice", now() + 300)), k2.token(claims("bob", now() + 300)));
+    assert_eq!(verifier.verify(&old).await.unwrap().subject, "alice");
+    let fetched_at = std::time::Instant::now();
+    assert_eq!(verifier.verify(&other).await.unwrap().subject, "bob");
+    assert_eq!(jwks_server.hits("/jwks.json"), 1);
+    assert_eq!(verifier.cached(), 2);
+
+    *jwks_server.document.lock().unwrap() = jwks(&[&k2]);
+    // Wait out the set's max-age, as the authorization server said it.
+    while fetched_at.elapsed() <= Duration::from_millis(1100) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = verifier.verify(&old).await.expect_err("k1 is gone from the set");
+    assert_eq!(refused.description(), "the token's key is unknown");
+    assert_eq!(jwks_server.hits("/jwks.json"), 2, "the expired set was fetched again, once");
+    let fresh = k1.token(claims("mallory", now() + 300));
+    assert_eq!(verifier.verify(&fresh).await.unwrap_err().description(), "the token's key is unknown");
+    assert_eq!(verifier.verify(&other).await.unwrap().subject, "bob", "k2 is still in the set");
+    assert_eq!(verifier.verify(&k2.token(claims("carol", now() + 300))).await.unwrap().subject, "carol");
+    assert_eq!(jwks_server.hits("/jwks.json"), 2);
+}
+
+/// Fifty tokens at once, each naming a key nobody has: the JWKS is fetched once (they wait for that one fetch), and
+/// once more for fifty more after the refetch interval; never once per token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_naming_unknown_keys_at_once_fetch_the_jwks_once() {
+    let k1 = signer("k1");
+    let jwks_server = JwksServer::new(jwks(&[&k1]), None, Duration::from_millis(100));
+    let url = format!("{}/jwks.json", jwks_server.serve().await);
+    let verifier =
+        Arc::new(JwtVerifier::from_jwks_url(ISSUER, AUDIENCE, url).refetch_interval(Duration::from_millis(300)));
+    let strangers: Vec<Signer> = (0..50).map(|i| signer(&format!("unknown-{i}"))).collect();
+    for round in 0..2 {
+        let mut checks = tokio::task::JoinSet::new();
+        for stranger in &strangers {
+            let (verifier, token) = (verifier.clone(), stranger.token(claims("eve", now() + 300)));
+            checks.spawn(async move { verifier.verify(&token).await.map(|p| p.subject.clone()) });
+        }
+        while let Some(result) = checks.join_next().await {
+            assert!(result.unwrap().is_err(), "round {round}: an unknown key is refused");
+        }
+        assert!(
+            jwks_server.hits("/jwks.json") <= round + 1,
+            "round {round}: {} fetches",
+            jwks_server.hits("/jwks.json")
+        );
+        tokio::time::sleep(Duration::from_millis(350)).await;
+    }
+    assert!(verifier.verify(&k1.token(claims("alice", now() + 300))).await.is_ok());
+    assert!(jwks_server.hits("/jwks.json") <= 3, "{} fetches", jwks_server.hits("/jwks.json"));
+}
+
+/// A JWKS URL that answers with a redirect is not followed: the token cannot be checked, and the redirect's
+/// target is never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jwks_url_that_redirects_is_refused() {
+    let k1 = signer("k1");
+    let jwks_server = JwksServer::new(jwks(&[&k1]), None, Duration::ZERO);
+    let url = format!("{}/moved", jwks_server.serve().await);
+    let verifier = JwtVerifier::from_jwks_url(ISSUER, AUDIENCE, url);
+    let refused = verifier.verify(&k1.token(claims("alice", now() + 300))).await.expect_err("a redirect is refused");
+    assert_eq!(refused.description(), "the token's key cannot be checked now");
+    assert_eq!(jwks_server.hits("/moved"), 1);
+    assert_eq!(jwks_server.hits("/jwks.json"), 0, "the redirect was not followed");
+}
+
+/// A JWKS body past the cap (here a valid set padded with 1 MiB of whitespace) is refused, not read whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_jwks_is_refused() {
+    let k1 = signer("k1");
+    let jwks_server = JwksServer::new(jwks(&[&k1]), None, Duration::ZERO);
+    let url = format!("{}/big", jwks_server.serve().await);
+    let verifier = JwtVerifier::from_jwks_url(ISSUER, AUDIENCE, url);
+    let refused = verifier.verify(&k1.token(claims("alice", now() + 300))).await.expect_err("too large a set");
+    assert_eq!(refused.description(), "the token's key cannot be checked now");
 }

@@ -125,21 +125,90 @@ impl TokenVerifier for StaticTokens {
     }
 }
 
+/// A JWKS's usable keys, by `kid`.
+type KeyMap = HashMap<String, (DecodingKey, Algorithm)>;
+
 /// Where a [`JwtVerifier`] finds its keys.
 enum Keys {
     /// A fixed set (a file, or JSON given inline).
-    Fixed(Arc<HashMap<String, (DecodingKey, Algorithm)>>),
-    /// Fetched from a URL, cached, and fetched again when a token names a key the cache lacks (at most once per
-    /// `refetch_after`).
-    Url { url: String, client: reqwest::Client, cache: Mutex<Cached> },
+    Fixed(Arc<KeyMap>),
+    /// Fetched from a URL, cached until the set's max-age, and fetched again then or when a token names a key the
+    /// cache lacks (at most once per `refetch_after` either way); one fetch at a time.
+    Url {
+        url: String,
+        client: reqwest::Client,
+        /// Why the URL is not fetched at all (not `https://`, nor `http://` on loopback), if it is not.
+        refused: Option<String>,
+        cache: Mutex<Cached>,
+        /// Held by the one fetch in flight; the others wait for it and take what it found.
+        fetching: tokio::sync::Mutex<()>,
+    },
 }
 
 #[derive(Default)]
 struct Cached {
-    keys: Arc<HashMap<String, (DecodingKey, Algorithm)>>,
+    keys: Arc<KeyMap>,
+    /// When the set was last asked for, whatever came of it.
     fetched: Option<Instant>,
+    /// Fetches that ended, whatever came of them: a caller that waited for the fetch in flight sees it changed.
+    attempts: u64,
+    /// When the keys were last fetched, and until when they are fresh (the set's max-age).
+    succeeded: Option<Instant>,
+    expires: Option<Instant>,
     /// The SHA-256 digest of the document the keys were read from, to tell a changed set from the same one.
     document: Option<[u8; 32]>,
+}
+
+/// How long the keys of a JWKS fetched from a URL are used before the set is fetched again, when its response
+/// names no `Cache-Control: max-age`.
+pub const DEFAULT_JWKS_MAX_AGE: Duration = Duration::from_secs(300);
+/// The longest the keys of a JWKS fetched from a URL are used before the set is fetched again, whatever its
+/// `Cache-Control` says; and the longest they are used at all when fetching it again keeps failing.
+pub const MAX_JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
+/// The largest JWKS document read from a URL; a larger one counts as a failed fetch.
+pub const MAX_JWKS_BYTES: usize = 256 * 1024;
+
+/// The `max-age` of a response's `Cache-Control` (`no-cache` and `no-store` count as `0`), if it names one.
+fn max_age(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let mut found = None;
+    for value in headers.get_all(reqwest::header::CACHE_CONTROL) {
+        let Ok(value) = value.to_str() else { continue };
+        for directive in value.split(',').map(str::trim) {
+            let (name, argument) = directive.split_once('=').unwrap_or((directive, ""));
+            let name = name.trim().to_ascii_lowercase();
+            match name.as_str() {
+                "no-cache" | "no-store" => return Some(Duration::ZERO),
+                "max-age" => {
+                    if let Ok(seconds) = argument.trim().trim_matches('"').parse::<u64>() {
+                        found = Some(Duration::from_secs(seconds));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
+/// Why the JWKS at `url` is never fetched: it must be `https://`, or `http://` on a loopback host.
+fn jwks_url_refusal(url: &str) -> Option<String> {
+    let parsed = match reqwest::Url::parse(url) {
+        Ok(parsed) => parsed,
+        Err(e) => return Some(format!("the JWKS URL {url:?} is not a URL: {e}")),
+    };
+    match parsed.scheme() {
+        "https" => None,
+        "http" => {
+            let host = parsed.host_str().unwrap_or("");
+            let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+            let loopback = match host.parse::<std::net::IpAddr>() {
+                Ok(ip) => ip.is_loopback(),
+                Err(_) => host.eq_ignore_ascii_case("localhost"),
+            };
+            (!loopback).then(|| format!("the JWKS URL {url} is http:// on a host that is not loopback; use https://"))
+        }
+        other => Some(format!("the JWKS URL {url} is not http:// or https:// ({other})")),
+    }
 }
 
 /// The default number of verified tokens a [`JwtVerifier`] keeps.
@@ -212,7 +281,7 @@ pub const DEFAULT_ALGORITHMS: [Algorithm; 7] = [
 /// The keys of a JWKS document that can verify tokens, by `kid`: RSA, EC and OKP keys for signing, each with the
 /// algorithm it is for (its `alg`, or the one its type and curve imply). Octet (HMAC) keys and keys without a
 /// `kid` are left out.
-fn usable_keys(set: &JwkSet) -> HashMap<String, (DecodingKey, Algorithm)> {
+fn usable_keys(set: &JwkSet) -> KeyMap {
     let mut keys = HashMap::new();
     for jwk in &set.keys {
         let Some(kid) = jwk.common.key_id.clone() else { continue };
@@ -256,7 +325,7 @@ fn key_algorithm(jwk: &Jwk) -> Option<Algorithm> {
     }
 }
 
-fn parse_jwks(text: &str) -> Result<HashMap<String, (DecodingKey, Algorithm)>, AuthConfigError> {
+fn parse_jwks(text: &str) -> Result<KeyMap, AuthConfigError> {
     let set: JwkSet =
         serde_json::from_str(text).map_err(|e| AuthConfigError(format!("the JWKS is not a JWK set: {e}")))?;
     Ok(usable_keys(&set))
@@ -308,15 +377,43 @@ impl JwtVerifier {
     }
 
     /// Tokens from `issuer` for `audience`, checked with the keys of the JWKS at `url` (the authorization
-    /// server's `jwks_uri`): fetched on first use, kept, and fetched again when a token names a key not among
-    /// them (at most once per [`refetch_interval`](JwtVerifier::refetch_interval), 30 s by default, so that tokens
-    /// naming unknown keys cannot make the server hammer its authorization server).
+    /// server's `jwks_uri`).
+    ///
+    /// **Freshness.** The set is fetched on first use and its keys kept for the `max-age` of the response's
+    /// `Cache-Control` (`no-cache` and `no-store` count as `0`), at least the
+    /// [`refetch_interval`](JwtVerifier::refetch_interval) (30 s by default) and at most [`MAX_JWKS_MAX_AGE`]
+    /// (1 h), or [`DEFAULT_JWKS_MAX_AGE`] (5 min) when it names none. Past that, the next token (whichever key it
+    /// names, cached or not) makes the server fetch the set again first, so a key the authorization server dropped
+    /// is refused from that fetch on; a set that changed empties the verified-token cache. A token naming a key not
+    /// in the set makes the server fetch it again too, at most once per refetch interval, so that tokens naming
+    /// unknown keys cannot make the server hammer its authorization server. One fetch is in flight at a time: the
+    /// requests that need it wait for it and take what it found. When a fetch fails the keys fetched before stay in
+    /// use (it is tried again at most once per refetch interval), never longer than [`MAX_JWKS_MAX_AGE`] after the
+    /// last fetch that succeeded; past that every token is refused as not checkable now.
+    ///
+    /// **Transport.** `url` must be `https://`, or `http://` on a loopback host (`127.0.0.0/8`, `::1`,
+    /// `localhost`); any other URL is never fetched, and every token is refused as not checkable now (the cause is
+    /// logged). Redirects are not followed, a fetch may take 10 s, and a document past [`MAX_JWKS_BYTES`]
+    /// (256 KiB) is refused; each of these counts as a failed fetch.
     pub fn from_jwks_url(issuer: &str, audience: &str, url: impl Into<String>) -> JwtVerifier {
+        let url = url.into();
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        JwtVerifier::new(issuer, audience, Keys::Url { url: url.into(), client, cache: Mutex::new(Cached::default()) })
+        let refused = jwks_url_refusal(&url);
+        if let Some(why) = &refused {
+            tracing::error!(url = %url, "{why}: no token will verify");
+        }
+        let keys = Keys::Url {
+            url,
+            client,
+            refused,
+            cache: Mutex::new(Cached::default()),
+            fetching: tokio::sync::Mutex::new(()),
+        };
+        JwtVerifier::new(issuer, audience, keys)
     }
 
     /// The algorithms a token may be signed with (default [`DEFAULT_ALGORITHMS`]); HMAC ones are ignored.
@@ -329,8 +426,9 @@ impl JwtVerifier {
         self
     }
 
-    /// For a JWKS URL: the least time between two fetches (default 30 s). A token naming a key the cached set lacks
-    /// makes the server fetch the set again only when this much time has passed since the last fetch.
+    /// For a JWKS URL: the least time between two fetches (default 30 s), and the least time its keys are kept
+    /// whatever the set's `max-age` says. A token naming a key the cached set lacks makes the server fetch the set
+    /// again only when this much time has passed since the last fetch.
     #[must_use]
     pub fn refetch_interval(mut self, interval: Duration) -> JwtVerifier {
         self.refetch_after = interval;
@@ -357,50 +455,88 @@ impl JwtVerifier {
         self.cache.len()
     }
 
-    /// The key `kid`, from the cache or (for a URL) fetched again when the cache lacks it.
-    async fn key(&self, kid: &str) -> Result<Option<(DecodingKey, Algorithm)>, TokenError> {
-        let (url, client, cache) = match &self.keys {
-            Keys::Fixed(keys) => return Ok(keys.get(kid).cloned()),
-            Keys::Url { url, client, cache } => (url, client, cache),
+    /// The keys to verify a token naming `kid` with (`None`: whichever key): the fixed set, or for a URL the
+    /// cached set, fetched first when it has expired or lacks `kid` (see
+    /// [`from_jwks_url`](JwtVerifier::from_jwks_url)).
+    async fn keys(&self, kid: Option<&str>) -> Result<Arc<KeyMap>, TokenError> {
+        let (url, client, refused, cache, fetching) = match &self.keys {
+            Keys::Fixed(keys) => return Ok(keys.clone()),
+            Keys::Url { url, client, refused, cache, fetching } => (url, client, refused, cache, fetching),
         };
-        let (keys, stale) = {
-            let c = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let stale = c.fetched.is_none_or(|at| at.elapsed() >= self.refetch_after);
-            (c.keys.clone(), stale)
-        };
-        if let Some(key) = keys.get(kid) {
-            return Ok(Some(key.clone()));
-        }
-        if !stale {
-            return Ok(None);
-        }
-        let fetched = async {
-            let response = client.get(url).send().await.map_err(|e| e.to_string())?;
-            if !response.status().is_success() {
-                return Err(format!("status {}", response.status()));
+        let lock = || cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seen = {
+            let c = lock();
+            let now = Instant::now();
+            let wanted = c.expires.is_none_or(|at| now >= at) || kid.is_some_and(|kid| !c.keys.contains_key(kid));
+            let allowed = c.fetched.is_none_or(|at| now.duration_since(at) >= self.refetch_after);
+            if !(wanted && allowed) {
+                return self.usable(&c);
             }
-            let text = response.text().await.map_err(|e| e.to_string())?;
-            Ok((parse_jwks(&text).map_err(|e| e.to_string())?, digest(&text)))
+            c.attempts
+        };
+        let _fetching = fetching.lock().await;
+        if lock().attempts != seen {
+            // Fetched while this one waited: what that fetch found is the answer.
+            return self.usable(&lock());
         }
-        .await;
-        let mut c = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        c.fetched = Some(Instant::now());
+        let fetched = match refused {
+            Some(why) => Err(why.clone()),
+            None => fetch_jwks(client, url).await,
+        };
+        let mut c = lock();
+        let now = Instant::now();
+        c.fetched = Some(now);
+        c.attempts += 1;
         match fetched {
-            Ok((keys, document)) => {
+            Ok((keys, document, max_age)) => {
                 // Tokens verified with a key set that has changed are verified again: a key may have gone.
                 if c.document.is_some_and(|before| before != document) {
                     self.cache.clear();
                 }
+                let keep = max_age.unwrap_or(DEFAULT_JWKS_MAX_AGE).max(self.refetch_after).min(MAX_JWKS_MAX_AGE);
                 c.document = Some(document);
                 c.keys = Arc::new(keys);
-                Ok(c.keys.get(kid).cloned())
+                c.succeeded = Some(now);
+                c.expires = Some(now + keep);
             }
-            Err(e) => {
-                tracing::warn!(url = %url, error = %e, "fetching the JWKS failed");
-                Err(TokenError::new("the token's key cannot be checked now"))
-            }
+            Err(e) => tracing::warn!(url = %url, error = %e, "fetching the JWKS failed"),
         }
+        self.usable(&c)
     }
+
+    /// The cached keys, unless the last fetch that found them is older than [`MAX_JWKS_MAX_AGE`] (or there was
+    /// none); then the token cache is emptied too, since what it holds was verified with those keys.
+    fn usable(&self, c: &Cached) -> Result<Arc<KeyMap>, TokenError> {
+        if c.succeeded.is_some_and(|at| at.elapsed() < MAX_JWKS_MAX_AGE) {
+            return Ok(c.keys.clone());
+        }
+        if c.succeeded.is_some() {
+            self.cache.clear();
+        }
+        Err(TokenError::new("the token's key cannot be checked now"))
+    }
+}
+
+/// Fetches the JWKS at `url`: its usable keys, the digest of the document, and the response's `max-age`.
+async fn fetch_jwks(client: &reqwest::Client, url: &str) -> Result<(KeyMap, [u8; 32], Option<Duration>), String> {
+    let mut response = client.get(url).send().await.map_err(|e| e.to_string())?;
+    if !response.status().is_success() {
+        // A redirect too: it is not followed.
+        return Err(format!("status {}", response.status()));
+    }
+    if response.content_length().is_some_and(|n| n > MAX_JWKS_BYTES as u64) {
+        return Err(format!("the document is larger than {MAX_JWKS_BYTES} bytes"));
+    }
+    let max_age = max_age(response.headers());
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > MAX_JWKS_BYTES {
+            return Err(format!("the document is larger than {MAX_JWKS_BYTES} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8(body).map_err(|_| "the document is not UTF-8".to_owned())?;
+    Ok((parse_jwks(&text).map_err(|e| e.to_string())?, digest(&text), max_age))
 }
 
 /// The claims keel reads of an access token.
@@ -420,6 +556,11 @@ impl TokenVerifier for JwtVerifier {
     fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a> {
         Box::pin(async move {
             let cached = self.cache.key(token);
+            if matches!(self.keys, Keys::Url { .. }) {
+                // An expired set is fetched again before any token is taken from the cache: a cached token of a
+                // key since dropped is refused once the set says so.
+                self.keys(None).await?;
+            }
             if let Some(principal) = self.cache.lookup(&cached) {
                 return Ok(principal);
             }
@@ -431,7 +572,9 @@ impl TokenVerifier for JwtVerifier {
                 return Err(TokenError::new(format!("tokens signed with {:?} are not accepted", header.alg)));
             }
             let kid = header.kid.ok_or_else(|| TokenError::new("the token names no key (kid)"))?;
-            let (key, key_alg) = self.key(&kid).await?.ok_or_else(|| TokenError::new("the token's key is unknown"))?;
+            let keys = self.keys(Some(&kid)).await?;
+            let (key, key_alg) =
+                keys.get(&kid).cloned().ok_or_else(|| TokenError::new("the token's key is unknown"))?;
             if key_alg != header.alg {
                 return Err(TokenError::new("the token's algorithm is not its key's"));
             }
@@ -692,6 +835,37 @@ mod tests {
         assert_eq!((status, challenge.contains("invalid_token")), (401, true));
         let (status, challenge) = rs.authenticate(Some("Basic dXNlcg==")).await.unwrap_err();
         assert_eq!((status, challenge.contains("invalid_request")), (401, true));
+    }
+
+    #[test]
+    fn a_jwks_url_must_be_https_or_on_loopback() {
+        assert_eq!(jwks_url_refusal("https://auth.example.com/jwks.json"), None);
+        for loopback in
+            ["http://127.0.0.1:8080/jwks", "http://127.9.9.9/jwks", "http://[::1]:9/jwks", "http://localhost/j"]
+        {
+            assert_eq!(jwks_url_refusal(loopback), None, "{loopback}");
+        }
+        for refused in ["http://auth.example.com/jwks.json", "http://10.0.0.1/jwks", "ftp://h/jwks", "not a url"] {
+            assert!(jwks_url_refusal(refused).is_some(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn the_max_age_of_a_cache_control() {
+        let headers = |values: &[&str]| {
+            let mut h = reqwest::header::HeaderMap::new();
+            for v in values {
+                h.append(reqwest::header::CACHE_CONTROL, v.parse().unwrap());
+            }
+            max_age(&h)
+        };
+        assert_eq!(headers(&[]), None);
+        assert_eq!(headers(&["public, max-age=600"]), Some(Duration::from_secs(600)));
+        assert_eq!(headers(&["Max-Age=\"60\", must-revalidate"]), Some(Duration::from_secs(60)));
+        assert_eq!(headers(&["public", "max-age=5"]), Some(Duration::from_secs(5)));
+        assert_eq!(headers(&["max-age=600, no-cache"]), Some(Duration::ZERO));
+        assert_eq!(headers(&["no-store"]), Some(Duration::ZERO));
+        assert_eq!(headers(&["max-age=soon"]), None);
     }
 
     #[test]
