@@ -166,7 +166,13 @@ impl Http {
     /// A client with `config`'s limits that also trusts the CA certificates `roots` (PEM; ignored without the
     /// `rustls` feature, where no `https://` URL is accepted).
     pub(crate) fn with_roots(config: HttpConfig, roots: &[Vec<u8>]) -> Result<Http, ModelError> {
-        let builder = reqwest::Client::builder().timeout(config.timeout).connect_timeout(config.connect_timeout);
+        // No redirect is followed: reqwest drops only `Authorization` and `Cookie` on the way to another host, and
+        // a key sent as `x-api-key` or `x-goog-api-key` would go wherever a 307 points, `http://` included. A
+        // redirect is answered as a status error that names its target (see `redirect_error`).
+        let builder = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(config.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none());
         #[cfg(feature = "rustls")]
         let builder = builder.tls_backend_preconfigured(tls_config(roots)?);
         #[cfg(not(feature = "rustls"))]
@@ -206,6 +212,9 @@ impl Http {
     ) -> Result<Value, ModelError> {
         let mut response = self.send(url, body, key, headers, "application/json").await?;
         let status = response.status();
+        if status.is_redirection() {
+            return Err(redirect_error(url, &response, key.is_some()));
+        }
         let wait = if status.is_success() { None } else { retry_after(response.headers(), status.as_u16()) };
         let bytes = self.read_all(url, &mut response).await?;
         let parsed: Result<Value, _> = serde_json::from_slice(&bytes);
@@ -232,6 +241,9 @@ impl Http {
     ) -> Result<(), ModelError> {
         let mut response = self.send(url, body, key, headers, accept).await?;
         let status = response.status();
+        if status.is_redirection() {
+            return Err(redirect_error(url, &response, key.is_some()));
+        }
         if status.is_success() {
             return self.read(url, &mut response, feed).await;
         }
@@ -303,6 +315,36 @@ impl Http {
             feed(&chunk)?;
         }
         Ok(())
+    }
+}
+
+/// The error of a redirect, which is never followed: a [`ModelError::Status`] whose message names where it points
+/// (resolved against `url`, without its query, fragment or user name, which may hold a credential) and says to use
+/// that URL. `keyed`: the request carried an API key.
+fn redirect_error(url: &str, response: &reqwest::Response, keyed: bool) -> ModelError {
+    let location = response.headers().get(reqwest::header::LOCATION).map(|v| v.to_str().map(str::trim));
+    let target = match location {
+        None => "nowhere (it sent no Location)".to_owned(),
+        Some(Err(_)) => "a Location that is not text".to_owned(),
+        Some(Ok(location)) => match reqwest::Url::parse(url).and_then(|base| base.join(location)) {
+            Ok(mut target) => {
+                target.set_query(None);
+                target.set_fragment(None);
+                let _ = target.set_username("");
+                let _ = target.set_password(None);
+                crate::model::shorten(target.as_str(), 200)
+            }
+            Err(_) => format!("{:?}, which is not a URL", crate::model::shorten(location, 200)),
+        },
+    };
+    let with = if keyed { " with an API key" } else { "" };
+    ModelError::Status {
+        url: url.to_owned(),
+        status: response.status().as_u16(),
+        message: format!(
+            "the model server redirected to {target}; keel does not follow redirects{with}: use the final URL"
+        ),
+        retry_after: None,
     }
 }
 

@@ -388,7 +388,8 @@ pub enum ModelError {
         url: String,
         /// The HTTP status.
         status: u16,
-        /// The server's error message, or the start of the body.
+        /// The server's error message, or the start of the body; for a redirect (3xx, which the bundled clients
+        /// never follow), where it pointed and that it was not followed.
         message: String,
         /// The wait the server asked for before a retry (`retry-after-ms`, `Retry-After`, on a 429 the rate-limit
         /// reset headers, or Gemini's `RetryInfo` in the body), when it named one. The bundled clients read a wait

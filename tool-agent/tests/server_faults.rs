@@ -7,7 +7,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel_tools_agent::{Agent, AgentError, ChatModel, GeminiClient, Message, ModelError, OpenAiClient, Turn};
+use keel_tools_agent::{
+    Agent, AgentError, AnthropicClient, ChatModel, GeminiClient, Message, ModelError, OpenAiClient, Turn,
+};
 use keel_tools_core::runs::Run;
 use keel_tools_core::{Executor, Registry, ToolView};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -172,4 +174,61 @@ async fn geminis_absurd_retry_delay_is_bounded() {
     let server = Loopback::start(response("429 Too Many Requests", &[], &body.to_string())).await;
     let model = GeminiClient::builder(format!("{}/v1beta", server.url), "m").build().unwrap();
     assert_eq!(asked_wait(&ask(&model).await.unwrap_err()), Duration::from_secs(37));
+}
+
+const ANTHROPIC_OK: &str = r#"{"id": "msg_1", "type": "message", "role": "assistant",
+    "content": [{"type": "text", "text": "redirected"}], "stop_reason": "end_turn"}"#;
+const GEMINI_OK: &str = r#"{"candidates": [{"content": {"role": "model", "parts": [{"text": "redirected"}]}}]}"#;
+const OPENAI_OK: &str = r#"{"choices": [{"index": 0, "message": {"role": "assistant", "content": "redirected"}}]}"#;
+
+#[tokio::test]
+async fn a_key_never_follows_a_redirect() {
+    for status in ["307 Temporary Redirect", "308 Permanent Redirect", "302 Found", "301 Moved Permanently"] {
+        for api in ["anthropic", "gemini", "openai"] {
+            let ok = match api {
+                "anthropic" => ANTHROPIC_OK,
+                "gemini" => GEMINI_OK,
+                _ => OPENAI_OK,
+            };
+            // B answers anything, and records what it was sent.
+            let b = Loopback::start(response("200 OK", &[], ok)).await;
+            let target = format!("{}/elsewhere", b.url);
+            let a = Loopback::start(response(status, &[("location", &target)], "")).await;
+            let e = match api {
+                "anthropic" => ask(&AnthropicClient::builder(&a.url, "m").api_key(KEY).build().unwrap()).await,
+                "gemini" => {
+                    ask(&GeminiClient::builder(format!("{}/v1beta", a.url), "m").api_key(KEY).build().unwrap()).await
+                }
+                _ => ask(&OpenAiClient::builder(format!("{}/v1", a.url), "m").api_key(KEY).build().unwrap()).await,
+            };
+            let heads = b.heads();
+            assert!(
+                heads.iter().all(|h| !h.contains(&KEY.to_ascii_lowercase())),
+                "{api} {status}: B got the key: {heads:?}"
+            );
+            assert!(heads.is_empty(), "{api} {status}: the redirect was followed: {heads:?}");
+            let e = e.unwrap_err();
+            let code: u16 = status[..3].parse().unwrap();
+            assert!(matches!(e, ModelError::Status { status, .. } if status == code), "{api}: {e:?}");
+            let text = e.to_string();
+            assert!(text.contains(&format!("redirected to {target}")), "{api}: {text}");
+            assert!(text.contains("does not follow redirects with an API key: use the final URL"), "{api}: {text}");
+            assert!(!text.contains(KEY), "{api}: {text}");
+            assert_eq!(e.retry_reason(), None, "a redirect is not retried");
+            assert_eq!(a.heads().len(), 1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_without_a_key_either() {
+    let b = Loopback::start(response("200 OK", &[], OPENAI_OK)).await;
+    let a =
+        Loopback::start(response("307 Temporary Redirect", &[("location", "/v2/chat/completions?sig=x")], "")).await;
+    let e = ask(&OpenAiClient::new(format!("{}/v1", a.url), "m").unwrap()).await.unwrap_err();
+    let text = e.to_string();
+    // A relative target is named in full (its query left out), on the same server.
+    assert!(text.contains(&format!("redirected to {}/v2/chat/completions;", a.url)), "{text}");
+    assert!(text.contains("keel does not follow redirects: use the final URL"), "{text}");
+    assert!(b.heads().is_empty());
 }
