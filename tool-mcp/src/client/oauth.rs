@@ -413,11 +413,31 @@ impl Authorizer for LoopbackBrowser {
                 .await
                 .map_err(|e| LoginError::new(format!("listening on {bind} for the redirect: {e}")))?;
             (self.show)(url);
+            // The redirect of this login carries the `state` its authorization URL sent; a request without it
+            // (from anything else on the machine) is refused and the wait goes on.
+            let state = url::Url::parse(url)
+                .ok()
+                .and_then(|u| u.query_pairs().find(|(k, _)| k == "state").map(|(_, v)| v.into_owned()));
+            let expected = Expected { path: redirect.path().to_owned(), state };
             let wait = async {
+                // Each connection is read on its own task, so one that sends nothing holds up no other; at most
+                // MAX_READING at once, and a connection past that is closed unread.
+                const MAX_READING: usize = 16;
+                let mut reading = tokio::task::JoinSet::new();
                 loop {
-                    let Ok((stream, _)) = listener.accept().await else { continue };
-                    if let Some(target) = read_redirect(stream, redirect.path()).await {
-                        return format!("{}://{}{}", redirect.scheme(), redirect.authority(), target);
+                    tokio::select! {
+                        accepted = listener.accept() => {
+                            let Ok((stream, _)) = accepted else { continue };
+                            if reading.len() < MAX_READING {
+                                let expected = expected.clone();
+                                reading.spawn(async move { read_redirect(stream, &expected).await });
+                            }
+                        }
+                        Some(done) = reading.join_next(), if !reading.is_empty() => {
+                            if let Ok(Some(target)) = done {
+                                return format!("{}://{}{}", redirect.scheme(), redirect.authority(), target);
+                            }
+                        }
                     }
                 }
             };
@@ -428,9 +448,36 @@ impl Authorizer for LoopbackBrowser {
     }
 }
 
-/// Reads one HTTP request from `stream`; the request target when it is a `GET` of `path`, answered with a short
-/// page. Anything else is answered `404` and ignored.
-async fn read_redirect(mut stream: tokio::net::TcpStream, path: &str) -> Option<String> {
+/// What the redirect of one login looks like: a `GET` of the redirect URI's path whose query holds the `state` of
+/// the authorization URL (when it had one) and a `code` or an `error`.
+#[derive(Clone)]
+struct Expected {
+    path: String,
+    state: Option<String>,
+}
+
+impl Expected {
+    /// Whether `target` (a request target, `/path?query`) is this login's redirect, and if not, the status that
+    /// says so: `404` for another path, `400` for the path without this login's answer.
+    fn check(&self, target: &str) -> Result<(), &'static str> {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        if path != self.path {
+            return Err("404 Not Found");
+        }
+        let pairs: Vec<(String, String)> =
+            url::form_urlencoded::parse(query.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        let has = |key: &str| pairs.iter().any(|(k, _)| k == key);
+        let state_ok = match &self.state {
+            Some(state) => pairs.iter().any(|(k, v)| k == "state" && v == state),
+            None => true,
+        };
+        if state_ok && (has("code") || has("error")) { Ok(()) } else { Err("400 Bad Request") }
+    }
+}
+
+/// Reads one HTTP request from `stream`; the request target when it is this login's redirect ([`Expected`]),
+/// answered with a short page. Anything else is answered `404` or `400` and ignored.
+async fn read_redirect(mut stream: tokio::net::TcpStream, expected: &Expected) -> Option<String> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     let read = async {
@@ -447,16 +494,19 @@ async fn read_redirect(mut stream: tokio::net::TcpStream, path: &str) -> Option<
     let head = String::from_utf8_lossy(&buf);
     let mut parts = head.lines().next().unwrap_or_default().split(' ');
     let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-    let matches = method == "GET" && target.split('?').next() == Some(path);
-    let (status, body) =
-        if matches { ("200 OK", "Logged in. You can close this window.\n") } else { ("404 Not Found", "Not found.\n") };
+    let checked = if method == "GET" { expected.check(target) } else { Err("404 Not Found") };
+    let (status, body) = match checked {
+        Ok(()) => ("200 OK", "Logged in. You can close this window.\n"),
+        Err(status @ "400 Bad Request") => (status, "This is not the answer to this login.\n"),
+        Err(status) => (status, "Not found.\n"),
+    };
     let answer = format!(
         "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = stream.write_all(answer.as_bytes()).await;
     let _ = stream.shutdown().await;
-    matches.then(|| target.to_owned())
+    checked.is_ok().then(|| target.to_owned())
 }
 
 /// An [`Authorizer`] for an authorization server that approves without a person (a machine account, a test
@@ -532,15 +582,51 @@ mod tests {
             }
         });
         let user = async {
-            assert_eq!(rx.await.unwrap(), "https://as.example/authorize?x=1");
+            assert_eq!(rx.await.unwrap(), "https://as.example/authorize?x=1&state=s");
             let http = reqwest::Client::new();
             let other = http.get(format!("http://127.0.0.1:{port}/favicon.ico")).send().await.unwrap();
             assert_eq!(other.status(), 404);
             let done = http.get(format!("http://127.0.0.1:{port}/callback?code=c&state=s")).send().await.unwrap();
             assert_eq!(done.status(), 200);
         };
-        let (got, ()) = tokio::join!(browser.authorize("https://as.example/authorize?x=1", &redirect_uri), user);
+        let (got, ()) =
+            tokio::join!(browser.authorize("https://as.example/authorize?x=1&state=s", &redirect_uri), user);
         assert_eq!(got.unwrap(), format!("http://127.0.0.1:{port}/callback?code=c&state=s"));
+    }
+
+    /// Anything on the machine can send a GET to the loopback port first: a bare GET of the path, a code with
+    /// another state, a connection that sends nothing. None of them ends the wait; the redirect of this login
+    /// (its `state`) does.
+    #[tokio::test]
+    async fn the_loopback_browser_waits_for_the_redirect_of_its_own_login() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+        let (tx, rx) = tokio::sync::oneshot::channel::<String>();
+        let tx = std::sync::Mutex::new(Some(tx));
+        let browser = LoopbackBrowser::new().timeout(Duration::from_secs(10)).show(move |url| {
+            if let Some(tx) = tx.lock().unwrap().take() {
+                let _ = tx.send(url.to_owned());
+            }
+        });
+        let user = async {
+            rx.await.unwrap();
+            // A connection that sends nothing and stays open must not hold up the others.
+            let _silent = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            let http = reqwest::Client::new();
+            for stray in ["/callback", "/callback?code=evil&state=other", "/callback?state=s"] {
+                let answer = http.get(format!("http://127.0.0.1:{port}{stray}")).send().await.unwrap();
+                assert_eq!(answer.status(), 400, "{stray}");
+            }
+            let done = http.get(format!("http://127.0.0.1:{port}/callback?code=c&state=s")).send().await.unwrap();
+            assert_eq!(done.status(), 200);
+        };
+        let started = std::time::Instant::now();
+        let (got, ()) = tokio::join!(browser.authorize("https://as.example/authorize?state=s", &redirect_uri), user);
+        assert_eq!(got.unwrap(), format!("http://127.0.0.1:{port}/callback?code=c&state=s"));
+        assert!(started.elapsed() < Duration::from_secs(5), "the silent connection held nothing up");
     }
 
     #[tokio::test]
