@@ -53,9 +53,11 @@ impl Settings {
     /// the checked base URL (no trailing `/`), the model name, and whether the client streams.
     pub(crate) fn build(self, path: impl FnOnce(&str, &str, bool) -> String) -> Result<Common, ModelError> {
         let (base, http) = client_parts(&self.base, &self.model, self.http, &self.roots)?;
-        check_key_transport(&base, self.api_key.as_ref())?;
+        let url = path(&base, &self.model, self.stream);
+        // The URL the request goes to, read as reqwest reads it, is the one checked.
+        check_key_transport(&url, self.api_key.as_ref())?;
         Ok(Common {
-            url: path(&base, &self.model, self.stream),
+            url,
             stream: self.stream,
             base,
             model: self.model,

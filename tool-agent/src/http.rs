@@ -46,14 +46,23 @@ pub(crate) struct Http {
     config: HttpConfig,
 }
 
-/// Checks that `base` is an `http://` or `https://` URL this build can reach, and trims a trailing `/`.
+/// Checks that `base` is an `http://` or `https://` URL (any case) with a host, without a query or fragment (the
+/// client appends the API's path), that this build can reach, and trims a trailing `/`. It is parsed as the request
+/// parses it (reqwest's [`Url`](reqwest::Url)).
 pub(crate) fn base_url(base: &str) -> Result<String, ModelError> {
     let trimmed = base.trim().trim_end_matches('/');
-    let host = trimmed.strip_prefix("http://").or_else(|| trimmed.strip_prefix("https://"));
-    if host.is_none_or(str::is_empty) {
+    let parsed = reqwest::Url::parse(trimmed)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty()));
+    let Some(parsed) = parsed else {
         return Err(ModelError::config(format!("base URL {base:?} is not an http:// or https:// URL")));
+    };
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(ModelError::config(format!(
+            "base URL {base:?} has a query or a fragment; the client appends the API's path to it, so leave them out"
+        )));
     }
-    if trimmed.starts_with("https://") && !cfg!(feature = "rustls") {
+    if parsed.scheme() == "https" && !cfg!(feature = "rustls") {
         return Err(ModelError::config(format!(
             "base URL {base:?} needs HTTPS; enable keel-tools-agent's `rustls` feature (this build speaks plain HTTP only)"
         )));
@@ -638,6 +647,11 @@ mod tests {
         assert!(base_url("localhost:11434").is_err());
         assert!(base_url("ftp://x").is_err());
         assert!(base_url("https://").is_err());
+        assert!(base_url("http://[::1").is_err());
+        assert!(base_url("http://h/v1?key=x").is_err());
+        assert!(base_url("http://h/v1#x").is_err());
+        assert_eq!(base_url("HTTP://h/v1").unwrap(), "HTTP://h/v1");
+        assert_eq!(base_url("http://[::1]:8080/").unwrap(), "http://[::1]:8080");
         assert_eq!(base_url("https://api.example.com/v1").is_ok(), cfg!(feature = "rustls"));
     }
 

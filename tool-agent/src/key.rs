@@ -93,33 +93,39 @@ macro_rules! api_key_methods {
 }
 pub(crate) use api_key_methods;
 
-/// Refuses a key that would cross the network in clear: over `http://` to a host that is not loopback. `base` is
-/// the checked base URL (`http://` or `https://`, no trailing `/`).
-pub(crate) fn check_key_transport(base: &str, key: Option<&ApiKey>) -> Result<(), ModelError> {
-    let Some(rest) = base.strip_prefix("http://") else {
-        return Ok(());
-    };
-    if key.is_none() || is_loopback(rest) {
+/// Refuses a key that would cross the network in clear: over `http://` to a host that is not loopback. `url` is
+/// the request URL; it is parsed as the request parses it (reqwest's [`Url`](reqwest::Url), the WHATWG URL
+/// standard), so the host checked is the host connected to: `http://192.0.2.10\@127.0.0.1/` goes to 192.0.2.10
+/// (a `\` ends the authority as a `/` does), `http://127.0.0.1:80@evil.example/` to evil.example.
+pub(crate) fn check_key_transport(url: &str, key: Option<&ApiKey>) -> Result<(), ModelError> {
+    if key.is_none() {
         return Ok(());
     }
-    Err(ModelError::config(format!(
-        "an API key is sent only over https:// or to a loopback host, and {base} is neither: use https://, or no key"
-    )))
+    let parsed = reqwest::Url::parse(url.trim()).map_err(|e| {
+        ModelError::config(format!("an API key is sent only to a URL that can be read, and {url:?} cannot: {e}"))
+    })?;
+    match parsed.scheme() {
+        "https" => Ok(()),
+        "http" if parsed.host_str().is_some_and(is_loopback) => Ok(()),
+        _ => Err(ModelError::config(format!(
+            "an API key is sent only over https:// or to a loopback host, and {url} is neither: use https://, or no key"
+        ))),
+    }
 }
 
-/// Whether the authority at the start of `rest` (after `http://`) names a loopback host.
-fn is_loopback(rest: &str) -> bool {
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        v6.split_once(']').map_or(v6, |(host, _)| host)
-    } else {
-        authority.rsplit_once(':').map_or(authority, |(host, _)| host)
-    };
-    if host.eq_ignore_ascii_case("localhost") {
+/// Whether `host`, as the URL parser wrote it (`localhost`, `127.0.0.1`, `[::1]`: lowercase, numbers normalized),
+/// is loopback: `localhost` (not `localhost.`, which a resolver may send to DNS), or an IPv4 or IPv6 loopback
+/// address (an IPv4-mapped one included).
+fn is_loopback(host: &str) -> bool {
+    if host == "localhost" {
         return true;
     }
-    host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    let ip = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    match ip.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
+        Ok(std::net::IpAddr::V6(ip)) => ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+        Err(_) => false,
+    }
 }
 
 #[cfg(test)]
@@ -153,5 +159,47 @@ mod tests {
             assert!(err.contains("https://") && err.contains(base), "{err}");
         }
         assert!(check_key_transport("http://api.example.com/v1", None).is_ok());
+    }
+
+    /// The host the check reads is the one the request goes to: the URL is parsed as reqwest parses it.
+    #[test]
+    fn the_loopback_check_reads_the_url_as_the_request_does() {
+        let key = ApiKey::new("k");
+        for base in [
+            // `\` ends the authority as `/` does: the host is 192.0.2.10, the path `/@127.0.0.1/v1`.
+            "http://192.0.2.10:9000\\@127.0.0.1/v1",
+            "http://192.0.2.10\\@localhost/v1",
+            "http://127.0.0.1:80@evil.example/v1",
+            "http://localhost@evil.example",
+            "http://127.0.0.1.evil.example/v1",
+            "http://localhost.evil.example",
+            "http://localhost./v1",
+            "HTTP://192.168.1.5/v1",
+            "Http://api.example.com",
+            "http://[::ffff:c000:20a]/v1",
+            "http://0x7f.evil.example",
+            "http://example.com#@127.0.0.1",
+            "http://example.com?@127.0.0.1/",
+            "http://",
+            "http://[::1",
+        ] {
+            let err = check_key_transport(base, key.as_ref());
+            assert!(err.is_err(), "{base} passed as loopback");
+        }
+        for base in [
+            "http://[::1]",
+            "http://[::1]:8080/v1",
+            "http://[0:0:0:0:0:0:0:1]/v1",
+            "http://[::ffff:127.0.0.1]:1/v1",
+            "HTTP://127.0.0.1:8080/v1",
+            "http://LOCALHOST:11434",
+            "http://127.1/v1",
+            "http://0x7f000001/v1",
+            "http://evil.example@127.0.0.1/v1",
+            "https://api.example.com/v1",
+            "HTTPS://api.example.com/v1",
+        ] {
+            assert!(check_key_transport(base, key.as_ref()).is_ok(), "{base}");
+        }
     }
 }

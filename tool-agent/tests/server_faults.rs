@@ -232,3 +232,17 @@ async fn a_redirect_is_not_followed_without_a_key_either() {
     assert!(text.contains("keel does not follow redirects: use the final URL"), "{text}");
     assert!(b.heads().is_empty());
 }
+
+#[test]
+fn a_key_is_refused_for_a_url_that_only_looks_loopback() {
+    for base in ["http://192.0.2.10:9000\\@127.0.0.1", "http://127.0.0.1:80@192.0.2.10", "http://127.0.0.1.example"] {
+        let e = AnthropicClient::builder(base, "m").api_key(KEY).build().unwrap_err();
+        assert!(matches!(e, ModelError::Config { .. }), "{base}: {e:?}");
+        assert!(e.to_string().contains("https://") && !e.to_string().contains(KEY), "{e}");
+        assert!(OpenAiClient::builder(format!("{base}/v1"), "m").api_key(KEY).build().is_err(), "{base}");
+        assert!(GeminiClient::builder(format!("{base}/v1beta"), "m").api_key(KEY).build().is_err(), "{base}");
+    }
+    // Without a key any host will do, and loopback with one.
+    assert!(AnthropicClient::builder("http://192.0.2.10:9000\\@127.0.0.1", "m").build().is_ok());
+    assert!(AnthropicClient::builder("http://[::1]:9", "m").api_key(KEY).build().is_ok());
+}
