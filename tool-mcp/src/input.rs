@@ -101,6 +101,19 @@ pub(crate) struct RoundState {
     /// What keeps the rounds of a call made for a principal one call: its first round's stream and call id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) call: Option<RoundCall>,
+    /// Where the person's approval of the call stands (`crate::server::ApprovalRules::elicit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) approval: Option<ApprovalRound>,
+}
+
+/// Where a stateless call's approval stands, from one round to the next.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ApprovalRound {
+    /// The person was asked (the retry carries the answer).
+    Asked,
+    /// The person accepted: the call runs approved in this round and every later one.
+    Accepted,
 }
 
 /// The stream and call id of a call's first round, which its idempotency key is derived with in every round.
@@ -119,6 +132,7 @@ pub(crate) struct StatelessInput {
     call: Option<RoundCall>,
     pending: Mutex<InputRequests>,
     missing: Mutex<Option<InputKind>>,
+    approval: Mutex<Option<ApprovalRound>>,
 }
 
 impl StatelessInput {
@@ -135,7 +149,30 @@ impl StatelessInput {
             call: round.call,
             pending: Mutex::new(InputRequests::new()),
             missing: Mutex::new(None),
+            approval: Mutex::new(round.approval),
         }
+    }
+
+    /// Where the call's approval stands in this round.
+    pub(crate) fn approval(&self) -> Option<ApprovalRound> {
+        *self.approval.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records where the call's approval stands, for the next round.
+    pub(crate) fn set_approval(&self, approval: Option<ApprovalRound>) {
+        *self.approval.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = approval;
+    }
+
+    /// Asks the person for the call's approval in the next round, under `key` (it is the only request: the call
+    /// stopped before its handler ran).
+    pub(crate) fn ask_approval(&self, key: &str, request: &InputRequest) -> Result<(), String> {
+        let request = serde_json::from_value(wire(request))
+            .map_err(|e| format!("the approval is not a valid MCP input request: {e}"))?;
+        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        pending.clear();
+        pending.insert(key.to_owned(), request);
+        self.set_approval(Some(ApprovalRound::Asked));
+        Ok(())
     }
 
     /// The first capability a request needed and the client lacked.
@@ -154,6 +191,7 @@ impl StatelessInput {
             answers: self.answers.clone(),
             state: self.state_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
             call: self.call.clone(),
+            approval: self.approval(),
         }
     }
 }

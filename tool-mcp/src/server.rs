@@ -37,6 +37,15 @@
 //! encrypted. Never put a secret in a handler's round state
 //! ([`CallContext::set_round_state`](keel_tools_core::CallContext::set_round_state)) or in what it asks for.
 //!
+//! # Approvals
+//!
+//! A call the executor stops with `approval_required` (a `write` or `destructive` tool, under the default policy)
+//! is answered so unless the server is given [`ApprovalRules`] ([`McpServerBuilder::approvals`]): rules that approve
+//! named tools, or every `write` tool, without asking; and elicitation, which asks the person at a client that
+//! offers it to approve the call's exact arguments (in a session there and then, stateless through an input-required
+//! round). Accepted, the call runs once with those arguments; declined, the model reads `approval_denied` and
+//! nothing runs.
+//!
 //! # Idempotency keys
 //!
 //! A JSON-RPC id is unique only within its session, so every `tools/call` is made on a stream of its own
@@ -112,6 +121,7 @@ use rmcp::service::{RequestContext, RunningService, ServiceExt};
 
 use crate::compose::Rest;
 
+mod approval;
 mod builder;
 mod call;
 mod error;
@@ -121,6 +131,7 @@ mod session;
 #[cfg(feature = "auth")]
 mod view;
 
+pub use approval::{APPROVAL_INPUT_KEY, ApprovalRules};
 pub use builder::McpServerBuilder;
 pub use call::{IDEMPOTENCY_KEY_META, MAX_IDEMPOTENCY_KEY, McpRequest, current_request};
 pub use error::{InvalidToolEntry, McpServerError, ServeError};
@@ -152,6 +163,8 @@ struct Shared {
     /// What `initialize` and `server/discover` answer (the server's name and version among it).
     config: ServerConfig,
     call_options: Option<Arc<CallOptionsFn>>,
+    /// What is approved without asking, and whether the person is asked for the rest.
+    approvals: ApprovalRules,
     /// What each principal sees and runs for, on a protected server.
     #[cfg(feature = "auth")]
     principal_view: Option<Arc<PrincipalViewFn>>,

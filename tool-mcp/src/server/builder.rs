@@ -12,6 +12,7 @@ use rmcp::model::{CallToolRequestParams, Implementation, RequestStateCodec, Serv
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 
+use super::approval::ApprovalRules;
 use super::error::OtherProblem;
 use super::listing::duration_ms;
 use super::{CallOptionsFn, DEFAULT_MAX_TASKS, Listeners, Listing, McpServer, McpServerError, STATIC_LIST_TTL, Shared};
@@ -27,6 +28,7 @@ pub struct McpServerBuilder {
     title: Option<String>,
     instructions: Option<String>,
     call_options: Option<Arc<CallOptionsFn>>,
+    approvals: ApprovalRules,
     #[cfg(feature = "auth")]
     principal_view: Option<Arc<super::PrincipalViewFn>>,
     rest: Arc<dyn Rest>,
@@ -71,6 +73,17 @@ impl McpServerBuilder {
         f: impl Fn(&CallToolRequestParams, &RequestContext<RoleServer>) -> CallOptions + Send + Sync + 'static,
     ) -> Self {
         self.call_options = Some(Arc::new(f));
+        self
+    }
+
+    /// What the server approves without asking, and whether it asks the person at the client for the rest of
+    /// the calls that need an approval (`write` and `destructive` tools under the default policy); see
+    /// [`ApprovalRules`]. Default: [`ApprovalRules::new`], nothing approved and nobody asked: such calls are
+    /// answered `approval_required`.
+    ///
+    /// An approval [`call_options`](Self::call_options) gives a call stands beside these.
+    pub fn approvals(mut self, rules: ApprovalRules) -> Self {
+        self.approvals = rules;
         self
     }
 
@@ -242,6 +255,7 @@ impl McpServerBuilder {
                 listing: RwLock::new(Arc::new(listing)),
                 config,
                 call_options: self.call_options,
+                approvals: self.approvals,
                 #[cfg(feature = "auth")]
                 principal_view: self.principal_view,
                 no_tools,
@@ -277,6 +291,7 @@ impl McpServer {
             title: None,
             instructions: None,
             call_options: None,
+            approvals: ApprovalRules::new(),
             #[cfg(feature = "auth")]
             principal_view: None,
             rest: Arc::new(NoRest),

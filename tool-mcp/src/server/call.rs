@@ -4,20 +4,58 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use keel_tools_core::ToolCall;
 use keel_tools_core::context::{InputError, InputKind};
 use keel_tools_core::definition::{TaskStart, TaskSupport};
 use keel_tools_core::executor::CallOptions;
+use keel_tools_core::{Approval, ToolCall};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, InputRequiredResult, RequestId, RequestMetaObject};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer};
 use serde_json::Value;
 
+use super::approval::{self, APPROVAL_INPUT_KEY, Answer};
 use super::listing::Listing;
 use super::notifier::{NO_LOGS, PeerNotifier, mcp_level_rank};
 use super::session::stream_id;
 use super::{McpSession, TOO_MANY_TASKS};
+use crate::input::ApprovalRound;
 use crate::render;
+
+/// A session call's answer once its approval was asked for: `result` itself unless it is `approval_required`;
+/// then the person is asked, and the call runs again approved for exactly the arguments they were shown
+/// (`accept`), or is refused with `approval_denied` (`decline`, `cancel`). A client that fails to answer, or a
+/// request cancelled while the person is asked, leaves `result` as it is.
+async fn approval_asked(
+    executor: &keel_tools_core::Executor,
+    result: keel_tools_core::ToolResult,
+    options: &CallOptions,
+    input: &dyn keel_tools_core::context::ClientInput,
+    cancelled: &tokio_util::sync::CancellationToken,
+) -> keel_tools_core::ToolResult {
+    let Some(wanted) = approval::wanted(&result) else { return result };
+    let answer = tokio::select! {
+        answer = input.request(APPROVAL_INPUT_KEY, wanted.question()) => answer,
+        () = cancelled.cancelled() => return result,
+    };
+    let answer = match answer {
+        Ok(answer) => Answer::of(&answer),
+        Err(e) => {
+            tracing::debug!(tool = wanted.tool, error = %e, "the client did not answer the approval");
+            None
+        }
+    };
+    match answer {
+        Some(Answer::Accept) => {
+            let (tool, arguments) = (wanted.tool.to_owned(), wanted.arguments.clone());
+            let options = options.clone().approve(Approval::new(tool.as_str(), &arguments));
+            executor.call_with(ToolCall::new(result.call_id, tool, arguments), &options).await
+        }
+        Some(refused) => {
+            approval::refusal(result.call_id.as_str(), &result.tool_name, result.tool_version.as_deref(), refused)
+        }
+        None => result,
+    }
+}
 
 /// When a call refused for want of a task slot is told to retry.
 const TASK_RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -164,6 +202,10 @@ impl McpSession {
         options = options.notifier(notifier.clone());
 
         let arguments = Value::Object(request.arguments.take().unwrap_or_default());
+        // A tool the server's rules allow runs approved for its arguments, without asking anyone.
+        let approvals = &shared.approvals;
+        let tool = executor.view().get(&request.name);
+        options = approvals.pre_approve(tool.map(|d| &**d), &request.name, &arguments, options);
         // How the handler asks its client for input: directly in a session; through input-required results,
         // with the round's answers and sealed state, when stateless.
         let capabilities = context.client_capabilities().unwrap_or_default();
@@ -195,7 +237,28 @@ impl McpSession {
             } else {
                 round.call = None;
             }
-            let responses = request.input_responses.take().unwrap_or_default();
+            let mut responses = request.input_responses.take().unwrap_or_default();
+            // The person's answer to the approval the previous round asked for (never a handler's answer). One
+            // to a question no sealed state records was not asked for, and is not taken.
+            if approvals.elicits() && crate::input::supports(&capabilities, InputKind::Elicitation) {
+                let answer = responses.remove(APPROVAL_INPUT_KEY);
+                if round.approval == Some(ApprovalRound::Asked) {
+                    match answer.as_ref().and_then(Answer::of) {
+                        Some(Answer::Accept) => round.approval = Some(ApprovalRound::Accepted),
+                        Some(refused) => {
+                            let version = tool.map(|d| d.version());
+                            let refused = approval::refusal(call_id, &request.name, version, refused);
+                            return Ok(CallToolResponse::Complete(render::call_tool_result(&refused, &listing.codec)));
+                        }
+                        None => {}
+                    }
+                }
+                if round.approval == Some(ApprovalRound::Accepted) {
+                    options = options.approve(Approval::new(request.name.as_ref(), &arguments));
+                }
+            } else {
+                round.approval = None;
+            }
             let input = Arc::new(crate::input::StatelessInput::new(capabilities.clone(), round, responses));
             (input.clone(), Some((input, binding)))
         } else {
@@ -268,8 +331,18 @@ impl McpSession {
             };
             joined.map_err(|_| ErrorData::internal_error("the call ended abnormally", None))?
         } else {
+            // In a session, a call that needs an approval is asked of the person there and then, when the server
+            // elicits and the client can be asked.
+            let ask = (approvals.elicits() && stateless.is_none() && direct.supports(InputKind::Elicitation))
+                .then(|| (direct.clone(), request_ct.clone()));
             options = options.client_input(direct).cancellation(request_ct);
-            let call = executor.call_with(call, &options);
+            let call = async {
+                let result = executor.call_with(call, &options).await;
+                match ask {
+                    Some((input, cancelled)) => approval_asked(executor, result, &options, &*input, &cancelled).await,
+                    None => result,
+                }
+            };
             #[cfg(feature = "otel")]
             let call = opentelemetry::context::FutureExt::with_context(call, parent);
             CURRENT.scope(scope, call).await
@@ -315,6 +388,23 @@ impl McpSession {
         // A stateless call that ended on a request for input (the handler propagated the input error) is answered
         // with what the protocol has for it: the requests and the sealed state, or `-32021`.
         if let Some((input, binding)) = stateless {
+            // A call that needs an approval the person was not asked for yet: the approval is asked for in an
+            // input-required result.
+            if approvals.elicits()
+                && input.approval().is_none_or(|a| a == ApprovalRound::Asked)
+                && keel_tools_core::context::ClientInput::supports(&*input, InputKind::Elicitation)
+                && let Some(wanted) = approval::wanted(&result)
+            {
+                input
+                    .ask_approval(APPROVAL_INPUT_KEY, &wanted.question())
+                    .map_err(|e| ErrorData::internal_error(e, None))?;
+                let sealed = crate::input::seal(&shared.request_state, &input.next_round(), &binding)
+                    .map_err(|reason| ErrorData::internal_error(reason, None))?;
+                return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+                    Some(input.take_pending()),
+                    Some(sealed),
+                )));
+            }
             if result.code() == Some(InputError::Unsupported(InputKind::Sampling).code())
                 && let Some(kind) = input.missing()
             {
