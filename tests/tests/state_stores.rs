@@ -245,7 +245,10 @@ async fn a_record_altered_in_the_database_is_refused_and_a_corrupt_row_reported(
 both!(the_sync_methods_work_from_inside_tokio_runtimes);
 async fn the_sync_methods_work_from_inside_tokio_runtimes(db: Db) {
     let executor = executor(Arc::default());
+    // Three records: one taken is not saved again (it would be refused as taken before).
     let pending = ask(&executor, "c1", "T-1", HOUR).await;
+    let second = ask(&executor, "c2", "T-2", HOUR).await;
+    let third = ask(&executor, "c3", "T-3", HOUR).await;
     let db = Arc::new(db);
     // On a worker of this multi-threaded runtime, from a spawned task.
     let (d, p) = (db.clone(), pending.clone());
@@ -258,26 +261,29 @@ async fn the_sync_methods_work_from_inside_tokio_runtimes(db: Db) {
     .await
     .unwrap();
     // From a current-thread runtime's only thread.
-    let (d, p) = (db.clone(), pending.clone());
+    let (d, p, next) = (db.clone(), pending.clone(), second.clone());
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async move {
             let store = d.pending();
             assert_eq!(store.store().take(&p.key()).unwrap(), Some(p.clone()));
-            store.store().save(&p).unwrap();
+            store.store().save(&next).unwrap();
         });
     })
     .join()
     .unwrap();
     // The async methods of the PostgreSQL store.
+    let mut last = second.clone();
     if let Db::Postgres(pg) = &*db {
         let store = PostgresPendingStore::connect(&pg.conninfo).unwrap();
-        assert_eq!(store.list_async().await.unwrap(), vec![pending.clone()]);
-        assert_eq!(store.take_async(&pending.key()).await.unwrap(), Some(pending.clone()));
-        assert_eq!(store.take_async(&pending.key()).await.unwrap(), None);
-        store.save_async(&pending).await.unwrap();
+        assert_eq!(store.list_async().await.unwrap(), vec![second.clone()]);
+        assert_eq!(store.take_async(&second.key()).await.unwrap(), Some(second.clone()));
+        assert_eq!(store.take_async(&second.key()).await.unwrap(), None);
+        assert!(matches!(store.save_async(&second).await, Err(PendingStoreError::Consumed { .. })));
+        store.save_async(&third).await.unwrap();
+        last = third;
     }
-    assert_eq!(db.pending().store().take(&pending.key()).unwrap(), Some(pending));
+    assert_eq!(db.pending().store().take(&last.key()).unwrap(), Some(last));
 }
 
 // ---- Effect records ----

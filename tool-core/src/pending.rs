@@ -422,6 +422,22 @@ impl PendingCall {
         format!("pc-{:032x}", h.finish())
     }
 
+    /// What tells this record from every other, another ask of the same call (same [`key`](PendingCall::key))
+    /// included: `pr-` and 64 hex digits, the SHA-256 of its MAC (of its whole JSON, for a record without one). A
+    /// [`PendingStore`] keeps the ids of the records it gave out, so that a record taken once is refused when it
+    /// comes back ([`PendingStoreError::Consumed`]).
+    pub fn record_id(&self) -> String {
+        let mut h = Sha256::new();
+        if self.mac.is_empty() {
+            h.update(b"keel pending record, unsigned: ");
+            h.update(canonical_json(&serde_json::to_value(self).unwrap_or_default()).as_bytes());
+        } else {
+            h.update(b"keel pending record: ");
+            h.update(self.mac.as_bytes());
+        }
+        format!("pr-{}", hex(&h.finalize()))
+    }
+
     /// Whether it has expired at `now_ms` (milliseconds since the Unix epoch).
     pub fn expired_at(&self, now_ms: u64) -> bool {
         now_ms > self.expires_at_ms
@@ -618,6 +634,13 @@ pub enum PendingStoreError {
         /// Its permission bits.
         mode: u32,
     },
+    /// The record was taken from the store before ([`PendingCall::record_id`]): saved again, or put back where
+    /// it was kept, after its call was resolved. A pending call is resolved once: it is not kept (and a record
+    /// put back is removed); ask for the call again.
+    Consumed {
+        /// The call's key.
+        key: String,
+    },
 }
 
 impl fmt::Display for PendingStoreError {
@@ -631,6 +654,11 @@ impl fmt::Display for PendingStoreError {
                  be private to its owner: `chmod 700` it, or choose a new directory (created 0700)",
                 dir.display()
             ),
+            PendingStoreError::Consumed { key } => write!(
+                f,
+                "the pending call {key} was taken before: a pending call is resolved once, and its record saved or \
+                 put back after it was taken is refused; ask for the call again"
+            ),
         }
     }
 }
@@ -642,22 +670,26 @@ impl std::error::Error for PendingStoreError {
             PendingStoreError::Corrupt { source, .. } => {
                 source.as_ref().map(|e| e as &(dyn std::error::Error + 'static))
             }
-            PendingStoreError::Permissions { .. } => None,
+            PendingStoreError::Permissions { .. } | PendingStoreError::Consumed { .. } => None,
         }
     }
 }
 
 /// Where pending calls wait. Implementations must let two processes share one store: of two that
-/// [`take`](PendingStore::take) one call, exactly one gets it.
+/// [`take`](PendingStore::take) one call, exactly one gets it. A record is taken once: the store keeps what it
+/// gave out ([`PendingCall::record_id`]) until the record expires, and refuses that record when it is saved again
+/// or found put back where it was kept ([`PendingStoreError::Consumed`]).
 ///
 /// A store need not protect the records from change: a changed record does not verify, and is refused (see
 /// [`PendingCall`]). It must keep them from readers who should not see the arguments.
 pub trait PendingStore: Send + Sync {
-    /// Keeps `pending` under its [`key`](PendingCall::key), replacing what was kept there.
+    /// Keeps `pending` under its [`key`](PendingCall::key), replacing what was kept there;
+    /// [`PendingStoreError::Consumed`] if it was taken before.
     fn save(&self, pending: &PendingCall) -> Result<(), PendingStoreError>;
     /// Every pending call, in key order.
     fn list(&self) -> Result<Vec<PendingCall>, PendingStoreError>;
-    /// Removes the call kept under `key` and returns it; `None` if there is none (or another taker got it).
+    /// Removes the call kept under `key` and returns it, recording it as taken; `None` if there is none (or another
+    /// taker got it); [`PendingStoreError::Consumed`] (the record removed) if it was taken before and put back.
     fn take(&self, key: &str) -> Result<Option<PendingCall>, PendingStoreError>;
 }
 
@@ -672,6 +704,11 @@ pub trait PendingStore: Send + Sync {
 ///   survives a crash.
 /// - **Taken once**: [`take`](PendingStore::take) first renames the file to a name of its own, and syncs the
 ///   directory: of two processes, exactly one rename succeeds, and only that one reads the call.
+/// - **Resolved once**: a record taken leaves a file of its own, `consumed-<key>-<record id>` (created
+///   exclusively, holding the record's expiry), made durable before the call is returned; the same record saved
+///   again is refused, and found put back (a copy restored) is removed and refused
+///   ([`PendingStoreError::Consumed`]). These files are small and stay; those of records expired long ago may be
+///   deleted ([`FileStore::purge_consumed`]).
 #[derive(Debug, Clone)]
 pub struct FileStore {
     dir: PathBuf,
@@ -694,6 +731,38 @@ impl FileStore {
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The file that says the record `pending` was taken.
+    fn consumed(&self, pending: &PendingCall) -> PathBuf {
+        self.dir.join(format!("consumed-{}-{}", pending.key(), pending.record_id()))
+    }
+
+    /// Deletes the records of taken calls ([`FileStore`]'s `consumed-` files) whose calls expired more than `grace`
+    /// ago (a record that expired is refused by [`Executor::resume`] as `approval_expired` anyway); how many.
+    ///
+    /// # Errors
+    ///
+    /// [`PendingStoreError::Io`] when the directory cannot be listed.
+    pub fn purge_consumed(&self, grace: Duration) -> Result<u64, PendingStoreError> {
+        let entries =
+            std::fs::read_dir(&self.dir).map_err(|e| io_error(format!("listing {}", self.dir.display()), e))?;
+        let before = now_ms().saturating_sub(u64::try_from(grace.as_millis()).unwrap_or(u64::MAX));
+        let mut purged = 0;
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name();
+            if !name.to_str().is_some_and(|n| n.starts_with("consumed-pc-")) {
+                continue;
+            }
+            let expired = std::fs::read_to_string(entry.path())
+                .ok()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                .is_some_and(|expires_at_ms| expires_at_ms < before);
+            if expired && std::fs::remove_file(entry.path()).is_ok() {
+                purged += 1;
+            }
+        }
+        Ok(purged)
     }
 
     /// A name in the store no other process can guess: `.<what>-<key>-<32 random hex digits>`.
@@ -812,6 +881,9 @@ fn valid_key(key: &str) -> bool {
 impl PendingStore for FileStore {
     fn save(&self, pending: &PendingCall) -> Result<(), PendingStoreError> {
         let key = pending.key();
+        if self.consumed(pending).exists() {
+            return Err(PendingStoreError::Consumed { key });
+        }
         let text = serde_json::to_vec_pretty(pending).expect("a pending call serialises");
         let temp = self.unique("new", &key);
         let mut created = false;
@@ -865,22 +937,43 @@ impl PendingStore for FileStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_error(format!("taking {key} from {}", self.dir.display()), e)),
         }
-        // The claim is made durable before the call can run, so that a crash cannot bring the call back.
-        if let Err(e) = sync_dir(&self.dir) {
-            let _ = std::fs::rename(&claimed, &path);
-            return Err(io_error(format!("taking {key} from {}", self.dir.display()), e));
-        }
-        let read = read_entry(&claimed, key);
-        match &read {
-            Ok(_) => {
-                let _ = std::fs::remove_file(&claimed);
-            }
+        let pending = match read_entry(&claimed, key) {
+            Ok(pending) => pending,
             // A corrupt entry goes back where it was, for an operator to see.
-            Err(_) => {
+            Err(e) => {
                 let _ = std::fs::rename(&claimed, &path);
+                return Err(e);
+            }
+        };
+        // The record of its taking: of two takers of one record (the second a copy put back), one creates it.
+        let context = || format!("taking {key} from {}", self.dir.display());
+        let consumed = self.consumed(&pending);
+        let marked = create_private(&consumed).and_then(|mut file| {
+            file.write_all(pending.expires_at_ms.to_string().as_bytes())?;
+            file.sync_all()
+        });
+        match marked {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let _ = std::fs::remove_file(&claimed);
+                let _ = sync_dir(&self.dir);
+                return Err(PendingStoreError::Consumed { key: key.to_owned() });
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&consumed);
+                let _ = std::fs::rename(&claimed, &path);
+                return Err(io_error(context(), e));
             }
         }
-        read.map(Some)
+        // The claim and its record are made durable before the call can run, so that a crash cannot bring the call
+        // back.
+        if let Err(e) = sync_dir(&self.dir) {
+            let _ = std::fs::remove_file(&consumed);
+            let _ = std::fs::rename(&claimed, &path);
+            return Err(io_error(context(), e));
+        }
+        let _ = std::fs::remove_file(&claimed);
+        Ok(Some(pending))
     }
 }
 

@@ -102,11 +102,18 @@ pub enum StateError {
         /// The task's id.
         id: String,
     },
+    /// `pending_consumed`: the pending call's record was taken before (saved again, or put back in the table,
+    /// after it was taken). It is not kept; a record put back is deleted.
+    Consumed {
+        /// The call's key.
+        key: String,
+    },
 }
 
 impl StateError {
     /// The stable code: `config_error`, `store_unavailable`, `store_error`, `corrupt_row`, `invalid_key`,
-    /// `key_conflict`, `lease_lost`, `unknown_task`, `task_exists`, `task_ended` or `input_not_requested`.
+    /// `key_conflict`, `lease_lost`, `unknown_task`, `task_exists`, `task_ended`, `input_not_requested` or
+    /// `pending_consumed`.
     pub fn code(&self) -> &'static str {
         match self {
             StateError::Config { .. } => "config_error",
@@ -120,6 +127,7 @@ impl StateError {
             StateError::TaskExists { .. } => "task_exists",
             StateError::TaskEnded { .. } => "task_ended",
             StateError::InputNotRequested { .. } => "input_not_requested",
+            StateError::Consumed { .. } => "pending_consumed",
         }
     }
 
@@ -167,6 +175,11 @@ impl fmt::Display for StateError {
             StateError::InputNotRequested { id } => {
                 write!(f, "input_not_requested: the task {id:?} is not waiting for input")
             }
+            StateError::Consumed { key } => write!(
+                f,
+                "pending_consumed: the pending call {key} was taken before: a pending call is resolved once, and its \
+                 record saved or put back after it was taken is refused; ask for the call again"
+            ),
         }
     }
 }
@@ -184,13 +197,15 @@ impl Error for StateError {
             | StateError::UnknownTask { .. }
             | StateError::TaskExists { .. }
             | StateError::TaskEnded { .. }
-            | StateError::InputNotRequested { .. } => None,
+            | StateError::InputNotRequested { .. }
+            | StateError::Consumed { .. } => None,
         }
     }
 }
 
 /// A [`StateError`] as the [`PendingStore`](keel_tools_core::runs::PendingStore) trait reports it: a corrupt row
-/// as [`PendingStoreError::Corrupt`], anything else as [`PendingStoreError::Io`] whose source is the
+/// as [`PendingStoreError::Corrupt`], a record taken before as [`PendingStoreError::Consumed`], anything else as
+/// [`PendingStoreError::Io`] whose source is the
 /// [`StateError`] (its code and its own source kept).
 impl From<StateError> for PendingStoreError {
     fn from(e: StateError) -> PendingStoreError {
@@ -199,6 +214,7 @@ impl From<StateError> for PendingStoreError {
                 let source = source.and_then(|s| s.downcast::<serde_json::Error>().ok()).map(|b| *b);
                 PendingStoreError::Corrupt { entry: key, message, source }
             }
+            StateError::Consumed { key } => PendingStoreError::Consumed { key },
             other => {
                 let context = match &other {
                     StateError::Unavailable { context, .. } | StateError::Store { context, .. } => context.clone(),

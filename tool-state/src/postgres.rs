@@ -452,6 +452,9 @@ impl PgBuilder {
 ///   (`DELETE … RETURNING`): of any number of takers on any number of machines, the row lock lets exactly one
 ///   delete it; the others find nothing. A row that is not a pending call is left in place (the transaction is
 ///   rolled back) and reported as [`PendingStoreError::Corrupt`].
+/// - **Resolved once**: the same transaction records the record taken, in the table `<table>_consumed` (its
+///   [`record_id`](PendingCall::record_id), until it expires): the record saved again is refused, and found put
+///   back in the table is deleted and refused ([`PendingStoreError::Consumed`]).
 /// - **Expiry**: an expired record is listed and taken like any other, so that
 ///   [`Executor::resume`](keel_tools_core::Executor::resume) answers `approval_expired` for it;
 ///   [`purge_expired`](Self::purge_expired) deletes those expired for a while.
@@ -503,10 +506,13 @@ impl PostgresPendingStore {
     fn save_op(&self, pending: &PendingCall) -> impl Future<Output = Result<(), StateError>> + Send + 'static {
         let (pool, sql) = (self.backend.pool.clone(), self.backend.statements().pending_save());
         let (key, text, expires) = encode(pending);
+        let id = pending.record_id();
         async move {
             pool.with(&format!("saving {key}"), move |client| {
                 Box::pin(async move {
-                    client.execute(&sql, &[&key, &text, &expires]).await?;
+                    if client.execute(&sql, &[&key, &text, &expires, &id]).await? == 0 {
+                        return Err(StateError::Consumed { key }.into());
+                    }
                     Ok(())
                 })
             })
@@ -536,6 +542,7 @@ impl PostgresPendingStore {
 
     fn take_op(&self, key: &str) -> impl Future<Output = Result<Option<PendingCall>, StateError>> + Send + 'static {
         let (pool, sql) = (self.backend.pool.clone(), self.backend.statements().pending_take());
+        let consume = self.backend.statements().pending_consume();
         let key = key.to_owned();
         async move {
             let table = pool.table.clone();
@@ -546,7 +553,13 @@ impl PostgresPendingStore {
                     let text: String = column(&row, 0, &table, &key)?;
                     // A row that is not a pending call goes back: the transaction is rolled back when dropped.
                     let pending = decode(&table, &key, &text)?;
+                    // Recorded as taken; a record taken before is deleted and refused.
+                    let (_, _, expires) = encode(&pending);
+                    let fresh = tx.execute(&consume, &[&pending.record_id(), &key, &expires]).await?;
                     tx.commit().await?;
+                    if fresh == 0 {
+                        return Err(StateError::Consumed { key }.into());
+                    }
                     Ok(Some(pending))
                 })
             })
@@ -556,10 +569,15 @@ impl PostgresPendingStore {
 
     fn purge_op(&self, grace: Duration) -> impl Future<Output = Result<u64, StateError>> + Send + 'static {
         let (pool, sql) = (self.backend.pool.clone(), self.backend.statements().pending_purge());
+        let consumed = self.backend.statements().pending_purge_consumed();
         let grace = effect::millis(grace);
         async move {
             pool.with("purging expired pending calls", move |client| {
-                Box::pin(async move { Ok(client.execute(&sql, &[&grace]).await?) })
+                Box::pin(async move {
+                    let n = client.execute(&sql, &[&grace]).await?;
+                    client.execute(&consumed, &[&grace]).await?;
+                    Ok(n)
+                })
             })
             .await
         }
@@ -592,8 +610,9 @@ impl PostgresPendingStore {
         Ok(self.backend.worker.run(self.take_op(key)).await?)
     }
 
-    /// Deletes the records that expired more than `grace` ago, by the database server's clock; how many.
-    /// Blocks the calling thread, as the trait's methods do.
+    /// Deletes the records that expired more than `grace` ago, by the database server's clock; how many. The
+    /// records of calls taken that expired as long ago are deleted too, and not counted. Blocks the calling
+    /// thread, as the trait's methods do.
     ///
     /// # Errors
     ///

@@ -5,8 +5,9 @@ use crate::error::StateError;
 /// The table that records, for each table a store keeps, what it holds and its schema version.
 pub const SCHEMA_TABLE: &str = "keel_state_schema";
 
-/// The schema version of the tables this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version of the tables this build writes. Version 2 adds, beside each pending calls' table `<t>`, the
+/// table `<t>_consumed` of the records taken from it; a table of version 1 is brought to 2 when a store opens it.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The default table of pending calls.
 pub const DEFAULT_PENDING_TABLE: &str = "keel_pending_calls";
@@ -56,7 +57,13 @@ impl Kind {
                     expires_at_ms bigint NOT NULL,
                     saved_at_ms   bigint NOT NULL
                 );
-                CREATE INDEX IF NOT EXISTS {table}_expires ON {table} (expires_at_ms);"
+                CREATE INDEX IF NOT EXISTS {table}_expires ON {table} (expires_at_ms);
+                CREATE TABLE IF NOT EXISTS {table}_consumed (
+                    id            text PRIMARY KEY,
+                    key           text NOT NULL,
+                    expires_at_ms bigint NOT NULL
+                );
+                CREATE INDEX IF NOT EXISTS {table}_ce ON {table}_consumed (expires_at_ms);"
             ),
             Kind::Effects => format!(
                 "CREATE TABLE IF NOT EXISTS {table} (

@@ -40,13 +40,27 @@ impl Statements {
 
     // ---- Pending calls ----
 
-    /// Keeps a record ($1 key, $2 record, $3 expires_at_ms), replacing the key's.
+    /// Keeps a record ($1 key, $2 record, $3 expires_at_ms, $4 record id), replacing the key's, unless the record
+    /// was taken before: no row then.
     pub(crate) fn pending_save(&self) -> String {
         self.sql(
-            "INSERT INTO {t} (key, record, expires_at_ms, saved_at_ms) VALUES ($1, $2, $3, {now})
+            "INSERT INTO {t} (key, record, expires_at_ms, saved_at_ms)
+             SELECT CAST($1 AS text), CAST($2 AS text), CAST($3 AS bigint), {now}
+             WHERE NOT EXISTS (SELECT 1 FROM {t}_consumed WHERE id = CAST($4 AS text))
              ON CONFLICT (key) DO UPDATE SET record = excluded.record, expires_at_ms = excluded.expires_at_ms,
                  saved_at_ms = excluded.saved_at_ms",
         )
+    }
+
+    /// Records that the record $1 (id), of key $2, expiring at $3, was taken: one row, or none when it was taken
+    /// before.
+    pub(crate) fn pending_consume(&self) -> String {
+        self.sql("INSERT INTO {t}_consumed (id, key, expires_at_ms) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING")
+    }
+
+    /// Deletes the records of taken calls expired longer ago than $1 ms.
+    pub(crate) fn pending_purge_consumed(&self) -> String {
+        self.sql("DELETE FROM {t}_consumed WHERE expires_at_ms + $1 < {now}")
     }
 
     /// Every record, in key order (bytewise).

@@ -236,6 +236,9 @@ impl SqliteBuilder {
 ///   (`DELETE … RETURNING`), in an immediate transaction: of any number of takers, in any number of processes,
 ///   exactly one gets the record. A row that is not a pending call is left in place and reported as
 ///   [`PendingStoreError::Corrupt`].
+/// - **Resolved once**: the same transaction records the record taken, in the table `<table>_consumed` (its
+///   [`record_id`](PendingCall::record_id), until it expires): the record saved again is refused, and found put
+///   back in the table is deleted and refused ([`PendingStoreError::Consumed`]).
 /// - **Expiry**: an expired record is listed and taken like any other, so that
 ///   [`Executor::resume`](keel_tools_core::Executor::resume) answers `approval_expired` for it;
 ///   [`purge_expired`](Self::purge_expired) deletes those expired for a while.
@@ -277,16 +280,22 @@ impl SqlitePendingStore {
         &self.db.table
     }
 
-    /// Deletes the records that expired more than `grace` ago (this machine's clock); how many.
+    /// Deletes the records that expired more than `grace` ago (this machine's clock); how many. The records of
+    /// calls taken that expired as long ago are deleted too (a record that expired is refused by `resume` anyway),
+    /// and not counted.
     ///
     /// # Errors
     ///
     /// The database's.
     pub fn purge_expired(&self, grace: Duration) -> Result<u64, StateError> {
         let conn = self.db.lock();
+        let context = || self.db.context("purging expired pending calls");
+        let statements = self.db.statements();
         let n = conn
-            .execute(&self.db.statements().pending_purge(), [effect::millis(grace)])
-            .map_err(|e| StateError::store(self.db.context("purging expired pending calls"), e))?;
+            .execute(&statements.pending_purge(), [effect::millis(grace)])
+            .map_err(|e| StateError::store(context(), e))?;
+        conn.execute(&statements.pending_purge_consumed(), [effect::millis(grace)])
+            .map_err(|e| StateError::store(context(), e))?;
         Ok(n as u64)
     }
 }
@@ -294,9 +303,14 @@ impl SqlitePendingStore {
 impl PendingStore for SqlitePendingStore {
     fn save(&self, pending: &PendingCall) -> Result<(), PendingStoreError> {
         let (key, text, expires) = encode(pending);
+        let id = pending.record_id();
         let conn = self.db.lock();
-        conn.execute(&self.db.statements().pending_save(), rusqlite::params![key, text, expires])
+        let n = conn
+            .execute(&self.db.statements().pending_save(), rusqlite::params![key, text, expires, id])
             .map_err(|e| StateError::store(self.db.context(&format!("saving {key}")), e))?;
+        if n == 0 {
+            return Err(StateError::Consumed { key }.into());
+        }
         Ok(())
     }
 
@@ -329,7 +343,15 @@ impl PendingStore for SqlitePendingStore {
         let Some(text) = text else { return Ok(None) };
         // A row that is not a pending call goes back (the transaction is rolled back when dropped).
         let pending = decode(&self.db.table, key, &text)?;
+        // Recorded as taken; a record taken before is deleted and refused.
+        let (_, _, expires) = encode(&pending);
+        let fresh = tx
+            .execute(&self.db.statements().pending_consume(), rusqlite::params![pending.record_id(), key, expires])
+            .map_err(|e| StateError::store(context(), e))?;
         tx.commit().map_err(|e| StateError::store(context(), e))?;
+        if fresh == 0 {
+            return Err(StateError::Consumed { key: key.to_owned() }.into());
+        }
         Ok(Some(pending))
     }
 }
