@@ -80,7 +80,7 @@ mod admission;
 pub mod auth;
 mod rate;
 
-use admission::{Connections, InFlight, RequestSlot};
+use admission::{Connections, InFlight, Lingering, RequestSlot};
 use rate::{Client, Limiters, Refusal};
 pub use rate::{DEFAULT_MAX_RATE_LIMITED_CLIENTS, Quota, RATE_LIMITED, RateLimits};
 
@@ -1154,6 +1154,7 @@ impl McpHttpService {
         let path: Arc<str> = Arc::from(path);
         let limits = &self.limits;
         let connections = Connections::new(limits.max_connections, limits.max_connections_per_client);
+        let lingering = Lingering::new();
         let mut http1 = hyper::server::conn::http1::Builder::new();
         http1.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
         http1.max_header_size(limits.max_header_bytes);
@@ -1173,7 +1174,7 @@ impl McpHttpService {
                 Ok(slot) => slot,
                 Err(refusal) => {
                     tracing::debug!(%peer, ?refusal, "MCP HTTP connection refused");
-                    tokio::spawn(admission::refuse_connection(stream, refusal, limits.retry_after_s));
+                    lingering.refuse(stream, refusal, limits.retry_after_s);
                     continue;
                 }
             };

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,6 +22,16 @@ use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::ResponseBody;
+
+/// The client a connection or request from `ip` counts for: an IPv4 address as it is (an IPv4 client seen through
+/// an IPv6 socket as its IPv4 address), an IPv6 address by its /64 network, which is what one site is given and may
+/// draw ever new addresses from.
+pub(super) fn client_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & !((1u128 << 64) - 1))),
+        v4 => v4,
+    }
+}
 
 /// The connection caps of [`McpHttpService::serve`](super::McpHttpService::serve): a total, and one per client
 /// address.
@@ -87,10 +97,10 @@ impl Connections {
         self.per_client().values().sum()
     }
 
-    /// Takes a slot for a connection from `client` (an IPv4 client seen through an IPv6 socket counts as its IPv4
-    /// address), or says which cap refuses it.
+    /// Takes a slot for a connection from `client` (counted as [`client_key`] says: an IPv4 client seen through
+    /// an IPv6 socket as its IPv4 address, an IPv6 one by its /64), or says which cap refuses it.
     pub(super) fn admit(self: &Arc<Self>, client: IpAddr) -> Result<ConnectionSlot, Refusal> {
-        let client = client.to_canonical();
+        let client = client_key(client);
         let mut per_client = self.per_client();
         let held = per_client.entry(client).or_insert(0);
         if *held >= self.max_per_client {
@@ -113,22 +123,62 @@ impl Connections {
 /// How long a refused connection is given to take its answer before it is closed.
 const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 
-/// Answers a connection that no cap admits, without reading its request: the status, `Retry-After` and
-/// `Connection: close`, then the connection closes. What the client already sent is read and dropped for a moment
-/// first, so that closing does not reset the connection before the client has read the answer.
-pub(super) async fn refuse_connection(mut stream: TcpStream, refusal: Refusal, retry_after_s: u64) {
+/// The most refused connections given [`REFUSAL_LINGER`] at once; past it, one is answered with what its socket
+/// takes at once and closed.
+pub(super) const MAX_LINGERING: usize = 256;
+
+/// The refused connections lingering over their answer, at most [`MAX_LINGERING`].
+pub(super) struct Lingering(Arc<Semaphore>);
+
+impl Lingering {
+    pub(super) fn new() -> Lingering {
+        Lingering(Arc::new(Semaphore::new(MAX_LINGERING)))
+    }
+
+    /// Answers a connection that no cap admits ([`refuse_connection`]) on a task of its own while fewer than
+    /// [`MAX_LINGERING`] do; else at once, without lingering: the answer is written as far as the socket takes it
+    /// without waiting (all of it, on a fresh connection) and the connection is closed.
+    pub(super) fn refuse(&self, stream: TcpStream, refusal: Refusal, retry_after_s: u64) {
+        match self.0.clone().try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(async move {
+                    refuse_connection(stream, refusal, retry_after_s).await;
+                    drop(permit);
+                });
+            }
+            Err(_) => {
+                let _ = stream.try_write(refusal_answer(refusal, retry_after_s).as_bytes());
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn lingering(&self) -> usize {
+        MAX_LINGERING - self.0.available_permits()
+    }
+}
+
+/// The whole answer to a refused connection.
+fn refusal_answer(refusal: Refusal, retry_after_s: u64) -> String {
     let status = refusal.status();
     let text = match refusal {
         Refusal::Full => "the server has reached its limit of open connections; retry later\n",
         Refusal::ClientFull => "this client has reached its limit of open connections; retry later\n",
     };
-    let head = format!(
+    format!(
         "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\nretry-after: {retry_after_s}\r\n\
          connection: close\r\ncontent-length: {}\r\n\r\n{text}",
         status.as_str(),
         status.canonical_reason().unwrap_or(""),
         text.len(),
-    );
+    )
+}
+
+/// Answers a connection that no cap admits, without reading its request: the status, `Retry-After` and
+/// `Connection: close`, then the connection closes. What the client already sent is read and dropped for a moment
+/// first, so that closing does not reset the connection before the client has read the answer.
+async fn refuse_connection(mut stream: TcpStream, refusal: Refusal, retry_after_s: u64) {
+    let head = refusal_answer(refusal, retry_after_s);
     let answer = async {
         stream.write_all(head.as_bytes()).await?;
         stream.shutdown().await?;
@@ -241,6 +291,50 @@ mod tests {
         drop((a2, b1));
         let _a3 = connections.admit(a).unwrap();
         assert!(connections.per_client().values().all(|n| *n > 0), "no empty entries are kept");
+    }
+
+    #[test]
+    fn an_ipv6_client_is_counted_by_its_64() {
+        let connections = Connections::new(16, 2);
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let a_other: IpAddr = "2001:db8:1:2:ffff:ffff:ffff:ffff".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(client_key(a), client_key(a_other));
+        assert_eq!(client_key(a), "2001:db8:1:2::".parse::<IpAddr>().unwrap());
+        assert_ne!(client_key(a), client_key(b));
+        assert_eq!(client_key("10.1.2.3".parse().unwrap()), "10.1.2.3".parse::<IpAddr>().unwrap());
+        let _held = [connections.admit(a).unwrap(), connections.admit(a_other).unwrap()];
+        let fresh: IpAddr = "2001:db8:1:2::9999".parse().unwrap();
+        assert_eq!(connections.admit(fresh).err(), Some(Refusal::ClientFull), "a new address of the same /64");
+        assert!(connections.admit(b).is_ok(), "another /64 is another client");
+    }
+
+    #[tokio::test]
+    async fn refused_connections_linger_at_most_max_lingering_at_once() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let lingering = Lingering::new();
+        // Clients that neither read nor close: each refusal that lingers waits for them.
+        let mut clients = Vec::new();
+        for _ in 0..MAX_LINGERING + 20 {
+            clients.push(TcpStream::connect(addr).await.unwrap());
+            let (stream, _) = listener.accept().await.unwrap();
+            lingering.refuse(stream, Refusal::ClientFull, 5);
+        }
+        assert_eq!(lingering.lingering(), MAX_LINGERING);
+        // The ones past the bound were answered and closed at once.
+        let mut last = clients.pop().unwrap();
+        let mut seen = Vec::new();
+        tokio::time::timeout(Duration::from_millis(500), last.read_to_end(&mut seen)).await.unwrap().unwrap();
+        assert!(seen.starts_with(b"HTTP/1.1 429 Too Many Requests\r\n"), "{}", String::from_utf8_lossy(&seen));
+        drop(clients);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while lingering.lingering() > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap();
     }
 
     #[test]

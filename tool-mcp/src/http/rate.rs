@@ -7,12 +7,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use governor::clock::{Clock, MonotonicClock};
 use governor::nanos::Nanos;
 use governor::state::StateStore;
 use governor::state::keyed::{HashMapStateStore, ShrinkableKeyedStateStore};
+
+use super::admission::client_key;
 
 /// The JSON-RPC error code of a request refused by a rate limit (keel's, in the range JSON-RPC leaves to servers).
 pub const RATE_LIMITED: i32 = -32029;
@@ -22,6 +24,10 @@ pub const DEFAULT_MAX_RATE_LIMITED_CLIENTS: usize = 65_536;
 
 /// How many checks of one limit pass between two sweeps of the entries whose bucket has refilled.
 const SWEEP_EVERY: u64 = 4096;
+
+/// The longest a full limit waits between two sweeps made for a client it cannot track; it sweeps more often only
+/// when its buckets refill faster (its quota's replenish interval).
+const FULL_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How many requests a client may make, and how fast it gets them back: a bucket of `burst` requests (by default
 /// the count given to the constructor), refilled by one request each [`Quota::replenish_interval`].
@@ -187,7 +193,8 @@ pub(super) enum Client {
     /// A principal, by its subject (a protected server).
     #[cfg_attr(not(feature = "auth"), allow(dead_code))]
     Subject(Arc<str>),
-    /// A client address (a server that is not protected).
+    /// A client address (a server that is not protected): an IPv4 address, or an IPv6 /64
+    /// ([`client_key`](super::admission::client_key)).
     Address(IpAddr),
     /// A request whose client is unknown (a service mounted in a stack that gives no address): all such requests
     /// share one bucket.
@@ -196,17 +203,17 @@ pub(super) enum Client {
 
 impl Client {
     /// The client of a request: its principal's subject, else the address the connection came from
-    /// ([`SocketAddr`] or [`IpAddr`] in the request's extensions).
+    /// ([`SocketAddr`] or [`IpAddr`] in the request's extensions), an IPv6 one by its /64.
     pub(super) fn of(parts: &hyper::http::request::Parts) -> Client {
         #[cfg(feature = "auth")]
         if let Some(principal) = parts.extensions.get::<std::sync::Arc<crate::caller::Principal>>() {
             return Client::Subject(Arc::from(principal.subject.as_str()));
         }
         if let Some(addr) = parts.extensions.get::<SocketAddr>() {
-            return Client::Address(addr.ip().to_canonical());
+            return Client::Address(client_key(addr.ip()));
         }
         match parts.extensions.get::<IpAddr>() {
-            Some(ip) => Client::Address(ip.to_canonical()),
+            Some(ip) => Client::Address(client_key(*ip)),
             None => Client::Unknown,
         }
     }
@@ -259,13 +266,46 @@ struct Limit {
     store: Arc<HashMapStateStore<Client>>,
     max: usize,
     checks: AtomicU64,
+    /// When the last sweep for a client that found the limit full began, in nanoseconds since `start`;
+    /// `u64::MAX` before the first.
+    last_full_sweep: AtomicU64,
+    /// The least time between two such sweeps.
+    full_sweep_interval: Duration,
+    start: Instant,
+    #[cfg(test)]
+    full_sweeps: AtomicU64,
 }
 
 impl Limit {
     fn new(quota: Quota, max: usize) -> Limit {
         let store: Arc<HashMapStateStore<Client>> = Arc::new(HashMapStateStore::new(HashMap::default()));
         let limiter = governor::RateLimiter::new(quota.0, Shared(store.clone()), MonotonicClock);
-        Limit { limiter, store, max, checks: AtomicU64::new(0) }
+        let start = Instant::now();
+        Limit {
+            limiter,
+            store,
+            max,
+            checks: AtomicU64::new(0),
+            last_full_sweep: AtomicU64::new(u64::MAX),
+            full_sweep_interval: quota.replenish_interval().min(FULL_SWEEP_INTERVAL),
+            start,
+            #[cfg(test)]
+            full_sweeps: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether a sweep for a client that found the limit full may run now: at most one each
+    /// `full_sweep_interval`, so that a flood of new clients against a full table costs one sweep of it per
+    /// interval, not one per request.
+    fn full_sweep_due(&self) -> bool {
+        let now = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        let last = self.last_full_sweep.load(Ordering::Acquire);
+        let interval = u64::try_from(self.full_sweep_interval.as_nanos()).unwrap_or(u64::MAX);
+        if last != u64::MAX && now.saturating_sub(last) < interval {
+            return false;
+        }
+        // One of the requests that find it due sweeps; the others go on without.
+        self.last_full_sweep.compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
     /// Takes one request from `client`'s bucket, or says why not.
@@ -278,6 +318,11 @@ impl Limit {
             map.len() >= self.max && !map.contains_key(client)
         };
         if full {
+            if !self.full_sweep_due() {
+                return Err(Refusal::Full);
+            }
+            #[cfg(test)]
+            self.full_sweeps.fetch_add(1, Ordering::Relaxed);
             self.limiter.retain_recent();
             self.limiter.shrink_to_fit();
             let map = self.store.lock();
@@ -429,6 +474,39 @@ mod tests {
             let _ = limit.check(&ip(i));
         }
         assert!(limit.tracked() <= 3);
+    }
+
+    #[test]
+    fn a_full_table_is_swept_at_most_once_an_interval_however_many_new_clients_come() {
+        // Buckets that take a minute to refill: nothing can be dropped within this test.
+        let limit = Limit::new(Quota::per_minute(n(1)), 64);
+        let ip = |i: u32| Client::Address(IpAddr::from((0x0a00_0000 + i).to_be_bytes()));
+        for i in 0..64 {
+            assert_eq!(limit.check(&ip(i)), Ok(()));
+        }
+        for i in 64..10_064 {
+            assert_eq!(limit.check(&ip(i)), Err(Refusal::Full));
+        }
+        let sweeps = limit.full_sweeps.load(Ordering::Relaxed);
+        assert!((1..=2).contains(&sweeps), "10,000 new clients against a full table: {sweeps} sweeps");
+    }
+
+    #[test]
+    fn an_ipv6_client_is_limited_by_its_64() {
+        let limit = Limit::new(Quota::per_minute(n(1)), 16);
+        let client = |ip: &str| {
+            let mut parts = hyper::Request::new(()).into_parts().0;
+            parts.extensions.insert(SocketAddr::new(ip.parse().unwrap(), 443));
+            Client::of(&parts)
+        };
+        assert_eq!(client("2001:db8::1"), client("2001:db8::ffff:1"));
+        assert_eq!(limit.check(&client("2001:db8::1")), Ok(()));
+        assert!(
+            matches!(limit.check(&client("2001:db8::abcd:1")), Err(Refusal::Wait(_))),
+            "a new address of the same /64 shares its bucket"
+        );
+        assert_eq!(limit.check(&client("2001:db8:0:1::1")), Ok(()), "another /64 has its own");
+        assert_eq!(client("::ffff:10.0.0.1"), Client::Address(IpAddr::from([10, 0, 0, 1])));
     }
 
     #[test]
