@@ -31,7 +31,7 @@ use bodies::{
     Failed, approval_body, cancelled_body, denied_body, insufficient_scope_body, invalid_arguments_body,
     timed_out_body, unknown_tool, unreadable_arguments,
 };
-use handler::{Deadline, Fault, HandlerOutcome, Started, run_inline, settle, start};
+use handler::{Deadline, Fault, Ran, Running, Started, detach, run_inline, settle, start};
 use index::NameIndex;
 
 /// One reason an executor could not be built, with the tool it concerns.
@@ -880,20 +880,22 @@ impl Executor {
                 }
             }
         };
+        // A handler that outlived the call: still running, or ended too late for it.
+        let outlived: Option<Running>;
         let result = 'steps: {
             // 4. The handler, under a timeout, with panics caught. One that ran here did so under the span; one still
             // to be awaited is awaited with the span left (a guard held across an `.await` would stay entered while
             // other tasks run on this thread): its polls enter the span themselves.
             let lease = claimed.as_ref().map(|(_, lease)| lease);
-            let (outcome, _entered) = match self.invoke(at, def, call_id, arguments, options, lease) {
-                Invoked::Ran(outcome) => (outcome, entered),
+            let ((outcome, left), _entered) = match self.invoke(at, def, call_id, arguments, options, lease) {
+                Invoked::Ran(ran) => (ran, entered),
                 Invoked::Started { begun, token } => {
                     drop(entered);
-                    let outcome = match begun {
-                        Started::Ended(outcome) => outcome,
+                    let ran = match begun {
+                        Started::Ended(ran) => ran,
                         Started::Running(fut) => {
                             let (deadline, caller) = (&self.inner.deadlines[at], options.cancellation.as_ref());
-                            settle(fut, deadline, (call_id, def.name()), token.as_ref(), caller, &span).await
+                            settle(fut, deadline, token.as_ref(), caller, &span).await
                         }
                     };
                     let entered = span.enter();
@@ -901,9 +903,10 @@ impl Executor {
                     if let Some(token) = token {
                         token.cancel();
                     }
-                    (outcome, entered)
+                    (ran, entered)
                 }
             };
+            outlived = left;
 
             // 5. Business error, internal error, timeout?
             let value = match outcome {
@@ -922,14 +925,70 @@ impl Executor {
             // 7. Ok.
             answer.ok(value)
         };
-        // 3b, again: what the call did, recorded (awaited with the span left).
-        match claimed {
-            None => result,
-            Some((once, lease)) => {
+        // 3b, again: what the call did, recorded (awaited with the span left). A handler that outlived its call
+        // keeps the call's claim: its outcome is recorded when it ends, the lease renewed until then.
+        match (claimed, outlived) {
+            (None, None) => result,
+            (None, Some(running)) => {
+                detach(running, &result.call_id, &result.tool_name);
+                result
+            }
+            (Some((once, lease)), None) => {
                 once.settle(lease, &result).await;
                 result
             }
+            (Some((_, lease)), Some(running)) => {
+                let call_id = result.call_id.clone();
+                if running.has_ended() {
+                    self.outlive(at, call_id, lease, running).await;
+                } else {
+                    let outliving = self.clone().outlive_owned(at, call_id, lease, running);
+                    tokio::spawn(tracing::Instrument::instrument(outliving, span.clone()));
+                }
+                result
+            }
         }
+    }
+
+    /// [`Executor::outlive`] on a clone of the executor, for a task of its own.
+    async fn outlive_owned(self, at: usize, call_id: String, lease: crate::lease::Lease, running: Running) {
+        self.outlive(at, call_id, lease, running).await;
+    }
+
+    /// Awaits a handler that outlived its call, the call's lease renewed meanwhile, and records its outcome as the
+    /// call's: the steps after the handler's (5 and 6) judge what it returned, as they would have in time.
+    async fn outlive(&self, at: usize, call_id: String, lease: crate::lease::Lease, mut running: Running) {
+        let Some(once) = &self.inner.once else { return };
+        let caught = match running.ended() {
+            Some(caught) => caught,
+            None => {
+                let lease_for = once.leases[at].unwrap_or(crate::once::LEASE_MARGIN);
+                once.outlive(&lease, lease_for, running).await
+            }
+        };
+        let def = &*self.inner.view.tools()[at];
+        let (executed, body) = match handler::outcome(caught) {
+            Ok(value) => match compiled(def) {
+                Ok(compiled) => match self.check_result(def, &call_id, compiled, &value) {
+                    Ok(()) => {
+                        let result =
+                            ToolResult::success(call_id, def.name().to_owned(), Some(def.version.clone()), value);
+                        tracing::warn!(target: TARGET, call_id = %result.call_id, tool_name = def.name(), "a tool handler ended after its call was answered; its outcome is recorded");
+                        once.settle(lease, &result).await;
+                        return;
+                    }
+                    Err(failed) => (failed.executed, failed.body),
+                },
+                Err(problem) => (true, self.uncompiled_body(def, &call_id, problem)),
+            },
+            Err(fault) => {
+                let failed = self.judge(at, def, &call_id, fault, &self.inner.no_options);
+                (failed.executed, failed.body)
+            }
+        };
+        let result = ToolResult::failure(call_id, def.name().to_owned(), Some(def.version.clone()), executed, body);
+        tracing::warn!(target: TARGET, call_id = %result.call_id, tool_name = def.name(), outcome = result.error().map_or("ok", |e| e.code.as_str()), "a tool handler ended after its call was answered; its outcome is recorded");
+        once.settle(lease, &result).await;
     }
 
     /// Step 1: is the tool registered in this view, and not outside the options' allowed tools? Exact match only.
@@ -1100,7 +1159,7 @@ impl Executor {
 /// How step 4 left the handler: run to its end already, or started and to be awaited, with the call's own token
 /// (`None`: the handler shares a context and watches only the caller's cancellation).
 enum Invoked {
-    Ran(HandlerOutcome),
+    Ran(Ran),
     Started { begun: Started, token: Option<CancellationToken> },
 }
 

@@ -32,9 +32,17 @@
 //! (a [`ToolError`](crate::ToolError) with the tool's own code, `retry` included) or `invalid_tool_output`. A
 //! handler that did not start (an extractor refused the call) or failed with an internal error gives the key up:
 //! a retry runs again, so a handler whose effect may have happened when it fails should say so with a business
-//! error. A call that timed out or was cancelled while its handler ran keeps its lease until it expires (the
-//! tool's timeout and grace, plus [`LEASE_MARGIN`]): its handler may still be doing the effect, and retries are
-//! answered `in_progress` until then.
+//! error.
+//!
+//! A call that timed out or was cancelled while its handler ran is answered `timeout` or `cancelled` at once, and
+//! keeps its claim: the handler is not dropped but runs on to its end, the executor renews its lease meanwhile
+//! ([`EffectLedger::renew`], every third of the lease: a heartbeat), and what the handler finally returns is
+//! recorded as any outcome is (a handler that ended past its deadline, too late for its call, likewise). Until
+//! then retries are answered `in_progress`, after it with the recorded result: the handler never runs beside
+//! itself, however long it outlives its call. An `in_progress` answer's `retry_after_ms` is half of what is left
+//! of the lease that holds the key, a time within it (the lease is renewed before it ends). A process that dies
+//! stops its heartbeat: its lease then ends within one lease time (the tool's timeout and grace, plus
+//! [`LEASE_MARGIN`]).
 //!
 //! The guarantee, and its limit: of any number of calls with one key, on any number of replicas sharing the
 //! ledger, one handler runs at a time, and once one has finished, none runs again. A process that dies after its
@@ -164,7 +172,28 @@ pub trait EffectLedger: Send + Sync {
     ///
     /// [`LedgerError::LeaseLost`]; [`LedgerError::Store`].
     fn abandon<'a>(&'a self, lease: &'a Lease) -> LedgerFuture<'a, ()>;
+
+    /// Extends `lease` to `lease_for` from now (the ledger's clock); the lease with its new expiry. The executor
+    /// renews the lease of a call whose handler outlived it (timed out or cancelled, and still running) until the
+    /// handler ends, so that no `begin` takes the key over meanwhile.
+    ///
+    /// The default renews nothing: it answers [`LedgerError::Store`] with the code [`RENEW_UNSUPPORTED`], and the
+    /// lease ends when it was set to (a handler that outlives it may then run again beside itself).
+    /// keel-tools-state's stores renew.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::LeaseLost`] when the lease is no longer the key's; [`LedgerError::Store`].
+    fn renew<'a>(&'a self, lease: &'a Lease, lease_for: Duration) -> LedgerFuture<'a, Lease> {
+        let _ = lease_for;
+        let message = format!("this ledger cannot renew the lease on {:?}", lease.key());
+        Box::pin(async move { Err(LedgerError::Store { code: RENEW_UNSUPPORTED.into(), message, source: None }) })
+    }
 }
+
+/// The code of the [`LedgerError::Store`] that a ledger which cannot renew leases answers
+/// [`EffectLedger::renew`] with (its default).
+pub const RENEW_UNSUPPORTED: &str = "renew_unsupported";
 
 /// Which tools of an executor run once (see [`ExecutorBuilder::exactly_once`](crate::executor::ExecutorBuilder::exactly_once)).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,7 +274,9 @@ impl Once {
                 Ok(Begin::InProgress { lease_expires_at_ms }) => {
                     let now = tokio::time::Instant::now();
                     if now >= give_up || cancelled.is_some_and(|c| c.is_cancelled()) {
-                        let retry_after_ms = lease_expires_at_ms.saturating_sub(now_ms()).clamp(100, 60_000);
+                        // A time within the lease that holds the key, never its end: its runner renews it while
+                        // the handler runs, and a retry at its end could find it just expired.
+                        let retry_after_ms = (lease_expires_at_ms.saturating_sub(now_ms()) / 2).clamp(50, 30_000);
                         return Claim::Answer(Answered::Refused(in_progress(&key, retry_after_ms)));
                     }
                     let sleep = tokio::time::sleep_until((now + pause).min(give_up));
@@ -282,8 +313,9 @@ impl Once {
             {
                 Some(json!({"ok": false, "error": crate::result::error_body_json(error)}))
             }
-            (Outcome::Error(error), _) if matches!(error.code, ErrorCode::Timeout | ErrorCode::Cancelled) => {
-                // The handler may still be running: the lease stands until it expires.
+            (Outcome::Error(error), true) if matches!(error.code, ErrorCode::Timeout | ErrorCode::Cancelled) => {
+                // Not reached: the outcome of a handler that outlived its call is recorded when it ends
+                // (`Executor::outlive`). Were it reached, the lease would stand until it expires.
                 return;
             }
             _ => None,
@@ -302,6 +334,51 @@ impl Once {
                 "the outcome of a call that runs once could not be recorded; a retry may run it again"
             );
         }
+    }
+}
+
+impl Once {
+    /// Awaits `running`, a handler that outlived its call, renewing `lease` (for `lease_for` each time, every third
+    /// of it) until it ends: the heartbeat that keeps retries answered `in_progress` meanwhile.
+    pub(crate) async fn outlive<F: Future>(&self, lease: &Lease, lease_for: Duration, running: F) -> F::Output {
+        let beat = tokio::spawn(heartbeat(Arc::clone(&self.ledger), lease.clone(), lease_for));
+        let ended = running.await;
+        beat.abort();
+        let _ = beat.await;
+        ended
+    }
+}
+
+/// Renews `lease` at once, then every third of `lease_for`, until it is aborted, the lease is lost or the ledger
+/// cannot renew. A failure of the ledger is tried again sooner.
+async fn heartbeat(ledger: Arc<dyn EffectLedger>, lease: Lease, lease_for: Duration) {
+    let period = (lease_for / 3).max(Duration::from_millis(10));
+    loop {
+        let pause = match ledger.renew(&lease, lease_for).await {
+            Ok(_) => period,
+            Err(LedgerError::LeaseLost { .. }) => {
+                tracing::error!(
+                    target: TARGET,
+                    idempotency_key = lease.key(),
+                    "the lease of a call whose handler still runs was lost; a retry may run it again"
+                );
+                return;
+            }
+            Err(LedgerError::Store { code, .. }) if code == RENEW_UNSUPPORTED => {
+                tracing::warn!(
+                    target: TARGET,
+                    idempotency_key = lease.key(),
+                    "the effect ledger cannot renew leases; a retry after the lease ends may run the call beside \
+                     its handler, which still runs"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(target: TARGET, idempotency_key = lease.key(), error = %e, "a lease could not be renewed; trying again");
+                period / 4
+            }
+        };
+        tokio::time::sleep(pause).await;
     }
 }
 

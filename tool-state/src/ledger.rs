@@ -50,6 +50,14 @@ macro_rules! ledger_for {
             fn abandon<'a>(&'a self, lease: &'a keel_tools_core::once::Lease) -> LedgerFuture<'a, ()> {
                 ledger(crate::effect::EffectStore::abandon(self, lease))
             }
+
+            fn renew<'a>(
+                &'a self,
+                lease: &'a keel_tools_core::once::Lease,
+                lease_for: std::time::Duration,
+            ) -> LedgerFuture<'a, keel_tools_core::once::Lease> {
+                ledger(crate::effect::EffectStore::renew(self, lease, lease_for))
+            }
         }
     )*};
 }

@@ -25,6 +25,12 @@ use crate::tool_definition::{BoxFuture, Handler};
 /// How a handler run ended, before output validation: with its value, or without one.
 pub(super) type HandlerOutcome = Result<Value, Fault>;
 
+/// How a handler run ended for its call, and the handler itself when it outlived the call: still running after
+/// its deadline (or the caller's cancellation) and the grace period, or ended too late (its outcome then is
+/// `timeout`, and what it returned is in the [`Running`]). The caller awaits it or lets it run on
+/// ([`detach`]); it is never dropped while it runs.
+pub(super) type Ran = (HandlerOutcome, Option<Running>);
+
 /// How a handler run ended without a value.
 pub(super) enum Fault {
     /// Its own error: a business error, an internal one, arguments it could not take.
@@ -72,6 +78,23 @@ pub(super) enum Running {
     /// A blocking handler's join with its thread, which reports a panic itself, and its progress (shared with the
     /// thread).
     Joined { join: Pin<Box<dyn Future<Output = Caught> + Send>>, progress: Arc<AtomicU8> },
+    /// A handler that has ended: what it returned (taken by the first poll).
+    Ended(Option<Caught>),
+}
+
+impl Running {
+    /// Whether the handler has ended already.
+    pub(super) fn has_ended(&self) -> bool {
+        matches!(self, Running::Ended(Some(_)))
+    }
+
+    /// What the handler returned, when it has ended already.
+    pub(super) fn ended(&mut self) -> Option<Caught> {
+        match self {
+            Running::Ended(caught) => caught.take(),
+            _ => None,
+        }
+    }
 }
 
 impl Future for Running {
@@ -84,6 +107,10 @@ impl Future for Running {
                 Err(panic) => Poll::Ready(Err(panic)),
             },
             Running::Joined { join, .. } => join.as_mut().poll(cx),
+            Running::Ended(caught) => match caught.take() {
+                Some(caught) => Poll::Ready(caught),
+                None => Poll::Pending,
+            },
         }
     }
 }
@@ -94,7 +121,7 @@ pub(super) type Caught = Result<Result<Value, ToolError>, Box<dyn Any + Send>>;
 /// A handler started: its future, or how it ended before it had one.
 pub(super) enum Started {
     Running(Running),
-    Ended(HandlerOutcome),
+    Ended(Ran),
 }
 
 /// Starts a handler: runs an inline one to its end (`deadline` judges it afterwards), makes an async one's future,
@@ -112,7 +139,7 @@ pub(super) fn start(
             tracing::error!(target: TARGET, call_id, "the executor needs a Tokio runtime (with time enabled)");
             // The handler never starts: not executed.
             let error = ToolError::internal("the executor needs a Tokio runtime (with time enabled)");
-            return Started::Ended(Err(Fault::Error(error.before_handler())));
+            return Started::Ended((Err(Fault::Error(error.before_handler())), None));
         }
         // Making the future runs the handler's synchronous part (none in `#[tool]`'s thunks), so a panic there is
         // caught too.
@@ -142,7 +169,7 @@ pub(super) fn start(
     };
     match fut {
         Ok(fut) => Started::Running(Running::Polled(fut)),
-        Err(panic) => Started::Ended(Err(Fault::Panicked(panic))),
+        Err(panic) => Started::Ended((Err(Fault::Panicked(panic)), None)),
     }
 }
 
@@ -156,15 +183,14 @@ fn catch(
 /// Waits for a started handler that did not finish on its first poll, until it ends, or until its deadline (or
 /// the caller's cancellation) and the grace period after it. At the deadline `stop` (the call's own token) is
 /// cancelled and a blocking handler still queued is abandoned; a handler still running after the grace period is
-/// not dropped but left to finish on its own task.
+/// not dropped but handed back, to finish on its own task.
 pub(super) async fn wait(
     mut fut: Running,
     watch: Stopwatch,
-    (call_id, tool): (&str, &str),
     deadline: Deadline,
     stop: Option<&CancellationToken>,
     caller: Option<&CancellationToken>,
-) -> HandlerOutcome {
+) -> Ran {
     let timed_out = tokio::select! {
         biased;
         r = &mut fut => return finished(r, &watch),
@@ -176,7 +202,7 @@ pub(super) async fn wait(
     if let Running::Joined { progress, .. } = &fut
         && progress.compare_exchange(QUEUED, ABANDONED, Ordering::SeqCst, Ordering::SeqCst).is_ok()
     {
-        return stopped(HandlerState::NotStarted);
+        return (stopped(HandlerState::NotStarted), None);
     }
     // Ask the handler to stop, and give it the grace period to do so (or to finish).
     if let Some(stop) = stop {
@@ -184,29 +210,42 @@ pub(super) async fn wait(
     }
     match tokio::time::timeout(deadline.grace, &mut fut).await {
         Ok(r) => finished(r, &watch),
-        Err(_) => {
-            // Dropping the future could cut its effects between two steps: it runs on to its end instead.
-            let (call_id, tool) = (call_id.to_owned(), tool.to_owned());
-            tokio::spawn(async move {
-                let ended = match fut.await {
-                    Ok(Ok(_)) => "a value",
-                    Ok(Err(_)) => "an error",
-                    Err(_) => "a panic",
-                };
-                tracing::warn!(target: TARGET, call_id, tool_name = tool, ended, "a tool handler ended after its call was answered");
-            });
-            stopped(HandlerState::Running)
-        }
+        // Dropping the future could cut its effects between two steps: it runs on to its end instead.
+        Err(_) => (stopped(HandlerState::Running), Some(fut)),
     }
 }
 
-/// The outcome of a handler timed by `watch`: as it is, unless it ended past the deadline and the grace period (a
-/// handler that blocked its thread finishes before any timer can fire), when it is too late.
-#[inline]
-pub(super) fn finished(r: Caught, watch: &Stopwatch) -> HandlerOutcome {
-    if watch.past_deadline() {
-        return Err(Fault::TimedOut(HandlerState::Finished));
+/// Lets a handler that outlived its call (and whose outcome no ledger records) run on to its end on a task of its
+/// own, and says how it ended then.
+pub(super) fn detach(mut fut: Running, call_id: &str, tool: &str) {
+    if fut.ended().is_some() {
+        return;
     }
+    let (call_id, tool) = (call_id.to_owned(), tool.to_owned());
+    tokio::spawn(async move {
+        let ended = match fut.await {
+            Ok(Ok(_)) => "a value",
+            Ok(Err(_)) => "an error",
+            Err(_) => "a panic",
+        };
+        tracing::warn!(target: TARGET, call_id, tool_name = tool, ended, "a tool handler ended after its call was answered");
+    });
+}
+
+/// The outcome of a handler timed by `watch`: as it is, unless it ended past the deadline and the grace period (a
+/// handler that blocked its thread finishes before any timer can fire), when it is too late for its call (what it
+/// returned is handed back, to be recorded for a call that runs once).
+#[inline]
+pub(super) fn finished(r: Caught, watch: &Stopwatch) -> Ran {
+    if watch.past_deadline() {
+        return (Err(Fault::TimedOut(HandlerState::Finished)), Some(Running::Ended(Some(r))));
+    }
+    (outcome(r), None)
+}
+
+/// A handler's result, or its panic, as the outcome of its run.
+#[inline]
+pub(super) fn outcome(r: Caught) -> HandlerOutcome {
     match r {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(Fault::Error(e)),
@@ -231,7 +270,7 @@ pub(super) fn run_inline(
     arguments: Value,
     ctx: &CallContext,
     deadline: Deadline,
-) -> HandlerOutcome {
+) -> Ran {
     let watch = Stopwatch::started(deadline.timing);
     let r = std::panic::catch_unwind(AssertUnwindSafe(move || f(arguments, ctx)));
     finished(r, &watch)
@@ -243,11 +282,10 @@ pub(super) fn run_inline(
 pub(super) async fn settle(
     mut fut: Running,
     deadline: &Deadline,
-    ids: (&str, &str),
     stop: Option<&CancellationToken>,
     caller: Option<&CancellationToken>,
     span: &tracing::Span,
-) -> HandlerOutcome {
+) -> Ran {
     let watch = Stopwatch::started(deadline.timing);
     let first = match fut {
         Running::Polled(_) => {
@@ -257,10 +295,10 @@ pub(super) async fn settle(
             })
             .await
         }
-        Running::Joined { .. } => Poll::Pending,
+        Running::Joined { .. } | Running::Ended(_) => Poll::Pending,
     };
     match first {
         Poll::Ready(r) => finished(r, &watch),
-        Poll::Pending => wait(fut, watch, ids, *deadline, stop, caller).instrument(span.clone()).await,
+        Poll::Pending => wait(fut, watch, *deadline, stop, caller).instrument(span.clone()).await,
     }
 }
