@@ -40,6 +40,8 @@ async fn tickets_write() -> Result<String, ToolError> {
 }
 
 const ISSUER: &str = "https://auth.keel.test";
+/// How long the endpoint takes to answer about a token starting `t-lag`.
+const LAG: Duration = Duration::from_millis(200);
 const CLIENT_ID: &str = "mcp resource";
 const CLIENT_SECRET: &str = "s3cret&=+";
 
@@ -95,7 +97,8 @@ struct Endpoint {
     /// Requests being answered now, and the most at once.
     in_flight: Arc<AtomicUsize>,
     peak: Arc<AtomicUsize>,
-    /// A token starting `t-slow` is answered only once a permit is released here.
+    /// A token starting `t-slow` is answered only once a permit is released here; one starting `t-lag` after
+    /// [`LAG`].
     hold: Arc<tokio::sync::Semaphore>,
 }
 
@@ -183,6 +186,9 @@ impl Endpoint {
         let token = seen.form.get("token").cloned().unwrap_or_default();
         if token.starts_with("t-slow") {
             self.hold.acquire().await.unwrap().forget();
+        }
+        if token.starts_with("t-lag") {
+            tokio::time::sleep(LAG).await;
         }
         match token.as_str() {
             "t-fails" => respond(StatusCode::INTERNAL_SERVER_ERROR, "upstream trouble".into()),
@@ -377,9 +383,12 @@ async fn tokens_the_endpoint_does_not_vouch_for_are_refused_401() {
     assert_refused(&base, "t-fails", "the token cannot be checked now").await;
     assert_refused(&base, "t-garbage", "the token cannot be checked now").await;
     assert_eq!(endpoint.requests(), 8, "each refusal asked the endpoint once");
-    // Refusals are not cached.
+    // A refusal is kept for the refusal TTL; an endpoint's failure is not.
     assert_refused(&base, "t-inactive", "the token is not active").await;
-    assert_eq!(endpoint.requests(), 9);
+    assert_refused(&base, "t-other-audience", "the token is for another resource").await;
+    assert_eq!(endpoint.requests(), 8, "refused again without asking");
+    assert_refused(&base, "t-fails", "the token cannot be checked now").await;
+    assert_eq!(endpoint.requests(), 9, "a failure to check is asked about again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -552,4 +561,82 @@ async fn a_check_that_outlasts_the_timeout_is_refused_and_not_cached() {
     assert_eq!(refused, ["the token cannot be checked now"; 2]);
     assert_eq!(verifier.cached(), 0, "nothing cached for the refused tokens");
     endpoint.release(16);
+}
+
+/// 200 made-up tokens at once from one client (127.0.0.2), against an endpoint that takes 200 ms per answer and a
+/// verifier of 4 requests in flight with a 2 s timeout, while another client (127.0.0.1) comes with a valid token
+/// not yet cached: the valid token opens its session, and every made-up one is refused `401`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the HTTP service to pass the client's address to ResourceServer::authenticate_from"]
+async fn a_flood_of_made_up_tokens_does_not_starve_another_clients_valid_token() {
+    let endpoint = Endpoint::default();
+    let url = endpoint.serve().await;
+    let (base, _stop) =
+        serve(|resource| verifier(&url, resource).max_concurrent(4).timeout(Duration::from_secs(2))).await;
+    endpoint.answer("t-lag-valid", active(&format!("{base}/mcp"), "alice", ""));
+    let flooder = reqwest::Client::builder().local_address(std::net::IpAddr::from([127, 0, 0, 2])).build().unwrap();
+    let mut flood = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let (flooder, base) = (flooder.clone(), base.clone());
+        flood.spawn(async move {
+            let response = flooder
+                .post(format!("{base}/mcp"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("authorization", format!("Bearer t-lag-made-up-{i}"))
+                .body(initialize().to_string())
+                .send()
+                .await
+                .unwrap();
+            response.status().as_u16()
+        });
+    }
+    // The flood has reached the endpoint.
+    while endpoint.requests() < 4 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, challenge, session, body) = post(&base, Some("t-lag-valid"), None, initialize()).await;
+    assert_eq!(status, 200, "{challenge:?} {body}");
+    assert!(session.is_some());
+    let mut refused = 0;
+    while let Some(status) = flood.join_next().await {
+        assert_eq!(status.unwrap(), 401);
+        refused += 1;
+    }
+    assert_eq!(refused, 200);
+}
+
+/// The same flood at the verifier, each token with its client's address as the server passes it: 200 made-up tokens
+/// at once from 127.0.0.2 and a valid token not yet cached from 127.0.0.1, against an endpoint that takes 200 ms
+/// per answer, 4 requests in flight and a 2 s timeout (in turn, the flood alone would take 10 s). The valid token
+/// is admitted; every made-up one is refused, most at once for their client's share, none admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_clients_flood_of_made_up_tokens_does_not_starve_another_clients_valid_token() {
+    use keel_tools_mcp::http::auth::TokenVerifier;
+    let endpoint = Endpoint::default();
+    let url = endpoint.serve().await;
+    let resource = "http://127.0.0.1:9/mcp";
+    endpoint.answer("t-lag-valid", active(resource, "alice", ""));
+    let verifier = Arc::new(verifier(&url, resource).max_concurrent(4).timeout(Duration::from_secs(2)));
+    let (flooder, client) = (std::net::IpAddr::from([127, 0, 0, 2]), std::net::IpAddr::from([127, 0, 0, 1]));
+    let mut flood = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let verifier = verifier.clone();
+        flood.spawn(async move {
+            verifier.verify_from(&format!("t-lag-made-up-{i}"), Some(flooder)).await.map(|p| p.subject.clone())
+        });
+    }
+    while endpoint.requests() < 4 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let admitted = verifier.verify_from("t-lag-valid", Some(client)).await;
+    assert_eq!(admitted.expect("the valid token is checked in its turn").subject, "alice");
+    let (mut over_share, mut refused) = (0, 0);
+    while let Some(result) = flood.join_next().await {
+        let refusal = result.unwrap().expect_err("a made-up token is never admitted");
+        over_share += usize::from(refusal.description() == "too many of this client's tokens are being checked now");
+        refused += 1;
+    }
+    assert_eq!(refused, 200);
+    assert!(over_share > 0, "the flood went past its client's share");
 }

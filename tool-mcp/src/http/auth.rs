@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::net::IpAddr;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -37,7 +38,8 @@ mod introspection;
 mod token_cache;
 pub use introspection::{
     ClientAuthMethod, DEFAULT_INTROSPECTION_CACHE_CAPACITY, DEFAULT_INTROSPECTION_CACHE_TTL,
-    DEFAULT_INTROSPECTION_CONCURRENCY, DEFAULT_INTROSPECTION_TIMEOUT, IntrospectionVerifier,
+    DEFAULT_INTROSPECTION_CONCURRENCY, DEFAULT_INTROSPECTION_REFUSAL_TTL, DEFAULT_INTROSPECTION_TIMEOUT,
+    DEFAULT_INTROSPECTION_TOKENS_PER_CLIENT, IntrospectionVerifier,
 };
 use token_cache::{TokenCache, digest};
 
@@ -77,6 +79,14 @@ impl std::error::Error for TokenError {}
 pub trait TokenVerifier: Send + Sync {
     /// The principal of `token`, or why it is refused.
     fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a>;
+
+    /// As [`verify`](TokenVerifier::verify), for a request from the client at `client` (its address, when the
+    /// server knows it). A verifier that asks another server about tokens may limit what each client can make it
+    /// ask ([`IntrospectionVerifier`] does); by default the address is not used.
+    fn verify_from<'a>(&'a self, token: &'a str, client: Option<IpAddr>) -> VerifyFuture<'a> {
+        let _ = client;
+        self.verify(token)
+    }
 }
 
 /// Fixed bearer tokens, each for one principal: for a small deployment without an authorization server. Tokens
@@ -746,8 +756,20 @@ impl ResourceServer {
         format!("Bearer {}", parts.join(", "))
     }
 
-    /// Who the request's bearer token speaks for, or the refusal: `(status, WWW-Authenticate)`.
+    /// Who the request's bearer token speaks for, or the refusal: `(status, WWW-Authenticate)`; for a request
+    /// whose client's address is not known (see [`authenticate_from`](ResourceServer::authenticate_from)).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) async fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Principal>, (u16, String)> {
+        self.authenticate_from(None, authorization).await
+    }
+
+    /// As [`authenticate`](ResourceServer::authenticate), for a request from the client at `client`: the verifier
+    /// is given the address ([`TokenVerifier::verify_from`]), so that it can limit what one client makes it do.
+    pub(crate) async fn authenticate_from(
+        &self,
+        client: Option<IpAddr>,
+        authorization: Option<&str>,
+    ) -> Result<Arc<Principal>, (u16, String)> {
         let Some(value) = authorization else {
             return Err((401, self.challenge(None, None)));
         };
@@ -759,7 +781,7 @@ impl ResourceServer {
         let Some(token) = token else {
             return Err((401, self.challenge(Some(("invalid_request", "use an Authorization: Bearer token")), None)));
         };
-        let principal = match self.verifier.verify(token).await {
+        let principal = match self.verifier.verify_from(token, client).await {
             Ok(p) => p,
             Err(e) => return Err((401, self.challenge(Some(("invalid_token", e.description())), None))),
         };

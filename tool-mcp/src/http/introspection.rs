@@ -1,13 +1,15 @@
 //! OAuth 2.0 token introspection (RFC 7662): the [`TokenVerifier`] for opaque access tokens, which only the
 //! authorization server that issued them can read. See [`IntrospectionVerifier`].
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 
-use super::token_cache::TokenCache;
+use super::token_cache::{TokenCache, TokenKey};
 use super::{AuthConfigError, Principal, TokenError, TokenVerifier, VerifyFuture};
 
 /// The default number of verified tokens an [`IntrospectionVerifier`] keeps.
@@ -18,6 +20,10 @@ pub const DEFAULT_INTROSPECTION_CACHE_TTL: Duration = Duration::from_secs(60);
 pub const DEFAULT_INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most introspection requests an [`IntrospectionVerifier`] has in flight at once, by default.
 pub const DEFAULT_INTROSPECTION_CONCURRENCY: usize = 32;
+/// The default time an [`IntrospectionVerifier`] keeps a token the endpoint refused before asking about it again.
+pub const DEFAULT_INTROSPECTION_REFUSAL_TTL: Duration = Duration::from_secs(10);
+/// The most tokens from one client address an [`IntrospectionVerifier`] checks at once, by default.
+pub const DEFAULT_INTROSPECTION_TOKENS_PER_CLIENT: usize = 8;
 /// The largest introspection response read; a larger one counts as a failure of the endpoint.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 
@@ -74,8 +80,24 @@ enum ClientAuth {
 /// TTL. The cache is keyed by a keyed 128-bit digest of the token (SipHash-2-4 under a key drawn at random for each
 /// verifier), never the token itself, and holds at most
 /// [`cache_capacity`](IntrospectionVerifier::cache_capacity) entries (10 000 by default; when full, expired
-/// entries are dropped, then the one that expires first). Refusals are not cached: each request with a token that
-/// does not verify asks the endpoint again (within the server's connection and request caps).
+/// entries are dropped, then the one that expires first). A token the endpoint refused (inactive, expired, for
+/// another resource or issuer, without a subject; not one merely not valid yet, nor one it could not be asked
+/// about) is kept as refused for [`refusal_ttl`](IntrospectionVerifier::refusal_ttl) (10 s by default), by the
+/// same keyed digest, at most as many as the cache's capacity: a refused token sent again is refused without
+/// asking.
+///
+/// **Under a flood.** Every token neither cached nor kept as refused costs one request to the endpoint. At most
+/// [`max_concurrent`](IntrospectionVerifier::max_concurrent) (32) are in flight; the others wait for a permit in
+/// the order they came, each within the [`timeout`](IntrospectionVerifier::timeout) (10 s), then are refused as
+/// not checkable now. Of the tokens from one client address (as the server passes it,
+/// [`TokenVerifier::verify_from`]), at most
+/// [`max_concurrent_per_client`](IntrospectionVerifier::max_concurrent_per_client) (8) different ones are being
+/// checked at once; one more is refused at once (`401`, "too many of this client's tokens are being checked
+/// now"), without asking the endpoint or waiting for a permit. So a flood of made-up tokens from one address
+/// holds at most that many places in the queue, and a valid token from another address waits behind at most
+/// those places of each flooding address, not behind the whole flood. A flood spread over many addresses can
+/// still fill the queue: each address then holds its share, and tokens past the timeout are refused as not
+/// checkable now, never admitted. Without an address (`verify`) only the global cap applies.
 ///
 /// **Transport.** Redirects are not followed (the request carries credentials). With the `rustls` feature an
 /// `https://` endpoint is trusted by webpki-roots' Mozilla roots plus
@@ -99,6 +121,34 @@ pub struct IntrospectionVerifier {
     /// One permit per introspection request in flight.
     in_flight: Arc<tokio::sync::Semaphore>,
     max_in_flight: usize,
+    refusal_ttl: Duration,
+    /// The tokens of each client address being checked now, each with how many requests are checking it.
+    clients: Arc<Mutex<HashMap<IpAddr, HashMap<TokenKey, usize>>>>,
+    per_client: usize,
+}
+
+/// A client's place among the tokens being checked, given back when dropped.
+struct ClientSlot {
+    clients: Arc<Mutex<HashMap<IpAddr, HashMap<TokenKey, usize>>>>,
+    client: IpAddr,
+    key: TokenKey,
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tokens) = clients.get_mut(&self.client) {
+            if let Some(n) = tokens.get_mut(&self.key) {
+                *n -= 1;
+                if *n == 0 {
+                    tokens.remove(&self.key);
+                }
+            }
+            if tokens.is_empty() {
+                clients.remove(&self.client);
+            }
+        }
+    }
 }
 
 impl fmt::Debug for IntrospectionVerifier {
@@ -116,6 +166,8 @@ impl fmt::Debug for IntrospectionVerifier {
             .field("cache_ttl", &self.ttl)
             .field("cache_capacity", &self.cache.capacity())
             .field("max_concurrent", &self.max_in_flight)
+            .field("max_concurrent_per_client", &self.per_client)
+            .field("refusal_ttl", &self.refusal_ttl)
             .finish_non_exhaustive()
     }
 }
@@ -169,6 +221,9 @@ impl IntrospectionVerifier {
             cache: TokenCache::new(DEFAULT_INTROSPECTION_CACHE_CAPACITY),
             in_flight: Arc::new(tokio::sync::Semaphore::new(DEFAULT_INTROSPECTION_CONCURRENCY)),
             max_in_flight: DEFAULT_INTROSPECTION_CONCURRENCY,
+            refusal_ttl: DEFAULT_INTROSPECTION_REFUSAL_TTL,
+            clients: Arc::default(),
+            per_client: DEFAULT_INTROSPECTION_TOKENS_PER_CLIENT,
         })
     }
 
@@ -279,9 +334,45 @@ impl IntrospectionVerifier {
         self
     }
 
+    /// The most different tokens from one client address checked at once (default
+    /// [`DEFAULT_INTROSPECTION_TOKENS_PER_CLIENT`]; at least one): one more is refused at once, without asking the
+    /// endpoint. Requests with a token already being checked for that client do not count again. It applies when
+    /// the server passes the client's address ([`TokenVerifier::verify_from`]).
+    #[must_use]
+    pub fn max_concurrent_per_client(mut self, max: usize) -> IntrospectionVerifier {
+        self.per_client = max.max(1);
+        self
+    }
+
+    /// How long a token the endpoint refused is refused again without asking (default
+    /// [`DEFAULT_INTROSPECTION_REFUSAL_TTL`]); `Duration::ZERO` asks every time.
+    #[must_use]
+    pub fn refusal_ttl(mut self, ttl: Duration) -> IntrospectionVerifier {
+        self.refusal_ttl = ttl;
+        self
+    }
+
     /// Verified tokens in the cache now (expired ones included until they are dropped).
     pub fn cached(&self) -> usize {
         self.cache.len()
+    }
+
+    /// Refused tokens kept now (stale ones included until they are dropped).
+    pub fn refused(&self) -> usize {
+        self.cache.refusals()
+    }
+
+    /// A place for checking the token `key` for `client`, unless that client has as many other tokens being
+    /// checked as it may.
+    fn client_slot(&self, client: IpAddr, key: TokenKey) -> Option<ClientSlot> {
+        let client = client.to_canonical();
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        let tokens = clients.entry(client).or_default();
+        if !tokens.contains_key(&key) && tokens.len() >= self.per_client {
+            return None;
+        }
+        *tokens.entry(key).or_insert(0) += 1;
+        Some(ClientSlot { clients: self.clients.clone(), client, key })
     }
 
     /// Asks the endpoint about `token`: its answer, or why there is none.
@@ -373,11 +464,28 @@ impl IntrospectionVerifier {
 
 impl TokenVerifier for IntrospectionVerifier {
     fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a> {
+        self.verify_from(token, None)
+    }
+
+    fn verify_from<'a>(&'a self, token: &'a str, client: Option<IpAddr>) -> VerifyFuture<'a> {
         Box::pin(async move {
             let key = self.cache.key(token);
             if let Some(principal) = self.cache.lookup(&key) {
                 return Ok(principal);
             }
+            if let Some(refusal) = self.cache.lookup_refusal(&key) {
+                return Err(refusal);
+            }
+            let _slot = match client {
+                Some(client) => match self.client_slot(client, key) {
+                    Some(slot) => Some(slot),
+                    None => {
+                        tracing::debug!(%client, "a client has too many tokens being checked; one more is refused");
+                        return Err(TokenError::new("too many of this client's tokens are being checked now"));
+                    }
+                },
+                None => None,
+            };
             let generation = self.cache.generation();
             let answer = match self.introspect(token).await {
                 Ok(answer) => answer,
@@ -386,6 +494,8 @@ impl TokenVerifier for IntrospectionVerifier {
                     return Err(TokenError::new("the token cannot be checked now"));
                 }
             };
+            // A token not valid yet may be soon: its refusal is not kept.
+            let premature = answer.active && answer.nbf.is_some_and(|nbf| nbf - self.leeway.as_secs_f64() > now());
             match self.admit(answer) {
                 Ok((principal, keep, not_after)) => {
                     let principal = Arc::new(principal);
@@ -394,11 +504,19 @@ impl TokenVerifier for IntrospectionVerifier {
                 }
                 Err(refusal) => {
                     tracing::debug!(endpoint = %self.endpoint, reason = %refusal, "introspection refused a token");
+                    if !premature {
+                        self.cache.remember_refusal(key, &refusal, self.refusal_ttl);
+                    }
                     Err(refusal)
                 }
             }
         })
     }
+}
+
+/// The wall-clock time in seconds since the Unix epoch.
+fn now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// What keel reads of an introspection response (RFC 7662 §2.2). `active` is required; every other member is

@@ -43,6 +43,8 @@ pub(super) struct TokenCache {
 
 struct Inner {
     entries: HashMap<TokenKey, Entry>,
+    /// Refused tokens, by the same key: why, and until when the refusal holds without asking again.
+    refusals: HashMap<TokenKey, (super::TokenError, Instant)>,
     generation: u64,
 }
 
@@ -75,7 +77,8 @@ impl TokenCache {
                 (state.hash_one(0u8), state.hash_one(1u8))
             }
         };
-        TokenCache { capacity, sip, inner: Mutex::new(Inner { entries: HashMap::new(), generation: 0 }) }
+        let inner = Inner { entries: HashMap::new(), refusals: HashMap::new(), generation: 0 };
+        TokenCache { capacity, sip, inner: Mutex::new(inner) }
     }
 
     /// The key of `token` in this cache.
@@ -148,10 +151,50 @@ impl TokenCache {
         entries.insert(key, Entry { principal: principal.clone(), until: now + keep, not_after });
     }
 
-    /// Drops every entry and starts a new generation.
+    /// Why the token whose key is `key` was refused, while that refusal holds; a stale one is dropped.
+    pub(super) fn lookup_refusal(&self, key: &TokenKey) -> Option<super::TokenError> {
+        if self.capacity == 0 {
+            return None;
+        }
+        let mut inner = self.lock();
+        let (error, until) = inner.refusals.get(key)?;
+        if *until > Instant::now() {
+            return Some(error.clone());
+        }
+        inner.refusals.remove(key);
+        None
+    }
+
+    /// Keeps `error` as the answer for the token whose key is `key` for `keep` from now; nothing when `keep` is
+    /// zero or the cache keeps nothing. At most `capacity` refusals are kept (apart from the verified tokens):
+    /// when full, stale ones are dropped, then the one that ends first.
+    pub(super) fn remember_refusal(&self, key: TokenKey, error: &super::TokenError, keep: Duration) {
+        if self.capacity == 0 || keep.is_zero() {
+            return;
+        }
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let refusals = &mut inner.refusals;
+        if refusals.len() >= self.capacity && !refusals.contains_key(&key) {
+            refusals.retain(|_, (_, until)| *until > now);
+            while refusals.len() >= self.capacity {
+                let Some(first) = refusals.iter().min_by_key(|(_, (_, until))| *until).map(|(k, _)| *k) else { break };
+                refusals.remove(&first);
+            }
+        }
+        refusals.insert(key, (error.clone(), now + keep));
+    }
+
+    /// Refusals kept now (stale ones included until they are dropped).
+    pub(super) fn refusals(&self) -> usize {
+        self.lock().refusals.len()
+    }
+
+    /// Drops every entry and refusal and starts a new generation.
     pub(super) fn clear(&self) {
         let mut inner = self.lock();
         inner.entries.clear();
+        inner.refusals.clear();
         inner.generation = inner.generation.wrapping_add(1);
     }
 }
@@ -181,6 +224,24 @@ mod tests {
         let none = TokenCache::new(0);
         none.remember(none.generation(), none.key("t1"), &p("a"), Duration::from_secs(10), None);
         assert_eq!(none.len(), 0);
+    }
+
+    #[test]
+    fn refusals_are_bounded_and_expire() {
+        let cache = TokenCache::new(2);
+        let refused = super::super::TokenError::new("the token is not active");
+        for t in ["r1", "r2", "r3"] {
+            cache.remember_refusal(cache.key(t), &refused, Duration::from_secs(60));
+        }
+        assert_eq!(cache.refusals(), 2);
+        assert!(cache.lookup_refusal(&cache.key("r1")).is_none(), "the first to end went");
+        assert_eq!(cache.lookup_refusal(&cache.key("r3")), Some(refused.clone()));
+        assert!(cache.lookup(&cache.key("r3")).is_none(), "a refusal is no principal");
+        cache.remember_refusal(cache.key("r4"), &refused, Duration::from_nanos(1));
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(cache.lookup_refusal(&cache.key("r4")).is_none());
+        cache.clear();
+        assert_eq!(cache.refusals(), 0);
     }
 
     #[test]
