@@ -566,3 +566,89 @@ async fn the_health_route_shows_its_details_only_when_configured() {
         shutdown.cancel();
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// The order of the checks.
+
+/// A foreign `Origin` or `Host` is refused `403` before anything else is done: it spends none of its address's rate
+/// budget (the local client's next requests are served), and a foreign request whose body never comes is answered
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_origin_or_host_spends_no_rate_budget_and_is_refused_before_its_body() {
+    with_deadline(Duration::from_secs(60), async {
+        let quota = keel_tools_mcp::http::Quota::per_minute(std::num::NonZeroU32::new(2).unwrap());
+        let config = HttpConfig::default().rate_limits(keel_tools_mcp::http::RateLimits::new().per_principal(quota));
+        let (addr, shutdown) = serve(server().http_service(config)).await;
+        let mut client = RawClient::connect(addr, "/mcp").await.unwrap();
+        let call = |id: u64, label: &str| stateless_call_request(id, "hh_echo", json!({"label": label}));
+        let foreign: [&[(&str, &str)]; 2] = [&[("origin", "http://evil.example")], &[("host", "evil.example")]];
+        for (i, extra) in foreign.iter().enumerate() {
+            for id in 0..4u64 {
+                let mut headers = vec![("mcp-method", "tools/call"), ("mcp-name", "hh_echo")];
+                headers.extend_from_slice(extra);
+                let body = call(id, "order-foreign");
+                let answer = client
+                    .request_with(
+                        hyper::Method::POST,
+                        None,
+                        Some(keel_tests::http::STATELESS_REVISION),
+                        &headers,
+                        Some(&body),
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(answer.status, StatusCode::FORBIDDEN, "foreign {i}, request {id}: {answer:?}");
+            }
+        }
+        assert_eq!(ran("order-foreign"), 0);
+        // The local client, from the same address, has its whole budget.
+        for id in 1..=2u64 {
+            let label = format!("order-local-{id}");
+            let answer = client.post_stateless(&call(id, &label)).await.unwrap();
+            assert_eq!(answer.status, 200, "{answer:?}");
+            assert_eq!(call_result(&answer), json!({"label": label}));
+        }
+
+        // A foreign page's request whose body never comes is refused at once, not after the body deadline.
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://evil.example\r\n\
+                    Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                    Content-Length: 1000\r\n\r\n{";
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let seen = read_to_close(&mut stream, Duration::from_secs(5)).await.expect("answered and closed at once");
+        assert_eq!(status_of(&seen), Some(403), "{}", String::from_utf8_lossy(&seen));
+        shutdown.cancel();
+    })
+    .await;
+}
+
+/// The health route and the protected resource metadata answer only the hosts and origins the MCP path answers.
+#[tokio::test]
+async fn a_foreign_host_or_origin_gets_403_on_health_and_metadata() {
+    use keel_tools_mcp::http::auth::{ResourceServer, StaticTokens};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let healthy = || HealthReport { healthy: true, body: json!({"status": "ok"}) };
+    let resource = ResourceServer::new(format!("http://{addr}/mcp"), StaticTokens::new());
+    let service = server().http_service(HttpConfig::default().health("/health", healthy).auth(resource));
+    let (metadata, _) = service.protected_resource_metadata().expect("metadata");
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move { service.serve(listener, "/mcp", stop).await });
+
+    for path in ["/health", metadata.as_str()] {
+        let get = |extra: &str| format!("GET {path} HTTP/1.1\r\n{extra}Connection: close\r\n\r\n");
+        for (extra, status) in [
+            ("Host: 127.0.0.1\r\n", 200),
+            ("Host: evil.example\r\n", 403),
+            ("Host: 127.0.0.1\r\nOrigin: http://evil.example\r\n", 403),
+            ("Host: localhost\r\nOrigin: http://localhost:5173\r\n", 200),
+        ] {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream.write_all(get(extra).as_bytes()).await.unwrap();
+            let seen = read_to_close(&mut stream, Duration::from_secs(10)).await.expect("closed");
+            assert_eq!(status_of(&seen), Some(status), "{path} with {extra:?}: {}", String::from_utf8_lossy(&seen));
+        }
+    }
+    shutdown.cancel();
+}

@@ -840,7 +840,44 @@ impl McpHttpService {
     }
 
     /// Answers one HTTP request (on whatever path it came).
+    ///
+    /// `Host` and `Origin` are checked first ([`McpHttpService::check_host_and_origin`]), before anything else of
+    /// the request is looked at, counted or read: a request they refuse spends no rate budget, takes no slot, and
+    /// its body is never read.
     pub async fn handle<B>(&self, request: Request<B>) -> Response<ResponseBody>
+    where
+        B: HttpBody + Send + 'static,
+        B::Data: Send + 'static,
+        B::Error: fmt::Display + std::error::Error + Send + Sync + 'static,
+    {
+        if let Some(refusal) = self.check_host_and_origin(request.uri(), request.headers()).await {
+            return refusal;
+        }
+        self.handle_checked(request).await
+    }
+
+    /// Checks a request's `Host` and `Origin` exactly as the SDK does, and nothing else of it: `None` when both are
+    /// allowed, else the SDK's own refusal. The SDK is asked with a request of those two headers only, no body, and
+    /// a method it serves on no path, which it answers `405` once they have passed.
+    async fn check_host_and_origin(
+        &self,
+        uri: &hyper::Uri,
+        headers: &hyper::HeaderMap,
+    ) -> Option<Response<ResponseBody>> {
+        let mut probe = Request::new(http_body_util::Empty::<Bytes>::new());
+        *probe.method_mut() = Method::from_bytes(b"KEEL-PROBE").expect("a valid method name");
+        *probe.uri_mut() = uri.clone();
+        for name in [hyper::header::HOST, hyper::header::ORIGIN] {
+            if let Some(value) = headers.get(&name) {
+                probe.headers_mut().insert(name, value.clone());
+            }
+        }
+        let answer = self.inner.handle(probe).await;
+        (answer.status() != StatusCode::METHOD_NOT_ALLOWED).then_some(answer)
+    }
+
+    /// [`McpHttpService::handle`] once `Host` and `Origin` have passed.
+    async fn handle_checked<B>(&self, request: Request<B>) -> Response<ResponseBody>
     where
         B: HttpBody + Send + 'static,
         B::Data: Send + 'static,
@@ -1202,6 +1239,10 @@ impl McpHttpService {
                         _ => None,
                     };
                     async move {
+                        // `Host` and `Origin` first, for every route (see `handle`).
+                        if let Some(refusal) = service.check_host_and_origin(req.uri(), req.headers()).await {
+                            return Ok::<_, Infallible>(refusal);
+                        }
                         #[cfg(feature = "auth")]
                         if let Some(document) = metadata {
                             let mut answer = Response::new(Full::new(document).boxed());
@@ -1211,7 +1252,7 @@ impl McpHttpService {
                         if let Some(report) = health {
                             return Ok::<_, Infallible>(health_response(&report(), service.limits.health_details));
                         }
-                        if on_path { Ok(service.handle(req).await) } else { Ok(not_found()) }
+                        if on_path { Ok(service.handle_checked(req).await) } else { Ok(not_found()) }
                     }
                 });
                 let conn = http1.serve_connection(TokioIo::new(stream), handler);
