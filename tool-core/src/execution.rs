@@ -459,6 +459,7 @@ pub struct CallOptions {
     granted_scopes: Option<Arc<[Arc<str>]>>,
     allowed_tools: Option<Arc<[Arc<str>]>>,
     given_key: Option<Arc<str>>,
+    caller_scope: Option<Arc<str>>,
 }
 
 impl fmt::Debug for CallOptions {
@@ -467,6 +468,7 @@ impl fmt::Debug for CallOptions {
             .field("tenant", &self.tenant)
             .field("principal", &self.principal)
             .field("stream", &self.stream)
+            .field("caller_scope", &self.caller_scope)
             .field("approvals", &self.approvals)
             .field("allowed_tools", &self.allowed_tools)
             .finish_non_exhaustive()
@@ -507,12 +509,33 @@ impl CallOptions {
         self
     }
     /// The caller's own idempotency key for the call (an HTTP `Idempotency-Key` header, an MCP request's
-    /// `_meta` `keel/idempotencyKey`): the call's key is derived from it, its tenant, principal and tool, and not
-    /// from its stream or call id, so that a retry made on another connection, by another replica, is the same
-    /// call. Two principals or two tenants never share a key. Give it to one call only.
+    /// `_meta` `keel/idempotencyKey`): the call's key is derived from it, the tool and whose keys it is among (its
+    /// tenant, principal and [caller scope](CallOptions::caller_scope)), and not from its stream or call id, so
+    /// that a retry made on another connection, by another replica, as the same caller is the same call. Two
+    /// tenants, two principals or two caller scopes never share a key. Give it to one call only.
+    ///
+    /// A call with neither tenant, principal nor caller scope has no caller to bind its key to, and a key any
+    /// anonymous caller could name would let one replay another's recorded result, learn which keys exist, or
+    /// claim another's key first. Such a key is bound to the call's [stream](CallOptions::stream) instead (an MCP
+    /// session): it names one call within that stream only, and a retry on another stream is another call. (With
+    /// no stream either, it is bound to this `CallOptions` value, as a generated call id is.) A host whose callers
+    /// are anonymous and must retry across connections gives each a caller scope it can trust.
     pub fn idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
         self.given_key = Some(key.into());
         self
+    }
+    /// Whose idempotency keys the call's are, for a caller the host knows by neither tenant nor principal: an MCP
+    /// session's id, a client id the host authenticated by other means. Part of the key derived from a caller's own
+    /// key ([`CallOptions::idempotency_key`]), beside the tenant and principal: callers of two scopes never meet
+    /// in the key space, and a retry in the same scope, on any stream or replica, is the same call. Without it,
+    /// a call without tenant or principal has its key bound to its stream.
+    pub fn caller_scope(mut self, scope: impl Into<Arc<str>>) -> Self {
+        self.caller_scope = Some(scope.into());
+        self
+    }
+    /// The scope set with [`CallOptions::caller_scope`], if any.
+    pub fn get_caller_scope(&self) -> Option<&str> {
+        self.caller_scope.as_deref()
     }
     /// The key given with [`CallOptions::idempotency_key`].
     pub fn get_idempotency_key(&self) -> Option<&str> {
@@ -635,12 +658,24 @@ impl CallOptions {
     /// context has ([`CallContext::idempotency_key`](crate::CallContext::idempotency_key)).
     pub(crate) fn key_for(&self, tool: &str, call_id: &str) -> String {
         if let Some(given) = &self.given_key {
-            let scope = crate::call_context::KeyScope {
-                tenant: self.tenant.as_deref(),
-                principal: self.principal.as_deref(),
-                stream: None,
+            let (tenant, principal) = (self.tenant.as_deref(), self.principal.as_deref());
+            let unnamed;
+            let bound = match &self.caller_scope {
+                Some(scope) => KeyBound::Scope(scope),
+                // As keys were bound before caller scopes (version 3).
+                None if tenant.is_some() || principal.is_some() => {
+                    let scope = crate::call_context::KeyScope { tenant, principal, stream: None };
+                    return crate::call_context::given_idempotency_key(scope, tool, given);
+                }
+                None => match &self.stream {
+                    Some(stream) => KeyBound::Stream(stream),
+                    None => {
+                        unnamed = format!("keel-unnamed-stream/{:032x}", self.unnamed_stream.0);
+                        KeyBound::Stream(&unnamed)
+                    }
+                },
             };
-            return crate::call_context::given_idempotency_key(scope, tool, given);
+            return bound_given_key(tenant, principal, bound, tool, given);
         }
         let stream = self.key_stream(call_id);
         let scope = crate::call_context::KeyScope {
@@ -650,6 +685,54 @@ impl CallOptions {
         };
         crate::call_context::idempotency_key(scope, tool, call_id)
     }
+}
+
+/// What a caller's own idempotency key is bound to besides its tenant and principal.
+enum KeyBound<'a> {
+    /// The caller's scope ([`CallOptions::caller_scope`]).
+    Scope(&'a str),
+    /// The call's stream, for a caller of no tenant, principal or scope.
+    Stream(&'a str),
+}
+
+/// The key of a call whose caller gave its own key with a caller scope, or with neither tenant, principal nor
+/// scope: version 4, the SHA-256 of the tenant and principal (each with whether it is there), the scope or the
+/// stream (tagged, so that a scope never names a stream's keys), the tool and the given key, each part
+/// length-prefixed, cut to 128 bits. Never equal to a key of versions 1 to 3.
+fn bound_given_key(
+    tenant: Option<&str>,
+    principal: Option<&str>,
+    bound: KeyBound<'_>,
+    tool: &str,
+    given: &str,
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let mut part = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    part(b"keel-idempotency-key-4");
+    for who in [tenant, principal] {
+        part(&[u8::from(who.is_some())]);
+        part(who.unwrap_or("").as_bytes());
+    }
+    let (tag, bound) = match bound {
+        KeyBound::Scope(scope) => (&b"scope"[..], scope),
+        KeyBound::Stream(stream) => (&b"stream"[..], stream),
+    };
+    part(tag);
+    part(bound.as_bytes());
+    part(tool.as_bytes());
+    part(given.as_bytes());
+    let digest = h.finalize();
+    let mut key = String::with_capacity(35);
+    key.push_str("ik-");
+    for b in &digest[..16] {
+        use std::fmt::Write as _;
+        let _ = write!(key, "{b:02x}");
+    }
+    key
 }
 
 /// The stream of the calls made with one [`CallOptions`] value that names none: random, and new for every value,
