@@ -100,7 +100,7 @@ pub(crate) struct ChatArgs {
     /// where its API has one (Anthropic, OpenAI Responses) and keel's `search_tools` elsewhere; `keel`, keel's
     /// `search_tools` on every API; `off`, every tool sent in full.
     #[arg(long, value_enum, default_value = "native", value_name = "HOW")]
-    tool_search: crate::ToolSearchArg,
+    tool_search: crate::tool_search::ToolSearchArg,
     /// Answer from a recorded script (JSON Lines of responses) instead of a server.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "model"])]
     replay: Option<PathBuf>,
@@ -108,7 +108,7 @@ pub(crate) struct ChatArgs {
 
 impl ChatArgs {
     /// How deferred tools are found.
-    pub(crate) fn tool_search(&self) -> crate::ToolSearchArg {
+    pub(crate) fn tool_search(&self) -> crate::tool_search::ToolSearchArg {
         self.tool_search
     }
 }

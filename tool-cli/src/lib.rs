@@ -59,6 +59,7 @@ mod chat;
 mod failure;
 pub mod runner;
 mod serve;
+mod tool_search;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use failure::{Failure, Outcome, fail, io};
@@ -67,6 +68,7 @@ use keel_tools_contract::lock::{self, Lock, ToolStatus};
 use keel_tools_core::executor::{CallOptions, ExecutorBuilder};
 use keel_tools_core::{Approval, Executor, Provider, Registry, ToolCall, ToolView};
 use serde_json::{Value, json};
+use tool_search::ToolSearchArg;
 
 /// The `keel` command over the tools linked into this binary: `keel_tools_cli::main()` in a binary's `main`.
 pub fn main() -> ExitCode {
@@ -201,47 +203,6 @@ enum Format {
     Anthropic,
     Gemini,
     Mcp,
-}
-
-/// `--tool-search`: how a model finds the deferred tools (`#[tool(defer)]`), when any tool is deferred.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub(crate) enum ToolSearchArg {
-    /// The provider's own tool search where its API has one (Anthropic, OpenAI Responses); keel's `search_tools`
-    /// elsewhere.
-    #[default]
-    Native,
-    /// keel's `search_tools` tool, on every API.
-    Keel,
-    /// No search: every tool is listed in full, deferred or not.
-    Off,
-}
-
-impl ToolSearchArg {
-    /// The view the executor runs over: with keel's search tool when a tool is deferred, or with nothing deferred
-    /// (`off`).
-    pub(crate) fn view(self, view: ToolView) -> Result<ToolView, Failure> {
-        if !view.has_deferred() {
-            return Ok(view);
-        }
-        match self {
-            ToolSearchArg::Off => {
-                let tools = view
-                    .iter()
-                    .map(|d| if d.deferred() { std::sync::Arc::new(d.with_deferred(false)) } else { d.clone() })
-                    .collect();
-                Ok(ToolView::new(tools))
-            }
-            ToolSearchArg::Native | ToolSearchArg::Keel => view.with_tool_search().map_err(|e| fail(1, e.to_string())),
-        }
-    }
-
-    /// The model clients' setting.
-    pub(crate) fn agent(self) -> keel_tools_agent::ToolSearch {
-        match self {
-            ToolSearchArg::Native => keel_tools_agent::ToolSearch::Native,
-            ToolSearchArg::Keel | ToolSearchArg::Off => keel_tools_agent::ToolSearch::Keel,
-        }
-    }
 }
 
 impl Format {
