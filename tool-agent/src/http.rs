@@ -201,7 +201,9 @@ impl Http {
     fn transport_error(&self, url: &str, e: reqwest::Error) -> ModelError {
         let url = url.to_owned();
         if e.is_timeout() {
-            ModelError::Timeout { url, after: self.config.timeout, source: Arc::new(e) }
+            // A connect that timed out ran into the connect timeout, the rest into the whole request's.
+            let after = if e.is_connect() { self.config.connect_timeout } else { self.config.timeout };
+            ModelError::Timeout { url, after, source: Arc::new(e) }
         } else if e.is_connect() {
             ModelError::Connect { url, source: Arc::new(e) }
         } else {
@@ -719,6 +721,30 @@ mod tests {
         assert!(matches!(e, ModelError::Timeout { after, .. } if after == Duration::from_millis(200)), "{e:?}");
         assert!(reqwest_source(&e).is_timeout());
         assert_eq!(e.to_string(), format!("{url} did not answer within 200 ms"));
+    }
+
+    #[tokio::test]
+    async fn a_connect_that_times_out_says_so() {
+        // A listener whose queue of connections is full and never accepted: the next connect hangs unanswered.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(1).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut held = Vec::new();
+        while let Ok(Ok(c)) = tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr)).await {
+            held.push(c);
+            assert!(held.len() < 64, "the queue never filled");
+        }
+        let url = format!("http://{addr}/api/chat");
+        let config = HttpConfig {
+            timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_millis(300),
+            ..HttpConfig::default()
+        };
+        let e = Http::new(config).unwrap().post_json(&url, &Value::Null, None, &[]).await.unwrap_err();
+        assert!(matches!(e, ModelError::Timeout { after, .. } if after == Duration::from_millis(300)), "{e:?}");
+        assert_eq!(e.to_string(), format!("{url}: nothing at {addr} accepted a connection within 300 ms"));
+        drop((held, listener));
     }
 
     #[tokio::test]

@@ -465,12 +465,31 @@ impl fmt::Display for ModelError {
             ModelError::Config { message, .. } => write!(f, "model client configuration: {message}"),
             ModelError::Connect { url, source } => {
                 write!(f, "cannot reach {url}: ")?;
+                if let Some(cause) = connect_cause(url, &**source) {
+                    write!(f, "{cause}: ")?;
+                }
                 write_chain(f, &**source)
             }
-            ModelError::Timeout { url, after, .. } => {
-                write!(f, "{url} did not answer within {} ms", after.as_millis())
+            ModelError::Timeout { url, after, source } => {
+                let connecting = chain(&**source)
+                    .any(|e| e.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_connect));
+                if connecting {
+                    write!(
+                        f,
+                        "{url}: nothing at {} accepted a connection within {} ms",
+                        authority(url),
+                        after.as_millis()
+                    )
+                } else {
+                    write!(f, "{url} did not answer within {} ms", after.as_millis())
+                }
             }
             ModelError::Status { url, status, message, retry_after } => {
+                match status {
+                    401 => f.write_str("the API key was refused, or none was sent and one is needed: ")?,
+                    403 => f.write_str("the API key was refused for this request (it may lack access to it): ")?,
+                    _ => {}
+                }
                 write!(f, "{url} answered {status}: {message}")?;
                 match retry_after {
                     Some(wait) => write!(f, " (it asked to wait {} before trying again)", wait_text(*wait)),
@@ -574,6 +593,86 @@ fn same_optional_source(
     }
 }
 
+/// `e` and its sources, in turn.
+fn chain<'a>(e: &'a (dyn std::error::Error + 'static)) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |e| e.source())
+}
+
+/// `e` and its sources, in turn, each `io::Error` followed by the error it wraps (and that one's): an `io::Error`'s
+/// `source` skips the error it wraps and gives that error's source, and the transport wraps rustls' errors so,
+/// twice over.
+fn deep_chain<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    chain(e).flat_map(|e| {
+        std::iter::successors(Some(e), |e| {
+            let inner = e.downcast_ref::<std::io::Error>()?.get_ref()?;
+            Some(inner as &(dyn std::error::Error + 'static))
+        })
+    })
+}
+
+/// `host:port` of `url` (the port its scheme implies when it names none), or `url` when it is not a URL.
+fn authority(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => match (u.host_str(), u.port_or_known_default()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_owned(),
+            _ => url.to_owned(),
+        },
+        Err(_) => url.to_owned(),
+    }
+}
+
+/// Why a connection to `url` failed, in words a person knows, when the chain of `source` says: a TLS handshake that
+/// failed (rustls' error, which the transport keeps inside `io::Error`s), a refused connection, a name that does
+/// not resolve. `None` when it says nothing of these.
+fn connect_cause(url: &str, source: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let host = || reqwest::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_default();
+    let https = url.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    for e in deep_chain(source) {
+        #[cfg(feature = "rustls")]
+        {
+            if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+                let why = match tls {
+                    rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
+                        "is the server speaking https?"
+                    }
+                    rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented => {
+                        "its certificate was not accepted"
+                    }
+                    rustls::Error::AlertReceived(_) => "the server refused it",
+                    rustls::Error::PeerIncompatible(_) => {
+                        "the server offers no TLS version or cipher this client accepts"
+                    }
+                    _ => "see the cause",
+                };
+                return Some(format!("TLS handshake with {} failed ({why})", host()));
+            }
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    return Some(format!("connection refused: nothing listens at {}", authority(url)));
+                }
+                // Only the TLS handshake reads during a connect: a server that hangs up then speaks no TLS.
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset if https => {
+                    return Some(format!(
+                        "TLS handshake with {} failed (the server closed the connection; is it speaking https?)",
+                        host()
+                    ));
+                }
+                _ => {}
+            }
+        }
+        // hyper-util's connector names a resolver failure "dns error".
+        if e.to_string() == "dns error" {
+            return Some(format!("the host name {} does not resolve", host()));
+        }
+    }
+    None
+}
+
 /// A wait as a person reads it: `250 ms`, `3 s`, `1.5 s`, `a day or more`.
 fn wait_text(wait: Duration) -> String {
     if wait >= Duration::from_secs(24 * 60 * 60) {
@@ -631,7 +730,11 @@ mod tests {
     #[test]
     fn transport_errors_keep_their_source_and_name_its_chain() {
         let e = ModelError::Connect { url: "http://h/api/chat".into(), source: refused() };
-        assert_eq!(e.to_string(), "cannot reach http://h/api/chat: error sending request: connection refused");
+        assert_eq!(
+            e.to_string(),
+            "cannot reach http://h/api/chat: connection refused: nothing listens at h:80: error sending request: \
+             connection refused"
+        );
         let outer = e.source().and_then(|s| s.downcast_ref::<Outer>()).expect("the source as given");
         assert_eq!(outer.0.kind(), std::io::ErrorKind::ConnectionRefused);
         let e = ModelError::Http { url: "http://h".into(), source: refused() };
@@ -640,6 +743,23 @@ mod tests {
         let e = ModelError::Timeout { url: "http://h".into(), after: Duration::from_secs(2), source: refused() };
         assert_eq!(e.to_string(), "http://h did not answer within 2000 ms");
         assert!(e.source().is_some_and(|s| s.is::<Outer>()));
+    }
+
+    #[test]
+    fn a_refused_key_and_a_wait_are_named() {
+        let status =
+            |status, retry_after| ModelError::Status { url: "u".into(), status, message: "m".into(), retry_after };
+        assert_eq!(
+            status(401, None).to_string(),
+            "the API key was refused, or none was sent and one is needed: u answered 401: m"
+        );
+        assert!(status(403, None).to_string().starts_with("the API key was refused for this request"));
+        assert_eq!(status(500, None).to_string(), "u answered 500: m");
+        let waits = [(250, "250 ms"), (3000, "3 s"), (1500, "1.5 s"), (86_400_000, "a day or more")];
+        for (ms, text) in waits {
+            let e = status(429, Some(Duration::from_millis(ms)));
+            assert_eq!(e.to_string(), format!("u answered 429: m (it asked to wait {text} before trying again)"));
+        }
     }
 
     #[test]

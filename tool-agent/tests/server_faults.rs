@@ -246,3 +246,72 @@ fn a_key_is_refused_for_a_url_that_only_looks_loopback() {
     assert!(AnthropicClient::builder("http://192.0.2.10:9000\\@127.0.0.1", "m").build().is_ok());
     assert!(AnthropicClient::builder("http://[::1]:9", "m").api_key(KEY).build().is_ok());
 }
+
+/// A plain-HTTP server that answers whatever it is sent, a TLS ClientHello included, with `400 Bad Request`, as
+/// an HTTP server does.
+async fn plain_http_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = tcp.read(&mut buf).await;
+                let _ =
+                    tcp.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+                let _ = tcp.shutdown().await;
+            });
+        }
+    });
+    port
+}
+
+#[cfg(feature = "rustls")]
+#[tokio::test]
+async fn https_to_a_plain_http_server_says_tls() {
+    let port = plain_http_server().await;
+    let model = OpenAiClient::builder(format!("https://127.0.0.1:{port}/v1"), "m").api_key(KEY).build().unwrap();
+    let e = ask(&model).await.unwrap_err();
+    assert!(matches!(e, ModelError::Connect { .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains("TLS handshake with 127.0.0.1 failed (is the server speaking https?)"), "{text}");
+    // The cause underneath is still there.
+    assert!(text.contains("InvalidContentType"), "{text}");
+    assert!(!text.contains(KEY), "{text}");
+}
+
+#[tokio::test]
+async fn a_closed_port_says_nothing_listens() {
+    let port = {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let model = AnthropicClient::builder(format!("http://127.0.0.1:{port}"), "m").api_key(KEY).build().unwrap();
+    let e = ask(&model).await.unwrap_err();
+    assert!(matches!(e, ModelError::Connect { .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains(&format!("connection refused: nothing listens at 127.0.0.1:{port}")), "{text}");
+    assert!(!text.contains(KEY), "{text}");
+}
+
+#[tokio::test]
+async fn a_refused_key_is_named_as_such() {
+    for (status, api) in
+        [("401 Unauthorized", "anthropic"), ("403 Forbidden", "gemini"), ("401 Unauthorized", "openai")]
+    {
+        let server = Loopback::start(response(status, &[], r#"{"error": {"message": "invalid key"}}"#)).await;
+        let e = match api {
+            "anthropic" => ask(&AnthropicClient::builder(&server.url, "m").api_key(KEY).build().unwrap()).await,
+            "gemini" => {
+                ask(&GeminiClient::builder(format!("{}/v1beta", server.url), "m").api_key(KEY).build().unwrap()).await
+            }
+            _ => ask(&OpenAiClient::builder(format!("{}/v1", server.url), "m").api_key(KEY).build().unwrap()).await,
+        }
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("the API key was refused"), "{api}: {text}");
+        // The server's own words stay at the end, as before.
+        assert!(text.ends_with(&format!("answered {}: invalid key", &status[..3])), "{api}: {text}");
+        assert!(!text.contains(KEY), "{api}: {text}");
+    }
+}

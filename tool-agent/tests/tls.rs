@@ -146,6 +146,7 @@ async fn another_ca_is_refused_and_named() {
         assert!(matches!(e, ModelError::Connect { .. }), "{e:?}");
         let text = e.to_string();
         assert!(text.contains("invalid peer certificate") && text.contains("UnknownIssuer"), "{text}");
+        assert!(text.contains("TLS handshake with localhost failed (its certificate was not accepted)"), "{text}");
         // The source is reqwest's error, whose own chain leads to rustls' error.
         let source = e.source().expect("a source");
         assert!(source.is::<reqwest::Error>(), "{source:?}");
