@@ -86,8 +86,3 @@ pub mod mcp;
 pub mod peers;
 pub mod schema_host;
 pub mod sockets;
-
-/// Every Rust block of README.md, compiled (and, unless marked `no_run`, run) as a doctest of this crate.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
