@@ -568,6 +568,70 @@ async fn the_health_route_shows_its_details_only_when_configured() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Slow bodies.
+
+/// 300 connections from one address send a whole head with `Content-Length: 1000`, then one byte of body, and
+/// stop, while a normal client keeps calling over its session from another address. Each slow body holds a request
+/// slot while it is read: the first `max_stateless_requests` are answered `408` at the body deadline and closed, the
+/// rest `503` at once; the normal client is served throughout, and a stateless call is served once they are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_are_answered_408_at_the_deadline_while_a_client_keeps_calling() {
+    const SLOW: usize = 300;
+    let _watchdog = keel_tests::watchdog("slow bodies", Duration::from_secs(120));
+    let (addr, shutdown) = serve(server().http_service(HttpConfig::default())).await;
+    let mut client = RawClient::connect(addr, "/mcp").await.expect("connect");
+    let session = client.open_session("normal").await.expect("session");
+
+    let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\n\
+                Mcp-Method: tools/call\r\nMcp-Name: hh_echo\r\nContent-Length: 1000\r\n\r\n{";
+    let mut slow = tokio::task::JoinSet::new();
+    for _ in 0..SLOW {
+        let mut stream = connect_from("127.0.0.2", addr).await;
+        let _ = stream.write_all(head.as_bytes()).await;
+        slow.spawn(async move { read_to_close(&mut stream, Duration::from_secs(40)).await });
+    }
+
+    let calling = CancellationToken::new();
+    let caller = {
+        let calling = calling.clone();
+        tokio::spawn(async move {
+            let mut calls = 0u32;
+            while !calling.is_cancelled() {
+                calls += 1;
+                let label = format!("slow-body-normal-{calls}");
+                let body = call_request(u64::from(calls), "hh_echo", json!({"label": label}), None);
+                let answer = client.post(Some(&session), Some(SESSION_REVISION), &body).await.expect("call");
+                assert_eq!(answer.status, 200, "{answer:?}");
+                assert_eq!(call_result(&answer), json!({"label": label}));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (client, calls)
+        })
+    };
+
+    let outcomes = slow.join_all().await;
+    calling.cancel();
+    let (mut client, calls) = caller.await.expect("the normal client never failed");
+    let mut statuses: HashMap<Option<u16>, usize> = HashMap::new();
+    for outcome in &outcomes {
+        let seen = outcome.as_ref().expect("every slow connection is closed");
+        *statuses.entry(status_of(seen)).or_default() += 1;
+    }
+    let held = keel_tools_mcp::http::DEFAULT_MAX_STATELESS_REQUESTS;
+    assert_eq!(statuses.get(&Some(408)).copied(), Some(held), "held up to the stateless cap: {statuses:?}");
+    assert_eq!(statuses.get(&Some(503)).copied(), Some(SLOW - held), "the rest refused at once: {statuses:?}");
+    assert!(calls >= 10, "the normal client kept calling: {calls} calls");
+    let answer = client
+        .post_stateless(&stateless_call_request(1, "hh_echo", json!({"label": "slow-body-after"})))
+        .await
+        .unwrap();
+    assert_eq!(call_result(&answer), json!({"label": "slow-body-after"}));
+    assert_eq!(ran("slow-body-after"), 1);
+    shutdown.cancel();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // The order of the checks.
 
 /// A foreign `Origin` or `Host` is refused `403` before anything else is done: it spends none of its address's rate
@@ -650,5 +714,71 @@ async fn a_foreign_host_or_origin_gets_403_on_health_and_metadata() {
             assert_eq!(status_of(&seen), Some(status), "{path} with {extra:?}: {}", String::from_utf8_lossy(&seen));
         }
     }
+    shutdown.cancel();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Session headers.
+
+/// A stateless request is held to the stateless cap whatever `Mcp-Session-Id` it carries: an unknown one, or the
+/// id of a session that is open (a 2026-07-28 request is served statelessly either way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_header_does_not_take_a_stateless_request_past_the_cap() {
+    with_deadline(Duration::from_secs(60), async {
+        let (addr, shutdown) = serve(server().http_service(HttpConfig::default().max_stateless_requests(1))).await;
+        let mut client = RawClient::connect(addr, "/mcp").await.unwrap();
+        let session = client.open_session("open").await.unwrap();
+        let held = tokio::spawn(async move {
+            let mut own = RawClient::connect(addr, "/mcp").await.unwrap();
+            own.post_stateless(&stateless_call_request(1, "hh_held", json!({"label": "cap-header"}))).await.unwrap()
+        });
+        started("cap-header", 1).await;
+        let headers = [("mcp-method", "tools/call"), ("mcp-name", "hh_echo")];
+        for id in ["no-such-session", session.as_str()] {
+            let body = stateless_call_request(2, "hh_echo", json!({"label": "cap-header-over"}));
+            let answer = client
+                .request_with(
+                    hyper::Method::POST,
+                    Some(id),
+                    Some(keel_tests::http::STATELESS_REVISION),
+                    &headers,
+                    Some(&body),
+                )
+                .await
+                .unwrap();
+            assert_busy(&answer, 503);
+        }
+        assert_eq!(ran("cap-header-over"), 0, "no handler ran");
+        gate("cap-header").add_permits(1);
+        assert_eq!(call_result(&held.await.unwrap()), json!({"label": "cap-header"}));
+        // The session itself still takes calls.
+        let body = call_request(3, "hh_echo", json!({"label": "cap-header-session"}), None);
+        let answer = client.post(Some(&session), Some(SESSION_REVISION), &body).await.unwrap();
+        assert_eq!(call_result(&answer), json!({"label": "cap-header-session"}));
+        shutdown.cancel();
+    })
+    .await;
+}
+
+/// An `Mcp-Session-Id` that is not UTF-8 is answered `400`, and an `initialize` carrying one opens no session.
+#[tokio::test]
+async fn a_session_header_that_is_not_utf8_is_400_and_opens_no_session() {
+    let service = server().http_service(HttpConfig::default());
+    let (addr, shutdown) = serve(service.clone()).await;
+    let body = serde_json::to_vec(&initialize_request("bytes")).unwrap();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\nMcp-Session-Id: ",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(b"\xff\xfe-session\r\n\r\n");
+    request.extend_from_slice(&body);
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(&request).await.unwrap();
+    let seen = read_to_close(&mut stream, Duration::from_secs(10)).await.expect("closed");
+    assert_eq!(status_of(&seen), Some(400), "{}", String::from_utf8_lossy(&seen));
+    assert!(header_of(&seen, "mcp-session-id").is_none(), "{}", String::from_utf8_lossy(&seen));
+    assert_eq!(service.sessions(), 0, "no session was opened");
     shutdown.cancel();
 }

@@ -29,7 +29,9 @@
 //!   allowlist ([`HttpConfig::allowed_hosts`]) does not re-open DNS rebinding.
 //! - **Slow or idle connections.** A connection has [`HttpConfig::header_read_timeout`] to send each request's
 //!   headers (the first, and each next one on a kept-alive connection), and headers larger than
-//!   [`HttpConfig::max_header_bytes`] are answered `431`.
+//!   [`HttpConfig::max_header_bytes`] are answered `431`. A request's body has [`HttpConfig::body_read_timeout`]
+//!   to arrive, past which it is answered `408` and its connection closed; while it is read, the request holds the
+//!   slot it is to be served under (below), so that slow bodies are held to those caps too.
 //! - **Too many connections.** At most [`HttpConfig::max_connections`] in all and
 //!   [`HttpConfig::max_connections_per_client`] from one client address; past either, the connection is answered
 //!   `503` or `429` with `Retry-After` and closed, without its request being read.
@@ -41,6 +43,12 @@
 //!   at once when its `Content-Length` says so, else as soon as the bytes read pass the limit.
 //! - **Too many requests over time**, when [`HttpConfig::rate_limits`] sets any: a client's requests, and its
 //!   calls of a limited tool, past their [`RateLimits`] (`429` with `Retry-After`, none by default).
+//!
+//! Every request is checked in one fixed order, each check cheaper than the next and refusing before the next runs:
+//! `Host` and `Origin`, then the form of its session header, then its bearer token (and the owner of its session),
+//! then its body's declared length and the cap it is served under, then its body (within the body deadline), then
+//! the rate limits; only then does the SDK read it. The health route and the protected resource metadata come after
+//! the first check only. `SECURITY.md` ("MCP over HTTP: the order of the checks") says the same.
 //!
 //! No cap refuses what it has already admitted: a session, connection or call keeps its slot until it ends.
 //! The connection caps and the header timeout belong to [`McpHttpService::serve`]; a service mounted in another
@@ -99,6 +107,9 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// The default time a connection has to send a request's headers. See [`HttpConfig::header_read_timeout`].
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default time a request's body has to arrive once its headers have. See [`HttpConfig::body_read_timeout`].
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The default cap on a request's headers, start line included: 32 KiB. See [`HttpConfig::max_header_bytes`].
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -159,6 +170,7 @@ pub struct HttpConfig {
     health: Option<HealthRoute>,
     health_details: bool,
     header_read_timeout: Option<Duration>,
+    body_read_timeout: Option<Duration>,
     max_header_bytes: usize,
     max_connections: usize,
     max_connections_per_client: usize,
@@ -209,6 +221,7 @@ impl Default for HttpConfig {
             health: None,
             health_details: false,
             header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
+            body_read_timeout: Some(DEFAULT_BODY_READ_TIMEOUT),
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
@@ -287,6 +300,17 @@ impl HttpConfig {
         self
     }
 
+    /// How long a request's body may take to arrive, counted from the end of its headers (default
+    /// [`DEFAULT_BODY_READ_TIMEOUT`]); past it the request is answered `408 Request Timeout` and its connection is
+    /// closed. While its body is read a request already holds the slot it is to be served under (its session's
+    /// call slot, or one of the [`HttpConfig::max_stateless_requests`]), so slow bodies are held to those caps as
+    /// well as to the connection caps. `None` waits for ever (not advised: a client that sends a head and a byte of
+    /// body then holds its connection and its slot until the server stops).
+    pub fn body_read_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.body_read_timeout = timeout;
+        self
+    }
+
     /// The largest request head, start line and headers together (default [`DEFAULT_MAX_HEADER_BYTES`]); a
     /// larger one is answered `431 Request Header Fields Too Large` and the connection is closed.
     pub fn max_header_bytes(mut self, max: usize) -> Self {
@@ -319,8 +343,10 @@ impl HttpConfig {
     }
 
     /// The most requests in flight that belong to no session (default [`DEFAULT_MAX_STATELESS_REQUESTS`]): every
-    /// request of protocol 2026-07-28, and the `initialize` of the earlier ones. One more is answered `503` with
-    /// `Retry-After`.
+    /// request of protocol 2026-07-28 and the `initialize` of the earlier ones, whatever `Mcp-Session-Id` they
+    /// carry, and every request naming a session that is not open. One more is answered `503` with `Retry-After`.
+    /// A request takes its place before its body is read, so a body slow to come holds one until the
+    /// [`HttpConfig::body_read_timeout`].
     pub fn max_stateless_requests(mut self, max: usize) -> Self {
         self.max_stateless_requests = max.min(Semaphore::MAX_PERMITS);
         self
@@ -415,9 +441,30 @@ fn with_default_port(origin: String) -> String {
 }
 
 tokio::task_local! {
+    /// The request the SDK is serving, as the session manager sees it.
+    static SCOPE: Scope;
+}
+
+/// What the session manager knows of the request it serves.
+struct Scope {
     /// Set by [`Sessions::create_session`] when it refused a session for the cap, read by the request's
-    /// [`McpHttpService::handle`] to answer 503 instead of the SDK's 500.
-    static REFUSED: Cell<bool>;
+    /// [`McpHttpService::handle_inner`] to answer 503 instead of the SDK's 500.
+    refused: Cell<bool>,
+    /// The principal whose request this is, on a protected server: a session it opens is its own.
+    #[cfg(feature = "auth")]
+    principal: Option<Arc<auth::Principal>>,
+}
+
+impl Scope {
+    /// The owner of a session this request opens: its principal's subject, or nobody on a server that is not
+    /// protected.
+    fn owner(&self) -> Option<Arc<str>> {
+        #[cfg(feature = "auth")]
+        if let Some(principal) = &self.principal {
+            return Some(Arc::from(principal.subject.as_str()));
+        }
+        None
+    }
 }
 
 /// Why the session manager could not serve a request.
@@ -425,6 +472,8 @@ tokio::task_local! {
 enum SessionsError {
     /// The cap on open sessions is reached.
     Full(usize),
+    /// A protected server was asked to open a session for a request of no principal.
+    Unowned,
     Sdk(LocalSessionManagerError),
 }
 
@@ -432,6 +481,7 @@ impl fmt::Display for SessionsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SessionsError::Full(max) => write!(f, "the server has reached its limit of {max} open sessions"),
+            SessionsError::Unowned => f.write_str("a session of a protected server must belong to a principal"),
             SessionsError::Sdk(e) => e.fmt(f),
         }
     }
@@ -447,33 +497,41 @@ impl From<LocalSessionManagerError> for SessionsError {
 
 /// rmcp's in-memory session manager with a cap: each session holds one permit of a semaphore from its creation
 /// until it is closed (by its client's `DELETE`, by the idle expiry, or when its task ends).
+///
+/// Every session has its owner from its creation: on a protected server the principal whose request opened it,
+/// on another nobody (by declaration: the server knows no principals). A protected server restores no session from
+/// an external session store: the store keeps no owner, so the session could only be given to whoever presents
+/// its id; its client is answered `404` and opens a new session, as the protocol has it do.
 struct Sessions {
     inner: LocalSessionManager,
     permits: Arc<Semaphore>,
     held: Mutex<HashMap<SessionId, SessionSlot>>,
     max: usize,
+    /// Whether the server is protected: every session then belongs to a principal.
+    protected: bool,
 }
 
 /// What an open session holds: its place under the cap, and the count of its requests in flight.
 struct SessionSlot {
     _permit: OwnedSemaphorePermit,
     in_flight: Arc<InFlight>,
-    /// The subject of the principal that opened the session, on a protected server.
+    /// The subject of the principal that opened the session, on a protected server; `None` on another.
+    #[cfg_attr(not(feature = "auth"), allow(dead_code))]
     owner: Option<Arc<str>>,
 }
 
 impl SessionSlot {
-    fn new(permit: OwnedSemaphorePermit) -> SessionSlot {
-        SessionSlot { _permit: permit, in_flight: Arc::default(), owner: None }
+    fn new(permit: OwnedSemaphorePermit, owner: Option<Arc<str>>) -> SessionSlot {
+        SessionSlot { _permit: permit, in_flight: Arc::default(), owner }
     }
 }
 
 impl Sessions {
-    fn new(max: usize, idle_timeout: Option<Duration>, sse_retry: Option<Duration>) -> Sessions {
+    fn new(max: usize, idle_timeout: Option<Duration>, sse_retry: Option<Duration>, protected: bool) -> Sessions {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = idle_timeout;
         inner.session_config.sse_retry = sse_retry;
-        Sessions { inner, permits: Arc::new(Semaphore::new(max)), held: Mutex::new(HashMap::new()), max }
+        Sessions { inner, permits: Arc::new(Semaphore::new(max)), held: Mutex::new(HashMap::new()), max, protected }
     }
 
     fn open(&self) -> usize {
@@ -493,22 +551,24 @@ impl Sessions {
         self.held().get(id).map(|slot| slot.in_flight.clone())
     }
 
-    /// The subject that owns the open session `id`: `Some(None)` for a session of nobody's, `None` for no session.
-    #[cfg_attr(not(feature = "auth"), allow(dead_code))]
-    fn owner(&self, id: &str) -> Option<Option<Arc<str>>> {
-        self.held().get(id).map(|slot| slot.owner.clone())
+    /// Whether the open session `id` belongs to the principal of subject `subject`; `None` for no session.
+    #[cfg(feature = "auth")]
+    fn owned_by(&self, id: &str, subject: &str) -> Option<bool> {
+        self.held().get(id).map(|slot| slot.owner.as_deref() == Some(subject))
     }
 
-    #[cfg_attr(not(feature = "auth"), allow(dead_code))]
-    fn set_owner(&self, id: &str, owner: Arc<str>) {
-        if let Some(slot) = self.held().get_mut(id) {
-            slot.owner = Some(owner);
+    /// The owner of a session the current request opens, or why it may not open one.
+    fn owner(&self) -> Result<Option<Arc<str>>, SessionsError> {
+        let owner = SCOPE.try_with(Scope::owner).ok().flatten();
+        if self.protected && owner.is_none() {
+            return Err(SessionsError::Unowned);
         }
+        Ok(owner)
     }
 
     fn permit(&self) -> Result<OwnedSemaphorePermit, SessionsError> {
         self.permits.clone().try_acquire_owned().map_err(|_| {
-            let _ = REFUSED.try_with(|r| r.set(true));
+            let _ = SCOPE.try_with(|scope| scope.refused.set(true));
             SessionsError::Full(self.max)
         })
     }
@@ -519,9 +579,10 @@ impl SessionManager for Sessions {
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let owner = self.owner()?;
         let permit = self.permit()?;
         let (id, transport) = self.inner.create_session().await?;
-        self.held().insert(id.clone(), SessionSlot::new(permit));
+        self.held().insert(id.clone(), SessionSlot::new(permit, owner));
         Ok((id, transport))
     }
 
@@ -572,11 +633,16 @@ impl SessionManager for Sessions {
     }
 
     async fn restore_session(&self, id: SessionId) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        // The store keeps no owner: on a protected server the session is not restored (its client gets 404).
+        if self.protected {
+            return Ok(RestoreOutcome::NotSupported);
+        }
         // A restored session (from an external session store) counts against the cap like a new one.
+        let owner = self.owner()?;
         let permit = self.permit()?;
         match self.inner.restore_session(id.clone()).await? {
             RestoreOutcome::Restored(transport) => {
-                self.held().insert(id, SessionSlot::new(permit));
+                self.held().insert(id, SessionSlot::new(permit, owner));
                 Ok(RestoreOutcome::Restored(transport))
             }
             other => Ok(other),
@@ -618,6 +684,7 @@ struct Limits {
     stateless: Arc<Semaphore>,
     max_stateless_requests: usize,
     header_read_timeout: Option<Duration>,
+    body_read_timeout: Option<Duration>,
     max_header_bytes: usize,
     max_connections: usize,
     max_connections_per_client: usize,
@@ -633,25 +700,48 @@ impl fmt::Debug for McpHttpService {
     }
 }
 
-/// What the service needs to know of a JSON-RPC message before the SDK reads it: its method, and whether it has an
-/// id. A message with both is a request; one without a method is the client's answer to the server.
+/// What the service needs to know of a JSON-RPC message before the SDK reads it: its method, whether it has an
+/// id, and whether it names its protocol revision in `_meta`. A message with a method and an id is a request; one
+/// without a method is the client's answer to the server.
 #[derive(serde::Deserialize)]
 struct Peek<'a> {
     #[serde(borrow)]
     method: Option<std::borrow::Cow<'a, str>>,
     id: Option<serde::de::IgnoredAny>,
+    params: Option<PeekParams>,
+}
+
+#[derive(serde::Deserialize)]
+struct PeekParams {
+    #[serde(rename = "_meta")]
+    meta: Option<PeekMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct PeekMeta {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+    protocol_version: Option<serde::de::IgnoredAny>,
 }
 
 impl Peek<'_> {
-    /// Peeks at `body`; a body that is not one JSON-RPC object (a batch, or not JSON) counts as a request, and the
-    /// SDK answers it.
+    /// Peeks at `body`; a body that is not one JSON-RPC object (a batch, or not JSON) counts as a request that may
+    /// be served without a session, and the SDK answers it.
     fn of(body: &[u8]) -> Peek<'_> {
-        serde_json::from_slice(body)
-            .unwrap_or(Peek { method: Some(std::borrow::Cow::Borrowed("")), id: Some(serde::de::IgnoredAny) })
+        serde_json::from_slice(body).unwrap_or(Peek {
+            method: Some(std::borrow::Cow::Borrowed("")),
+            id: Some(serde::de::IgnoredAny),
+            params: Some(PeekParams { meta: Some(PeekMeta { protocol_version: Some(serde::de::IgnoredAny) }) }),
+        })
     }
 
     fn is_request(&self) -> bool {
         self.method.is_some() && self.id.is_some()
+    }
+
+    /// Whether the message names its protocol revision in its `_meta`: the SDK may then serve it without a session
+    /// whatever its session header says (a request that negotiates per request), so it is counted as one.
+    fn names_its_revision(&self) -> bool {
+        self.params.as_ref().and_then(|p| p.meta.as_ref()).is_some_and(|m| m.protocol_version.is_some())
     }
 }
 
@@ -709,9 +799,63 @@ fn too_large(max_body: usize) -> Response<ResponseBody> {
     text_response(StatusCode::PAYLOAD_TOO_LARGE, format!("Payload Too Large: request body exceeds {max_body} bytes\n"))
 }
 
+/// The answer to a body that did not arrive within `timeout`; its connection is closed after it.
+fn body_timed_out(timeout: Option<Duration>) -> Response<ResponseBody> {
+    let seconds = timeout.map_or(0.0, |t| t.as_secs_f64());
+    let mut response = text_response(
+        StatusCode::REQUEST_TIMEOUT,
+        format!("Request Timeout: the request body did not arrive within {seconds} s\n"),
+    );
+    response.headers_mut().insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// A request whose session header is not text.
+fn bad_session_header() -> Response<ResponseBody> {
+    text_response(StatusCode::BAD_REQUEST, "Bad Request: the Mcp-Session-Id header is not valid text\n".to_owned())
+}
+
+/// [`read_body`] within `timeout`, if there is one.
+async fn read_body_within<B>(
+    body: B,
+    declared: Option<u64>,
+    max: usize,
+    timeout: Option<Duration>,
+) -> Result<Bytes, BodyRefused>
+where
+    B: HttpBody,
+    B::Error: fmt::Display,
+{
+    match timeout {
+        Some(timeout) => {
+            tokio::time::timeout(timeout, read_body(body, declared, max)).await.unwrap_or(Err(BodyRefused::TimedOut))
+        }
+        None => read_body(body, declared, max).await,
+    }
+}
+
 /// The body's declared length, when it has one that parses.
 fn content_length<B>(request: &Request<B>) -> Option<u64> {
     request.headers().get(hyper::header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// A request's slot before its body is read.
+enum Pending {
+    /// Taken.
+    Held(RequestSlot),
+    /// Its session is at its cap of calls in flight: what its body is decides.
+    SessionFull,
+}
+
+/// The cap that refused a request.
+#[derive(Debug, Clone, Copy)]
+enum AtCap {
+    /// The calls in flight on its session (`429`).
+    Session,
+    /// The requests in flight without a session (`503`).
+    Stateless,
+    /// The open sessions, for an `initialize` (`503`).
+    Sessions,
 }
 
 /// Why a request body was not read to its end.
@@ -719,6 +863,8 @@ fn content_length<B>(request: &Request<B>) -> Option<u64> {
 enum BodyRefused {
     /// It came past the limit; reading stopped there.
     TooLarge,
+    /// It did not arrive within the body deadline.
+    TimedOut,
     /// The transport failed while it was read.
     Broken(String),
 }
@@ -777,7 +923,12 @@ impl McpServer {
     /// `config`. Serve it with [`McpHttpService::serve`] or mount it in any HTTP stack.
     pub fn http_service(&self, config: HttpConfig) -> McpHttpService {
         let server = self.clone();
-        let sessions = Arc::new(Sessions::new(config.max_sessions, config.idle_timeout, config.sdk.sse_retry));
+        #[cfg(feature = "auth")]
+        let protected = config.auth.is_some();
+        #[cfg(not(feature = "auth"))]
+        let protected = false;
+        let sessions =
+            Arc::new(Sessions::new(config.max_sessions, config.idle_timeout, config.sdk.sse_retry, protected));
         let retry_after_s = config.retry_after.as_secs() + u64::from(config.retry_after.subsec_nanos() > 0);
         let max_body_bytes = config.max_body_bytes.unwrap_or_else(|| self.executor().limits().max_bytes);
         let limits = Limits {
@@ -788,6 +939,7 @@ impl McpServer {
             stateless: Arc::new(Semaphore::new(config.max_stateless_requests)),
             max_stateless_requests: config.max_stateless_requests,
             header_read_timeout: config.header_read_timeout,
+            body_read_timeout: config.body_read_timeout,
             max_header_bytes: config.max_header_bytes,
             max_connections: config.max_connections,
             max_connections_per_client: config.max_connections_per_client,
@@ -841,9 +993,20 @@ impl McpHttpService {
 
     /// Answers one HTTP request (on whatever path it came).
     ///
-    /// `Host` and `Origin` are checked first ([`McpHttpService::check_host_and_origin`]), before anything else of
-    /// the request is looked at, counted or read: a request they refuse spends no rate budget, takes no slot, and
-    /// its body is never read.
+    /// The checks run in one fixed order, each cheaper than the next, and each refuses before the next runs
+    /// (`SECURITY.md`, "MCP over HTTP: the order of the checks"):
+    /// 1. `Host` and `Origin` ([`McpHttpService::check_host_and_origin`]): `403` (`400` for a `Host` that is not
+    ///    one), before anything else is looked at or counted;
+    /// 2. the session header's form: `400` when it is not text;
+    /// 3. the bearer token and, for a request of a session, the session's owner (on a protected server): `401` or
+    ///    `403`;
+    /// 4. the declared body length (`413`), then the slot the request is served under: its session's call slot, or
+    ///    a stateless one for every request the SDK may serve without a session (`429`, `503`), taken before the
+    ///    body is read so that a body slow to come holds it;
+    /// 5. the body, read within the body limit (`413`) and the body deadline (`408`, and the connection closes);
+    /// 6. the rate limits, the client's then the tool's (`429`), and a tool's scopes (`403`), which need the body;
+    ///    a request refused here gives its slot back at once;
+    /// 7. the SDK.
     pub async fn handle<B>(&self, request: Request<B>) -> Response<ResponseBody>
     where
         B: HttpBody + Send + 'static,
@@ -854,6 +1017,24 @@ impl McpHttpService {
             return refusal;
         }
         self.handle_checked(request).await
+    }
+
+    /// [`McpHttpService::handle`] from its second check on: `Host` and `Origin` have been checked.
+    async fn handle_checked<B>(&self, request: Request<B>) -> Response<ResponseBody>
+    where
+        B: HttpBody + Send + 'static,
+        B::Data: Send + 'static,
+        B::Error: fmt::Display + std::error::Error + Send + Sync + 'static,
+    {
+        if request.headers().get(SESSION_HEADER).is_some_and(|id| id.to_str().is_err()) {
+            return bad_session_header();
+        }
+        #[cfg(feature = "auth")]
+        let request = match self.authenticate(request).await {
+            Ok(admitted) => admitted,
+            Err(refusal) => return refusal,
+        };
+        self.handle_admitted(request).await
     }
 
     /// Checks a request's `Host` and `Origin` exactly as the SDK does, and nothing else of it: `None` when both are
@@ -876,37 +1057,11 @@ impl McpHttpService {
         (answer.status() != StatusCode::METHOD_NOT_ALLOWED).then_some(answer)
     }
 
-    /// [`McpHttpService::handle`] once `Host` and `Origin` have passed.
-    async fn handle_checked<B>(&self, request: Request<B>) -> Response<ResponseBody>
-    where
-        B: HttpBody + Send + 'static,
-        B::Data: Send + 'static,
-        B::Error: fmt::Display + std::error::Error + Send + Sync + 'static,
-    {
-        #[cfg(feature = "auth")]
-        let (request, opener) = match self.authenticate(request).await {
-            Ok(admitted) => admitted,
-            Err(refusal) => return refusal,
-        };
-        let response = self.handle_admitted(request).await;
-        #[cfg(feature = "auth")]
-        if let Some(subject) = opener
-            && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
-        {
-            self.sessions.set_owner(id, subject);
-        }
-        response
-    }
-
-    /// Checks the request's bearer token (on a protected server): the request with its [`auth::Principal`] in its
-    /// extensions and, when it comes without a session (and may open one), the principal's subject, to own the
-    /// session it opens; or the refusal.
+    /// Checks the request's bearer token (on a protected server) and, when it names a session, that the session is
+    /// its principal's: the request with its [`auth::Principal`] in its extensions, or the refusal.
     #[cfg(feature = "auth")]
-    async fn authenticate<B>(
-        &self,
-        mut request: Request<B>,
-    ) -> Result<(Request<B>, Option<Arc<str>>), Response<ResponseBody>> {
-        let Some(resource) = &self.auth else { return Ok((request, None)) };
+    async fn authenticate<B>(&self, mut request: Request<B>) -> Result<Request<B>, Response<ResponseBody>> {
+        let Some(resource) = &self.auth else { return Ok(request) };
         let authorization = request.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
         let principal = match resource.authenticate(authorization).await {
             Ok(p) => p,
@@ -924,24 +1079,18 @@ impl McpHttpService {
                 return Err(response);
             }
         };
-        let opener = match request.headers().get(SESSION_HEADER) {
-            Some(id) => {
-                if let Some(Some(owner)) = id.to_str().ok().and_then(|id| self.sessions.owner(id))
-                    && *owner != *principal.subject
-                {
-                    return Err(text_response(
-                        StatusCode::FORBIDDEN,
-                        "Forbidden: this session belongs to another principal\n".to_owned(),
-                    ));
-                }
-                None
-            }
-            None => Some(Arc::from(principal.subject.as_str())),
-        };
+        // The session header is text (checked before); every session of a protected server has an owner.
+        if let Some(id) = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+            && self.sessions.owned_by(id, &principal.subject) == Some(false)
+        {
+            return Err(text_response(
+                StatusCode::FORBIDDEN,
+                "Forbidden: this session belongs to another principal\n".to_owned(),
+            ));
+        }
         request.extensions_mut().insert(principal);
-        Ok((request, opener))
+        Ok(request)
     }
-
     /// On a protected server, a `tools/call` of a tool whose scopes the caller's token lacks: `403` with
     /// `error="insufficient_scope"` and the scopes to ask for (the token's and the tool's), before anything runs.
     #[cfg(feature = "auth")]
@@ -997,15 +1146,26 @@ impl McpHttpService {
         if declared.is_some_and(|n| n > max_body as u64) {
             return too_large(max_body);
         }
-        // The body is read here, within the limit, so that what it is decides which cap applies; the SDK then
-        // parses it from memory.
         let (parts, body) = request.into_parts();
-        let body = match read_body(body, declared, max_body).await {
+        // The slot the request is served under, taken before its body is read: a body that is slow to come holds
+        // it, so slow bodies are held to the caps of the requests they would be.
+        let slot = match self.slot_before_body(&parts.headers) {
+            Ok(slot) => slot,
+            Err(cap) => return self.at_cap(cap),
+        };
+        // The body is read here, within the limit and the deadline, so that what it is decides what remains to be
+        // decided of its slot; the SDK then parses it from memory.
+        let body = match read_body_within(body, declared, max_body, self.limits.body_read_timeout).await {
             Ok(body) => body,
             Err(BodyRefused::TooLarge) => return too_large(max_body),
+            Err(BodyRefused::TimedOut) => return body_timed_out(self.limits.body_read_timeout),
             Err(BodyRefused::Broken(e)) => {
                 return text_response(StatusCode::BAD_REQUEST, format!("Bad Request: {e}\n"));
             }
+        };
+        let slot = match self.slot_after_body(slot, &parts.headers, &body) {
+            Ok(slot) => slot,
+            Err(cap) => return self.at_cap(cap),
         };
         // The client's own rate limit, then the tool's scopes, then the tool's rate limit: each refuses before
         // anything of the request is done, and a refusal takes nothing from the checks after it.
@@ -1041,35 +1201,94 @@ impl McpHttpService {
             return self.rate_limited(refusal, Some(message), Some(tool));
         }
         drop(rated);
-        let session = parts.headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default());
-        let slot = match session {
-            Some(id) => match self.sessions.in_flight(id) {
-                // Every message takes a slot while it is answered (a client's answer or notification only for the
-                // moment its `202` takes); at the cap, the body is read to tell a new request, refused, from an
-                // answer or notification, which is part of what was already admitted and passes.
-                Some(in_flight) => match in_flight.enter(self.limits.max_calls_per_session) {
-                    Some(slot) => Some(RequestSlot::Session(slot)),
-                    None if !Peek::of(&body).is_request() => None,
-                    None => return self.session_busy(),
-                },
-                // An unknown session is answered by the SDK (404).
-                None => None,
-            },
-            None => {
-                if self.sessions.full() && Peek::of(&body).method.as_deref() == Some("initialize") {
-                    // Refused here, with no session made and nothing logged as an error.
-                    return self.refused();
-                }
-                match self.limits.stateless.clone().try_acquire_owned() {
-                    Ok(permit) => Some(RequestSlot::Stateless(permit)),
-                    Err(_) => return self.stateless_busy(),
-                }
-            }
-        };
         let response = self.handle_inner(Request::from_parts(parts, Full::new(body))).await;
         match slot {
             Some(slot) => admission::holding(response, slot),
             None => response,
+        }
+    }
+
+    /// The slot a `POST` is to be served under, as far as its headers tell: its session's call slot when it names
+    /// an open session in a revision with sessions, and the SDK serves sessions; else a stateless slot, whatever
+    /// session header it carries (the SDK serves a request of 2026-07-28 without a session whatever that header
+    /// says, and answers an unknown session at once). A session at its cap is decided once the body is read.
+    fn slot_before_body(&self, headers: &hyper::HeaderMap) -> Result<Pending, AtCap> {
+        if let Some(in_flight) = self.session_of(headers) {
+            return Ok(match in_flight.enter(self.limits.max_calls_per_session) {
+                Some(slot) => Pending::Held(RequestSlot::Session(slot)),
+                None => Pending::SessionFull,
+            });
+        }
+        self.stateless_slot().map(|permit| Pending::Held(RequestSlot::Stateless(permit)))
+    }
+
+    /// The rest of the slot's decision, with the body read: a request that names its revision in `_meta` may be
+    /// served without a session whatever its headers say, and takes a stateless slot instead of its session's; at
+    /// a session's cap, a new request is refused and an answer or notification (part of what was already admitted)
+    /// passes without a slot; and an `initialize` without a session is refused while every session is taken.
+    fn slot_after_body(
+        &self,
+        pending: Pending,
+        headers: &hyper::HeaderMap,
+        body: &[u8],
+    ) -> Result<Option<RequestSlot>, AtCap> {
+        match pending {
+            Pending::Held(RequestSlot::Session(slot)) => {
+                if Peek::of(body).names_its_revision() {
+                    drop(slot);
+                    return self.stateless_slot().map(|permit| Some(RequestSlot::Stateless(permit)));
+                }
+                Ok(Some(RequestSlot::Session(slot)))
+            }
+            Pending::SessionFull => {
+                let peek = Peek::of(body);
+                if peek.names_its_revision() {
+                    self.stateless_slot().map(|permit| Some(RequestSlot::Stateless(permit)))
+                } else if peek.is_request() {
+                    Err(AtCap::Session)
+                } else {
+                    Ok(None)
+                }
+            }
+            Pending::Held(stateless) => {
+                if !headers.contains_key(SESSION_HEADER)
+                    && self.sessions.full()
+                    && Peek::of(body).method.as_deref() == Some("initialize")
+                {
+                    // Refused here, with no session made and nothing logged as an error.
+                    return Err(AtCap::Sessions);
+                }
+                Ok(Some(stateless))
+            }
+        }
+    }
+
+    /// The in-flight count of the open session a request names, when the SDK serves it in that session as far as
+    /// its headers tell: sessions are on, and its `MCP-Protocol-Version` is absent or names a revision with
+    /// sessions (before 2026-07-28).
+    fn session_of(&self, headers: &hyper::HeaderMap) -> Option<Arc<InFlight>> {
+        if !self.inner.config.legacy_session_mode {
+            return None;
+        }
+        let id = headers.get(SESSION_HEADER)?.to_str().ok()?;
+        let with_sessions = match headers.get("mcp-protocol-version") {
+            None => true,
+            Some(version) => version.to_str().is_ok_and(|v| v < rmcp::model::ProtocolVersion::NO_INITIALIZE.as_str()),
+        };
+        if with_sessions { self.sessions.in_flight(id) } else { None }
+    }
+
+    /// A stateless slot, or the refusal.
+    fn stateless_slot(&self) -> Result<OwnedSemaphorePermit, AtCap> {
+        self.limits.stateless.clone().try_acquire_owned().map_err(|_| AtCap::Stateless)
+    }
+
+    /// The refusal of a cap.
+    fn at_cap(&self, cap: AtCap) -> Response<ResponseBody> {
+        match cap {
+            AtCap::Session => self.session_busy(),
+            AtCap::Stateless => self.stateless_busy(),
+            AtCap::Sessions => self.refused(),
         }
     }
 
@@ -1079,16 +1298,20 @@ impl McpHttpService {
         B::Data: Send + 'static,
         B::Error: fmt::Display,
     {
-        let (response, refused) = REFUSED
-            .scope(Cell::new(false), async {
+        let scope = Scope {
+            refused: Cell::new(false),
+            #[cfg(feature = "auth")]
+            principal: request.extensions().get::<Arc<auth::Principal>>().cloned(),
+        };
+        let (response, refused) = SCOPE
+            .scope(scope, async {
                 let response = self.inner.handle(request).await;
-                (response, REFUSED.with(Cell::get))
+                (response, SCOPE.with(|scope| scope.refused.get()))
             })
             .await;
         // Another `initialize` took the last slot between the check above and this one's.
         if refused { self.refused() } else { response }
     }
-
     /// A refusal of a cap: `status`, the text, and `Retry-After`.
     fn busy(&self, status: StatusCode, text: String) -> Response<ResponseBody> {
         let mut response = text_response(status, text);
@@ -1239,7 +1462,7 @@ impl McpHttpService {
                         _ => None,
                     };
                     async move {
-                        // `Host` and `Origin` first, for every route (see `handle`).
+                        // `Host` and `Origin` first, for every route (the order of the checks: `handle`).
                         if let Some(refusal) = service.check_host_and_origin(req.uri(), req.headers()).await {
                             return Ok::<_, Infallible>(refusal);
                         }
