@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The installed `keel` in a crate of a user's own, outside this workspace: writes a scratch crate under
 # target/scratch-crate that depends on the facade `keel-tools` (by path, as the crates are not on crates.io yet) and
-# declares two tools, runs `keel list` in its folder, then drives `keel serve` there with the official Python MCP
-# SDK (tests/mcp/python_keel_serve.py --tools scratch: tools/list, a call, the refusals; stdio in both eras and
-# Streamable HTTP). Needs the Python SDK: PYTHON (default target/ci-venv/bin/python, which
-# scripts/mcp-conformance.sh installs).
+# declares three tools, runs `keel list` in its folder, then drives `keel serve` there with the official Python MCP
+# SDK (tests/mcp/python_keel_serve.py --tools scratch: tools/list, a call, the refusals, and a write approved or
+# declined by a person through elicitation; stdio in both eras and Streamable HTTP). Needs the Python SDK: PYTHON
+# (default target/ci-venv/bin/python, which scripts/mcp-conformance.sh installs).
 #
 #   bash scripts/scratch-crate.sh
 set -euo pipefail
@@ -43,10 +43,19 @@ pub fn scratch_add(a: i64, b: i64) -> i64 {
     a + b
 }
 
+static FORGOTTEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Forgets a note.
 #[tool(effect = "write", version = "1.0")]
 pub fn scratch_forget(note: String) -> String {
+    FORGOTTEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     format!("forgot {note}")
+}
+
+/// How many notes were forgotten since the server started.
+#[tool(effect = "read", version = "1.0")]
+pub fn scratch_forgotten() -> usize {
+    FORGOTTEN.load(std::sync::atomic::Ordering::SeqCst)
 }
 RUST
 # Resolved as this workspace is, offline: the same versions, nothing downloaded.
@@ -59,7 +68,7 @@ export CARGO_TARGET_DIR=$ROOT/target/tmp/keel-runner CARGO_PROFILE_DEV_DEBUG=fal
 echo "== scratch crate: keel list"
 out=$(cd "$CRATE" && "$KEEL" list)
 echo "$out"
-for tool in scratch_add scratch_forget; do
+for tool in scratch_add scratch_forget scratch_forgotten; do
     grep -q "^$tool " <<<"$out" || { echo "scratch-crate: keel list does not show $tool" >&2; exit 1; }
 done
 

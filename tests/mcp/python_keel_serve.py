@@ -9,8 +9,11 @@ Everything after `--` is the `keel` command (needs `pip install mcp==2.3.0`); th
 the two tools of the scratch crate that scripts/scratch-crate.sh writes, served by the installed `keel` run in that
 crate's folder (`--cwd`). Over stdio in both protocol eras (`mode="legacy"`: the 2025-11-25 `initialize` session;
 `mode="auto"`: `server/discover`, then stateless 2026-07-28 requests) and over Streamable HTTP, checks `tools/list`
-(every tool, or the tagged ones), a successful call, and the refusals: invalid arguments, an approval required, an
-unknown tool (JSON-RPC error -32602). Prints one line per check and exits non-zero if any failed.
+(every tool, or the tagged ones), a successful call, and the refusals: invalid arguments, an approval required (for a
+client without elicitation), an unknown tool (JSON-RPC error -32602). With `--tools scratch`, a client with an
+elicitation callback then approves the write tool (it runs once, with the arguments the person was shown) and declines
+it (nothing runs, `approval_denied`), in each era and over both transports; `--allow NAME` and `--allow-effect write`
+approve it without asking, and `--allow-effect destructive` is refused. Prints one line per check and exits non-zero if any failed.
 scripts/mcp-conformance.sh and scripts/scratch-crate.sh run it.
 """
 
@@ -27,6 +30,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import mcp_types as types
 from mcp import Client, MCPDeprecationWarning, MCPError, StdioServerParameters
 
 from checks import Checks  # noqa: E402 (tests/mcp, the script's own folder)
@@ -48,6 +52,15 @@ DEMO_TOOLS = {
 
 
 @dataclass
+class Approval:
+    """A write tool a person approves through elicitation, and a read tool that says how often it ran."""
+
+    call: tuple[str, dict[str, Any]]
+    call_ok: Callable[[dict[str, Any]], bool]
+    runs: tuple[str, dict[str, Any]]
+
+
+@dataclass
 class Profile:
     """The tools a `keel serve` is expected to list, and the calls that exercise them."""
 
@@ -57,6 +70,7 @@ class Profile:
     call_ok: Callable[[dict[str, Any]], bool]
     invalid: tuple[str, dict[str, Any]]
     needs_approval: tuple[str, dict[str, Any]]
+    approval: Approval | None = None
 
 
 PROFILES = {
@@ -68,15 +82,22 @@ PROFILES = {
         invalid=("lookup_incident", {"incident": "INC-001"}),
         needs_approval=("create_ticket", {"incident_id": "INC-001", "title": "502"}),
     ),
-    # The crate scripts/scratch-crate.sh writes: a read tool and a write tool, the read one tagged `math`.
+    # The crate scripts/scratch-crate.sh writes: two read tools and a write tool, `scratch_add` tagged `math`;
+    # `scratch_forgotten` says how many times `scratch_forget` ran in the server's process.
     "scratch": Profile(
-        tools={"scratch_add", "scratch_forget"},
+        tools={"scratch_add", "scratch_forget", "scratch_forgotten"},
         tagged=("math", {"scratch_add"}),
         call=("scratch_add", {"a": 2, "b": 3}),
         # A result that is not an object travels as text only (structuredContent must be an object).
         call_ok=lambda r: r.get("content") == [{"type": "text", "text": "5"}],
         invalid=("scratch_add", {"a": "2", "b": 3}),
         needs_approval=("scratch_forget", {"note": "n-1"}),
+        approval=Approval(
+            call=("scratch_forget", {"note": "n-2"}),
+            # A string result travels as its JSON text.
+            call_ok=lambda r: (r.get("content") or [{}])[0].get("text") == json.dumps("forgot n-2"),
+            runs=("scratch_forgotten", {}),
+        ),
     ),
 }
 
@@ -117,7 +138,8 @@ async def session(label: str, server: Any, mode: str, version: str, tools: set[s
 
         if profile.needs_approval[0] in tools:
             r = wire(await client.call_tool(*profile.needs_approval))
-            checks.check(f"{label}: approval required",
+            # This client offers no elicitation: nobody can be asked, so the call is refused as it stands.
+            checks.check(f"{label}: approval required (a client without elicitation)",
                          r.get("isError") is True and code_of(r) == "approval_required", r)
 
         try:
@@ -125,6 +147,74 @@ async def session(label: str, server: Any, mode: str, version: str, tools: set[s
             checks.check(f"{label}: unknown tool, -32602", False, f"got a result {r}")
         except MCPError as e:
             checks.check(f"{label}: unknown tool, -32602", e.error.code == -32602, e.error)
+
+
+def shown_arguments(message: str) -> Any:
+    """The arguments an approval showed the person: the JSON after `Arguments:`, up to the next blank line."""
+    try:
+        return json.loads(message.split("Arguments:\n", 1)[1].split("\n\n", 1)[0])
+    except (IndexError, ValueError):
+        return None
+
+
+async def approvals(label: str, server: Any, mode: str, approval: Approval, checks: Checks) -> None:
+    """A person approves a write through elicitation (asked in the session, or in an input-required round when
+    stateless): accept runs it once with the arguments shown; decline runs nothing, and the model reads
+    `approval_denied`."""
+    asked: list[str] = []
+    action = "accept"
+
+    async def on_elicit(_ctx: Any, params: Any) -> types.ElicitResult:
+        asked.append(getattr(params, "message", ""))
+        return types.ElicitResult(action=action, content={} if action == "accept" else None)
+
+    async def runs(client: Client) -> int:
+        r = wire(await client.call_tool(*approval.runs))
+        try:
+            return int(r["content"][0]["text"])
+        except (KeyError, IndexError, ValueError):
+            return -1
+
+    async with Client(server, mode=mode, read_timeout_seconds=30, elicitation_callback=on_elicit) as client:
+        before = await runs(client)
+        tool, arguments = approval.call
+        r = wire(await client.call_tool(tool, arguments))
+        after = await runs(client)
+        shown = shown_arguments(asked[0]) if asked else None
+        checks.check(
+            f"{label}: elicitation accepted, the write runs once with the arguments shown",
+            r.get("isError") is not True and approval.call_ok(r) and len(asked) == 1 and shown == arguments
+            and f"`{tool}`" in asked[0] and "effect: write" in asked[0] and after == before + 1,
+            (r, asked, before, after),
+        )
+
+        action = "decline"
+        r = wire(await client.call_tool(tool, arguments))
+        checks.check(
+            f"{label}: elicitation declined, nothing runs",
+            r.get("isError") is True and code_of(r) == "approval_denied" and len(asked) == 2
+            and await runs(client) == after,
+            (r, asked),
+        )
+
+
+async def allowed(command: list[str], cwd: str | None, env: dict[str, str], profile: Profile, checks: Checks) -> None:
+    """A host's trust: `--allow NAME` and `--allow-effect write` approve a write without asking (this client offers
+    no elicitation); `--allow-effect destructive` is refused before anything is served."""
+    tool, arguments = profile.needs_approval
+    for flags in (["--allow", tool], ["--allow-effect", "write"]):
+        server = StdioServerParameters(command=command[0], args=[*command[1:], "serve", "--stdio", *flags], cwd=cwd,
+                                       env=env)
+        async with Client(server, mode="auto", read_timeout_seconds=30) as client:
+            r = wire(await client.call_tool(tool, arguments))
+            checks.check(f"stdio {' '.join(flags)}: the write runs without asking", r.get("isError") is not True, r)
+    for flags, says in ((["--allow-effect", "destructive"], "never approved by effect"),
+                        (["--allow", "no_such_tool"], "no tool of that name is served")):
+        refused = await asyncio.to_thread(
+            subprocess.run, [*command, "serve", "--stdio", *flags], stdin=subprocess.DEVNULL, capture_output=True,
+            text=True, cwd=cwd, env=env, timeout=TIMEOUT_SECONDS)
+        checks.check(f"serve {' '.join(flags)} is refused (exit 2)", refused.returncode == 2 and says in refused.stderr,
+                     (refused.returncode, refused.stderr))
 
 
 async def run(command: list[str], profile: Profile, cwd: str | None, checks: Checks) -> None:
@@ -135,6 +225,10 @@ async def run(command: list[str], profile: Profile, cwd: str | None, checks: Che
     for mode, version in (("legacy", "2025-11-25"), ("auto", "2026-07-28")):
         await asyncio.wait_for(session(f"stdio {mode}", stdio, mode, version, profile.tools, profile, checks),
                                TIMEOUT_SECONDS)
+        if profile.approval:
+            await asyncio.wait_for(approvals(f"stdio {mode}", stdio, mode, profile.approval, checks), TIMEOUT_SECONDS)
+    if profile.approval:
+        await asyncio.wait_for(allowed(command, cwd, env, profile, checks), TIMEOUT_SECONDS * 2)
     tag, tagged_tools = profile.tagged
     tagged = StdioServerParameters(command=command[0], args=[*command[1:], "serve", "--stdio", "--tag", tag], cwd=cwd,
                                     env=env)
@@ -151,6 +245,9 @@ async def run(command: list[str], profile: Profile, cwd: str | None, checks: Che
             for mode, version in (("legacy", "2025-11-25"), ("auto", "2026-07-28")):
                 await asyncio.wait_for(session(f"http {mode}", match.group(1), mode, version, profile.tools, profile, checks),
                                        TIMEOUT_SECONDS)
+                if profile.approval:
+                    await asyncio.wait_for(approvals(f"http {mode}", match.group(1), mode, profile.approval, checks),
+                                           TIMEOUT_SECONDS)
     finally:
         http.send_signal(2)  # Ctrl-C
         try:

@@ -1,11 +1,13 @@
 //! `keel serve`: the linked tools as an MCP server, over stdio or Streamable HTTP, in both protocol eras, with
-//! keel-tools-mcp's server (`McpServer`) as it is.
+//! keel-tools-mcp's server (`McpServer`): a person approves each `write` or `destructive` call through MCP
+//! elicitation (`ApprovalRules::elicit`), unless `--allow` or `--allow-effect write` approves it beforehand.
 
 use std::io::Write;
 
 use clap::{ArgGroup, Args as ClapArgs};
 use keel_tools_core::Executor;
 use keel_tools_mcp::McpServer;
+use keel_tools_mcp::server::ApprovalRules;
 use tokio_util::sync::CancellationToken;
 
 use crate::failure::{Outcome, fail};
@@ -27,8 +29,20 @@ Run from your crate's directory, or give the host `\"args\": [\"--manifest-path\
 
 Both protocol eras are served: `initialize` sessions (up to 2025-11-25) and stateless 2026-07-28 requests \
 (`server/discover`). `tools/list` is what `keel list --format mcp` prints; `tools/call` runs through the \
-executor, so `write` and `destructive` tools are refused with `approval_required`. Logs go to stderr \
-(RUST_LOG sets the level; default warn); stdout is the stdio transport. Ctrl-C, or stdin closing under \
+executor: `read` tools run; a call of a `write` or `destructive` tool needs a person's approval of its exact \
+arguments. The server asks for it through MCP elicitation, when the host offers it: the person sees the tool, \
+its effect and its arguments, and on accept the call runs once, with exactly those arguments; on decline the \
+model reads `approval_denied` and nothing runs. A host without elicitation (or --no-elicit) gets \
+`approval_required`, and the call does not run. On a host you trust, approve without asking: `--allow NAME` \
+(any tool, `destructive` included) or `--allow-effect write` (every `write` tool; `destructive` tools are \
+never approved by effect).
+
+  keel serve --stdio                                 # ask the person for each write
+  keel serve --stdio --allow add_note                # add_note runs without asking
+  keel serve --stdio --allow-effect write            # every write tool runs without asking
+  keel serve --stdio --no-elicit                     # read only: writes answer approval_required
+
+Logs go to stderr (RUST_LOG sets the level; default warn); stdout is the stdio transport. Ctrl-C, or stdin closing under \
 --stdio, ends the server."
 )]
 pub(crate) struct ServeArgs {
@@ -48,6 +62,36 @@ pub(crate) struct ServeArgs {
     /// The server name reported to clients.
     #[arg(long, default_value = "keel")]
     name: String,
+    /// Approve every call of this tool without asking (repeat for more tools). Any effect, `destructive`
+    /// included: name only tools you trust the model with.
+    #[arg(long = "allow", value_name = "NAME")]
+    allow: Vec<String>,
+    /// Approve every call of every tool of this effect without asking. Only `write`: `destructive` tools are
+    /// approved by name (`--allow NAME`) or call by call.
+    #[arg(long = "allow-effect", value_name = "EFFECT", value_parser = allow_effect)]
+    allow_effect: Vec<AllowEffect>,
+    /// Never ask the person through elicitation: a call that needs an approval (and is not allowed) is answered
+    /// `approval_required`, as by a host without elicitation.
+    #[arg(long)]
+    no_elicit: bool,
+}
+
+/// An effect whose every tool `--allow-effect` may approve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AllowEffect {
+    Write,
+}
+
+/// Reads `--allow-effect`: `write`, and nothing else (`destructive` is refused, and says why).
+fn allow_effect(value: &str) -> Result<AllowEffect, String> {
+    match value {
+        "write" => Ok(AllowEffect::Write),
+        "destructive" => Err("`destructive` tools are never approved by effect: approve each one by name \
+             (`--allow NAME`), or let the person approve each call when the host asks"
+            .to_owned()),
+        "read" => Err("`read` tools need no approval".to_owned()),
+        other => Err(format!("unknown effect `{other}`: the one effect that may be approved as a whole is `write`")),
+    }
 }
 
 impl ServeArgs {
@@ -55,6 +99,25 @@ impl ServeArgs {
     pub(crate) fn tags(&self) -> &[String] {
         &self.tags
     }
+}
+
+/// What the server approves without asking, and whether it asks the person for the rest. A tool `--allow` names
+/// must be served.
+fn approval_rules(executor: &Executor, args: &ServeArgs) -> Result<ApprovalRules, crate::failure::Failure> {
+    let mut rules = ApprovalRules::new().elicitation(!args.no_elicit);
+    for name in &args.allow {
+        if executor.view().get(name).is_none() {
+            return Err(fail(
+                2,
+                format!("--allow {name}: no tool of that name is served (see `keel list`, and any --tag narrowing it)"),
+            ));
+        }
+        rules = rules.allow_tool(name.as_str());
+    }
+    if args.allow_effect.contains(&AllowEffect::Write) {
+        rules = rules.allow_writes();
+    }
+    Ok(rules)
 }
 
 /// Serves `executor`'s view until the client goes (stdio), or until Ctrl-C.
@@ -67,7 +130,9 @@ pub(crate) fn serve(executor: Executor, args: ServeArgs, err: &mut dyn Write) ->
         .with_writer(std::io::stderr)
         .try_init();
     let tools = executor.view().len();
+    let approvals = approval_rules(&executor, &args)?;
     let server = McpServer::builder(executor)
+        .approvals(approvals)
         .name(args.name)
         .version(env!("CARGO_PKG_VERSION"))
         .build()
@@ -103,4 +168,38 @@ pub(crate) fn serve(executor: Executor, args: ServeArgs, err: &mut dyn Write) ->
         }
         Ok(0)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ServeArgs, String> {
+        Cli::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .map(|c| c.serve)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn allow_flags_parse_and_destructive_is_never_approved_by_effect() {
+        let args = parse(&["--stdio", "--allow", "a", "--allow", "b", "--allow-effect", "write"]).unwrap();
+        assert_eq!(args.allow, ["a", "b"]);
+        assert_eq!(args.allow_effect, [AllowEffect::Write]);
+        assert!(!args.no_elicit);
+        assert!(parse(&["--stdio", "--no-elicit"]).unwrap().no_elicit);
+
+        let refused = parse(&["--stdio", "--allow-effect", "destructive"]).unwrap_err();
+        assert!(refused.contains("never approved by effect") && refused.contains("--allow NAME"), "{refused}");
+        for other in ["read", "Write", "all", ""] {
+            assert!(parse(&["--stdio", "--allow-effect", other]).is_err(), "{other}");
+        }
+    }
 }

@@ -49,4 +49,4 @@ pub use client::{Era, Forwarder, RemoteServer, RemoteTools};
 #[cfg(all(feature = "http", feature = "server"))]
 pub use http::{HealthReport, HttpConfig, McpHttpService};
 #[cfg(feature = "server")]
-pub use server::{McpRequest, McpServer, McpSession, current_request};
+pub use server::{ApprovalRules, McpRequest, McpServer, McpSession, current_request};

@@ -13,12 +13,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel_tools_core::definition::{Effect, ToolDefinition};
+use keel_tools_core::definition::{Effect, TaskSupport, ToolDefinition};
 use keel_tools_core::{Executor, ToolView};
 use keel_tools_mcp::McpServer;
 use keel_tools_mcp::rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ElicitRequestParams, ElicitResult,
-    Implementation, InitializeRequestParams, ProtocolVersion,
+    GetTaskParams, Implementation, InitializeRequestParams, ProtocolVersion,
 };
 use keel_tools_mcp::rmcp::service::{ClientServiceExt, RequestContext, RunningService};
 use keel_tools_mcp::rmcp::{ClientHandler, ClientLifecycleMode, ErrorData, RoleClient};
@@ -28,13 +28,17 @@ use serde_json::{Value, json};
 const WRITE: &str = "notes.forget";
 const DESTRUCTIVE: &str = "notes.purge";
 const READ: &str = "notes.count";
+/// A `write` tool that runs as a task for a client that runs tasks.
+const TASK: &str = "notes.archive";
 
 /// What each tool's handler ran with, in order.
 type Ran = Arc<Mutex<Vec<(String, Value)>>>;
 
 fn tool(name: &'static str, effect: Effect, ran: &Ran) -> Arc<ToolDefinition> {
     let ran = ran.clone();
+    let task = if name == TASK { TaskSupport::Optional } else { TaskSupport::Never };
     let def = ToolDefinition::builder(name)
+        .task_support(task)
         .description("A tool of the approval tests.")
         .version("1.0")
         .effect(effect)
@@ -61,6 +65,7 @@ fn serve(rules: ApprovalRules) -> (McpServer, Ran) {
         tool(WRITE, Effect::Write, &ran),
         tool(DESTRUCTIVE, Effect::Destructive, &ran),
         tool(READ, Effect::Read, &ran),
+        tool(TASK, Effect::Write, &ran),
     ]);
     (McpServer::builder(Executor::new(view).unwrap()).approvals(rules).build().unwrap(), ran)
 }
@@ -70,6 +75,7 @@ fn serve(rules: ApprovalRules) -> (McpServer, Ran) {
 #[derive(Clone, Default)]
 struct Person {
     action: Option<&'static str>,
+    tasks: bool,
     asked: Arc<Mutex<Vec<Value>>>,
 }
 
@@ -85,10 +91,13 @@ impl Person {
 
 impl ClientHandler for Person {
     fn get_info(&self) -> InitializeRequestParams {
-        let capabilities = match self.action {
+        let mut capabilities = match self.action {
             Some(_) => ClientCapabilities::builder().enable_elicitation().build(),
             None => ClientCapabilities::default(),
         };
+        if self.tasks {
+            capabilities.extensions = ClientCapabilities::builder().enable_tasks().build().extensions;
+        }
         InitializeRequestParams::new(capabilities, Implementation::new("keel-approval-test", "0.1"))
     }
 
@@ -325,6 +334,45 @@ async fn a_stateless_client_is_asked_in_an_input_required_round() {
         assert_ne!(r.is_error, Some(true), "{r:?}");
         assert_eq!(person.asked().len(), 1);
         assert_eq!(ran.lock().unwrap().len(), 2);
+        let _ = client.cancel().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_tool_is_approved_before_it_runs() {
+    within(async {
+        let (server, ran) = serve(ApprovalRules::elicit());
+        let person = Person { tasks: true, ..Person::answering("accept") };
+        let client = connect(&server, person, ProtocolVersion::V_2026_07_28).await;
+        let args = json!({"note": "n-7"});
+        let first = client.peer().call_tool_once(call(TASK, args.clone())).await.expect("call");
+        let CallToolResponse::InputRequired(first) = first else { panic!("expected input required: {first:?}") };
+        assert_eq!(first.input_requests.clone().unwrap_or_default().keys().collect::<Vec<_>>(), [APPROVAL_INPUT_KEY]);
+        assert!(ran.lock().unwrap().is_empty());
+
+        let mut accepted = call(TASK, args.clone());
+        accepted.request_state = first.request_state.clone();
+        accepted.input_responses = Some([(APPROVAL_INPUT_KEY.to_owned(), json!({"action": "accept"}))].into());
+        // A handler that ends before the call is answered answers in the call; else the call is a task.
+        match client.peer().call_tool_once(accepted).await.expect("call") {
+            CallToolResponse::Complete(r) => assert_ne!(r.is_error, Some(true), "{r:?}"),
+            CallToolResponse::Task(task) => {
+                let id = task.task.task_id.clone();
+                let mut status = Value::Null;
+                for _ in 0..500 {
+                    let got = client.peer().get_task(GetTaskParams::new(id.clone())).await.expect("tasks/get");
+                    status = serde_json::to_value(got).unwrap();
+                    if status["status"] != "working" {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                assert_eq!(status["status"], "completed", "{status}");
+            }
+            other => panic!("expected the result or a task: {other:?}"),
+        }
+        assert_eq!(ran.lock().unwrap().clone(), vec![(TASK.to_owned(), args)]);
         let _ = client.cancel().await;
     })
     .await;

@@ -160,15 +160,15 @@ impl Answer {
     }
 }
 
-/// The approval an `approval_required` result asks for: the tool, its effect, the reason and the arguments to
-/// approve (in the tool's canonical form). `None` for any other result.
+/// The approval an `approval_required` result asks for: the tool, its effect and the arguments to approve (in the
+/// tool's canonical form).
 pub(crate) struct Wanted<'a> {
     pub(crate) tool: &'a str,
     effect: &'a str,
-    reason: &'a str,
     pub(crate) arguments: &'a Value,
 }
 
+/// What `result` asks the person to approve; `None` unless it is an `approval_required` answer.
 pub(crate) fn wanted(result: &ToolResult) -> Option<Wanted<'_>> {
     if result.executed {
         return None;
@@ -177,8 +177,7 @@ pub(crate) fn wanted(result: &ToolResult) -> Option<Wanted<'_>> {
     let details = error.details.as_ref()?;
     Some(Wanted {
         tool: details.pointer("/approve/tool")?.as_str()?,
-        effect: details.get("effect").and_then(Value::as_str).unwrap_or("write"),
-        reason: &error.message,
+        effect: details.get("effect").and_then(Value::as_str).unwrap_or("unstated"),
         arguments: details.pointer("/approve/arguments")?,
     })
 }
@@ -189,11 +188,10 @@ impl Wanted<'_> {
     pub(crate) fn question(&self) -> InputRequest {
         let arguments = serde_json::to_string_pretty(self.arguments).unwrap_or_else(|_| self.arguments.to_string());
         let message = format!(
-            "Approve a call of `{tool}` (effect: {effect})?\n\n{reason}.\n\nArguments:\n{arguments}\n\nAccept runs it \
-             once, with exactly these arguments. Decline, and it does not run.",
+            "Approve a call of `{tool}` (effect: {effect})?\n\nArguments:\n{arguments}\n\nAccept runs it once, with \
+             exactly these arguments. Decline, and it does not run.",
             tool = self.tool,
             effect = self.effect,
-            reason = self.reason.trim_end_matches('.'),
         );
         InputRequest::Elicit { message, schema: json!({"type": "object", "properties": {}}) }
     }
