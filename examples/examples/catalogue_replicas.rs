@@ -336,6 +336,9 @@ async fn replica(name: &str, conninfo: &str, own_tools: bool) -> Result<(), Box<
     let server = CatalogServer::new(&catalog, None, |e| {
         let builder = McpServer::builder(e)
             .name(server_name)
+            // The replicas serve one client, which retries through any of them with its own idempotency keys: its
+            // key space is declared here (an anonymous caller's keys are otherwise its connection's alone).
+            .call_options(|_, _| CallOptions::new().caller_scope("replica-client"))
             .request_state_key(key.0, key.1)
             .task_store(tasks)
             .task_lease(task_lease);

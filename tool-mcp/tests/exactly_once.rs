@@ -79,7 +79,13 @@ async fn replica(ledger: Arc<Memory>, runs: Arc<AtomicUsize>) -> (String, Cancel
         .exactly_once(ledger, OnceFor::Writes)
         .build()
         .unwrap();
-    let server = McpServer::new(executor).unwrap();
+    // One client, retrying through either replica with its own key: the replicas' operator declares that client's
+    // key space (an anonymous caller's keys are its stream's alone, so a retry over another connection would be
+    // another call).
+    let server = McpServer::builder(executor)
+        .call_options(|_, _| keel_tools_core::executor::CallOptions::new().caller_scope("the-one-client"))
+        .build()
+        .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
