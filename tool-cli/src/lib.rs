@@ -12,7 +12,8 @@
 //!           [--tool-choice C] [--then-tool-choice C] [--temperature T] [--seed N] [--max-tokens N]
 //!           [--approve NAME]... [--transcript FILE] [--events text|json|none | --quiet] PROMPT
 //! keel chat --replay FILE PROMPT
-//! keel serve --stdio | --http ADDR [--path /mcp] [--tag T]... [--name NAME]
+//! keel serve --stdio | --http ADDR [--path /mcp] [--tag T]... [--name NAME] [--allow NAME]... [--allow-effect write]
+//!            [--no-elicit] [--tool-search keel|off]
 //! ```
 //!
 //! `keel serve` serves the tools as an MCP server with [`keel_tools_mcp::McpServer`], in both protocol eras
@@ -288,7 +289,7 @@ impl Cli {
             // Over MCP, deferred tools are found through keel's `search_tools`, and a session lists what its
             // searches surfaced (keel-tools-mcp).
             Command::Serve(args) => view(&registry, args.tags())
-                .and_then(|v| ToolSearchArg::Keel.view(v))
+                .and_then(|v| args.tool_search().view(v))
                 .and_then(|v| self.executor_over(v))
                 .and_then(|e| serve::serve(e, args, err)),
         };

@@ -74,6 +74,11 @@ pub(crate) struct ServeArgs {
     /// `approval_required`, as by a host without elicitation.
     #[arg(long)]
     no_elicit: bool,
+    /// How deferred tools (`#[tool(defer)]`) are found, when any is: `keel` (the default; `native` is the same, MCP
+    /// having no tool search of its own) lists keel's `search_tools` in their place, and a session lists what its
+    /// searches surfaced; `off` lists every tool in full.
+    #[arg(long, value_enum, default_value = "keel", value_name = "HOW")]
+    tool_search: crate::tool_search::ToolSearchArg,
 }
 
 /// An effect whose every tool `--allow-effect` may approve.
@@ -98,6 +103,11 @@ impl ServeArgs {
     /// The tags the served view is narrowed to.
     pub(crate) fn tags(&self) -> &[String] {
         &self.tags
+    }
+
+    /// How deferred tools are found.
+    pub(crate) fn tool_search(&self) -> crate::tool_search::ToolSearchArg {
+        self.tool_search
     }
 }
 
