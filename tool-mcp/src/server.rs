@@ -182,6 +182,9 @@ struct Shared {
     request_state: RequestStateCodec,
     /// The calls running as tasks, in this process.
     tasks: rmcp::task_manager::TaskManager,
+    /// Whose each of those tasks is (see `session::task_owner`), by task id; a task without an entry is anyone's
+    /// who holds its id.
+    task_owners: Mutex<std::collections::HashMap<String, String>>,
     /// Or in a task store every replica shares ([`McpServerBuilder::task_store`]).
     stored_tasks: Option<crate::task::stored::StoredTasks>,
     /// One permit per call that may run as a task, held until the call ends.

@@ -265,6 +265,7 @@ impl McpServerBuilder {
                 list_ttl_explicit: self.list_ttl.is_some(),
                 request_state,
                 tasks: rmcp::task_manager::TaskManager::new(),
+                task_owners: Mutex::default(),
                 stored_tasks: self
                     .task_store
                     .map(|store| StoredTasks::new(store, self.task_lease, self.task_keep_for, DEFAULT_POLL_INTERVAL)),

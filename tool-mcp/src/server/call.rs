@@ -209,6 +209,8 @@ impl McpSession {
         // How the handler asks its client for input: directly in a session; through input-required results,
         // with the round's answers and sealed state, when stateless.
         let capabilities = context.client_capabilities().unwrap_or_default();
+        // Whose a task of this call is, named as `tasks/get`, `tasks/update` and `tasks/cancel` name their asker.
+        let owner = super::session::task_owner(&context);
         let mut call_id = context.id.to_string();
         let (direct, stateless): (Arc<dyn keel_tools_core::context::ClientInput>, _) = if is_stateless(&context) {
             let binding =
@@ -290,7 +292,7 @@ impl McpSession {
             }
             let whose = crate::task::stored::Whose {
                 tenant: options.get_tenant().map(str::to_owned),
-                principal: options.get_principal().map(str::to_owned),
+                principal: owner.clone(),
             };
             let executor = executor.clone();
             let call = async move {
@@ -321,7 +323,7 @@ impl McpSession {
                                 };
                                 stored.begin(&request.name, whose, outcome, &bind, token).await?
                             }
-                            None => self.begin_task(running, bind, token, listing.clone()),
+                            None => self.begin_task(running, bind, token, listing.clone(), owner),
                         };
                         return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task)));
                     }
@@ -428,9 +430,10 @@ impl McpSession {
         bind: tokio::sync::watch::Sender<Option<crate::task::Bound>>,
         token: tokio_util::sync::CancellationToken,
         listing: Arc<Listing>,
+        owner: Option<String>,
     ) -> rmcp::model::Task {
         use rmcp::task_manager::{TaskExit, TaskOptions};
-        self.shared.tasks.spawn(TaskOptions::default(), move |task| {
+        let task = self.shared.tasks.spawn(TaskOptions::default(), move |task| {
             Box::pin(async move {
                 let _ = bind.send(Some(crate::task::Bound::Local(task.clone())));
                 tokio::select! {
@@ -444,6 +447,10 @@ impl McpSession {
                     }
                 }
             })
-        })
+        });
+        if let Some(owner) = owner {
+            self.shared.own_task(&task.task_id, owner);
+        }
+        task
     }
 }

@@ -240,9 +240,13 @@ impl ServerHandler for McpSession {
         request: rmcp::model::GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let asker = task_owner(&context);
         let task = match &self.shared.stored_tasks {
-            Some(stored) => stored.get(&request.task_id, asker(&context)).await?,
-            None => self.shared.tasks.get_task(&request.task_id)?,
+            Some(stored) => stored.get(&request.task_id, asker.as_deref()).await?,
+            None => {
+                self.shared.visible_task(&request.task_id, asker.as_deref())?;
+                self.shared.tasks.get_task(&request.task_id)?
+            }
         };
         Ok(rmcp::model::GetTaskResult::new(task))
     }
@@ -252,9 +256,13 @@ impl ServerHandler for McpSession {
         request: rmcp::model::UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let asker = task_owner(&context);
         match &self.shared.stored_tasks {
-            Some(stored) => stored.update(&request.task_id, request.input_responses, asker(&context)).await,
-            None => self.shared.tasks.update_task(&request.task_id, request.input_responses),
+            Some(stored) => stored.update(&request.task_id, request.input_responses, asker.as_deref()).await,
+            None => {
+                self.shared.visible_task(&request.task_id, asker.as_deref())?;
+                self.shared.tasks.update_task(&request.task_id, request.input_responses)
+            }
         }
     }
 
@@ -263,9 +271,13 @@ impl ServerHandler for McpSession {
         request: rmcp::model::CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let asker = task_owner(&context);
         match &self.shared.stored_tasks {
-            Some(stored) => stored.cancel(&request.task_id, asker(&context)).await,
-            None => self.shared.tasks.cancel_task(&request.task_id),
+            Some(stored) => stored.cancel(&request.task_id, asker.as_deref()).await,
+            None => {
+                self.shared.visible_task(&request.task_id, asker.as_deref())?;
+                self.shared.tasks.cancel_task(&request.task_id)
+            }
         }
     }
 
@@ -274,15 +286,41 @@ impl ServerHandler for McpSession {
     }
 }
 
-/// The principal a task request is made for, on a protected server (its token's subject).
-fn asker(context: &RequestContext<RoleServer>) -> Option<&str> {
+/// Who a task belongs to, named the same way when a call becomes a task and when `tasks/get`, `tasks/update` and
+/// `tasks/cancel` ask for it: on a protected server, the token's subject, so one principal's tasks are unknown to
+/// every other asker. Tasks are of protocol 2026-07-28, which has no sessions: without a principal, a task is
+/// anyone's who holds its id (128 random bits, the server's alone to draw).
+pub(super) fn task_owner(context: &RequestContext<RoleServer>) -> Option<String> {
     #[cfg(feature = "auth")]
     {
-        crate::caller::principal(context).map(|p| p.subject.as_str())
+        crate::caller::principal(context).map(|p| p.subject.clone())
     }
     #[cfg(not(feature = "auth"))]
     {
         let _ = context;
         None
+    }
+}
+
+impl Shared {
+    /// Records whose the in-process task `id` is; forgets the owners of tasks the task manager no longer holds
+    /// once there are more owners than tasks may run at once.
+    pub(super) fn own_task(&self, id: &str, owner: String) {
+        let mut owners = self.task_owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if owners.len() >= self.max_tasks.max(64) {
+            owners.retain(|id, _| self.tasks.get_task(id).is_ok());
+        }
+        owners.insert(id.to_owned(), owner);
+    }
+
+    /// `Ok` when `asker` may see the in-process task `id`; otherwise the error an unknown task gets, so that
+    /// another client learns nothing of it.
+    pub(super) fn visible_task(&self, id: &str, asker: Option<&str>) -> Result<(), ErrorData> {
+        let owners = self.task_owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if crate::task::stored::may_see(owners.get(id).map(String::as_str), asker) {
+            Ok(())
+        } else {
+            Err(crate::task::stored::unknown(id))
+        }
     }
 }

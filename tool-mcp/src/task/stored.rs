@@ -137,7 +137,8 @@ impl std::fmt::Debug for StoredTasks {
     }
 }
 
-/// Who runs or asks for a task: its tenant and principal, as the call's options named them.
+/// Who runs or asks for a task: its tenant, as the call's options named it, and its owner (`principal`): the
+/// token's subject on a protected server (`server::session::task_owner`).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Whose {
     pub(crate) tenant: Option<String>,
@@ -238,13 +239,10 @@ impl StoredTasks {
     }
 
     /// The task `id`, when `asker` may see it: a task started for a principal is that principal's alone, and any
-    /// other asker is told it does not exist.
+    /// other asker, an anonymous one included, is told it does not exist.
     async fn visible(&self, id: &str, asker: Option<&str>) -> Result<Task, ErrorData> {
         let task = self.store.get(id).await.map_err(|e| refused(id, &e))?.ok_or_else(|| unknown(id))?;
-        match (task.principal.as_deref(), asker) {
-            (Some(owner), Some(asker)) if owner != asker => Err(unknown(id)),
-            _ => Ok(task),
-        }
+        if may_see(task.principal.as_deref(), asker) { Ok(task) } else { Err(unknown(id)) }
     }
 
     fn purge_now_and_then(&self) {
@@ -515,7 +513,17 @@ fn task_id() -> Result<String, ErrorData> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-fn unknown(id: &str) -> ErrorData {
+/// Whether `asker` may see a task of `owner`: a task with an owner is that owner's alone; one without is anyone's
+/// who holds its id.
+pub(crate) fn may_see(owner: Option<&str>, asker: Option<&str>) -> bool {
+    match (owner, asker) {
+        (None, _) => true,
+        (Some(owner), Some(asker)) => owner == asker,
+        (Some(_), None) => false,
+    }
+}
+
+pub(crate) fn unknown(id: &str) -> ErrorData {
     ErrorData::invalid_params(format!("unknown task: {id}"), None)
 }
 
@@ -555,6 +563,14 @@ mod tests {
             error: None,
             input_request: None,
         }
+    }
+
+    #[test]
+    fn a_principals_task_is_unknown_to_every_other_asker() {
+        assert!(may_see(Some("alice"), Some("alice")));
+        assert!(!may_see(Some("alice"), Some("bob")));
+        assert!(!may_see(Some("alice"), None), "an asker without a principal sees no principal's task");
+        assert!(may_see(None, None) && may_see(None, Some("bob")), "a task without an owner is its id's holder's");
     }
 
     #[test]

@@ -93,7 +93,8 @@ impl Peer {
             });
             params["_meta"].as_object_mut().expect("an object").extend(given);
         }
-        let name = params["name"].as_str().map(str::to_owned);
+        // The `Mcp-Name` header names the tool of a call, and the task of a `tasks/*` request.
+        let name = params["name"].as_str().or(params["taskId"].as_str()).map(str::to_owned);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.post(&body, method, name.as_deref()).await
     }
