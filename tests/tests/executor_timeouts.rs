@@ -1,4 +1,4 @@
-//! Timeouts that do not hide side effects: each row of the table in SECURITY.md ("What a timeout says") is a test
+//! Timeouts that do not hide side effects: each row of the table in docs/guide/src/security.md ("What a timeout says") is a test
 //! here. Every tool is used by one test only, so its counter counts that test's runs.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

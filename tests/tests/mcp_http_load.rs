@@ -19,7 +19,7 @@
 //! are printed (run with `--nocapture`). The test is bounded: it fails after its deadline instead of hanging, and
 //! listens on 127.0.0.1 only.
 //!
-//! The full run, by hand (its figures are in SECURITY.md):
+//! The full run, by hand (its figures are in docs/guide/src/security.md):
 //! `KEEL_HTTP_LOAD_SECS=30 cargo test --release -p keel-tests --test load mcp_http_load -- --nocapture`
 
 use std::collections::HashMap;
