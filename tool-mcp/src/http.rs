@@ -671,6 +671,8 @@ pub struct McpHttpService {
     metadata: Option<Arc<(String, Bytes)>>,
     /// The rate limits, when any is set.
     rates: Option<Arc<Limiters>>,
+    /// The `Host` and `Origin` pairs found allowed.
+    allowed_pairs: Arc<AllowedPairs>,
     /// The server, for the tool a `tools/call` names: its scopes, and whether its caller may see it.
     server: McpServer,
 }
@@ -826,11 +828,38 @@ where
     B: HttpBody,
     B::Error: fmt::Display,
 {
+    let mut read = std::pin::pin!(read_body(body, declared, max));
+    // Most bodies are whole by the time their headers have been read: those need no timer.
+    let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+    if let Poll::Ready(done) = first {
+        return done;
+    }
     match timeout {
-        Some(timeout) => {
-            tokio::time::timeout(timeout, read_body(body, declared, max)).await.unwrap_or(Err(BodyRefused::TimedOut))
+        Some(timeout) => tokio::time::timeout(timeout, read).await.unwrap_or(Err(BodyRefused::TimedOut)),
+        None => read.await,
+    }
+}
+
+/// The most `Host` and `Origin` pairs [`McpHttpService::check_host_and_origin`] remembers as allowed.
+const ALLOWED_PAIRS: usize = 16;
+
+/// `Host` and `Origin` pairs the SDK has allowed, so that the same pair is not asked about on every request. The
+/// SDK's answer depends on the two headers and the configuration alone, which does not change once the service is
+/// made. Only allowed pairs are kept, at most [`ALLOWED_PAIRS`]: a refused one is asked about each time.
+#[derive(Default)]
+struct AllowedPairs(Mutex<Vec<(HeaderValue, Option<HeaderValue>)>>);
+
+impl AllowedPairs {
+    fn contains(&self, host: &HeaderValue, origin: Option<&HeaderValue>) -> bool {
+        let pairs = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        pairs.iter().any(|(h, o)| h == host && o.as_ref() == origin)
+    }
+
+    fn insert(&self, host: &HeaderValue, origin: Option<&HeaderValue>) {
+        let mut pairs = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pairs.len() < ALLOWED_PAIRS && !pairs.iter().any(|(h, o)| h == host && o.as_ref() == origin) {
+            pairs.push((host.clone(), origin.cloned()));
         }
-        None => read_body(body, declared, max).await,
     }
 }
 
@@ -959,6 +988,7 @@ impl McpServer {
             #[cfg(feature = "auth")]
             auth: config.auth.map(Arc::new),
             rates: Limiters::new(&config.rate_limits).map(Arc::new),
+            allowed_pairs: Arc::default(),
             server: self.clone(),
         }
     }
@@ -1045,6 +1075,12 @@ impl McpHttpService {
         uri: &hyper::Uri,
         headers: &hyper::HeaderMap,
     ) -> Option<Response<ResponseBody>> {
+        let (host, origin) = (headers.get(hyper::header::HOST), headers.get(hyper::header::ORIGIN));
+        if let Some(host) = host
+            && self.allowed_pairs.contains(host, origin)
+        {
+            return None;
+        }
         let mut probe = Request::new(http_body_util::Empty::<Bytes>::new());
         *probe.method_mut() = Method::from_bytes(b"KEEL-PROBE").expect("a valid method name");
         *probe.uri_mut() = uri.clone();
@@ -1054,7 +1090,14 @@ impl McpHttpService {
             }
         }
         let answer = self.inner.handle(probe).await;
-        (answer.status() != StatusCode::METHOD_NOT_ALLOWED).then_some(answer)
+        if answer.status() != StatusCode::METHOD_NOT_ALLOWED {
+            return Some(answer);
+        }
+        // Without `Host` the SDK reads the URI's authority: such a request is asked about each time.
+        if let Some(host) = host {
+            self.allowed_pairs.insert(host, origin);
+        }
+        None
     }
 
     /// Checks the request's bearer token (on a protected server) and, when it names a session, that the session is
