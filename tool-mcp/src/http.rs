@@ -22,7 +22,8 @@
 //!   `404` on its next request and starts a new session, as the protocol requires. Stateless (2026-07-28) requests
 //!   hold no session and are never refused by the cap.
 //!
-//! What it refuses, by default (each default is sized for a small machine; `SECURITY.md` lists them all):
+//! What it refuses, by default (each default is sized for a small machine; the guide's security chapter,
+//! `docs/guide/src/security.md`, lists them all):
 //! - **Foreign pages.** A request whose `Origin` is present and not allowed is answered `403 Forbidden` before it
 //!   is read; only loopback origins are allowed by default ([`HttpConfig::allowed_origins`]). A request without
 //!   `Origin` (any client that is not a browser) is not affected. With Origin validation on, a public `Host`
@@ -48,7 +49,7 @@
 //! `Host` and `Origin`, then the form of its session header, then its bearer token (and the owner of its session),
 //! then its body's declared length and the cap it is served under, then its body (within the body deadline), then
 //! the rate limits; only then does the SDK read it. The health route and the protected resource metadata come after
-//! the first check only. `SECURITY.md` ("MCP over HTTP: the order of the checks") says the same.
+//! the first check only. The guide's security chapter ("MCP over HTTP: the order of the checks") says the same.
 //!
 //! No cap refuses what it has already admitted: a session, connection or call keeps its slot until it ends.
 //! The connection caps and the header timeout belong to [`McpHttpService::serve`]; a service mounted in another
@@ -1024,8 +1025,8 @@ impl McpHttpService {
     /// Answers one HTTP request (on whatever path it came).
     ///
     /// The checks run in one fixed order, each cheaper than the next, and each refuses before the next runs
-    /// (`SECURITY.md`, "MCP over HTTP: the order of the checks"):
-    /// 1. `Host` and `Origin` ([`McpHttpService::check_host_and_origin`]): `403` (`400` for a `Host` that is not
+    /// (the guide's security chapter, `docs/guide/src/security.md`, "MCP over HTTP: the order of the checks"):
+    /// 1. `Host` and `Origin`, as the SDK checks them: `403` (`400` for a `Host` that is not
     ///    one), before anything else is looked at or counted;
     /// 2. the session header's form: `400` when it is not text;
     /// 3. the bearer token and, for a request of a session, the session's owner (on a protected server): `401` or
