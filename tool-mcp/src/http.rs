@@ -1107,7 +1107,9 @@ impl McpHttpService {
     async fn authenticate<B>(&self, mut request: Request<B>) -> Result<Request<B>, Response<ResponseBody>> {
         let Some(resource) = &self.auth else { return Ok(request) };
         let authorization = request.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        let principal = match resource.authenticate(authorization).await {
+        // The client's address, so that a verifier can bound what one client makes it do (introspection).
+        let client = request.extensions().get::<std::net::SocketAddr>().map(std::net::SocketAddr::ip);
+        let principal = match resource.authenticate_from(client, authorization).await {
             Ok(p) => p,
             Err((status, challenge)) => {
                 let status = StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED);
