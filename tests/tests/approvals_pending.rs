@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use keel_tools_core::definition::{Effect, ToolDefinition};
 use keel_tools_core::events::Decision;
 use keel_tools_core::executor::CallOptions;
-use keel_tools_core::runs::{ApprovalKey, FileStore, PendingCall, PendingStore, Resolution, Run};
+use keel_tools_core::runs::{ApprovalKey, FileStore, PendingCall, PendingStore, PendingStoreError, Resolution, Run};
 use keel_tools_core::{Executor, Registry, ToolCall, ToolError, ToolResult};
 use serde_json::{Value, json};
 
@@ -211,11 +211,17 @@ async fn pending_calls_are_resolved_by_another_process() {
     }
     assert!(ran(&dir).is_empty());
 
-    // With it, each is resolved on its merits.
+    // A record that was taken is consumed, whatever came of it: saved again, it is refused. So the calls are asked
+    // for again, and kept under the shared key.
     let store = FileStore::open(dir.join("pending")).unwrap();
     for pending in &kept {
-        store.save(pending).unwrap();
+        let again = store.save(pending);
+        assert!(matches!(again, Err(PendingStoreError::Consumed { .. })), "{again:?}");
     }
+    ask(&dir, ApprovalKey::new(&key).unwrap()).await;
+    tokio::time::sleep(Duration::from_millis(5)).await; // past the zero-length expiry
+
+    // With the key, each is resolved on its merits.
     let answers =
         printed(&child("resolver", "resolve", &[(DIR, dir_text), (KEY, &key)]).output().unwrap(), "answers: ");
     let get = |id: &str, key: &str| answers[id][key].clone();
