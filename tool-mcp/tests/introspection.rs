@@ -485,14 +485,14 @@ async fn a_verified_token_is_asked_about_once() {
 async fn a_cached_token_is_asked_about_again_after_its_ttl() {
     let endpoint = Endpoint::default();
     let url = endpoint.serve().await;
-    let (base, _stop) = serve(|resource| verifier(&url, resource).cache_ttl(Duration::from_millis(300))).await;
+    let (base, _stop) = serve(|resource| verifier(&url, resource).cache_ttl(Duration::from_secs(3))).await;
     endpoint.answer("t-alice", active(&format!("{base}/mcp"), "alice", ""));
     let session = open(&base, "t-alice").await;
     assert_eq!(endpoint.requests(), 1);
     // Revoked at the authorization server: accepted from the cache until the TTL has passed, then refused.
     endpoint.answer("t-alice", json!({"active": false}));
     assert_eq!(call(&base, "t-alice", &session, "whoami").await.0, 200);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
     let (status, challenge, _) = call(&base, "t-alice", &session, "whoami").await;
     assert_eq!(status, 401);
     assert!(challenge.unwrap_or_default().contains("the token is not active"));
