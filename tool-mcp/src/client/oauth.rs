@@ -567,13 +567,12 @@ mod tests {
         assert!(parse_redirect("http://127.0.0.1:1/cb?state=s").unwrap_err().auth_error().is_some());
     }
 
-    #[tokio::test]
-    async fn the_loopback_browser_takes_the_redirect_of_its_path_only() {
+    /// A loopback browser whose redirect URI is `/callback` on a free port, and where it sends the URL it shows.
+    fn browser_on_a_free_port() -> (u16, String, LoopbackBrowser, tokio::sync::oneshot::Receiver<String>) {
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
         let (tx, rx) = tokio::sync::oneshot::channel::<String>();
         let tx = std::sync::Mutex::new(Some(tx));
         let browser = LoopbackBrowser::new().timeout(Duration::from_secs(10)).show(move |url| {
@@ -581,6 +580,12 @@ mod tests {
                 let _ = tx.send(url.to_owned());
             }
         });
+        (port, format!("http://127.0.0.1:{port}/callback"), browser, rx)
+    }
+
+    #[tokio::test]
+    async fn the_loopback_browser_takes_the_redirect_of_its_path_only() {
+        let (port, redirect_uri, browser, rx) = browser_on_a_free_port();
         let user = async {
             assert_eq!(rx.await.unwrap(), "https://as.example/authorize?x=1&state=s");
             let http = reqwest::Client::new();
@@ -599,18 +604,7 @@ mod tests {
     /// (its `state`) does.
     #[tokio::test]
     async fn the_loopback_browser_waits_for_the_redirect_of_its_own_login() {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
-        let (tx, rx) = tokio::sync::oneshot::channel::<String>();
-        let tx = std::sync::Mutex::new(Some(tx));
-        let browser = LoopbackBrowser::new().timeout(Duration::from_secs(10)).show(move |url| {
-            if let Some(tx) = tx.lock().unwrap().take() {
-                let _ = tx.send(url.to_owned());
-            }
-        });
+        let (port, redirect_uri, browser, rx) = browser_on_a_free_port();
         let user = async {
             rx.await.unwrap();
             // A connection that sends nothing and stays open must not hold up the others.
