@@ -1,5 +1,5 @@
-//! The guide's chapters and the README, as documentation of this crate: `cargo test -p keel-guide` compiles each of
-//! their Rust blocks and runs those not marked `no_run`. The crate has nothing else.
+//! The guide's chapters, the README and docs/DEPLOYMENT.md, as documentation of this crate: `cargo test -p
+//! keel-guide` compiles each of their Rust blocks and runs those not marked `no_run`. The crate has nothing else.
 //!
 //! Every block of every chapter shares one test binary (edition 2024 merges doctests), so each `#[tool]` a block
 //! declares has a name no other block uses, and each block builds its view by names.
@@ -8,6 +8,11 @@
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct Readme;
+
+/// docs/DEPLOYMENT.md.
+#[cfg(doctest)]
+#[doc = include_str!("../DEPLOYMENT.md")]
+pub struct Deployment;
 
 macro_rules! chapters {
     ($($name:ident = $file:literal;)*) => {$(

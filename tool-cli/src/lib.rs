@@ -29,7 +29,8 @@
 //! yourself with a two-line `main` (in `src/bin/keel.rs` of your package, depending on `keel-tools-cli` and
 //! `keel-tools`), which the installed `keel` then runs in its place:
 //!
-//! ```ignore
+//! ```no_run
+//! # mod my_tools {}
 //! keel_tools_core::link_tools!(my_tools);
 //! fn main() -> std::process::ExitCode { keel_tools_cli::main() }
 //! ```
@@ -37,7 +38,11 @@
 //! Tools that take [`State<T>`](keel_tools_core::State) need that state to run under `keel call`; give it with
 //! [`Cli::executor`]:
 //!
-//! ```ignore
+//! ```no_run
+//! # mod my_tools {
+//! #     pub struct Store;
+//! #     impl Store { pub fn open_readonly() -> Store { Store } }
+//! # }
 //! keel_tools_core::link_tools!(my_tools);
 //! fn main() -> std::process::ExitCode {
 //!     keel_tools_cli::Cli::new().executor(|b| b.state(my_tools::Store::open_readonly())).main()

@@ -1121,11 +1121,12 @@ fn status(old: &LockEntry, new: &LockEntry) -> ToolStatus {
 
 /// For a test: panics with the report when `registry` breaks the rule against the lock's text.
 ///
-/// ```ignore
+/// ```no_run
 /// #[test]
 /// fn schema_lock() {
 ///     let registry = keel_tools_core::Registry::from_inventory().unwrap();
-///     keel_tools_contract::lock::assert_lock(&registry, include_str!("../keel.lock"));
+///     let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/keel.lock")).unwrap();
+///     keel_tools_contract::lock::assert_lock(&registry, &lock);
 /// }
 /// ```
 #[track_caller]

@@ -238,8 +238,11 @@ pub use keel_tools_macros::tool;
 /// listed in `Cargo.toml` but never named in code is not linked, so its tools silently do not appear. Name each
 /// tool crate once, anywhere in the binary (typically next to `main`):
 ///
-/// ```ignore
+/// ```
+/// # mod incident_tools {}
+/// # mod billing_tools {}
 /// keel_tools_core::link_tools!(incident_tools, billing_tools);
+/// # fn main() {}
 /// ```
 ///
 /// This expands to `use incident_tools as _;` for each crate, which is enough for the linker to keep their

@@ -8,11 +8,8 @@
 //! It is not named `keel`, since keel-tools-cli's installed `keel` is built into the same target directory. The
 //! installed `keel` runs it over this package all the same (`keel -p examples list` from the repository root):
 //! the package names it in `[package.metadata.keel] bin`. Over your own tools, the whole `main` is two lines:
-//!
-//! ```ignore
-//! keel_tools_core::link_tools!(my_tools);
-//! fn main() -> std::process::ExitCode { keel_tools_cli::main() }
-//! ```
+//! `keel_tools_core::link_tools!(my_tools);` and `fn main() -> ExitCode { keel_tools_cli::main() }` (keel-tools-cli's
+//! documentation shows it whole).
 
 keel_tools_core::link_tools!(examples);
 
