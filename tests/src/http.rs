@@ -111,6 +111,32 @@ impl RawClient {
             builder = builder.header(*name, *value);
         }
         let bytes = body.map(|b| Bytes::from(serde_json::to_vec(b).unwrap())).unwrap_or_default();
+        self.send(builder, bytes).await
+    }
+
+    /// POSTs `body` as it is, bytes the test wrote (a JSON text no serializer would write, or not JSON).
+    pub async fn post_bytes(
+        &mut self,
+        session: Option<&str>,
+        protocol: Option<&str>,
+        body: &[u8],
+    ) -> Result<Answer, String> {
+        let mut builder = Request::builder()
+            .method(Method::POST)
+            .uri(format!("http://{}{}", self.addr, self.path))
+            .header("accept", "application/json, text/event-stream")
+            .header("host", format!("127.0.0.1:{}", self.addr.port()))
+            .header("content-type", "application/json");
+        if let Some(session) = session {
+            builder = builder.header("mcp-session-id", session);
+        }
+        if let Some(protocol) = protocol {
+            builder = builder.header("mcp-protocol-version", protocol);
+        }
+        self.send(builder, Bytes::copy_from_slice(body)).await
+    }
+
+    async fn send(&mut self, builder: hyper::http::request::Builder, bytes: Bytes) -> Result<Answer, String> {
         let request = builder.body(Full::new(bytes)).map_err(|e| e.to_string())?;
         self.send.ready().await.map_err(|e| e.to_string())?;
         let response = self.send.send_request(request).await.map_err(|e| e.to_string())?;

@@ -486,6 +486,51 @@ async fn past_the_cap_of_calls_in_a_session_a_call_gets_429_and_the_admitted_one
     .await;
 }
 
+/// A request sent in a session whose `_meta` names its revision is served without the session, so it takes a
+/// stateless slot: with that cap full it is answered `503` and runs nothing, whether the key is written plainly or
+/// with an escape (`\/`) that a search for the key's bytes would miss; a call of the session without it is served
+/// in the session meanwhile, and once the cap frees, the escaped one is served too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_request_that_names_its_revision_takes_a_stateless_slot_however_the_key_is_written() {
+    with_deadline(Duration::from_secs(60), async {
+        let (addr, shutdown) = serve(server().http_service(HttpConfig::default().max_stateless_requests(1))).await;
+        // The session first: `initialize` is a request without one.
+        let mut client = RawClient::connect(addr, "/mcp").await.unwrap();
+        let session = client.open_session("meta").await.unwrap();
+        let held = tokio::spawn(async move {
+            let mut own = RawClient::connect(addr, "/mcp").await.unwrap();
+            own.post_stateless(&stateless_call_request(1, "hh_held", json!({"label": "meta-slot"}))).await.unwrap()
+        });
+        started("meta-slot", 1).await;
+
+        // Its `_meta` names the revision its header names (rmcp refuses a request whose two differ).
+        let named = |id: u64, label: &str| {
+            let mut body = stateless_call_request(id, "hh_echo", json!({"label": label}));
+            body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(SESSION_REVISION);
+            serde_json::to_string(&body).unwrap()
+        };
+        let plain = named(2, "meta-plain");
+        let escaped = named(3, "meta-escaped")
+            .replace("io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol\\/protocolVersion");
+        assert!(escaped.contains(r"modelcontextprotocol\/protocolVersion"), "{escaped}");
+        for (body, label) in [(&plain, "meta-plain"), (&escaped, "meta-escaped")] {
+            let answer = client.post_bytes(Some(&session), Some(SESSION_REVISION), body.as_bytes()).await.unwrap();
+            assert_busy(&answer, 503);
+            assert_eq!(ran(label), 0, "{label}: no handler ran");
+        }
+        let body = call_request(4, "hh_echo", json!({"label": "meta-in-session"}), None);
+        let answer = client.post(Some(&session), Some(SESSION_REVISION), &body).await.unwrap();
+        assert_eq!(call_result(&answer), json!({"label": "meta-in-session"}), "the session's own slot is free");
+
+        gate("meta-slot").add_permits(1);
+        assert_eq!(call_result(&held.await.unwrap()), json!({"label": "meta-slot"}));
+        let answer = client.post_bytes(Some(&session), Some(SESSION_REVISION), escaped.as_bytes()).await.unwrap();
+        assert_eq!(ran("meta-escaped"), 1, "served once the stateless slot is free: {answer:?}");
+        shutdown.cancel();
+    })
+    .await;
+}
+
 /// Past the cap of requests in flight without a session, one more is answered `503` with `Retry-After` and runs
 /// nothing, and the admitted one finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,7 +69,7 @@ use bytes::Bytes;
 use futures_core::Stream;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body as HttpBody, Incoming};
-use hyper::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -137,8 +137,20 @@ pub const LOOPBACK_ORIGINS: [&str; 6] = [
     "https://[::1]:*",
 ];
 
-/// The session header of the Streamable HTTP transport.
-const SESSION_HEADER: &str = "mcp-session-id";
+/// The session header of the Streamable HTTP transport (a `HeaderName`, so that a lookup does not parse the name
+/// on every request).
+const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+/// The protocol revision header.
+const PROTOCOL_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+#[cfg(feature = "auth")]
+const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
+#[cfg(feature = "auth")]
+const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
+
+/// The key that names a request's revision in its `_meta`, and a searcher for it built once.
+const REVISION_KEY: &[u8] = b"io.modelcontextprotocol/protocolVersion";
+static REVISION_KEY_FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(REVISION_KEY));
 
 /// The response body type of the HTTP service.
 pub type ResponseBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -741,6 +753,14 @@ impl Peek<'_> {
         self.method.is_some() && self.id.is_some()
     }
 
+    /// Whether `body` may name its protocol revision in its `_meta`, told without parsing it: `false` only when the
+    /// key is not in it, neither as written nor escaped (a body with no backslash cannot spell it another way). A
+    /// session's request that answers `false` keeps its session slot without a second parse of its body, the SDK
+    /// serving it in that session (a body that is not JSON included: the SDK answers it there).
+    fn may_name_its_revision(body: &[u8]) -> bool {
+        memchr::memchr(b'\\', body).is_some() || REVISION_KEY_FINDER.find(body).is_some()
+    }
+
     /// Whether the message names its protocol revision in its `_meta`: the SDK may then serve it without a session
     /// whatever its session header says (a request that negotiates per request), so it is counted as one.
     fn names_its_revision(&self) -> bool {
@@ -760,8 +780,8 @@ struct StandardHeaders<'a> {
 impl<'a> StandardHeaders<'a> {
     /// The request's standard headers; `None` when it has no `Mcp-Method`.
     fn of(parts: &'a hyper::http::request::Parts) -> Option<StandardHeaders<'a>> {
-        let method = parts.headers.get("mcp-method")?.as_bytes();
-        let name = parts.headers.get("mcp-name").and_then(|v| v.to_str().ok());
+        let method = parts.headers.get(&METHOD_HEADER)?.as_bytes();
+        let name = parts.headers.get(&NAME_HEADER).and_then(|v| v.to_str().ok());
         Some(StandardHeaders { method, name })
     }
 
@@ -1057,7 +1077,7 @@ impl McpHttpService {
         B::Data: Send + 'static,
         B::Error: fmt::Display + std::error::Error + Send + Sync + 'static,
     {
-        if request.headers().get(SESSION_HEADER).is_some_and(|id| id.to_str().is_err()) {
+        if request.headers().get(&SESSION_HEADER).is_some_and(|id| id.to_str().is_err()) {
             return bad_session_header();
         }
         #[cfg(feature = "auth")]
@@ -1126,7 +1146,7 @@ impl McpHttpService {
             }
         };
         // The session header is text (checked before); every session of a protected server has an owner.
-        if let Some(id) = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+        if let Some(id) = request.headers().get(&SESSION_HEADER).and_then(|v| v.to_str().ok())
             && self.sessions.owned_by(id, &principal.subject) == Some(false)
         {
             return Err(text_response(
@@ -1280,7 +1300,7 @@ impl McpHttpService {
     ) -> Result<Option<RequestSlot>, AtCap> {
         match pending {
             Pending::Held(RequestSlot::Session(slot)) => {
-                if Peek::of(body).names_its_revision() {
+                if Peek::may_name_its_revision(body) && Peek::of(body).names_its_revision() {
                     drop(slot);
                     return self.stateless_slot().map(|permit| Some(RequestSlot::Stateless(permit)));
                 }
@@ -1297,7 +1317,7 @@ impl McpHttpService {
                 }
             }
             Pending::Held(stateless) => {
-                if !headers.contains_key(SESSION_HEADER)
+                if !headers.contains_key(&SESSION_HEADER)
                     && self.sessions.full()
                     && Peek::of(body).method.as_deref() == Some("initialize")
                 {
@@ -1316,8 +1336,8 @@ impl McpHttpService {
         if !self.inner.config.legacy_session_mode {
             return None;
         }
-        let id = headers.get(SESSION_HEADER)?.to_str().ok()?;
-        let with_sessions = match headers.get("mcp-protocol-version") {
+        let id = headers.get(&SESSION_HEADER)?.to_str().ok()?;
+        let with_sessions = match headers.get(&PROTOCOL_HEADER) {
             None => true,
             Some(version) => version.to_str().is_ok_and(|v| v < rmcp::model::ProtocolVersion::NO_INITIALIZE.as_str()),
         };
