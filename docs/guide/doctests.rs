@@ -1,5 +1,6 @@
-//! The guide's chapters, the README and docs/DEPLOYMENT.md, as documentation of this crate: `cargo test -p
-//! keel-guide` compiles each of their Rust blocks and runs those not marked `no_run`. The crate has nothing else.
+//! The guide's chapters, the README, docs/DEPLOYMENT.md and the reference of `#[tool]`, as documentation of this
+//! crate: `cargo test -p keel-guide` compiles each of their Rust blocks and runs those not marked `no_run`. The crate
+//! has nothing else.
 //!
 //! Every block of every chapter shares one test binary (edition 2024 merges doctests), so each `#[tool]` a block
 //! declares has a name no other block uses, and each block builds its view by names.
@@ -8,6 +9,11 @@
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct Readme;
+
+/// The reference of `#[tool]` (tool-macros/src/tool.md, keel-tools-macros' documentation of the attribute).
+#[cfg(doctest)]
+#[doc = include_str!("../../tool-macros/src/tool.md")]
+pub struct ToolAttribute;
 
 /// docs/DEPLOYMENT.md.
 #[cfg(doctest)]
