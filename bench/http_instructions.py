@@ -2,7 +2,7 @@
 HTTP figure of record beside the wall-time bench (`bench/examples/mcp_http.rs`), and the way to compare two builds
 without the drift of wall time.
 
-    cargo build --release -p keel-bench --example mcp_http
+    cargo build --release -p keel-bench --features examples --example mcp_http
     python3 bench/http_instructions.py target/release/examples/mcp_http [OTHER_BUILD_OF_mcp_http ...]
     python3 bench/http_instructions.py --auth target/release/examples/mcp_http
 

@@ -28,7 +28,7 @@ fi
 
 bin=${KEEL_PROFILE_BIN:-}
 if [[ -z $bin ]]; then
-  (cd "$here" && cargo build --quiet --release -p keel-bench --example profile_executor)
+  (cd "$here" && cargo build --quiet --release -p keel-bench --features examples --example profile_executor)
   bin=$target/release/examples/profile_executor
 fi
 out=$(mktemp -d)

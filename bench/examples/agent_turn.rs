@@ -9,7 +9,7 @@
 //! work per delta is (the turn - the floor that reads the same bytes) / `DELTAS`.
 //!
 //! ```sh
-//! cargo run --release -p keel-bench --example agent_turn -- [ROUNDS] [TURNS_PER_ROUND] [DELTAS]
+//! cargo run --release -p keel-bench --features examples --example agent_turn -- [ROUNDS] [TURNS_PER_ROUND] [DELTAS]
 //! ```
 
 use std::time::{Duration, Instant};

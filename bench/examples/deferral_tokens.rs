@@ -12,7 +12,7 @@
 //!   [`Executor`], on a fixed query, and the 3 tools it returns are the surfaced ones).
 //!
 //! ```sh
-//! cargo run --release -p keel-bench --example deferral_tokens > target/deferral-lists.json
+//! cargo run --release -p keel-bench --features examples --example deferral_tokens > target/deferral-lists.json
 //! ```
 //!
 //! Prints one JSON document: the generated registry's figures, the names kept and surfaced, and per provider

@@ -4,7 +4,7 @@
 //! one ratio come from the same round).
 //!
 //! ```sh
-//! cargo run --release -p keel-bench --example interleaved -- [ROUNDS] [CALLS_PER_CHUNK]
+//! cargo run --release -p keel-bench --features examples --example interleaved -- [ROUNDS] [CALLS_PER_CHUNK]
 //! ```
 //!
 //! The criterion benches (`cargo bench -p keel-bench --bench executor`) remain the reference figures; this is the

@@ -2,7 +2,8 @@
 //! server with the same tool (`test_simple_text`, one fixed text) and the same transport settings, in one sitting.
 //!
 //! ```sh
-//! cargo run --release -p keel-bench --example mcp_http -- [SECONDS_PER_ROUND] [ROUNDS]   # defaults: 3 3
+//! cargo run --release -p keel-bench --features examples --example mcp_http -- \
+//!     [SECONDS_PER_ROUND] [ROUNDS]   # defaults: 3 3
 //! ```
 //!
 //! How:

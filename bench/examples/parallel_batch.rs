@@ -4,7 +4,7 @@
 //! median over rounds of its ratio to the sequential batch of the same round.
 //!
 //! ```sh
-//! cargo run --release -p keel-bench --example parallel_batch -- [ROUNDS] [CALLS] [WAIT_MS]
+//! cargo run --release -p keel-bench --features examples --example parallel_batch -- [ROUNDS] [CALLS] [WAIT_MS]
 //! ```
 //!
 //! Defaults: 15 rounds, a batch of 8 calls, 20 ms each. Also times a batch of calls that return at once, to show

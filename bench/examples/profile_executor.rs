@@ -1,7 +1,7 @@
 //! A fixed number of calls of one contender, for instruction-level profiling of the executor path.
 //!
 //! ```sh
-//! CARGO_PROFILE_RELEASE_DEBUG=true cargo build --release -p keel-bench --example profile_executor
+//! CARGO_PROFILE_RELEASE_DEBUG=true cargo build --release -p keel-bench --features examples --example profile_executor
 //! valgrind --tool=callgrind --toggle-collect='*profile_executor::timed_poll*' \
 //!     --callgrind-out-file=target/callgrind.keel.out target/release/examples/profile_executor keel 20000
 //! callgrind_annotate --inclusive=yes target/callgrind.keel.out | head -60

@@ -15,7 +15,8 @@
 //!    round; the median of each over `ROUNDS` rounds, the per-round figures beside it.
 //!
 //! ```sh
-//! cargo run --release -p keel-bench --example replica_state -- [ROUNDS] [CALLS] [CONCURRENCY] [CHANGES]
+//! cargo run --release -p keel-bench --features examples --example replica_state -- \
+//!     [ROUNDS] [CALLS] [CONCURRENCY] [CHANGES]
 //! ```
 //!
 //! Defaults: 5 rounds, 2000 calls, 16 at a time, 200 changes. Each run uses tables of its own (named with the process

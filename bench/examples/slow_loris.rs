@@ -2,7 +2,8 @@
 //! same client on a quiet server, in one sitting.
 //!
 //! ```sh
-//! cargo run --release -p keel-bench --example slow_loris -- [SECONDS_PER_ROUND] [ROUNDS] [SLOW_CONNECTIONS] [ADDRESSES]
+//! cargo run --release -p keel-bench --features examples --example slow_loris -- \
+//!     [SECONDS_PER_ROUND] [ROUNDS] [SLOW_CONNECTIONS] [ADDRESSES]
 //! # defaults: 5 5 1000 1
 //! ```
 //!

@@ -18,7 +18,7 @@ Tokenizers, all offline (nothing is fetched at run time):
 Run (from the repository root):
 
     bash scripts/tokens-venv.sh
-    cargo run --release -p keel-bench --example deferral_tokens > target/deferral-lists.json
+    cargo run --release -p keel-bench --features examples --example deferral_tokens > target/deferral-lists.json
     target/tokens-venv/bin/python bench/python/deferral_tokens.py target/deferral-lists.json
 
     # SmolLM2, with the venv `scripts/model-server.sh` makes:
