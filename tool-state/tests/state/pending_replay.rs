@@ -1,13 +1,6 @@
 //! A pending call is resolved once: its record, taken, then saved again or put back in the table, is refused,
-//! against a SQLite file (`NAME::sqlite`) and a PostgreSQL database (`NAME::postgres`, in the cluster of
-//! `KEEL_TEST_POSTGRES`; skipped without it, a failure with `CI` or `KEEL_REQUIRE_PEERS` set). Each test keeps
-//! tables of its own.
-//!
-//! `cargo test -p keel-tools-state --features postgres --test pending_replay`
+//! against both databases.
 
-#![cfg(all(feature = "sqlite", feature = "postgres"))]
-
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -19,40 +12,9 @@ use keel_tools_core::{Executor, Registry, ToolCall, ToolError};
 use keel_tools_state::{PostgresPendingStore, SqlitePendingStore};
 use serde_json::{Value, json};
 
-// ---- The two databases ----
-
-/// Where a test's tables live: a SQLite file of its own, or tables of its own in the PostgreSQL cluster.
-enum Db {
-    Sqlite(PathBuf),
-    Postgres { conninfo: String, prefix: String },
-}
-
-fn unique(label: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("{label}_{}_{}_{}", std::process::id(), nanos % 1_000_000_000, N.fetch_add(1, Ordering::Relaxed))
-}
+use crate::Db;
 
 impl Db {
-    fn sqlite(label: &str) -> Db {
-        let dir = std::env::temp_dir().join(format!("keel-state-{}", unique(label)));
-        std::fs::create_dir_all(&dir).unwrap();
-        Db::Sqlite(dir.join("state.db"))
-    }
-
-    /// `None` when no cluster is configured and none is required.
-    fn postgres() -> Option<Db> {
-        match std::env::var("KEEL_TEST_POSTGRES") {
-            Ok(conninfo) if !conninfo.is_empty() => Some(Db::Postgres { conninfo, prefix: unique("t") }),
-            _ => {
-                let required = std::env::var_os("CI").is_some() || std::env::var_os("KEEL_REQUIRE_PEERS").is_some();
-                assert!(!required, "KEEL_TEST_POSTGRES is not set (bash scripts/postgres.sh start)");
-                eprintln!("skipped: KEEL_TEST_POSTGRES is not set");
-                None
-            }
-        }
-    }
-
     fn pending_table(&self) -> String {
         match self {
             Db::Sqlite(_) => "keel_pending_calls".to_owned(),
@@ -83,25 +45,6 @@ impl Db {
             }
         }
     }
-}
-
-/// Runs the test `async fn NAME(db: Db)` against both databases, bounded to two minutes each.
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let db = super::Db::sqlite(stringify!($name));
-                tokio::time::timeout(std::time::Duration::from_secs(120), super::$name(db)).await.unwrap();
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                if let Some(db) = super::Db::postgres() {
-                    tokio::time::timeout(std::time::Duration::from_secs(120), super::$name(db)).await.unwrap();
-                }
-            }
-        }
-    };
 }
 
 // ---- A pending call taken, then put back ----
