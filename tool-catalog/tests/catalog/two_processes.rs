@@ -1,6 +1,7 @@
 //! Two OS processes edit and read one catalogue file at the same time.
 //!
-//! The test re-runs its own binary twice (`child_process`, told its part by environment variables). For a few
+//! The test re-runs its own binary twice (`two_processes::child_process` alone, told its part by environment
+//! variables). For a few
 //! seconds each child writes the same six rows at random through the async API (put, enable or disable, remove)
 //! with a short busy timeout, reads them back (`rows_async`, and `shared_view`), and one child also holds the
 //! write lock now and then from a raw SQLite connection, rolling back what it wrote. Every operation is logged with
@@ -219,7 +220,7 @@ fn child_process() {
 
 fn spawn_child(role: &str, db: &Path, log: &Path) -> Child {
     Command::new(std::env::current_exe().expect("test binary"))
-        .args(["child_process", "--exact", "--nocapture", "--test-threads=1"])
+        .args(["two_processes::child_process", "--exact", "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
         .env(DB, db)
         .env(LOG, log)
