@@ -1,7 +1,7 @@
 //! Input examples (`#[tool(example = "...")]`) and deferred tools (`#[tool(defer)]`): what a definition carries,
 //! how each provider is shown the examples, and the registry's build refusing an example its tool's argument schema
-//! does not accept. (Its own test binary: `misdated_window` makes every registry built from this binary's inventory
-//! fail.)
+//! does not accept. (`misdated_window` makes every registry built in full from this test binary's inventory fail: the
+//! other modules of the binary build none.)
 
 use keel_tools_core::codecs::LossKind;
 use keel_tools_core::definition::ToolDefinition;

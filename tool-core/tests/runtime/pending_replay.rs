@@ -1,7 +1,7 @@
 //! A pending call is resolved once: its record, taken from a [`FileStore`], then saved again or copied back, is
 //! refused.
 //!
-//! `cargo test -p keel-tools-core --test pending_replay`
+//! `cargo test -p keel-tools-core --test runtime -- pending_replay::`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

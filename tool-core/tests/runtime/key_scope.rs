@@ -1,7 +1,7 @@
 //! Idempotency keys given by callers without a tenant or principal never cross from one caller to another: an
 //! anonymous caller's key is bound to its stream, or to the caller scope the host gives it.
 //!
-//! `cargo test -p keel-tools-core --test key_scope`
+//! `cargo test -p keel-tools-core --test runtime -- key_scope::`
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

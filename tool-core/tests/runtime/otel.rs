@@ -1,7 +1,7 @@
 //! The OpenTelemetry spans of feature `otel`, exported to an in-memory exporter: names, kinds, attributes, status
 //! and parent links, for calls one at a time and for a batch whose calls run concurrently.
 //!
-//! `cargo test -p keel-tools-core --features otel --test otel`
+//! `cargo test -p keel-tools-core --features otel --test runtime -- otel::`
 
 use std::sync::OnceLock;
 
@@ -29,8 +29,12 @@ fn exporter() -> &'static InMemorySpanExporter {
     })
 }
 
+/// An executor over `otel.lookup` alone. The registry leaves the schema checks to the executor: this binary's
+/// inventory holds `examples::misdated_window`, whose refused example fails every registry built with them, and the
+/// executor still compiles `otel.lookup`'s schemas when it is built.
 fn executor(content: bool) -> Executor {
-    let view = Registry::from_inventory().unwrap().view().names(["otel.lookup"]).build().unwrap();
+    let registry = Registry::builder().defer_schema_checks().build().unwrap();
+    let view = registry.view().names(["otel.lookup"]).build().unwrap();
     Executor::builder(view).otel_content(content).build().unwrap()
 }
 
