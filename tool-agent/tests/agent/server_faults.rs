@@ -2,18 +2,20 @@
 //! go, and an error that names the cause. Each server is a loopback one made here (the `stub` feature's server is
 //! not built by a plain `cargo test`); nothing leaves the machine.
 //!
-//! `cargo test -p keel-tools-agent --test server_faults`
+//! `cargo test -p keel-tools-agent --test agent -- server_faults::`
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keel_tools_agent::{
-    Agent, AgentError, AnthropicClient, ChatModel, GeminiClient, Message, ModelError, OpenAiClient, Turn,
+    Agent, AgentError, AnthropicClient, ChatModel, GeminiClient, Message, ModelError, OpenAiClient,
 };
+use keel_tools_core::Executor;
 use keel_tools_core::runs::Run;
-use keel_tools_core::{Executor, Registry, ToolView};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::{ask, view};
 
 /// A loopback HTTP server that answers every request with the same raw response and records the head (request
 /// line and headers) of each request it read.
@@ -80,16 +82,6 @@ fn response(status: &str, headers: &[(&str, &str)], body: &str) -> String {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     format!("{head}connection: close\r\n\r\n{body}")
-}
-
-fn view() -> ToolView {
-    Registry::builder().build().unwrap().view().build().unwrap()
-}
-
-async fn ask(model: &impl ChatModel) -> Result<String, ModelError> {
-    let tools = view();
-    let messages = [Message::user("hello")];
-    Ok(model.chat(Turn::new(&messages, &tools)).await?.content)
 }
 
 /// The key every test sends: it must never reach a server it was not meant for, nor an error's text.

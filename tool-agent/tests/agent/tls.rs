@@ -3,16 +3,17 @@
 //! `add_root_certificate`: the right CA is accepted, another CA and another host name are refused with an error
 //! that names the certificate problem and keeps its source chain.
 //!
-//! `cargo test -p keel-tools-agent --test tls`
+//! `cargo test -p keel-tools-agent --test agent -- tls::`
 
 use std::error::Error;
 use std::sync::Arc;
 
-use keel_tools_agent::{ChatModel, Message, ModelError, OllamaClient, OpenAiClient, Turn};
-use keel_tools_core::{Registry, ToolView};
+use keel_tools_agent::{ModelError, OllamaClient, OpenAiClient};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::ask;
 
 /// A CA named `ca_name`, and a leaf certificate it signed for `names`.
 struct Pki {
@@ -87,17 +88,6 @@ async fn serve_tls(pki: &Pki, body: &'static str) -> u16 {
 
 const OPENAI: &str = r#"{"choices": [{"index": 0, "message": {"role": "assistant", "content": "over TLS"}}]}"#;
 const OLLAMA: &str = r#"{"model": "m", "message": {"role": "assistant", "content": "over TLS"}, "done": true}"#;
-
-fn view() -> ToolView {
-    Registry::builder().build().unwrap().view().build().unwrap()
-}
-
-async fn ask(model: &impl ChatModel) -> Result<String, ModelError> {
-    let tools = view();
-    let messages = [Message::user("hello")];
-    let answer = model.chat(Turn::new(&messages, &tools)).await?;
-    Ok(answer.content)
-}
 
 /// The error's text and every source's, joined.
 fn chain(e: &(dyn Error + 'static)) -> String {

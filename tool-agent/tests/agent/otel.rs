@@ -2,7 +2,7 @@
 //! in-memory exporter: a `chat {model}` span per turn and an `execute_tool` span per call, siblings under the
 //! caller's span, in the order they ran.
 //!
-//! `cargo test -p keel-tools-agent --features otel,stub --test otel`
+//! `cargo test -p keel-tools-agent --features otel,stub --test agent -- otel::`
 
 use keel_tools_agent::stub::{OPENAI_CHAT, StubResponse, StubServer};
 use keel_tools_agent::{Agent, Message, OpenAiClient};
