@@ -3,9 +3,7 @@
 //! past a limit is answered `429` with `Retry-After` and a JSON-RPC error carrying its id, runs nothing, opens no
 //! session, and the same request passes once the `Retry-After` has gone by.
 //!
-//! `cargo test -p keel-tools-mcp --features auth --test rate_limit`
-
-mod common;
+//! `cargo test -p keel-tools-mcp --features auth --test mcp -- rate_limit::`
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -13,7 +11,7 @@ use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{Era, Peer, Reply};
+use crate::common::{Era, Peer, Reply};
 use keel_tools_core::{Executor, Registry, ToolError, tool};
 use keel_tools_mcp::McpHttpService;
 use keel_tools_mcp::http::auth::{Principal, ResourceServer, StaticTokens};

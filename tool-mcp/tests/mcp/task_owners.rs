@@ -3,13 +3,11 @@
 //! task that does not exist; Alice still can. The owner is named the same way when the task is made and when it is
 //! asked for (the token's subject), also when `call_options` names another principal for the call.
 //!
-//! `cargo test -p keel-tools-mcp --features auth --test task_owners`
-
-mod common;
+//! `cargo test -p keel-tools-mcp --features auth --test mcp -- task_owners::`
 
 use std::time::Duration;
 
-use common::{Era, Peer};
+use crate::common::{Era, Peer};
 use keel_tools_core::executor::CallOptions;
 use keel_tools_core::{CallContext, Executor, Registry, ToolError, tool};
 use keel_tools_mcp::http::HttpConfig;

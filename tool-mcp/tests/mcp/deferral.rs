@@ -4,14 +4,12 @@
 //! what it returns for that session alone, which is told to list again. Without a session (2026-07-28): the deferred
 //! tools are kept out of the list, found through the search.
 //!
-//! `cargo test -p keel-tools-mcp --features server,http --test deferral`
-
-mod common;
+//! `cargo test -p keel-tools-mcp --features server,http --test mcp -- deferral::`
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Era, Peer};
+use crate::common::{Era, Peer};
 use keel_tools_core::deferral::SEARCH_TOOL;
 use keel_tools_core::definition::{Effect, ToolDefinition};
 use keel_tools_core::{Executor, ToolView};

@@ -3,13 +3,11 @@
 //! the principal's allowlist (its view and its scopes), a call of a tool outside its view is answered exactly as
 //! one of a tool the server lacks and runs nothing, and the view's tenant is the call's.
 //!
-//! `cargo test -p keel-tools-mcp --features auth --test principal_view`
-
-mod common;
+//! `cargo test -p keel-tools-mcp --features auth --test mcp -- principal_view::`
 
 use std::sync::Mutex;
 
-use common::{Era, Peer};
+use crate::common::{Era, Peer};
 use keel_tools_core::{CallContext, Executor, Registry, ToolError, tool};
 use keel_tools_mcp::http::HttpConfig;
 use keel_tools_mcp::http::auth::{Principal, ResourceServer, StaticTokens};

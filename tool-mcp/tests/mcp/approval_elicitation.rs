@@ -8,8 +8,6 @@
 //! * a client without elicitation, or a server that does not elicit, gets `approval_required` as before;
 //! * `allow_writes` approves `write` tools and never a `destructive` one; `allow_tool` approves the tool it names.
 
-#![cfg(all(feature = "client", feature = "server"))]
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -3,16 +3,14 @@
 //! either replica, in either protocol era: its handler runs once, and the retry is answered with the recorded
 //! result. A key that is not a string of 1 to 256 bytes is refused as invalid params.
 //!
-//! `cargo test -p keel-tools-mcp --features server,http --test exactly_once`
-
-mod common;
+//! `cargo test -p keel-tools-mcp --features server,http --test mcp -- exactly_once::`
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Era, Peer};
+use crate::common::{Era, Peer};
 use keel_tools_core::definition::{Effect, ToolDefinition};
 use keel_tools_core::once::{Begin, EffectLedger, Lease, LedgerError, LedgerFuture, OnceFor};
 use keel_tools_core::policy::{PolicyDecision, PolicyRequest};

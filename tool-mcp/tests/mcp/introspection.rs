@@ -2,7 +2,7 @@
 //! loopback: a small introspection endpoint is served here (hyper), checks the resource server's client
 //! credentials, answers per token and counts the requests it gets.
 //!
-//! `cargo test -p keel-tools-mcp --features auth --test introspection`
+//! `cargo test -p keel-tools-mcp --features auth --test mcp -- introspection::`
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// Says whom the call is for.
-#[tool(name = "whoami", effect = "read", version = "1.0")]
+#[tool(name = "introspection.whoami", effect = "read", version = "1.0")]
 async fn whoami(ctx: CallContext) -> Result<String, ToolError> {
     Ok(ctx.principal().unwrap_or("nobody").to_owned())
 }
@@ -237,8 +237,12 @@ async fn serve(make: impl FnOnce(&str) -> IntrospectionVerifier) -> (String, Can
     let base = format!("http://{}", listener.local_addr().unwrap());
     let resource = format!("{base}/mcp");
     let verifier = make(&resource);
-    let view =
-        Registry::from_inventory().unwrap().view().names(["whoami", "tickets.read", "tickets.write"]).build().unwrap();
+    let view = Registry::from_inventory()
+        .unwrap()
+        .view()
+        .names(["introspection.whoami", "tickets.read", "tickets.write"])
+        .build()
+        .unwrap();
     let server = McpServer::new(Executor::new(view).unwrap()).unwrap();
     let protected = ResourceServer::new(resource, verifier).authorization_server(ISSUER);
     let service = server.http_service(HttpConfig::default().auth(protected));
@@ -349,8 +353,8 @@ async fn an_active_token_lists_and_calls_as_its_subject() {
     let mut listed: Vec<&str> =
         body["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     listed.sort_unstable();
-    assert_eq!(listed, ["tickets.read", "tickets.write", "whoami"]);
-    assert_eq!(call(&base, "t-alice", &session, "whoami").await.2, json!("alice"));
+    assert_eq!(listed, ["introspection.whoami", "tickets.read", "tickets.write"]);
+    assert_eq!(call(&base, "t-alice", &session, "introspection.whoami").await.2, json!("alice"));
     assert_eq!(call(&base, "t-alice", &session, "tickets.write").await.2, json!("written"));
 }
 
@@ -412,7 +416,7 @@ async fn client_secret_post_sends_the_credentials_in_the_body() {
         serve(|resource| verifier(&url, resource).client_auth_method(ClientAuthMethod::ClientSecretPost)).await;
     endpoint.answer("t-bob", active(&format!("{base}/mcp"), "bob", ""));
     let session = open(&base, "t-bob").await;
-    assert_eq!(call(&base, "t-bob", &session, "whoami").await.2, json!("bob"));
+    assert_eq!(call(&base, "t-bob", &session, "introspection.whoami").await.2, json!("bob"));
     let seen = endpoint.last.lock().unwrap().clone().unwrap();
     assert!(seen.authorization.is_none(), "no Authorization header with client_secret_post");
     assert_eq!(seen.form.get("client_secret").map(String::as_str), Some(CLIENT_SECRET));
@@ -430,7 +434,7 @@ async fn a_tool_scope_the_token_lacks_is_refused_403() {
     let mut listed: Vec<&str> =
         body["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     listed.sort_unstable();
-    assert_eq!(listed, ["tickets.read", "whoami"], "the list leaves out what the scopes do not allow");
+    assert_eq!(listed, ["introspection.whoami", "tickets.read"], "the list leaves out what the scopes do not allow");
     assert_eq!(call(&base, "t-reader", &session, "tickets.read").await.2, json!("read"));
     let (status, challenge, body) = call(&base, "t-reader", &session, "tickets.write").await;
     assert_eq!(status, 403, "{body}");
@@ -465,8 +469,8 @@ async fn a_verified_token_is_asked_about_once() {
 
     let session = open(&base, "t-alice").await;
     assert_eq!(endpoint.requests(), 1, "initialize and notifications/initialized: one introspection");
-    assert_eq!(call(&base, "t-alice", &session, "whoami").await.2, json!("alice"));
-    assert_eq!(call(&base, "t-alice", &session, "whoami").await.2, json!("alice"));
+    assert_eq!(call(&base, "t-alice", &session, "introspection.whoami").await.2, json!("alice"));
+    assert_eq!(call(&base, "t-alice", &session, "introspection.whoami").await.2, json!("alice"));
     assert_eq!(endpoint.requests(), 1, "the calls with the same token were served from the cache");
     open(&base, "t-bob").await;
     assert_eq!(endpoint.requests(), 2, "another token is asked about");
@@ -477,7 +481,7 @@ async fn a_verified_token_is_asked_about_once() {
     let (base, _stop) = serve(|resource| verifier(&url, resource).cache_ttl(Duration::ZERO)).await;
     uncached.answer("t-alice", active(&format!("{base}/mcp"), "alice", ""));
     let session = open(&base, "t-alice").await;
-    call(&base, "t-alice", &session, "whoami").await;
+    call(&base, "t-alice", &session, "introspection.whoami").await;
     assert_eq!(uncached.requests(), 3);
 }
 
@@ -491,9 +495,9 @@ async fn a_cached_token_is_asked_about_again_after_its_ttl() {
     assert_eq!(endpoint.requests(), 1);
     // Revoked at the authorization server: accepted from the cache until the TTL has passed, then refused.
     endpoint.answer("t-alice", json!({"active": false}));
-    assert_eq!(call(&base, "t-alice", &session, "whoami").await.0, 200);
+    assert_eq!(call(&base, "t-alice", &session, "introspection.whoami").await.0, 200);
     tokio::time::sleep(Duration::from_millis(3100)).await;
-    let (status, challenge, _) = call(&base, "t-alice", &session, "whoami").await;
+    let (status, challenge, _) = call(&base, "t-alice", &session, "introspection.whoami").await;
     assert_eq!(status, 401);
     assert!(challenge.unwrap_or_default().contains("the token is not active"));
     assert_eq!(endpoint.requests(), 2);

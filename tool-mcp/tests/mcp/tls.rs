@@ -3,7 +3,7 @@
 //! `HttpConnect::add_root_certificate`: the right CA imports the tools and calls one, another CA and another host
 //! name are refused with an error that names the certificate problem.
 //!
-//! `cargo test -p keel-tools-mcp --features client,http,server --test tls`
+//! `cargo test -p keel-tools-mcp --features client,http,server --test mcp -- tls::`
 
 use std::convert::Infallible;
 use std::error::Error;
