@@ -7,9 +7,6 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 
-/// The tools this file declares (this test crate is named `examples` too).
-const OWN_TOOLS: &[&str] = &["broken_count"];
-
 /// The tools of the `examples` crate.
 fn example_tools() -> ToolView {
     let registry = Registry::from_inventory().expect("the tools register");
@@ -17,7 +14,6 @@ fn example_tools() -> ToolView {
         .all()
         .iter()
         .filter(|d| d.origin().rust_path().is_some_and(|p| p.starts_with("examples::")))
-        .filter(|d| !OWN_TOOLS.contains(&d.name()))
         .cloned()
         .collect();
     ToolView::new(tools)
