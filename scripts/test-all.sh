@@ -45,8 +45,8 @@ step "the facade with mcp-client alone reaches an https:// MCP server over TLS"
 cargo test --quiet -p keel-tools --features mcp-client --test mcp_https
 
 step "OpenTelemetry spans (feature otel, off in the workspace build), against in-memory exporters"
-cargo test --quiet -p keel-tools-core --features otel --test otel
-cargo test --quiet -p keel-tools-agent --features otel,stub --test otel
+cargo test --quiet -p keel-tools-core --features otel --test runtime -- otel::
+cargo test --quiet -p keel-tools-agent --features otel,stub --test agent -- otel::
 cargo test --quiet -p keel-tools-mcp --features otel,client,server --lib --test otel
 
 step "the fuzz targets: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
