@@ -13,6 +13,8 @@ static ALLOCATOR: keel_tests::alloc::Counting = keel_tests::alloc::Counting;
 
 #[path = "approvals_pending.rs"]
 mod approvals_pending;
+#[path = "doc_references.rs"]
+mod doc_references;
 #[path = "executor_calls.rs"]
 mod executor_calls;
 #[path = "executor_canonical.rs"]
