@@ -1,7 +1,7 @@
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use keel_tools_core::definition::Effect;
 use keel_tools_core::{Registry, ToolError, tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// What to look up.
 #[derive(Deserialize, JsonSchema)]

@@ -1,7 +1,7 @@
 //! `Args<T>` takes the whole of the arguments explicitly, here beside an injected parameter and with a pattern.
+use keel_tools_core::{Args, Executor, Registry, State, ToolCall, tool};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use keel_tools_core::{Args, Executor, Registry, State, ToolCall, tool};
 
 /// What to search for.
 #[derive(Deserialize, JsonSchema)]

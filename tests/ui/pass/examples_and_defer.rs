@@ -1,6 +1,6 @@
 //! `example` and `defer`: the macro checks an example's keys only where the parameters settle the arguments; the
 //! registry's build checks every example against the argument schema.
-use keel_tools_core::{tool, Args, CallContext, Provider, Registry, State};
+use keel_tools_core::{Args, CallContext, Provider, Registry, State, tool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -1,6 +1,6 @@
+use keel_tools_core::{Registry, tool};
 use schemars::JsonSchema;
 use serde::Serialize;
-use keel_tools_core::{Registry, tool};
 
 #[derive(Serialize, JsonSchema)]
 struct Summary {
