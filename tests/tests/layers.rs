@@ -90,6 +90,8 @@ const CRATES: &[Crate] = &[
         above_all: &["lib"],
         test_only: &[],
     },
+    // PostgreSQL connections: the connection string's TLS settings, then the TLS that uses them.
+    Crate { dir: "tool-postgres", layers: &[&["error"], &["conninfo"], &["tls"]], above_all: &["lib"], test_only: &[] },
     Crate {
         dir: "tool-testkit",
         layers: &[&["imports", "seed"], &["schema"], &["check", "model"]],
@@ -317,6 +319,39 @@ fn every_library_crate_is_listed() {
     for lib in libraries {
         assert!(CRATES.iter().any(|c| c.dir == lib.as_str()), "library crate {lib} has no layers in this test");
     }
+}
+
+/// The packages `package` (with `features`) builds on, for this machine: `cargo tree`'s normal and build
+/// dependencies, one name a line.
+fn dependencies(package: &str, features: &str) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = std::process::Command::new(cargo)
+        .current_dir(workspace())
+        .args(["tree", "--locked", "--quiet", "-p", package, "--features", features, "-e", "normal,build"])
+        .args(["--prefix", "none", "--format", "{p}"])
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "cargo tree -p {package}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+/// Dependencies follow the layers: the call-state stores in PostgreSQL open their connections through
+/// keel-tools-postgres, as the catalogue does, and so build nothing of MCP or of the catalogue.
+#[test]
+fn the_state_stores_in_postgresql_build_nothing_of_mcp() {
+    let deps = dependencies("keel-tools-state", "postgres,rustls");
+    assert!(deps.contains("keel-tools-postgres") && deps.contains("tokio-postgres"), "the check sees them: {deps:?}");
+    for package in ["keel-tools-catalog", "keel-tools-mcp", "rmcp", "hyper", "reqwest"] {
+        assert!(!deps.contains(package), "keel-tools-state with `postgres` builds {package}");
+    }
+    let connector = dependencies("keel-tools-postgres", "rustls");
+    let keel: Vec<&String> =
+        connector.iter().filter(|p| p.starts_with("keel-tools") && *p != "keel-tools-postgres").collect();
+    assert!(keel.is_empty(), "keel-tools-postgres builds on no other keel crate: {keel:?}");
 }
 
 /// The check sees real imports: it would not pass by reading nothing.

@@ -451,6 +451,26 @@ impl Error for CatalogError {
     }
 }
 
+/// A connection string the connector could not use (`config_error`), or a database it could not reach
+/// (`store_unavailable`): the same code, message and source.
+#[cfg(feature = "postgres")]
+impl From<keel_tools_postgres::PgError> for CatalogError {
+    fn from(e: keel_tools_postgres::PgError) -> CatalogError {
+        match e {
+            keel_tools_postgres::PgError::Config { message, source } => CatalogError::Config { message, source },
+            keel_tools_postgres::PgError::Unavailable { context, message, source } => {
+                CatalogError::Unavailable { context, message, source }
+            }
+            // A kind this build does not know (the enum is non-exhaustive): its text, as a store error.
+            other => CatalogError::Store {
+                context: "connecting to PostgreSQL".to_owned(),
+                message: other.message().to_owned(),
+                source: Some(Arc::new(other)),
+            },
+        }
+    }
+}
+
 impl PartialEq for CatalogError {
     fn eq(&self, other: &CatalogError) -> bool {
         use CatalogError as E;

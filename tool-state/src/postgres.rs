@@ -2,9 +2,9 @@
 //!
 //! # Connections
 //!
-//! The connection string is the catalogue's ([`PgConnector`]): a `postgresql://` URL or a libpq `key=value`
-//! string, with `sslmode` and `sslrootcert` as the catalogue reads them (TLS needs the `rustls` feature, on by
-//! default). Each store keeps a few connections (default [`DEFAULT_POOL_SIZE`]), opened on first use and again
+//! Connections are opened by keel-tools-postgres's [`PgConnector`], as the catalogue's are: a `postgresql://` URL
+//! or a libpq `key=value` string, with `sslmode` and `sslrootcert` as libpq reads them (its
+//! [TLS section](keel_tools_postgres#tls) has the table of modes; TLS needs the `rustls` feature, on by default). Each store keeps a few connections (default [`DEFAULT_POOL_SIZE`]), opened on first use and again
 //! after one is lost; a write waits for another's row lock at most the busy timeout (PostgreSQL's
 //! `lock_timeout`), then fails with `store_error` having changed nothing.
 //!
@@ -41,9 +41,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use keel_tools_catalog::CatalogError;
-use keel_tools_catalog::postgres::PgConnector;
 use keel_tools_core::runs::{PendingCall, PendingStore, PendingStoreError};
+use keel_tools_postgres::{PgConnector, PgError};
 use serde_json::Value;
 use tokio::sync::{Mutex, MutexGuard, oneshot};
 use tokio_postgres::Client;
@@ -179,7 +178,7 @@ impl Pool {
         let mut guard = self.slots[i].lock().await;
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = None;
-            let client = self.connector.connect().await.map_err(|e| from_catalog(self.context(what), e))?;
+            let client = self.connector.connect().await.map_err(|e| from_connector(self.context(what), e))?;
             let lock_timeout = format!("SET lock_timeout = {}", self.busy_timeout.as_millis().max(1));
             client.batch_execute(&lock_timeout).await.map_err(|e| self.classify(what, e))?;
             *guard = Some(client);
@@ -256,7 +255,7 @@ fn column<'r, T: tokio_postgres::types::FromSql<'r>>(
         .map_err(|e| StateError::corrupt(table, key, format!("column {i} cannot be read: {e}"), Some(Box::new(e))))
 }
 
-fn from_catalog(context: String, e: CatalogError) -> StateError {
+fn from_connector(context: String, e: PgError) -> StateError {
     let message = e.to_string();
     match e.code() {
         "config_error" => StateError::Config { message, source: Some(Box::new(e)) },
@@ -302,7 +301,7 @@ impl Backend {
         let table = options.table.unwrap_or_else(|| kind.default_table().to_owned());
         schema::check_table(&table)?;
         let connector = PgConnector::new(&options.conninfo, "keel-state", options.connect_timeout)
-            .map_err(|e| from_catalog("reading the connection string".into(), e))?;
+            .map_err(|e| from_connector("reading the connection string".into(), e))?;
         let pool = Arc::new(Pool {
             connector,
             slots: (0..options.pool_size).map(|_| Mutex::new(None)).collect(),

@@ -27,32 +27,11 @@
 //!
 //! # TLS
 //!
-//! The connection string's `sslmode` says whether connections use TLS, with libpq's meanings (TLS needs the
-//! `rustls` feature, on by default, besides `postgres`):
-//!
-//! | `sslmode` | connection | the server's certificate |
-//! |---|---|---|
-//! | absent, `disable` | plain TCP | — |
-//! | `prefer` | TLS if the server offers it, else plain | not verified (the chain is, with `sslrootcert=PATH`) |
-//! | `require` | TLS, or no connection | not verified (the chain is, with `sslrootcert=PATH`, as libpq does) |
-//! | `verify-ca` | TLS, or no connection | chain verified up to a root; host name not checked |
-//! | `verify-full` | TLS, or no connection | chain and host name verified |
-//!
-//! `sslrootcert=PATH` names a PEM file of the CAs to trust, read when the storage connects; without it
-//! `verify-ca` and `verify-full` trust Mozilla's CAs (compiled in from webpki-roots), as does
-//! `sslrootcert=system`, which implies `verify-full`. Both forms of the connection string take them:
-//! `host=db.internal user=keel dbname=tools sslmode=verify-full sslrootcert=/etc/keel/pg-ca.pem`, or
-//! `postgresql://keel@db.internal/tools?sslmode=verify-full&sslrootcert=/etc/keel/pg-ca.pem`. The name checked is
-//! `host`; with `hostaddr` too, the connection goes to that address and the certificate must still hold `host`.
-//!
-//! Without `sslmode` the connection is plain, as it was before TLS was supported, where libpq's default is
-//! `prefer`: say `sslmode=prefer` for that (unlike libpq, a TLS handshake that fails is not retried without TLS).
-//! An unknown `sslmode` (or `allow`, which is not supported) is `config_error`, and so is a mode that needs TLS in
-//! a build without the `rustls` feature. A certificate that is refused makes the connection fail with
-//! `store_unavailable`, whose message names the problem (`invalid peer certificate: UnknownIssuer`,
-//! `certificate not valid for name …`) and whose [`source`](std::error::Error::source) is the driver's error. Each
-//! storage has a rustls configuration of its own, with the `aws-lc-rs` provider; nothing is installed
-//! process-wide. Client certificates (`sslcert`, `sslkey`) are not supported.
+//! The connection string's `sslmode` says whether connections use TLS, with libpq's meanings: absent or `disable`
+//! plain, `prefer`, `require`, `verify-ca` and `verify-full` (TLS needs the `rustls` feature, on by default, besides
+//! `postgres`); `sslrootcert=PATH` names a PEM file of the CAs to trust. Connections are opened by
+//! keel-tools-postgres's [`PgConnector`], whose [TLS section](keel_tools_postgres#tls) has the table of modes; the
+//! call-state stores of keel-tools-state read the same connection string the same way.
 //!
 //! # The table
 //!
@@ -90,8 +69,7 @@ use std::time::Duration;
 use rusqlite::types::Value as Sql;
 use tokio::sync::{Mutex, MutexGuard, watch};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::tls::MakeTlsConnect;
-use tokio_postgres::{AsyncMessage, Client, Config, IsolationLevel, Socket};
+use tokio_postgres::{AsyncMessage, Client, IsolationLevel};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
@@ -103,18 +81,8 @@ use super::{
 use crate::error::CatalogError;
 use crate::row::{StoredRow, ToolRow};
 
-mod conninfo;
-#[cfg(feature = "rustls")]
-mod tls;
-
-use conninfo::SslMode;
-
-/// What makes a connection's TLS session: rustls's, with the `rustls` feature.
-#[cfg(feature = "rustls")]
-type Tls = tokio_postgres_rustls::MakeRustlsConnect;
-/// What makes a connection's TLS session: none without the `rustls` feature.
-#[cfg(not(feature = "rustls"))]
-type Tls = tokio_postgres::NoTls;
+/// How the catalogue (and keel-tools-state's stores) open their connections: keel-tools-postgres's.
+pub use keel_tools_postgres::{PgConnector, PgError};
 
 /// The channel every write notifies, with the new generation as payload.
 pub const CHANNEL: &str = "keel_catalog";
@@ -242,15 +210,12 @@ impl PgStorageBuilder {
 
     /// Connects, creates or migrates the table (see the [module documentation](self)), and returns the storage.
     pub async fn connect(self) -> Result<PgStorage, CatalogError> {
-        let PgConnector { config, tls, shown, .. } =
-            PgConnector::new(&self.conninfo, "keel-catalog", self.connect_timeout)?;
+        let connector = PgConnector::new(&self.conninfo, "keel-catalog", self.connect_timeout)?;
         let inner = Arc::new(PgInner {
-            config,
-            tls,
-            shown,
+            shown: connector.describe().to_owned(),
+            connector,
             slots: (0..self.pool_size).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
-            connect_timeout: self.connect_timeout,
             busy_timeout: self.busy_timeout,
             resync: self.resync,
             reconnect: self.reconnect,
@@ -277,116 +242,6 @@ impl PgStorageBuilder {
     }
 }
 
-/// How to open connections to the database of a connection string, as [`PgStorage`] opens them: the `sslmode` and
-/// `sslrootcert` of the [TLS section](self#tls), the connect timeout, TCP keepalives and an `application_name`.
-///
-/// For other stores kept in the same PostgreSQL cluster as the catalogue (keel-tools-state's pending approvals and
-/// effect records), so that one connection string means the same thing to all of them. Cheap to clone.
-#[derive(Clone)]
-pub struct PgConnector {
-    config: Config,
-    tls: Tls,
-    shown: String,
-    connect_timeout: Duration,
-}
-
-impl fmt::Debug for PgConnector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PgConnector").field("database", &self.shown).finish_non_exhaustive()
-    }
-}
-
-impl PgConnector {
-    /// The settings of `conninfo` (a `postgresql://` URL or a libpq `key=value` string), connections named
-    /// `application_name` and given `connect_timeout` to open. Reads the `sslrootcert` file, if one is named.
-    ///
-    /// # Errors
-    ///
-    /// `config_error`: a connection string that does not parse, an unknown `sslmode`, a mode that needs TLS in a
-    /// build without it, an `sslrootcert` that cannot be read.
-    pub fn new(conninfo: &str, application_name: &str, connect_timeout: Duration) -> Result<PgConnector, CatalogError> {
-        let split = conninfo::split(conninfo)?;
-        let mut config: Config = split.rest.parse().map_err(|e| CatalogError::Config {
-            message: format!("the PostgreSQL connection string does not parse: {e}"),
-            source: Some(Arc::new(e)),
-        })?;
-        let mode = split.tls.mode()?;
-        let tls = transport(&split.tls, mode)?;
-        config.ssl_mode(mode.driver());
-        if mode != SslMode::Disable && config.get_hosts().is_empty() {
-            // tokio-postgres names the server to TLS by `host` only: an address alone is its own name.
-            for addr in config.get_hostaddrs().to_vec() {
-                config.host(addr.to_string());
-            }
-        }
-        config.connect_timeout(connect_timeout);
-        config.keepalives(true);
-        config.application_name(application_name);
-        let shown = describe(&config, mode);
-        Ok(PgConnector { config, tls, shown, connect_timeout })
-    }
-
-    /// The database, for messages and logs: `postgresql://host:port/dbname`, with `?sslmode=…` unless it is
-    /// `disable`; never a user or a password.
-    pub fn describe(&self) -> &str {
-        &self.shown
-    }
-
-    /// Opens a connection: a tokio-postgres client, its connection driven by a task spawned on the current Tokio
-    /// runtime (it ends when the client is dropped or the connection is lost).
-    ///
-    /// # Errors
-    ///
-    /// `store_unavailable` when the server cannot be reached, refuses the connection or its certificate, or does
-    /// not answer within the connect timeout; the message says which, the driver's error is the source.
-    pub async fn connect(&self) -> Result<Client, CatalogError> {
-        let (client, connection) = open_client(&self.config, &self.tls, self.connect_timeout)
-            .await
-            .map_err(|e| e.unavailable(format!("connecting to {}", self.shown)))?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "a PostgreSQL connection ended");
-            }
-        });
-        Ok(client)
-    }
-
-    /// Opens a connection whose notifications the caller receives, for `LISTEN`: the client, and the server's
-    /// notifications on that connection (`NOTIFY`, `pg_notify`) in the order they came. The connection is driven
-    /// by a task spawned on the current Tokio runtime, as [`connect`](Self::connect)'s; the channel is unbounded
-    /// (a burst waits there for the reader) and closes when the connection ends (the client dropped, or the
-    /// connection lost): then connect again, `LISTEN` again, and catch up on what the notifications missed.
-    ///
-    /// # Errors
-    ///
-    /// As [`connect`](Self::connect).
-    pub async fn connect_notified(
-        &self,
-    ) -> Result<(Client, tokio::sync::mpsc::UnboundedReceiver<tokio_postgres::Notification>), CatalogError> {
-        let (client, mut connection) = open_client(&self.config, &self.tls, self.connect_timeout)
-            .await
-            .map_err(|e| e.unavailable(format!("connecting to {}", self.shown)))?;
-        let (notes, received) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            loop {
-                match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                    // A reader that went away leaves the client working: the connection is driven on.
-                    Some(Ok(AsyncMessage::Notification(n))) => {
-                        let _ = notes.send(n);
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => {
-                        tracing::debug!(error = %e, "a PostgreSQL connection ended");
-                        return;
-                    }
-                    None => return,
-                }
-            }
-        });
-        Ok((client, received))
-    }
-}
-
 /// The catalogue's rows in a PostgreSQL database: a [`Storage`] for
 /// [`CatalogBuilder::storage`](crate::CatalogBuilder::storage), or made by
 /// [`CatalogBuilder::connect_postgres`](crate::CatalogBuilder::connect_postgres). Cheap to clone.
@@ -396,12 +251,11 @@ pub struct PgStorage {
 }
 
 struct PgInner {
-    config: Config,
-    tls: Tls,
+    connector: PgConnector,
+    /// The database, as the connector describes it.
     shown: String,
     slots: Vec<Mutex<Option<Client>>>,
     next: AtomicUsize,
-    connect_timeout: Duration,
     busy_timeout: Duration,
     resync: Duration,
     reconnect: (Duration, Duration),
@@ -419,41 +273,6 @@ impl fmt::Debug for PgStorage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgStorage").field("database", &self.inner.shown).finish_non_exhaustive()
     }
-}
-
-/// The TLS connector for `mode` with the settings of `params`: rustls's.
-#[cfg(feature = "rustls")]
-fn transport(params: &conninfo::TlsParams, mode: SslMode) -> Result<Tls, CatalogError> {
-    // `disable` never uses it; it is built like `verify-full`'s all the same.
-    let verify = if mode == SslMode::Disable { conninfo::Verify::Full } else { params.verify(mode) };
-    tls::connector(verify, params.rootcert.as_ref())
-}
-
-/// The TLS connector for `mode`: none without the `rustls` feature, so a mode that needs TLS is refused (`prefer`
-/// connects without it, as libpq built without TLS does).
-#[cfg(not(feature = "rustls"))]
-fn transport(_params: &conninfo::TlsParams, mode: SslMode) -> Result<Tls, CatalogError> {
-    if mode.requires_tls() {
-        return Err(CatalogError::config(format!(
-            "sslmode={} needs TLS, and this build of keel-tools-catalog has none: turn on its `rustls` feature \
-             (on by default) besides `postgres`",
-            mode.as_str()
-        )));
-    }
-    Ok(tokio_postgres::NoTls)
-}
-
-/// `postgresql://host:port/dbname`, without user or password, followed by `?sslmode=…` unless it is `disable`.
-fn describe(config: &Config, mode: SslMode) -> String {
-    let host = match config.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-        #[cfg(unix)]
-        Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
-        None => "localhost".to_owned(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let tls = if mode == SslMode::Disable { String::new() } else { format!("?sslmode={}", mode.as_str()) };
-    format!("postgresql://{host}:{port}/{}{tls}", config.get_dbname().unwrap_or(""))
 }
 
 /// A pool slot, locked, holding an open client.
@@ -519,75 +338,6 @@ impl Drop for AbortOnDrop {
     }
 }
 
-type Connection = tokio_postgres::Connection<Socket, <Tls as MakeTlsConnect<Socket>>::Stream>;
-
-/// Why a connection could not be opened.
-enum OpenError {
-    /// The driver's error.
-    Driver(tokio_postgres::Error),
-    /// No answer within the connect timeout.
-    NoAnswer(Duration),
-}
-
-impl fmt::Display for OpenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OpenError::Driver(e) => {
-                // The driver's text is its kind alone ("error performing TLS handshake"): the causes say what
-                // happened, each part once.
-                let mut parts = vec![e.to_string()];
-                let mut source = std::error::Error::source(e);
-                while let Some(s) = source {
-                    let text = s.to_string();
-                    if !parts.iter().any(|p| p.contains(&text)) {
-                        parts.push(text);
-                    }
-                    source = s.source();
-                }
-                f.write_str(&parts.join(": "))?;
-                match certificate_hint(e) {
-                    Some(hint) => write!(f, " ({hint})"),
-                    None => Ok(()),
-                }
-            }
-            OpenError::NoAnswer(timeout) => write!(f, "no answer within {} ms", timeout.as_millis()),
-        }
-    }
-}
-
-/// What to do about the certificate refused in `e`'s chain, if one was.
-#[cfg(feature = "rustls")]
-fn certificate_hint(e: &tokio_postgres::Error) -> Option<&'static str> {
-    tls::hint(e)
-}
-
-/// Without TLS, no certificate is ever refused.
-#[cfg(not(feature = "rustls"))]
-fn certificate_hint(_: &tokio_postgres::Error) -> Option<&'static str> {
-    None
-}
-
-impl OpenError {
-    /// `store_unavailable`, the driver's error its source.
-    fn unavailable(self, context: String) -> CatalogError {
-        let message = self.to_string();
-        let source: Option<Arc<dyn std::error::Error + Send + Sync>> = match self {
-            OpenError::Driver(e) => Some(Arc::new(e)),
-            OpenError::NoAnswer(_) => None,
-        };
-        CatalogError::Unavailable { context, message, source }
-    }
-}
-
-#[cfg_attr(not(feature = "rustls"), allow(clippy::clone_on_copy, reason = "NoTls is Copy, rustls's connector is not"))]
-async fn open_client(config: &Config, tls: &Tls, timeout: Duration) -> Result<(Client, Connection), OpenError> {
-    match tokio::time::timeout(timeout, config.connect(tls.clone())).await {
-        Ok(Ok(pair)) => Ok(pair),
-        Ok(Err(e)) => Err(OpenError::Driver(e)),
-        Err(_) => Err(OpenError::NoAnswer(timeout)),
-    }
-}
-
 impl PgInner {
     /// A slot, round robin, with an open client (connecting it when it is empty or its connection was lost).
     async fn slot(&self, context: &str) -> Result<Slot<'_>, CatalogError> {
@@ -595,9 +345,7 @@ impl PgInner {
         let mut guard = self.slots[i].lock().await;
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = None;
-            let (client, connection) = open_client(&self.config, &self.tls, self.connect_timeout)
-                .await
-                .map_err(|e| e.unavailable(format!("{context} ({})", self.shown)))?;
+            let (client, connection) = self.connector.open(context).await?;
             tokio::spawn(async move {
                 if let Err(e) = connection.await {
                     tracing::debug!(error = %e, "a catalogue database connection ended");
@@ -871,17 +619,15 @@ impl Storage for PgStorage {
 
 /// The change listener: one connection of its own that `LISTEN`s, catches up by reading the token on every
 /// (re)connection and every resync interval, and reconnects with backoff; until `stop` (the storage dropped).
-#[cfg_attr(not(feature = "rustls"), allow(clippy::clone_on_copy, reason = "NoTls is Copy, rustls's connector is not"))]
 async fn listen(inner: Weak<PgInner>, stop: CancellationToken, tx: watch::Sender<FeedState>) {
     let mut backoff: Option<Backoff> = None;
     loop {
         let Some(storage) = inner.upgrade() else { return };
-        let (config, tls, timeout, resync, (first, max)) =
-            (storage.config.clone(), storage.tls.clone(), storage.connect_timeout, storage.resync, storage.reconnect);
+        let (connector, resync, (first, max)) = (storage.connector.clone(), storage.resync, storage.reconnect);
         drop(storage);
         let outcome = tokio::select! {
             () = stop.cancelled() => return,
-            outcome = follow(&config, &tls, timeout, resync, &tx) => outcome,
+            outcome = follow(&connector, resync, &tx) => outcome,
         };
         let error = match outcome {
             Ok(never) => match never {},
@@ -906,13 +652,11 @@ async fn listen(inner: Weak<PgInner>, stop: CancellationToken, tx: watch::Sender
 /// One connection's life: connect, `LISTEN`, read the token, then follow notifications and resync; returns the
 /// error that ended it. A connection that worked resets the backoff by sending `Connected`.
 async fn follow(
-    config: &Config,
-    tls: &Tls,
-    timeout: Duration,
+    connector: &PgConnector,
     resync: Duration,
     tx: &watch::Sender<FeedState>,
 ) -> Result<std::convert::Infallible, String> {
-    let (client, mut connection) = open_client(config, tls, timeout).await.map_err(|e| e.to_string())?;
+    let (client, mut connection) = connector.open("listening").await.map_err(|e| e.message().to_owned())?;
     let (notes, mut received) = tokio::sync::mpsc::unbounded_channel::<()>();
     // The connection is polled here, so that its notifications come out; it ends when the connection does.
     let mut driver = tokio::spawn(async move {
@@ -1047,13 +791,6 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e.code(), "store_unavailable", "{e}");
-    }
-
-    #[test]
-    fn the_store_is_shown_with_its_sslmode_unless_plain() {
-        let config: Config = "host=db port=5433 dbname=tools".parse().unwrap();
-        assert_eq!(describe(&config, SslMode::Disable), "postgresql://db:5433/tools");
-        assert_eq!(describe(&config, SslMode::VerifyFull), "postgresql://db:5433/tools?sslmode=verify-full");
     }
 
     /// The statements built from the column list, as they were written out before it.

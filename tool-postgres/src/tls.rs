@@ -1,6 +1,6 @@
-//! TLS for the PostgreSQL connections (features `postgres` and `rustls`): a rustls configuration of the storage's
-//! own, with the `aws-lc-rs` provider given explicitly (nothing is installed process-wide), the roots of
-//! `sslrootcert` or Mozilla's (webpki-roots), and a certificate verifier per `sslmode`.
+//! TLS for the connections (feature `rustls`): a rustls configuration of each connector's own, with the
+//! `aws-lc-rs` provider given explicitly (nothing is installed process-wide), the roots of `sslrootcert` or
+//! Mozilla's (webpki-roots), and a certificate verifier per `sslmode`.
 
 use std::error::Error;
 use std::path::Path;
@@ -14,15 +14,15 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::conninfo::{RootCert, Verify};
-use crate::error::CatalogError;
+use crate::conninfo::{RootCert, Verify};
+use crate::error::PgError;
 
 /// The connector for connections that verify `verify` against `roots` (Mozilla's when `None`).
-pub(crate) fn connector(verify: Verify, roots: Option<&RootCert>) -> Result<MakeRustlsConnect, CatalogError> {
+pub(crate) fn connector(verify: Verify, roots: Option<&RootCert>) -> Result<MakeRustlsConnect, PgError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder =
         ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| {
-            CatalogError::Config {
+            PgError::Config {
                 message: format!("the TLS configuration for PostgreSQL cannot be built: {e}"),
                 source: Some(Arc::new(e)),
             }
@@ -44,33 +44,34 @@ pub(crate) fn connector(verify: Verify, roots: Option<&RootCert>) -> Result<Make
 }
 
 /// rustls's verifier of chains and names, over `roots`.
-fn webpki(roots: Option<&RootCert>, provider: Arc<CryptoProvider>) -> Result<Arc<WebPkiServerVerifier>, CatalogError> {
+fn webpki(roots: Option<&RootCert>, provider: Arc<CryptoProvider>) -> Result<Arc<WebPkiServerVerifier>, PgError> {
     let store = match roots {
         Some(RootCert::File(path)) => read_roots(path)?,
         Some(RootCert::System) | None => RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() },
     };
-    WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider).build().map_err(|e| CatalogError::Config {
+    WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider).build().map_err(|e| PgError::Config {
         message: format!("the TLS roots for PostgreSQL cannot be used: {e}"),
         source: Some(Arc::new(e)),
     })
 }
 
 /// The CA certificates of the PEM file `path` (`sslrootcert`).
-fn read_roots(path: &Path) -> Result<RootCertStore, CatalogError> {
+fn read_roots(path: &Path) -> Result<RootCertStore, PgError> {
     let shown = path.display();
-    let pem = std::fs::read(path).map_err(|e| CatalogError::Config {
+    let pem = std::fs::read(path).map_err(|e| PgError::Config {
         message: format!("sslrootcert {shown} cannot be read: {e}"),
         source: Some(Arc::new(e)),
     })?;
-    let certs = CertificateDer::pem_slice_iter(&pem).collect::<Result<Vec<_>, _>>().map_err(|e| {
-        CatalogError::Config { message: format!("sslrootcert {shown} is not PEM: {e}"), source: Some(Arc::new(e)) }
+    let certs = CertificateDer::pem_slice_iter(&pem).collect::<Result<Vec<_>, _>>().map_err(|e| PgError::Config {
+        message: format!("sslrootcert {shown} is not PEM: {e}"),
+        source: Some(Arc::new(e)),
     })?;
     if certs.is_empty() {
-        return Err(CatalogError::config(format!("sslrootcert {shown} holds no PEM certificate")));
+        return Err(PgError::config(format!("sslrootcert {shown} holds no PEM certificate")));
     }
     let mut store = RootCertStore::empty();
     for cert in certs {
-        store.add(cert).map_err(|e| CatalogError::Config {
+        store.add(cert).map_err(|e| PgError::Config {
             message: format!("sslrootcert {shown} holds a certificate that is not a usable CA: {e}"),
             source: Some(Arc::new(e)),
         })?;

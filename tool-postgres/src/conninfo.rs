@@ -7,7 +7,7 @@
 use std::ops::Range;
 use std::path::PathBuf;
 
-use crate::error::CatalogError;
+use crate::error::PgError;
 
 /// libpq's `sslmode` values, with libpq's meanings (`allow` is not supported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub(crate) enum SslMode {
 }
 
 impl SslMode {
-    fn parse(value: &str) -> Result<SslMode, CatalogError> {
+    fn parse(value: &str) -> Result<SslMode, PgError> {
         Ok(match value {
             "disable" => SslMode::Disable,
             "prefer" => SslMode::Prefer,
@@ -35,13 +35,13 @@ impl SslMode {
             "verify-ca" => SslMode::VerifyCa,
             "verify-full" => SslMode::VerifyFull,
             "allow" => {
-                return Err(CatalogError::config(
-                    "sslmode=allow (plain first, TLS only if the server insists) is not supported by the \
-                     PostgreSQL catalogue: use disable, prefer, require, verify-ca or verify-full",
+                return Err(PgError::config(
+                    "sslmode=allow (plain first, TLS only if the server insists) is not supported by keel's \
+                     PostgreSQL connections: use disable, prefer, require, verify-ca or verify-full",
                 ));
             }
             other => {
-                return Err(CatalogError::config(format!(
+                return Err(PgError::config(format!(
                     "sslmode={other:?} in the PostgreSQL connection string is none of disable, prefer, require, \
                      verify-ca, verify-full"
                 )));
@@ -110,11 +110,11 @@ impl TlsParams {
     /// The mode in effect: `sslmode`, else `verify-full` with `sslrootcert=system` (libpq's rule), else `disable`:
     /// plain, as before TLS was supported (libpq's default is `prefer`; say so to get it). `sslrootcert=system`
     /// with a weaker mode is refused, as libpq refuses it.
-    pub(crate) fn mode(&self) -> Result<SslMode, CatalogError> {
+    pub(crate) fn mode(&self) -> Result<SslMode, PgError> {
         match (self.sslmode, &self.rootcert) {
             (None, Some(RootCert::System)) => Ok(SslMode::VerifyFull),
             (None, _) => Ok(SslMode::Disable),
-            (Some(mode), Some(RootCert::System)) if mode != SslMode::VerifyFull => Err(CatalogError::config(format!(
+            (Some(mode), Some(RootCert::System)) if mode != SslMode::VerifyFull => Err(PgError::config(format!(
                 "sslrootcert=system needs sslmode=verify-full (a weaker sslmode={} would not check the name the \
                      system's CAs vouch for)",
                 mode.as_str()
@@ -150,14 +150,14 @@ pub(crate) struct Split {
 
 /// Takes `sslmode` and `sslrootcert` out of `conninfo`. A string this cannot read is handed over whole, for
 /// tokio-postgres's parser to say what is wrong with it.
-pub(crate) fn split(conninfo: &str) -> Result<Split, CatalogError> {
+pub(crate) fn split(conninfo: &str) -> Result<Split, PgError> {
     let mut tls = TlsParams { sslmode: None, rootcert: None };
-    let mut take = |key: &str, value: String| -> Result<bool, CatalogError> {
+    let mut take = |key: &str, value: String| -> Result<bool, PgError> {
         match key {
             "sslmode" => tls.sslmode = Some(SslMode::parse(&value)?),
             "sslrootcert" if value == "system" => tls.rootcert = Some(RootCert::System),
             "sslrootcert" if value.is_empty() => {
-                return Err(CatalogError::config("sslrootcert in the PostgreSQL connection string is empty"));
+                return Err(PgError::config("sslrootcert in the PostgreSQL connection string is empty"));
             }
             "sslrootcert" => tls.rootcert = Some(RootCert::File(PathBuf::from(value))),
             _ => return Ok(false),
@@ -172,10 +172,7 @@ pub(crate) fn split(conninfo: &str) -> Result<Split, CatalogError> {
 }
 
 /// A `key=value` string: the pairs `take` keeps are cut out, the rest left as written.
-fn split_pairs(
-    s: &str,
-    take: &mut impl FnMut(&str, String) -> Result<bool, CatalogError>,
-) -> Result<String, CatalogError> {
+fn split_pairs(s: &str, take: &mut impl FnMut(&str, String) -> Result<bool, PgError>) -> Result<String, PgError> {
     let Some(pairs) = pairs(s) else { return Ok(s.to_owned()) };
     let mut rest = String::with_capacity(s.len());
     let mut at = 0;
@@ -244,8 +241,8 @@ fn pairs(s: &str) -> Option<Vec<(&str, String, Range<usize>)>> {
 fn split_url(
     s: &str,
     prefix: usize,
-    take: &mut impl FnMut(&str, String) -> Result<bool, CatalogError>,
-) -> Result<String, CatalogError> {
+    take: &mut impl FnMut(&str, String) -> Result<bool, PgError>,
+) -> Result<String, PgError> {
     let after_user = s[prefix..].find('@').map_or(prefix, |i| prefix + i + 1);
     let Some(query) = s[after_user..].find('?').map(|i| after_user + i) else { return Ok(s.to_owned()) };
     let mut kept = Vec::new();
@@ -254,7 +251,7 @@ fn split_url(
             Some((key, value)) => match percent_decode(key) {
                 Some(key) => {
                     let value = percent_decode(value).ok_or_else(|| {
-                        CatalogError::config(format!(
+                        PgError::config(format!(
                             "the value of {key} in the PostgreSQL connection URL is not UTF-8 once percent-decoded"
                         ))
                     })?;
