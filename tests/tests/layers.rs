@@ -120,8 +120,9 @@ const CRATES: &[Crate] = &[
             &["row", "lookup"],
             // The storage trait, its vocabulary and both backends (`src/storage/`); the resolution of rows.
             &["storage", "resolve"],
-            // The facade: the catalogue, its views and its server.
+            // The facade: the catalogue and its views; then its server over MCP (feature `mcp`).
             &["catalog"],
+            &["server"],
         ],
         above_all: &["lib"],
         test_only: &[],
@@ -324,10 +325,20 @@ fn every_library_crate_is_listed() {
 /// The packages `package` (with `features`) builds on, for this machine: `cargo tree`'s normal and build
 /// dependencies, one name a line.
 fn dependencies(package: &str, features: &str) -> BTreeSet<String> {
+    tree(package, features, false)
+}
+
+/// As [`dependencies`], without `package`'s default features.
+fn dependencies_without_defaults(package: &str, features: &str) -> BTreeSet<String> {
+    tree(package, features, true)
+}
+
+fn tree(package: &str, features: &str, no_defaults: bool) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let out = std::process::Command::new(cargo)
         .current_dir(workspace())
         .args(["tree", "--locked", "--quiet", "-p", package, "--features", features, "-e", "normal,build"])
+        .args(no_defaults.then_some("--no-default-features"))
         .args(["--prefix", "none", "--format", "{p}"])
         .output()
         .expect("cargo runs");
@@ -340,13 +351,20 @@ fn dependencies(package: &str, features: &str) -> BTreeSet<String> {
 }
 
 /// Dependencies follow the layers: the call-state stores in PostgreSQL open their connections through
-/// keel-tools-postgres, as the catalogue does, and so build nothing of MCP or of the catalogue.
+/// keel-tools-postgres, as the catalogue does, and so build nothing of MCP or of the catalogue; the catalogue
+/// builds MCP only with its `mcp` feature.
 #[test]
-fn the_state_stores_in_postgresql_build_nothing_of_mcp() {
+fn the_stores_in_postgresql_build_nothing_of_mcp() {
     let deps = dependencies("keel-tools-state", "postgres,rustls");
     assert!(deps.contains("keel-tools-postgres") && deps.contains("tokio-postgres"), "the check sees them: {deps:?}");
     for package in ["keel-tools-catalog", "keel-tools-mcp", "rmcp", "hyper", "reqwest"] {
         assert!(!deps.contains(package), "keel-tools-state with `postgres` builds {package}");
+    }
+    // The catalogue without its `mcp` feature: rows in SQLite or PostgreSQL, no MCP.
+    let catalog = dependencies_without_defaults("keel-tools-catalog", "postgres,rustls");
+    assert!(catalog.contains("keel-tools-postgres") && catalog.contains("rusqlite"), "{catalog:?}");
+    for package in ["keel-tools-mcp", "rmcp", "hyper", "reqwest"] {
+        assert!(!catalog.contains(package), "keel-tools-catalog without `mcp` builds {package}");
     }
     let connector = dependencies("keel-tools-postgres", "rustls");
     let keel: Vec<&String> =

@@ -180,6 +180,14 @@
 //! passes the served token (pushed by PostgreSQL, polled from a SQLite file), and [`watch`](CatalogServer::watch)
 //! polls [`Catalog::change_token`] at an interval of its own. [`CatalogServer::serve_http`] serves MCP and
 //! `GET /health` ([`Health`]).
+//!
+//! # Features
+//!
+//! | feature | default | what |
+//! |---|---|---|
+//! | `mcp` | yes | `remote` rows resolved to forwarders over MCP, and [`CatalogServer`]; without it the crate builds no MCP (rmcp, hyper, reqwest): `remote` rows are checked and stored, and resolve to `endpoint_unreachable` |
+//! | `rustls` | yes | TLS for `https://` locators (with `mcp`) and for PostgreSQL's `sslmode`s that need it (with `postgres`) |
+//! | `postgres` | no | the catalogue in PostgreSQL, shared by replicas ([`postgres`]) |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -191,17 +199,18 @@ pub mod lookup;
 pub mod narrow;
 mod resolve;
 pub mod row;
+#[cfg(feature = "mcp")]
+mod server;
 mod storage;
 
-pub use catalog::{
-    Catalog, CatalogBuilder, CatalogServer, CatalogView, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, Health,
-    Refresh,
-};
+pub use catalog::{Catalog, CatalogBuilder, CatalogView, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL};
 pub use error::{CatalogError, RowError, RowRef};
 pub use locator::{Endpoint, LocalTarget, RustPath};
 pub use lookup::{Lookup, RegistryLookup, ToolLookup};
 pub use resolve::Resolved;
 pub use row::{Kind, StoredRow, ToolRow};
+#[cfg(feature = "mcp")]
+pub use server::{CatalogServer, Health, Refresh};
 #[cfg(feature = "postgres")]
 pub use storage::postgres;
 pub use storage::{

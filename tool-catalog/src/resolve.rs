@@ -2,6 +2,7 @@
 //! local row is looked up among the compiled tools, a remote row gets a forwarder over an MCP connection.
 
 use std::collections::{HashMap, HashSet};
+#[cfg(feature = "mcp")]
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use keel_tools_core::definition::DynHandler;
 use keel_tools_core::definition::{Effect, ToolDefinition};
 use keel_tools_core::{CallContext, Executor, ToolError, ToolView};
+#[cfg(feature = "mcp")]
 use keel_tools_mcp::{Forwarder, RemoteServer};
 use serde_json::Value;
 
@@ -19,6 +21,7 @@ use crate::narrow::check_narrows;
 use crate::row::{Kind, ToolRow};
 
 /// The namespace remote connections are opened under (forwarders report it; names come from the rows).
+#[cfg(feature = "mcp")]
 const NAMESPACE: &str = "catalog";
 
 /// A row resolved into a tool.
@@ -35,7 +38,8 @@ pub enum Resolved {
         definition: Arc<ToolDefinition>,
     },
     /// A remote row: its forwarder (the same instance for as long as the row and its connection are unchanged)
-    /// and the definition built from the row's own schemas around it.
+    /// and the definition built from the row's own schemas around it (feature `mcp`).
+    #[cfg(feature = "mcp")]
     Remote {
         /// The forwarder that sends `tools/call` with the row's origin name.
         forwarder: Arc<Forwarder>,
@@ -48,7 +52,9 @@ impl Resolved {
     /// The definition a view holds for the row.
     pub fn definition(&self) -> &Arc<ToolDefinition> {
         match self {
-            Resolved::Local { definition, .. } | Resolved::Remote { definition, .. } => definition,
+            Resolved::Local { definition, .. } => definition,
+            #[cfg(feature = "mcp")]
+            Resolved::Remote { definition, .. } => definition,
         }
     }
 }
@@ -81,6 +87,7 @@ impl Policy {
 /// Cache key of a row: its scope and name.
 pub(crate) type RowKey = (Option<String>, String);
 
+#[cfg(feature = "mcp")]
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub(crate) struct ForwarderKey {
     tenant: Option<String>,
@@ -97,6 +104,7 @@ struct CachedDef {
     def: Arc<ToolDefinition>,
 }
 
+#[cfg(feature = "mcp")]
 struct Connection {
     id: u64,
     server: RemoteServer,
@@ -105,6 +113,7 @@ struct Connection {
 #[derive(Default)]
 struct Caches {
     defs: HashMap<RowKey, CachedDef>,
+    #[cfg(feature = "mcp")]
     forwarders: HashMap<ForwarderKey, (u64, Arc<Forwarder>)>,
 }
 
@@ -112,9 +121,12 @@ struct Caches {
 pub(crate) struct Resolver {
     pub(crate) policy: Policy,
     lookup: Arc<dyn ToolLookup>,
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code, reason = "remote rows are connected with `mcp` only"))]
     connect_timeout: Duration,
     caches: Mutex<Caches>,
+    #[cfg(feature = "mcp")]
     connections: tokio::sync::Mutex<HashMap<Endpoint, Connection>>,
+    #[cfg(feature = "mcp")]
     next_connection: AtomicU64,
 }
 
@@ -285,7 +297,9 @@ impl Resolver {
             lookup,
             connect_timeout,
             caches: Mutex::new(Caches::default()),
+            #[cfg(feature = "mcp")]
             connections: tokio::sync::Mutex::new(HashMap::new()),
+            #[cfg(feature = "mcp")]
             next_connection: AtomicU64::new(0),
         }
     }
@@ -433,6 +447,7 @@ impl Resolver {
     }
 
     /// Remote: parse, allowlist, connect (shared per endpoint), then the forwarder (cached per row and recipe).
+    #[cfg(feature = "mcp")]
     async fn remote(&self, r: &RowRef, row: &ToolRow, effect: Effect) -> Result<Resolved, RowError> {
         let (endpoint, origin) = remote_recipe(r, row, &self.policy)?;
         let (conn_id, server) = self.connection(r, &endpoint).await?;
@@ -468,7 +483,25 @@ impl Resolver {
         Ok(Resolved::Remote { forwarder, definition: def })
     }
 
+    /// Remote, in a build without MCP: checked as a write checks it, then refused, as an endpoint this build cannot
+    /// reach.
+    #[cfg(not(feature = "mcp"))]
+    #[allow(clippy::unused_async, reason = "the signature of the build with `mcp`")]
+    async fn remote(&self, r: &RowRef, row: &ToolRow, effect: Effect) -> Result<Resolved, RowError> {
+        let (endpoint, _) = remote_recipe(r, row, &self.policy)?;
+        self.remote_definition(r, row, effect, Arc::new(Unreachable), "check")?;
+        Err(RowError::EndpointUnreachable {
+            row: r.clone(),
+            endpoint: endpoint.as_text(),
+            source: Arc::new(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "this build of keel-tools-catalog has no MCP client: turn on its `mcp` feature (on by default)",
+            )),
+        })
+    }
+
     /// The open connection to `endpoint`, opened on first use and again after it closed.
+    #[cfg(feature = "mcp")]
     async fn connection(&self, r: &RowRef, endpoint: &Endpoint) -> Result<(u64, RemoteServer), RowError> {
         let mut connections = self.connections.lock().await;
         if let Some(c) = connections.get(endpoint)
@@ -506,6 +539,7 @@ impl Resolver {
 
     /// Forgets cached definitions and forwarders of rows in `scopes` that are no longer in `live` (rows deleted,
     /// disabled or edited), and closes connections no cached forwarder uses.
+    #[cfg(feature = "mcp")]
     pub(crate) async fn prune(&self, scopes: &[Option<String>], live_rows: &HashSet<RowKey>, live: &[ToolRow]) {
         let live_forwarders: HashSet<ForwarderKey> = live
             .iter()
@@ -536,5 +570,12 @@ impl Resolver {
         for server in dropped {
             server.close().await;
         }
+    }
+
+    /// Forgets cached definitions of rows in `scopes` that are no longer in `live_rows`.
+    #[cfg(not(feature = "mcp"))]
+    #[allow(clippy::unused_async, reason = "the signature of the build with `mcp`")]
+    pub(crate) async fn prune(&self, scopes: &[Option<String>], live_rows: &HashSet<RowKey>, _live: &[ToolRow]) {
+        self.caches().defs.retain(|k, _| !scopes.contains(&k.0) || live_rows.contains(k));
     }
 }
