@@ -85,42 +85,12 @@ pub(crate) fn client_parts(
     Ok((base, Http::with_roots(config, roots)?))
 }
 
-/// The TLS configuration of one client (feature `rustls`).
-///
-/// The crypto provider is rustls' `aws-lc-rs` (reqwest's default), given to this configuration only: nothing is installed process-wide,
-/// so other rustls or reqwest users in the binary keep their own choice. The trusted roots are Mozilla's, compiled
-/// in from `webpki-roots`, plus `extra` (PEM, one or more certificates each). webpki-roots rather than the
-/// platform's store: the same roots on every machine, including containers without a CA bundle (where
-/// `rustls-platform-verifier` cannot be built at all, which would break plain `http://` clients too); a private
-/// CA is added with `add_root_certificate`.
+/// The TLS configuration of one client (feature `rustls`): keel-tools-tls's, Mozilla's roots plus `extra` (PEM,
+/// one or more certificates each), the `aws-lc-rs` provider given to this configuration only.
 #[cfg(feature = "rustls")]
 pub(crate) fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, ModelError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    for (i, pem) in extra.iter().enumerate() {
-        let certs =
-            CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| ModelError::Config {
-                message: format!("root certificate {} is not PEM: {e}", i + 1),
-                source: Some(Arc::new(e)),
-            })?;
-        if certs.is_empty() {
-            return Err(ModelError::config(format!("root certificate {} holds no PEM certificate", i + 1)));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|e| ModelError::Config {
-                message: format!("root certificate {} is not a usable CA certificate: {e}", i + 1),
-                source: Some(Arc::new(e)),
-            })?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ModelError::Config { message: format!("cannot configure TLS: {e}"), source: Some(Arc::new(e)) })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(config)
+    keel_tools_tls::client_config(extra)
+        .map_err(|e| ModelError::Config { message: e.to_string(), source: Some(Arc::new(e)) })
 }
 
 /// The builder methods every client shares; the builder has `settings: Settings`.

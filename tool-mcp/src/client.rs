@@ -61,8 +61,8 @@ use crate::render;
 pub mod oauth;
 
 /// Why connecting to a remote server failed. [`source`](std::error::Error::source) is the error it comes from:
-/// the SDK's `ClientInitializeError` (the handshake), `std::io::Error` (spawning the child, or a root certificate
-/// that is not PEM), `reqwest::Error` (building the HTTP client, or a request that failed in the transport, such
+/// the SDK's `ClientInitializeError` (the handshake), `std::io::Error` (spawning the child), keel-tools-tls's `TlsError`
+/// (a root certificate that is not PEM), `reqwest::Error` (building the HTTP client, or a request that failed in the transport, such
 /// as a refused TLS certificate) or [`NameMappingError`] (a namespace that is not one keel name segment). The text
 /// is the source's chain, each part once: reqwest's own text is often just "error sending request".
 #[derive(Debug, Clone)]
@@ -723,28 +723,7 @@ async fn transport_cause(client: &reqwest::Client, url: &str) -> Option<ConnectE
 /// The TLS configuration of one HTTP client: the `aws-lc-rs` provider, webpki-roots and `extra` (PEM).
 #[cfg(all(feature = "http", feature = "rustls"))]
 fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, ConnectError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let invalid = |message: String| ConnectError::new(std::io::Error::new(std::io::ErrorKind::InvalidInput, message));
-    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    for (i, pem) in extra.iter().enumerate() {
-        let certs = CertificateDer::pem_slice_iter(pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| invalid(format!("root certificate {} is not PEM: {e}", i + 1)))?;
-        if certs.is_empty() {
-            return Err(invalid(format!("root certificate {} holds no PEM certificate", i + 1)));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(ConnectError::new)?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(ConnectError::new)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(config)
+    keel_tools_tls::client_config(extra).map_err(ConnectError::new)
 }
 
 /// Import settings; see [`RemoteServer::importer`].

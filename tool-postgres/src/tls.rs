@@ -9,7 +9,6 @@ use std::sync::Arc;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -19,7 +18,7 @@ use crate::error::PgError;
 
 /// The connector for connections that verify `verify` against `roots` (Mozilla's when `None`).
 pub(crate) fn connector(verify: Verify, roots: Option<&RootCert>) -> Result<MakeRustlsConnect, PgError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = keel_tools_tls::provider();
     let builder =
         ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| {
             PgError::Config {
@@ -47,7 +46,7 @@ pub(crate) fn connector(verify: Verify, roots: Option<&RootCert>) -> Result<Make
 fn webpki(roots: Option<&RootCert>, provider: Arc<CryptoProvider>) -> Result<Arc<WebPkiServerVerifier>, PgError> {
     let store = match roots {
         Some(RootCert::File(path)) => read_roots(path)?,
-        Some(RootCert::System) | None => RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() },
+        Some(RootCert::System) | None => keel_tools_tls::mozilla_roots(),
     };
     WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider).build().map_err(|e| PgError::Config {
         message: format!("the TLS roots for PostgreSQL cannot be used: {e}"),
@@ -62,20 +61,9 @@ fn read_roots(path: &Path) -> Result<RootCertStore, PgError> {
         message: format!("sslrootcert {shown} cannot be read: {e}"),
         source: Some(Arc::new(e)),
     })?;
-    let certs = CertificateDer::pem_slice_iter(&pem).collect::<Result<Vec<_>, _>>().map_err(|e| PgError::Config {
-        message: format!("sslrootcert {shown} is not PEM: {e}"),
-        source: Some(Arc::new(e)),
-    })?;
-    if certs.is_empty() {
-        return Err(PgError::config(format!("sslrootcert {shown} holds no PEM certificate")));
-    }
     let mut store = RootCertStore::empty();
-    for cert in certs {
-        store.add(cert).map_err(|e| PgError::Config {
-            message: format!("sslrootcert {shown} holds a certificate that is not a usable CA: {e}"),
-            source: Some(Arc::new(e)),
-        })?;
-    }
+    keel_tools_tls::add_pem_roots(&mut store, &pem, &format!("sslrootcert {shown}"))
+        .map_err(|e| PgError::Config { message: e.to_string(), source: Some(Arc::new(e)) })?;
     Ok(store)
 }
 

@@ -241,6 +241,7 @@ fn a_key_is_refused_for_a_url_that_only_looks_loopback() {
 
 /// A plain-HTTP server that answers whatever it is sent, a TLS ClientHello included, with `400 Bad Request`, as
 /// an HTTP server does.
+#[cfg(feature = "rustls")]
 async fn plain_http_server() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();

@@ -595,27 +595,7 @@ fn build_client(extra: &[Vec<u8>]) -> Result<reqwest::Client, AuthConfigError> {
 
 #[cfg(feature = "rustls")]
 fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, AuthConfigError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    for (i, pem) in extra.iter().enumerate() {
-        let certs = CertificateDer::pem_slice_iter(pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| AuthConfigError(format!("root certificate {} is not PEM: {e}", i + 1)))?;
-        if certs.is_empty() {
-            return Err(AuthConfigError(format!("root certificate {} holds no PEM certificate", i + 1)));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|e| AuthConfigError(format!("root certificate {}: {e}", i + 1)))?;
-        }
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| AuthConfigError(format!("cannot configure TLS: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(config)
+    keel_tools_tls::client_config(extra).map_err(|e| AuthConfigError(e.to_string()))
 }
 
 #[cfg(test)]
