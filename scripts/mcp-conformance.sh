@@ -151,30 +151,36 @@ for revision in "${REVISIONS[@]}"; do
     scored_warned=$(grep -E '^[✓✗] [^:]+: .*[1-9][0-9]* warnings?' "$log" | sed -E 's/^[✓✗] ([^:]+):.*/\1/' \
         | grep -vxF -f <(echo "$unscored") || true)
     scored=$(grep -cE '^✓ ' "$log" || true)
-    # sse-retry times the client's reconnection after the server closes a tool call's stream, from the first GET it
-    # sees. rmcp's client opens its standalone GET stream beside its first requests; with every scenario running at
-    # once, that GET can arrive after the tool call, before the close, and be counted as a reconnection made too
-    # early (seen once: "actualDelayMs": -68). Only that scenario, failed or warned, is run again alone, at most
-    # twice, and the run says so; it passes only if it passes cleanly alone.
-    if printf '%s\n%s\n' "$scored_failed" "$scored_warned" | grep -qxF sse-retry; then
+    # A scenario that fails or warns beside the others is run again alone, at most twice; it passes only if it
+    # passes cleanly alone, and the run says so. With every scenario at once on two cores, two timing-dependent
+    # ones have failed there and passed alone: sse-retry, which times the client's reconnection from the first GET
+    # it sees (rmcp's client opens its standalone GET stream beside its first requests, and that GET was once
+    # counted as a reconnection made too early: "actualDelayMs": -68), and elicitation-sep1034-client-defaults
+    # (once, with a build running beside the suite, the client had not answered the server's elicitation request
+    # when it gave up after 25 s).
+    retried=0
+    for scenario in $(printf '%s\n%s\n' "$scored_failed" "$scored_warned" | sed '/^$/d' | sort -u); do
+        retried=$((retried + 1))
         alone=failed
         for attempt in 1 2; do
-            again=$OUT/client-$revision-sse-retry-alone-$attempt.log
-            if timeout 120 "$NODE" "$CONFORMANCE" client --command "$CLIENT_BIN" --scenario sse-retry \
+            again=$OUT/client-$revision-${scenario//\//-}-alone-$attempt.log
+            if timeout 120 "$NODE" "$CONFORMANCE" client --command "$CLIENT_BIN" --scenario "$scenario" \
                 --spec-version "$revision" -o "$OUT/results/client-$revision-alone-$attempt" >"$again" 2>&1 \
                 && grep -qE '^Passed: [1-9][0-9]*/[0-9]+, 0 failed, 0 warnings' "$again"; then
                 alone=passed
                 break
             fi
         done
-        echo "conformance client $revision: sse-retry failed beside the other scenarios (log in ${log#"$ROOT"/});" \
+        echo "conformance client $revision: $scenario failed beside the other scenarios (log in ${log#"$ROOT"/});" \
             "run alone: $alone (attempt $attempt, log in ${again#"$ROOT"/})"
         if [ "$alone" = passed ]; then
-            scored_failed=$(grep -vxF sse-retry <<<"$scored_failed" || true)
-            scored_warned=$(grep -vxF sse-retry <<<"$scored_warned" || true)
+            scored_failed=$(grep -vxF "$scenario" <<<"$scored_failed" || true)
+            scored_warned=$(grep -vxF "$scenario" <<<"$scored_warned" || true)
             scored=$((scored + 1))
-            suite_status=0
         fi
+    done
+    if [ "$retried" -gt 0 ] && [ -z "$scored_failed" ] && [ -z "$scored_warned" ]; then
+        suite_status=0
     fi
     echo "conformance client $revision: $scored scenario(s) passed;" \
         "failed: ${scored_failed:-none}; with warnings: ${scored_warned:-none}"
