@@ -349,18 +349,6 @@ fn normalized(v: &Value) -> Value {
     serde_json::from_str(&canonical_json(v)).unwrap_or_else(|_| v.clone())
 }
 
-fn type_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_f64() => "number",
-        Value::Number(_) => "integer",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 fn sorted_values(values: impl IntoIterator<Item = Value>) -> Vec<Value> {
     let mut keyed: Vec<(String, Value)> = values.into_iter().map(|v| (canonical_json(&v), normalized(&v))).collect();
     keyed.sort_by(|a, b| a.0.cmp(&b.0));
@@ -414,7 +402,7 @@ fn describe(root: &Value, schema: &Value, cx: &mut Cx, depth: usize) -> Node {
     };
     if let Some(values) = literal {
         if node.types.is_empty() {
-            node.types = values.iter().map(|v| type_of(v).to_owned()).collect();
+            node.types = values.iter().map(|v| keel_tools_schema::vocabulary::instance_type(v).to_owned()).collect();
         }
         node.values = Some(sorted_values(values));
     }

@@ -39,7 +39,10 @@ impl ArgumentsError {
 
     /// `arguments must be a JSON object; found <type>`.
     pub fn not_an_object(found: &Value) -> ArgumentsError {
-        ArgumentsError::new(format!("arguments must be a JSON object; found {}", json_type(found)))
+        ArgumentsError::new(format!(
+            "arguments must be a JSON object; found {}",
+            keel_tools_schema::vocabulary::json_type(found)
+        ))
     }
 
     fn missing() -> ArgumentsError {
@@ -184,17 +187,6 @@ pub(crate) fn is_generated_call_id(id: &str) -> bool {
         && index.bytes().all(|b| b.is_ascii_digit())
         && hex.len() == 8
         && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 fn require_object(v: Value) -> Result<Value, ArgumentsError> {

@@ -834,19 +834,6 @@ fn literal_values(branch: &Value) -> Option<Vec<Value>> {
     }
 }
 
-/// The JSON type name of a literal value.
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// A union (`anyOf`/`oneOf`) of literals only (a unit enum: schemars emits `oneOf` of `const`s when the variants
 /// have doc comments) becomes one `enum` with a `type`. Returns each value with its branch's description, or
 /// `None` if the schema has no such union.
@@ -873,7 +860,7 @@ pub fn collapse_literal_union(map: &mut Map<String, Value>) -> Option<Vec<(Value
     }
     let mut types: Vec<&str> = Vec::new();
     for v in &values {
-        let t = json_type(v);
+        let t = crate::vocabulary::instance_type(v);
         if !types.contains(&t) {
             types.push(t);
         }

@@ -201,6 +201,37 @@ pub fn constraint_narrows(name: &str, narrower: &Value, wider: &Value) -> Option
     Some(if larger_more { n <= w } else { n >= w })
 }
 
+/// The narrowest JSON Schema `type` that `v` is an instance of: `integer` for a number that is whole as
+/// serde_json holds it (not a float), else `null`, `boolean`, `number`, `string`, `array` or `object`.
+///
+/// ```
+/// use keel_tools_schema::vocabulary::instance_type;
+/// use serde_json::json;
+///
+/// assert_eq!(instance_type(&json!(5)), "integer");
+/// assert_eq!(instance_type(&json!(5.0)), "number");
+/// assert_eq!(instance_type(&json!([1])), "array");
+/// ```
+pub fn instance_type(v: &Value) -> &'static str {
+    match v {
+        Value::Number(n) if !n.is_f64() => "integer",
+        other => json_type(other),
+    }
+}
+
+/// JSON's own name of a value's kind (RFC 8259's: every number is a `number`), for messages about a value that
+/// is not of the kind wanted: `null`, `boolean`, `number`, `string`, `array` or `object`.
+pub fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// Whether `v` can be a schema (an object or a boolean).
 pub fn is_schema(v: &Value) -> bool {
     matches!(v, Value::Object(_) | Value::Bool(_))

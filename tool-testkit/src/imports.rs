@@ -6,5 +6,5 @@ pub(crate) use keel_tools_agent::{
 pub(crate) use keel_tools_core::definition::ToolDefinition;
 pub(crate) use keel_tools_core::executor::{CallOptions, ExecutorBuilder, ExecutorError};
 pub(crate) use keel_tools_core::policy::{PolicyDecision, PolicyRequest};
-pub(crate) use keel_tools_core::schema::{CompiledSchema, Limits};
+pub(crate) use keel_tools_core::schema::{CompiledSchema, Limits, vocabulary};
 pub(crate) use keel_tools_core::{Executor, Provider, Registry, ToolCall, ToolResult, ToolView};

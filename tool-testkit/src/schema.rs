@@ -31,7 +31,7 @@ use proptest::prelude::*;
 use proptest::strategy::{Union, ValueTree};
 use serde_json::{Map, Number, Value, json};
 
-use crate::imports::CompiledSchema;
+use crate::imports::{CompiledSchema, vocabulary};
 
 /// A schema the generator does not understand, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1450,9 +1450,9 @@ impl<'a> Gen<'a> {
             let types = if let Some(t) = types_of(b, &p).ok()? {
                 t
             } else if let Some(Value::Array(e)) = b.get("enum") {
-                e.iter().map(|v| kind_of(v).to_owned()).collect()
+                e.iter().map(|v| vocabulary::instance_type(v).to_owned()).collect()
             } else if let Some(c) = b.get("const") {
-                vec![kind_of(c).to_owned()]
+                vec![vocabulary::instance_type(c).to_owned()]
             } else {
                 self.union_types(b, &p, depth + 1)?
             };
@@ -1768,18 +1768,6 @@ fn any_value(at: At) -> S {
         1 => proptest::collection::vec((lower(1, 6), scalar), 0..=3).prop_map(|kv| Value::Object(kv.into_iter().collect())),
     ]
     .boxed()
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// A value of none of `types`, never `null` (which the executor reads as "absent" for an optional property).

@@ -266,15 +266,7 @@ fn merge_union(map: &mut Map<String, Value>, branches: Vec<Value>, depth: usize)
             _ => {
                 if let Some(Value::Array(values)) = b.get("enum") {
                     for v in values {
-                        add_type(match v {
-                            Value::String(_) => "string",
-                            Value::Bool(_) => "boolean",
-                            Value::Number(n) if n.is_f64() => "number",
-                            Value::Number(_) => "integer",
-                            Value::Array(_) => "array",
-                            Value::Object(_) => "object",
-                            Value::Null => "null",
-                        });
+                        add_type(crate::vocabulary::instance_type(v));
                     }
                 }
             }
