@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::http::{Auth, Http, HttpConfig, client_parts};
+use crate::http::{Auth, Http, HttpLimits, client_parts};
 use crate::key::{ApiKey, check_key_transport};
 use crate::model::{AssistantMessage, Mode, ModelError, Turn, WireFormat};
 use crate::options::RequestOptions;
@@ -18,7 +18,7 @@ pub(crate) struct Settings {
     pub(crate) base: String,
     pub(crate) model: String,
     pub(crate) api_key: Option<ApiKey>,
-    pub(crate) http: HttpConfig,
+    pub(crate) http: HttpLimits,
     pub(crate) roots: Vec<Vec<u8>>,
     pub(crate) extra: Map<String, Value>,
     pub(crate) request: RequestOptions,
@@ -41,7 +41,7 @@ impl Settings {
             base,
             model,
             api_key: None,
-            http: HttpConfig::default(),
+            http: HttpLimits::default(),
             roots: Vec::new(),
             extra: Map::new(),
             request: RequestOptions::default(),
@@ -178,8 +178,8 @@ macro_rules! client_accessors {
         }
 
         /// The HTTP limits.
-        pub fn http_config(&self) -> crate::http::HttpConfig {
-            self.common.http.config()
+        pub fn http_limits(&self) -> crate::http::HttpLimits {
+            self.common.http.limits()
         }
     };
 }

@@ -11,7 +11,7 @@ use crate::wire::error_message;
 
 /// Limits of the HTTP layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HttpConfig {
+pub struct HttpLimits {
     /// The whole request, body included (default 120 s: a local model may take a while).
     pub timeout: Duration,
     /// Connecting (default 10 s).
@@ -20,9 +20,9 @@ pub struct HttpConfig {
     pub max_response_bytes: usize,
 }
 
-impl Default for HttpConfig {
+impl Default for HttpLimits {
     fn default() -> Self {
-        HttpConfig {
+        HttpLimits {
             timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(10),
             max_response_bytes: 8 * 1024 * 1024,
@@ -43,7 +43,7 @@ pub(crate) enum Auth {
 #[derive(Debug, Clone)]
 pub(crate) struct Http {
     client: reqwest::Client,
-    config: HttpConfig,
+    config: HttpLimits,
 }
 
 /// Checks that `base` is an `http://` or `https://` URL (any case) with a host, without a query or fragment (the
@@ -75,7 +75,7 @@ pub(crate) fn base_url(base: &str) -> Result<String, ModelError> {
 pub(crate) fn client_parts(
     base: &str,
     model: &str,
-    config: HttpConfig,
+    config: HttpLimits,
     roots: &[Vec<u8>],
 ) -> Result<(String, Http), ModelError> {
     let base = base_url(base)?;
@@ -138,13 +138,13 @@ pub(crate) use http_builder_methods;
 
 impl Http {
     #[cfg(test)]
-    pub(crate) fn new(config: HttpConfig) -> Result<Http, ModelError> {
+    pub(crate) fn new(config: HttpLimits) -> Result<Http, ModelError> {
         Http::with_roots(config, &[])
     }
 
     /// A client with `config`'s limits that also trusts the CA certificates `roots` (PEM; ignored without the
     /// `rustls` feature, where no `https://` URL is accepted).
-    pub(crate) fn with_roots(config: HttpConfig, roots: &[Vec<u8>]) -> Result<Http, ModelError> {
+    pub(crate) fn with_roots(config: HttpLimits, roots: &[Vec<u8>]) -> Result<Http, ModelError> {
         // No redirect is followed: reqwest drops only `Authorization` and `Cookie` on the way to another host, and
         // a key sent as `x-api-key` or `x-goog-api-key` would go wherever a 307 points, `http://` included. A
         // redirect is answered as a status error that names its target (see `redirect_error`).
@@ -163,7 +163,7 @@ impl Http {
         Ok(Http { client, config })
     }
 
-    pub(crate) fn config(&self) -> HttpConfig {
+    pub(crate) fn limits(&self) -> HttpLimits {
         self.config
     }
 
@@ -661,7 +661,7 @@ mod tests {
     }
 
     fn http(timeout: Duration) -> Http {
-        Http::new(HttpConfig { timeout, connect_timeout: Duration::from_secs(5), ..HttpConfig::default() }).unwrap()
+        Http::new(HttpLimits { timeout, connect_timeout: Duration::from_secs(5), ..HttpLimits::default() }).unwrap()
     }
 
     /// The reqwest error an error keeps as its source.
@@ -706,10 +706,10 @@ mod tests {
             assert!(held.len() < 64, "the queue never filled");
         }
         let url = format!("http://{addr}/api/chat");
-        let config = HttpConfig {
+        let config = HttpLimits {
             timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_millis(300),
-            ..HttpConfig::default()
+            ..HttpLimits::default()
         };
         let e = Http::new(config).unwrap().post_json(&url, &Value::Null, None, &[]).await.unwrap_err();
         assert!(matches!(e, ModelError::Timeout { after, .. } if after == Duration::from_millis(300)), "{e:?}");

@@ -91,7 +91,7 @@ pub use agent::{Agent, AgentError, AgentOutcome, transcript};
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicBuilder, AnthropicClient, DEFAULT_MAX_TOKENS};
 pub use deferral::ToolSearch;
 pub use gemini::{GeminiBuilder, GeminiClient};
-pub use http::HttpConfig;
+pub use http::HttpLimits;
 pub use key::ApiKey;
 pub use model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn, WireFormat};
 pub use ollama::{OllamaBuilder, OllamaClient};
