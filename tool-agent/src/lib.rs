@@ -59,6 +59,7 @@
 //! | feature | default | what it brings |
 //! |---|---|---|
 //! | `rustls` | yes | HTTPS, through reqwest's rustls backend with a TLS configuration of each client's own (rustls with the aws-lc-rs provider, Mozilla's roots from webpki-roots, and the builders' `add_root_certificate`); nothing is installed process-wide. Without it (`default-features = false`) only `http://` base URLs work, which is enough for a local Ollama |
+//! | `otel` | no | a `chat {model}` span per model turn, after the GenAI semantic conventions (model, provider, token usage, error type), with keel-tools-core's `otel` |
 //! | `stub` | no | [`stub::StubServer`], a local HTTP server answering from recorded responses, for tests |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]

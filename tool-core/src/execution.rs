@@ -163,22 +163,28 @@ struct Inner {
 /// The [`Executor`]: every model-produced call goes through one fixed order.
 ///
 /// ```text
-/// ToolCall ─▶ registered in this view? ──no──▶ unknown_tool        (tool_version: null, executed: false)
-///                 │yes
+/// ToolCall ─▶ registered in this view, and allowed by the call's options? ──no──▶ unknown_tool
+///                 │yes                                          (tool_version: null, executed: false)
 ///                 ▼
 ///             arguments valid against the schema the model saw? ──no──▶ invalid_arguments (JSON pointers)
+///                 │yes
+///                 ▼
+///             the scopes the tool needs granted? ──no──▶ insufficient_scope
 ///                 │yes
 ///                 ▼
 ///             policy (effect / approval) ──no──▶ approval_required | policy_denied
 ///                 │allow
 ///                 ▼
+///             a tool that runs once: its key claimed? ──no──▶ the recorded result (replayed: true)
+///                 │yes (or not such a tool)                   | in_progress | idempotency_conflict
+///                 ▼                                           | state_unavailable
 ///             handler (timeout, panic caught) ──▶ the tool's own code | tool_internal_error | timeout
 ///                 │ok
 ///                 ▼
 ///             result valid against the result schema? ──no──▶ invalid_tool_output
 ///                 │yes
 ///                 ▼
-///             ok
+///             ok (a tool that runs once: the result recorded under its key)
 /// ```
 ///
 /// The order is the design: validating after the policy would let invalid arguments reach approval; running the

@@ -69,6 +69,7 @@
 //! | feature | default | what it brings |
 //! |---|---|---|
 //! | `macros` | yes | the `#[tool]` attribute (compiles `syn`); without it, define tools with [`ToolDefinition::builder`] |
+//! | `otel` | no | an OpenTelemetry `execute_tool` span per call, after the GenAI semantic conventions (tool, call id, description; keel's code on failure; arguments and results only with `ExecutorBuilder::otel_content`) |
 //!
 //! [`FromCallContext`]: context::FromCallContext
 //! [`ToolDefinition::canonical_arguments`]: definition::ToolDefinition::canonical_arguments
@@ -83,14 +84,17 @@
 // Lets `::keel_tools_core::...` paths in generated code resolve inside this crate's own tests and examples too.
 extern crate self as keel_tools_core;
 
-// The modules form layers; each imports only the ones above it in this list (checked by the `layers` test of `tests/`):
-//   effect, error, failure, clock -> input -> call, call_context, content -> params, result
+// The modules form layers; each imports only the ones before it in this list (checked by the `layers` test of
+// `tests/`, which holds the list itself):
+//   effect, error, failure, name, clock, lease, tasks -> input -> call, call_context, content -> params, result
 //   -> tool_schemas (canonical schemas) -> tool_definition -> arguments -> view -> codec -> tool_registry
-//   -> call_policy -> execution -> event, pending -> run.
-// The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `keel-tools-schema` crate;
-// the contract tools (the schema lock and the provider lint) are `keel-tools-contract`.
-// The core modules are private. Each of their public items has one public path: the root for what a tool author
-// needs, else one of the modules below, which group the rest by what it is used for (`content` is its own module).
+//   -> call_policy, otel -> once (the ledger of the tools that run once) -> execution -> event, pending
+//   -> deferral (deferred tools and tool search) -> run.
+// The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `keel-tools-schema`
+// crate; the contract tools (the schema lock and the provider lint) are `keel-tools-contract`.
+// Most modules are private; `content`, `deferral`, `once` and `tasks` are public as they are. Each public item has
+// one public path: the root for what a tool author needs, else one of the modules below, which group the rest by
+// what it is used for.
 mod arguments;
 mod call;
 mod call_context;

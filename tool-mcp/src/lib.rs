@@ -16,6 +16,9 @@
 //! | `client` | no | [`client::RemoteServer`], child-process (stdio) transport |
 //! | `http` | no | Streamable HTTP: [`server::McpServer::serve_http`] and [`http::McpHttpService`] (session cap, idle expiry, `TCP_NODELAY`, rate limits) with `server`, `RemoteServer::connect_http` and `RemoteServer::http` with `client` |
 //! | `rustls` | yes | `https://` for the Streamable HTTP client: rustls with the `aws-lc-rs` provider given to each client (nothing installed process-wide), webpki-roots' Mozilla roots and `HttpConnect::add_root_certificate`; without it the client speaks plain `http://` only |
+//! | `auth` | no | the Streamable HTTP server as an OAuth protected resource: [`http::auth`]'s bearer validation (JWTs against a JWKS, or token introspection), scopes per tool, the resource metadata; implies `http` and `server` |
+//! | `oauth` | no | the client's OAuth login (`client::oauth`: metadata discovery, registration, PKCE, token refresh) for servers that ask for it; implies `http` and `client` |
+//! | `otel` | no | W3C trace context over MCP: a forwarded call carries the current span as `_meta.traceparent`, and the server runs a call under the `traceparent` it was sent (with keel-tools-core's `otel`) |
 //! | `elicitation` | no | rmcp's typed elicitation API on the session ([`server::current_request`]); `CallContext::elicit` needs none |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
