@@ -737,46 +737,8 @@ mod tests {
         assert_eq!(message, &format!("{driver}: {cause}"));
     }
 
-    #[tokio::test]
-    async fn an_unknown_sslmode_is_a_configuration_error() {
-        for conninfo in ["host=127.0.0.1 user=keel sslmode=verify_full", "postgresql://keel@127.0.0.1/x?sslmode=on"] {
-            let e = PgStorage::connect(conninfo).await.unwrap_err();
-            assert_eq!(e.code(), "config_error", "{e}");
-            assert!(e.to_string().contains("none of disable, prefer, require, verify-ca, verify-full"), "{e}");
-        }
-    }
-
-    /// A server that answers the client's TLS request with `N` (no TLS), then closes; returns its port.
-    async fn server_without_tls() -> u16 {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            while let Ok((mut tcp, _)) = listener.accept().await {
-                let mut request = [0u8; 8];
-                if tcp.read_exact(&mut request).await.is_ok() {
-                    let _ = tcp.write_all(b"N").await;
-                }
-            }
-        });
-        port
-    }
-
-    #[cfg(feature = "rustls")]
-    #[tokio::test]
-    async fn sslmode_require_refuses_a_server_without_tls() {
-        let port = server_without_tls().await;
-        for mode in ["require", "verify-ca", "verify-full"] {
-            let e = PgStorage::connect(format!("host=127.0.0.1 port={port} user=keel dbname=x sslmode={mode}"))
-                .await
-                .unwrap_err();
-            assert_eq!(e.code(), "store_unavailable", "{e}");
-            assert!(e.to_string().contains("server does not support TLS"), "{e}");
-            assert!(e.to_string().contains(&format!("?sslmode={mode}")), "the store is shown with its mode: {e}");
-            assert!(e.source().is_some_and(|s| s.is::<tokio_postgres::Error>()), "{e:?}");
-        }
-    }
-
+    /// The connection string's TLS settings are keel-tools-postgres's (tested there); this build's `rustls` feature
+    /// reaches them: without it, a mode that needs TLS is refused before any connection.
     #[cfg(not(feature = "rustls"))]
     #[tokio::test]
     async fn without_the_rustls_feature_a_mode_that_needs_tls_is_a_configuration_error() {
@@ -785,12 +747,6 @@ mod tests {
             assert_eq!(e.code(), "config_error", "{e}");
             assert!(e.to_string().contains("`rustls` feature"), "{e}");
         }
-        // `prefer` is not refused: it goes ahead without TLS (here to a server that fails it otherwise).
-        let port = server_without_tls().await;
-        let e = PgStorage::connect(format!("host=127.0.0.1 port={port} user=keel dbname=x sslmode=prefer"))
-            .await
-            .unwrap_err();
-        assert_eq!(e.code(), "store_unavailable", "{e}");
     }
 
     /// The statements built from the column list, as they were written out before it.
