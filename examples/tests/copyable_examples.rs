@@ -123,3 +123,33 @@ async fn catalogue_rows_serves_each_tenant_its_rows() {
         ]
     );
 }
+
+/// The README's demo, `cargo run -p examples --example incident_desk`, runs to its end and prints what it says it
+/// prints. Run as the binary `cargo test` builds (every example is built for the tests of its package).
+#[test]
+fn the_readme_demo_runs() {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/copyable_examples-<hash> -> target/<profile>/examples/incident_desk
+    let demo = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join("incident_desk");
+    assert!(
+        demo.with_extension(std::env::consts::EXE_EXTENSION).exists(),
+        "{} is not built: run `cargo test -p examples` (which builds the examples) or `cargo build -p examples \
+         --example incident_desk`",
+        demo.display()
+    );
+    let out = std::process::Command::new(&demo).env_remove("RUST_LOG").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the demo failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("== What the model sees: ollama_schemas() of the incident desk"), "{stdout}");
+    for part in
+        ["\n== The desk: four calls through one executor\n", "\n== The bureau: batches, decisions and the event log"]
+    {
+        assert!(stdout.contains(part), "{part:?} is missing:\n{stdout}");
+    }
+    assert!(stdout.contains("tools are compiled into this binary; each view above exposes only its own.)"), "{stdout}");
+}
