@@ -61,10 +61,11 @@ use crate::render;
 pub mod oauth;
 
 /// Why connecting to a remote server failed. [`source`](std::error::Error::source) is the error it comes from:
-/// the SDK's `ClientInitializeError` (the handshake), `std::io::Error` (spawning the child), keel-tools-tls's `TlsError`
-/// (a root certificate that is not PEM), `reqwest::Error` (building the HTTP client, or a request that failed in the transport, such
-/// as a refused TLS certificate) or [`NameMappingError`] (a namespace that is not one keel name segment). The text
-/// is the source's chain, each part once: reqwest's own text is often just "error sending request".
+/// the SDK's `ClientInitializeError` (the handshake), `std::io::Error` (spawning the child), keel-tools-tls's
+/// `TlsError` (a root certificate that is not PEM), `reqwest::Error` (building the HTTP client, or a request that
+/// failed in the transport, such as a refused TLS certificate) or [`NameMappingError`] (a namespace that is not one
+/// keel name segment). The text is the source's chain, each part once: reqwest's own text is often just "error
+/// sending request".
 #[derive(Debug, Clone)]
 pub struct ConnectError {
     source: Arc<dyn std::error::Error + Send + Sync + 'static>,
@@ -720,7 +721,7 @@ async fn transport_cause(client: &reqwest::Client, url: &str) -> Option<ConnectE
     }
 }
 
-/// The TLS configuration of one HTTP client: the `aws-lc-rs` provider, webpki-roots and `extra` (PEM).
+/// The TLS configuration of one HTTP client: keel-tools-tls's, Mozilla's roots plus `extra` (PEM).
 #[cfg(all(feature = "http", feature = "rustls"))]
 fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, ConnectError> {
     keel_tools_tls::client_config(extra).map_err(ConnectError::new)
