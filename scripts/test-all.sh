@@ -45,9 +45,12 @@ step "the facade with mcp-client alone reaches an https:// MCP server over TLS"
 cargo test --quiet -p keel-tools --features mcp-client --test mcp_https
 
 step "OpenTelemetry spans (feature otel, off in the workspace build), against in-memory exporters"
-cargo test --quiet -p keel-tools-core --features otel --test runtime -- otel::
-cargo test --quiet -p keel-tools-agent --features otel,stub --test agent -- otel::
-cargo test --quiet -p keel-tools-mcp --features otel,client,server --lib --test otel
+# The same packages and features in each command, so the three share one build of the libraries.
+otel=(-p keel-tools-core -p keel-tools-agent -p keel-tools-mcp
+    --features keel-tools-core/otel,keel-tools-agent/otel,keel-tools-agent/stub,keel-tools-mcp/otel,keel-tools-mcp/client,keel-tools-mcp/server)
+cargo test --quiet "${otel[@]}" --test runtime -- otel::
+cargo test --quiet "${otel[@]}" --test agent -- otel::
+cargo test --quiet "${otel[@]}" --test otel
 
 step "the fuzz targets: built (stable toolchain, its own lock file) and run once on each seed of its corpus"
 # Built into the workspace's target directory, where they share the builds of the dependencies they have in common
