@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
 # Packages every published crate (every workspace member but examples, tests, bench and fuzz, which are
-# `publish = false`) and checks each from its `.crate` file alone: what `cargo publish` would upload, compiled from
-# the package's own files against the other packages (never against this checkout's folders).
+# `publish = false`) and checks the packages from their `.crate` files: what `cargo publish` would upload, compiled
+# from the packages' own files against each other (never against this checkout's folders).
 #
-#   bash scripts/package.sh                  # package, then check each package alone
+#   bash scripts/package.sh                  # package, then check the packages together
+#   bash scripts/package.sh --each           # package, then check each package by itself, with its own features
 #   bash scripts/package.sh --allow-dirty    # in a tree with uncommitted changes
 #   bash scripts/package.sh --no-verify      # list and package only
 #
-# Extra arguments go to `cargo package`. The check is `cargo check` of each package by itself (its own features,
-# as a user's build would resolve them), in a workspace made of the unpacked `.crate` files under
-# target/package/check, in which the packages find each other through `[patch.crates-io]`; the versions of
-# everything else are this checkout's Cargo.lock. A file that the package leaves out but the code reads
-# (`include_str!`, a module, a README the docs include), a dependency or feature declared only in the workspace,
-# fails there. `cargo check` rather than `cargo package`'s own verification (a full build of each package, one after
-# another): the same compile errors, without code generation, and with the dependencies checked once where the
-# features agree (about 4 minutes less on 2 cores).
+# Extra arguments go to `cargo package`. The packages are unpacked into a workspace under target/package/check, in
+# which they find each other through `[patch.crates-io]`; the versions of everything else are this checkout's
+# Cargo.lock. A file that a package leaves out but its code reads (`include_str!`, a module, a README the docs
+# include) fails the check. By default it is one `cargo check` of that workspace (the features of all the packages
+# together: what every CI run does). `--each` checks each package by itself, as a user's build resolves its
+# features, which also finds a feature a crate uses without declaring it (another crate of the workspace turning it
+# on); `cargo publish` verifies each crate that way too, with a full build, before it uploads it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 verify=1
+each=0
 args=()
 for arg in "$@"; do
-    if [ "$arg" = --no-verify ]; then verify=0; else args+=("$arg"); fi
+    case $arg in
+        --no-verify) verify=0 ;;
+        --each) each=1 ;;
+        *) args+=("$arg") ;;
+    esac
 done
 
 metadata=$(cargo metadata --no-deps --format-version 1)
@@ -48,12 +53,14 @@ mkdir -p "$check"
 members=()
 patches=()
 for crate in $published; do
-    tar -xzf "$target_dir/package/$crate.crate" -C "$check"
+    # With the time of unpacking (-m), not the archive's fixed date in 2006: cargo decides what to check
+    # again by the files' times, and would otherwise take a check of an earlier run's sources for this one's.
+    tar -xzmf "$target_dir/package/$crate.crate" -C "$check"
     members+=("\"$crate\"")
     patches+=("${crate%-*} = { path = \"$crate\" }")
 done
 {
-    echo '# Made by scripts/package.sh: the packaged crates, unpacked, each checked by itself.'
+    echo '# Made by scripts/package.sh: the packaged crates, unpacked.'
     echo '[workspace]'
     echo 'resolver = "3"'
     echo "members = [$(IFS=,; echo "${members[*]}")]"
@@ -63,6 +70,16 @@ done
 } >"$check/Cargo.toml"
 # The versions of everything else: this checkout's lock (cargo drops what the packages do not use).
 cp Cargo.lock "$check/Cargo.lock"
+
+if [ "$each" = 0 ]; then
+    echo "== package: the packages, checked together from their .crate files"
+    if ! cargo check --quiet --manifest-path "$check/Cargo.toml" --target-dir "$target_dir" --workspace; then
+        echo "package: the packages did not compile from their packaged files (in ${check#"$PWD"/})" >&2
+        exit 1
+    fi
+    echo "package: ${published// /, }: compile from their .crate files"
+    exit 0
+fi
 
 failed=()
 for crate in $published; do
