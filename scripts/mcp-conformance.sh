@@ -23,7 +23,8 @@
 #    and against the example binary run, and fail if a peer is missing, instead of being skipped.
 #
 # Needs: cargo, npm (any Node to run it), python3 >= 3.10 with venv. Set MCP_SKIP_RUST_TESTS=1 to skip step 5 (as
-# scripts/test-all.sh does, which runs those tests itself with peers required).
+# scripts/test-all.sh does, which runs those tests itself with peers required), MCP_INSTALL_ONLY=1 to stop after
+# step 1 (as .ci/run does, to install the peers while it compiles; a later full run finds them installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -74,6 +75,10 @@ export PATH="$NODE_DIR/node_modules/.bin:$PATH"
 echo "== mcp: pip install (target/ci-venv)"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 timeout 600 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$PY_MCP_VERSION"
+if [ "${MCP_INSTALL_ONLY:-}" = 1 ]; then
+    echo "mcp: peers installed (target/ci-node, target/ci-venv)"
+    exit 0
+fi
 
 echo "== mcp: build the example server"
 # With the workspace's features (`--workspace`), so that `cargo test --workspace` reuses these builds.
