@@ -294,10 +294,11 @@ impl HttpConfig {
         self
     }
 
-    /// Answers `GET path` (e.g. `/health`) with `report()`: `200 OK` and `{"status": "ok"}` when it says healthy,
-    /// else `503 Service Unavailable` and `{"status": "degraded"}`, so that a load balancer or an orchestrator can
-    /// read it. The report's own body is sent only with [`HttpConfig::health_details`]. Served by
-    /// [`McpHttpService::serve`](super::McpHttpService::serve) beside the MCP path; `report` runs on each request and should be cheap.
+    /// Answers `GET path` (e.g. `/health`) with `report()`: `200 OK` and `{"status": "ok"}` when it says healthy, else
+    /// `503 Service Unavailable` and `{"status": "degraded"}`, so that a load balancer or an orchestrator can read it.
+    /// The report's own body is sent only with [`HttpConfig::health_details`]. Served by
+    /// [`McpHttpService::serve`](super::McpHttpService::serve) beside the MCP path; `report` runs on each request and
+    /// should be cheap.
     pub fn health(
         mut self,
         path: impl Into<String>,
@@ -316,8 +317,8 @@ impl HttpConfig {
 
     /// Changes the SDK's own settings: SSE keep-alive and retry, session mode, and its host and origin lists (the
     /// methods above set those too). Its `legacy_session_mode` decides whether sessions are offered at all; its
-    /// cancellation token is replaced by [`McpHttpService::serve`](super::McpHttpService::serve)'s shutdown token, and its
-    /// `max_request_body_bytes` by [`HttpConfig::max_body_bytes`].
+    /// cancellation token is replaced by [`McpHttpService::serve`](super::McpHttpService::serve)'s shutdown token, and
+    /// its `max_request_body_bytes` by [`HttpConfig::max_body_bytes`].
     pub fn sdk(mut self, f: impl FnOnce(StreamableHttpServerConfig) -> StreamableHttpServerConfig) -> Self {
         self.sdk = f(self.sdk);
         self

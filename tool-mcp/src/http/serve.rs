@@ -25,9 +25,9 @@ impl McpHttpService {
     /// Serves this service at `path` (e.g. `/mcp`) on `listener` until `shutdown` is cancelled; other paths answer
     /// 404.
     ///
-    /// Each connection runs on its own task (HTTP/1.1, keep-alive) with `TCP_NODELAY` set, under the connection
-    /// caps and the header timeout of the [`HttpConfig`](super::HttpConfig). On shutdown the listener closes, sessions and their SSE
-    /// streams end, and open connections get a few seconds to finish.
+    /// Each connection runs on its own task (HTTP/1.1, keep-alive) with `TCP_NODELAY` set, under the connection caps
+    /// and the header timeout of the [`HttpConfig`](super::HttpConfig). On shutdown the listener closes, sessions and
+    /// their SSE streams end, and open connections get a few seconds to finish.
     pub async fn serve(&self, listener: TcpListener, path: &str, shutdown: CancellationToken) -> std::io::Result<()> {
         let mut service = self.clone();
         service.inner.config.cancellation_token = shutdown.child_token();
