@@ -14,13 +14,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Each remote tool becomes a [`ToolDefinition`] named `<namespace>.<tool>` ([`crate::names`]): two servers
-//! imported under two namespaces cannot collide with each other or with local tools. Its schemas are the server's
-//! `tools/list` entry: the executor validates arguments against `inputSchema` *before* forwarding (an invalid call
-//! never reaches the server), and results against `outputSchema` when there is one (`invalid_tool_output`
-//! otherwise). A tool without `outputSchema` returns its content blocks as a [`Content`](keel_tools_core::content::Content)
-//! value, so serving the registry again over MCP passes them through unchanged.
-//! Each definition is tagged `mcp` and `mcp:<namespace>` (for views), its version is the server's
+//! Each remote tool becomes a [`ToolDefinition`](keel_tools_core::definition::ToolDefinition) named
+//! `<namespace>.<tool>` ([`crate::names`]): two servers imported under two namespaces cannot collide with each other or
+//! with local tools. Its schemas are the server's `tools/list` entry: the executor validates arguments against
+//! `inputSchema` *before* forwarding (an invalid call never reaches the server), and results against `outputSchema`
+//! when there is one (`invalid_tool_output` otherwise). A tool without `outputSchema` returns its content blocks as a
+//! [`Content`](keel_tools_core::content::Content) value, so serving the registry again over MCP passes them through
+//! unchanged. Each definition is tagged `mcp` and `mcp:<namespace>` (for views), its version is the server's
 //! `serverInfo.version` when that reads `MAJOR.MINOR[.PATCH]` (else `1.0`), and its description is the remote's.
 //!
 //! Each definition holds its own [`Forwarder`] (shared by nothing else), so per-tool limits and metrics live with
@@ -39,13 +39,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
+#[cfg(feature = "http")]
 use std::time::Duration;
 
-use keel_tools_core::definition::{BoxFuture, DynHandler};
-use keel_tools_core::definition::{DefinitionError, Effect, ToolDefinition};
-use keel_tools_core::{CallContext, ToolError};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationCapability, FormElicitationCapability, Implementation, InitializeRequestParams, ProtocolVersion, Tool,
@@ -55,176 +53,15 @@ use rmcp::{ClientHandler, ClientLifecycleMode, Peer, RoleClient};
 use serde_json::Value;
 
 use crate::names::{self, NameMappingError};
-use crate::render;
 
+mod error;
+mod import;
 #[cfg(feature = "oauth")]
 pub mod oauth;
 
-/// Why connecting to a remote server failed. [`source`](std::error::Error::source) is the error it comes from:
-/// the SDK's `ClientInitializeError` (the handshake), `std::io::Error` (spawning the child), keel-tools-tls's
-/// `TlsError` (a root certificate that is not PEM), `reqwest::Error` (building the HTTP client, or a request that
-/// failed in the transport, such as a refused TLS certificate) or [`NameMappingError`] (a namespace that is not one
-/// keel name segment). The text is the source's chain, each part once: reqwest's own text is often just "error
-/// sending request".
-#[derive(Debug, Clone)]
-pub struct ConnectError {
-    source: Arc<dyn std::error::Error + Send + Sync + 'static>,
-}
-
-impl fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "connecting to the MCP server failed: ")?;
-        let mut parts = vec![self.source.to_string()];
-        let mut source = self.source.source();
-        while let Some(s) = source {
-            let text = s.to_string();
-            if !parts.iter().any(|p| p.contains(&text)) {
-                parts.push(text);
-            }
-            source = s.source();
-        }
-        f.write_str(&parts.join(": "))
-    }
-}
-
-impl std::error::Error for ConnectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.source)
-    }
-}
-
-impl ConnectError {
-    fn new(source: impl std::error::Error + Send + Sync + 'static) -> ConnectError {
-        ConnectError { source: Arc::new(source) }
-    }
-
-    /// The server's `WWW-Authenticate` challenge, when it refused the connection with a `401` or `403` (an MCP
-    /// server that is an OAuth protected resource; [`HttpConnect::login`] answers it). Feature `http`.
-    #[cfg(feature = "http")]
-    pub fn auth_challenge(&self) -> Option<&str> {
-        self.source.downcast_ref::<rmcp::service::ClientInitializeError>()?.auth_challenge()
-    }
-}
-
-/// One reason a remote tool could not be imported. A problem that comes from another error returns it from
-/// [`source`](std::error::Error::source). Two problems are equal when their fields are, errors compared by the text
-/// of their chains.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum ImportProblem {
-    /// `tools/list` failed: the SDK's error (an [`rmcp::service::ServiceError`]).
-    ListFailed(Arc<dyn std::error::Error + Send + Sync + 'static>),
-    /// The remote name has no keel name.
-    Unmappable(NameMappingError),
-    /// Several remote names map to the same keel name.
-    Collision {
-        /// The keel name.
-        name: String,
-        /// The remote names, sorted.
-        origins: Vec<String>,
-    },
-    /// The remote entry does not make a valid definition (e.g. its input schema is not an object schema).
-    InvalidDefinition {
-        /// The remote name.
-        origin: String,
-        /// What is wrong: the definition builder's error (a [`keel_tools_core::definition::DefinitionError`]).
-        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
-    },
-    /// An [`Importer::effect`] override names a tool the server does not list.
-    UnknownOverride(String),
-}
-
-impl fmt::Display for ImportProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ImportProblem::ListFailed(e) => write!(f, "tools/list failed: {e}"),
-            ImportProblem::Unmappable(e) => e.fmt(f),
-            ImportProblem::Collision { name, origins } => {
-                write!(f, "MCP tools {} all map to `{name}`; import them under different servers", origins.join(", "))
-            }
-            ImportProblem::InvalidDefinition { origin, source } => write!(f, "MCP tool {origin:?}: {source}"),
-            ImportProblem::UnknownOverride(o) => {
-                write!(f, "effect override names {o:?}, which the server does not list")
-            }
-        }
-    }
-}
-
-/// Why an import failed: every problem found, not only the first; [`source`](std::error::Error::source) is the
-/// first of them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImportError {
-    namespace: String,
-    problems: Vec<ImportProblem>,
-}
-
-impl ImportError {
-    /// The problems.
-    pub fn problems(&self) -> &[ImportProblem] {
-        &self.problems
-    }
-}
-
-impl fmt::Display for ImportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "importing the tools of MCP server `{}` failed ({} problem(s))",
-            self.namespace,
-            self.problems.len()
-        )?;
-        for p in &self.problems {
-            write!(f, "\n- {p}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ImportProblem {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ImportProblem::ListFailed(source) | ImportProblem::InvalidDefinition { source, .. } => Some(&**source),
-            ImportProblem::Unmappable(e) => Some(e),
-            ImportProblem::Collision { .. } | ImportProblem::UnknownOverride(_) => None,
-        }
-    }
-}
-
-impl PartialEq for ImportProblem {
-    fn eq(&self, other: &ImportProblem) -> bool {
-        use ImportProblem as P;
-        match (self, other) {
-            (P::ListFailed(a), P::ListFailed(b)) => same_source(&**a, &**b),
-            (P::Unmappable(a), P::Unmappable(b)) => a == b,
-            (P::Collision { name: n1, origins: o1 }, P::Collision { name: n2, origins: o2 }) => n1 == n2 && o1 == o2,
-            (P::InvalidDefinition { origin: o1, source: s1 }, P::InvalidDefinition { origin: o2, source: s2 }) => {
-                o1 == o2 && same_source(&**s1, &**s2)
-            }
-            (P::UnknownOverride(a), P::UnknownOverride(b)) => a == b,
-            _ => false,
-        }
-    }
-}
-
-impl Eq for ImportProblem {}
-
-/// Whether two errors read the same, source by source (errors have no equality of their own).
-fn same_source(a: &(dyn std::error::Error + 'static), b: &(dyn std::error::Error + 'static)) -> bool {
-    let (mut a, mut b) = (Some(a), Some(b));
-    loop {
-        match (a, b) {
-            (None, None) => return true,
-            (Some(x), Some(y)) if x.to_string() == y.to_string() => (a, b) = (x.source(), y.source()),
-            _ => return false,
-        }
-    }
-}
-
-impl std::error::Error for ImportError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.problems.first().map(|p| p as &(dyn std::error::Error + 'static))
-    }
-}
+pub use error::{ConnectError, ImportError, ImportProblem};
+use import::ForwarderInner;
+pub use import::{Forwarder, Importer, RemoteTools};
 
 /// The rmcp client handler of a connection.
 struct KeelClient {
@@ -727,294 +564,13 @@ fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, ConnectError> {
     keel_tools_tls::client_config(extra).map_err(ConnectError::new)
 }
 
-/// Import settings; see [`RemoteServer::importer`].
-#[must_use]
-pub struct Importer {
-    server: RemoteServer,
-    effects: BTreeMap<String, Effect>,
-    trust_annotations: bool,
-    timeout: Option<Duration>,
-}
-
-impl Importer {
-    /// The effect of remote tool `origin` (its MCP name), whatever its annotations say.
-    pub fn effect(mut self, origin: impl Into<String>, effect: Effect) -> Self {
-        self.effects.insert(origin.into(), effect);
-        self
-    }
-    /// Whether the effects follow the remote's annotations (default `true`); with `false`, every tool without an
-    /// override is `destructive`.
-    pub fn trust_annotations(mut self, trust: bool) -> Self {
-        self.trust_annotations = trust;
-        self
-    }
-    /// The timeout of every imported tool (default: the executor's).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// Lists the remote tools and builds one definition (and one forwarder) per tool. Unmappable names, name
-    /// collisions and invalid entries are all reported; nothing is dropped silently.
-    pub async fn import(self) -> Result<RemoteTools, ImportError> {
-        let conn = &self.server.conn;
-        let fail = |problems| ImportError { namespace: conn.namespace.clone(), problems };
-        let tools = self.server.list_tools().await.map_err(|e| fail(vec![ImportProblem::ListFailed(Arc::new(e))]))?;
-        let mut problems = Vec::new();
-        let mut by_name: BTreeMap<String, Vec<&Tool>> = BTreeMap::new();
-        for tool in &tools {
-            match names::map_tool_name(&conn.namespace, &tool.name) {
-                Ok(name) => by_name.entry(name).or_default().push(tool),
-                Err(e) => problems.push(ImportProblem::Unmappable(e)),
-            }
-        }
-        for o in self.effects.keys() {
-            if !tools.iter().any(|t| t.name == o.as_str()) {
-                problems.push(ImportProblem::UnknownOverride(o.clone()));
-            }
-        }
-        let mut definitions = Vec::new();
-        let mut forwarders = BTreeMap::new();
-        for (name, origins) in by_name {
-            let [tool] = origins.as_slice() else {
-                let mut origins: Vec<String> = origins.iter().map(|t| t.name.to_string()).collect();
-                origins.sort();
-                problems.push(ImportProblem::Collision { name, origins });
-                continue;
-            };
-            match self.definition(&name, tool) {
-                Ok((def, forwarder)) => {
-                    definitions.push(def);
-                    forwarders.insert(name, forwarder);
-                }
-                Err(e) => problems
-                    .push(ImportProblem::InvalidDefinition { origin: tool.name.to_string(), source: Arc::new(e) }),
-            }
-        }
-        if !problems.is_empty() {
-            return Err(fail(problems));
-        }
-        Ok(RemoteTools { definitions, forwarders })
-    }
-
-    fn effect_of(&self, tool: &Tool) -> Effect {
-        if let Some(e) = self.effects.get(tool.name.as_ref()) {
-            return *e;
-        }
-        let Some(a) = tool.annotations.as_ref().filter(|_| self.trust_annotations) else { return Effect::Destructive };
-        match (a.read_only_hint, a.destructive_hint) {
-            (Some(true), _) => Effect::Read,
-            (_, Some(false)) => Effect::Write,
-            _ => Effect::Destructive,
-        }
-    }
-
-    fn definition(&self, name: &str, tool: &Tool) -> Result<(ToolDefinition, Arc<Forwarder>), DefinitionError> {
-        let conn = &self.server.conn;
-        let effect = self.effect_of(tool);
-        let forwarder = self.server.forwarder(name, tool.name.to_string(), tool.output_schema.is_some());
-        let description = tool
-            .description
-            .as_deref()
-            .filter(|d| !d.trim().is_empty())
-            .map_or_else(|| format!("{} (tool of MCP server {})", tool.name, conn.namespace), str::to_owned);
-        let idempotent = tool
-            .annotations
-            .as_ref()
-            .filter(|_| self.trust_annotations)
-            .and_then(|a| a.idempotent_hint)
-            .unwrap_or(effect == Effect::Read);
-        let output = match &tool.output_schema {
-            Some(s) => Value::Object((**s).clone()),
-            None => keel_tools_core::content::content_schema(),
-        };
-        let mut builder = ToolDefinition::builder(name.to_owned())
-            .description(description)
-            .version(conn.version.clone())
-            .effect(effect)
-            .idempotent(idempotent)
-            .tag("mcp")
-            .tag(format!("mcp:{}", conn.namespace))
-            .source(format!("mcp:{} tool {:?}", conn.namespace, tool.name))
-            .input_schema(Value::Object((*tool.input_schema).clone()))
-            .output_schema(output)
-            .handler(forwarder.clone());
-        if let Some(t) = self.timeout {
-            builder = builder.timeout(t);
-        }
-        let def = builder.build()?;
-        Ok((def, forwarder))
-    }
-}
-
-/// The imported tools of one server: definitions for a registry, and their forwarders.
-pub struct RemoteTools {
-    definitions: Vec<ToolDefinition>,
-    forwarders: BTreeMap<String, Arc<Forwarder>>,
-}
-
-impl fmt::Debug for RemoteTools {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RemoteTools").field("tools", &self.forwarders.keys().collect::<Vec<_>>()).finish()
-    }
-}
-
-impl RemoteTools {
-    /// The keel names, sorted.
-    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
-        self.forwarders.keys().map(String::as_str)
-    }
-    /// The definitions, to add with [`RegistryBuilder::tools`](keel_tools_core::registry::RegistryBuilder::tools).
-    pub fn definitions(&self) -> &[ToolDefinition] {
-        &self.definitions
-    }
-    /// The forwarder of the tool named `name` (the same instance its definition holds).
-    pub fn forwarder(&self, name: &str) -> Option<&Arc<Forwarder>> {
-        self.forwarders.get(name)
-    }
-    /// Every forwarder, by keel name.
-    pub fn forwarders(&self) -> &BTreeMap<String, Arc<Forwarder>> {
-        &self.forwarders
-    }
-    /// The definitions, by value.
-    pub fn into_definitions(self) -> Vec<ToolDefinition> {
-        self.definitions
-    }
-}
-
-/// Forwards one remote tool's calls: held by its definition (and so by the registry), one per tool.
-pub struct Forwarder {
-    inner: Arc<ForwarderInner>,
-}
-
-struct ForwarderInner {
-    conn: Arc<Connection>,
-    name: String,
-    origin: String,
-    structured: bool,
-    calls: AtomicU64,
-    failures: AtomicU64,
-}
-
-impl fmt::Debug for Forwarder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Forwarder")
-            .field("name", &self.inner.name)
-            .field("origin", &self.inner.origin)
-            .field("calls", &self.calls())
-            .field("failures", &self.failures())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Forwarder {
-    /// The keel name, e.g. `everything.get_tiny_image`.
-    pub fn name(&self) -> &str {
-        &self.inner.name
-    }
-    /// The remote's name, e.g. `getTinyImage`, used on the wire.
-    pub fn origin(&self) -> &str {
-        &self.inner.origin
-    }
-    /// The namespace (server) it belongs to.
-    pub fn namespace(&self) -> &str {
-        &self.inner.conn.namespace
-    }
-    /// Calls forwarded so far (each one was sent to the remote server).
-    pub fn calls(&self) -> u64 {
-        self.inner.calls.load(Ordering::Relaxed)
-    }
-    /// Whether results are the remote's `structuredContent` (the tool has an `outputSchema`) rather than its
-    /// content blocks.
-    pub fn structured(&self) -> bool {
-        self.inner.structured
-    }
-    /// Forwarded calls that failed (remote error, protocol or transport failure).
-    pub fn failures(&self) -> u64 {
-        self.inner.failures.load(Ordering::Relaxed)
-    }
-}
-
-impl ForwarderInner {
-    async fn forward(&self, arguments: Value, ctx: CallContext) -> Result<Value, ToolError> {
-        let Value::Object(arguments) = arguments else {
-            return Err(ToolError::internal(std::io::Error::other("validated arguments are not an object")));
-        };
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        #[cfg_attr(not(feature = "otel"), expect(unused_mut))]
-        let mut params = CallToolRequestParams::new(self.origin.clone()).with_arguments(arguments);
-        #[cfg(feature = "otel")]
-        crate::otel::inject(&mut params.meta.get_or_insert_with(Default::default).0);
-        // Dropping the request (local timeout or cancellation) sends `notifications/cancelled` to the remote.
-        let outcome = tokio::select! {
-            r = self.conn.call_tool(params) => r,
-            () = ctx.cancellation().cancelled() => {
-                return Err(ToolError::internal(std::io::Error::other("call cancelled")));
-            }
-        };
-        let result = match outcome {
-            Ok(r) => render::remote_outcome(r, self.structured),
-            // The remote tool needs what this connection does not offer (sampling, elicitation, roots, tasks): the
-            // same code as a local tool's in the same case.
-            Err(ServiceError::McpError(e)) if e.code == rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY => {
-                let required = e.data.as_ref().and_then(|d| d.get("requiredCapabilities")).cloned();
-                Err(keel_tools_core::tool_error!(
-                    "client_capability_missing",
-                    "the MCP server's tool {:?} needs a client capability this connection does not offer",
-                    self.origin
-                )
-                .with_details(serde_json::json!({"requiredCapabilities": required})))
-            }
-            Err(ServiceError::McpError(e)) => Err(keel_tools_core::tool_error!(
-                "remote_rejected",
-                "the MCP server rejected the call to {:?} (JSON-RPC error {})",
-                self.origin,
-                e.code.0
-            )
-            .with_details(render::rpc_error_details(e.code.0, &e.message))),
-            Err(e) => {
-                tracing::warn!(tool = %self.name, error = %e, "forwarding to the MCP server failed");
-                Err(ToolError::internal(ForwardError { tool: self.name.clone(), source: e }))
-            }
-        };
-        if result.is_err() {
-            self.failures.fetch_add(1, Ordering::Relaxed);
-        }
-        result
-    }
-}
-
-/// A forwarded call that failed in the transport or the protocol: the executor's internal-error hook gets the SDK's
-/// error as the source.
-#[derive(Debug)]
-struct ForwardError {
-    tool: String,
-    source: ServiceError,
-}
-
-impl fmt::Display for ForwardError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "forwarding to {} failed: {}", self.tool, self.source)
-    }
-}
-
-impl std::error::Error for ForwardError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
-    }
-}
-
-impl DynHandler for Forwarder {
-    fn call(&self, arguments: Value, ctx: CallContext) -> BoxFuture<Result<Value, ToolError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.forward(arguments, ctx).await })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::error::Error;
 
+    use keel_tools_core::definition::{DefinitionError, ToolDefinition};
+
+    use super::import::ForwardError;
     use super::*;
 
     #[tokio::test]
