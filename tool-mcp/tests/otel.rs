@@ -29,16 +29,22 @@ static EXPORTER: LazyLock<InMemorySpanExporter> = LazyLock::new(|| {
     exporter
 });
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forwarded_call_continues_the_forwarders_trace_on_the_server() {
-    use opentelemetry::context::FutureExt as _;
-    let exporter = &*EXPORTER;
-
+/// keel's server of `otel_lookup` on one end of an in-memory pipe: the other end, the client's.
+fn serve_lookup() -> tokio::io::DuplexStream {
     let served = Registry::from_inventory().unwrap().view().names(["otel_lookup"]).build().unwrap();
     let server = McpServer::new(Executor::new(served).unwrap()).unwrap();
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
     let (read, write) = tokio::io::split(server_io);
     tokio::spawn(async move { server.serve_io(read, write).await });
+    client_io
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_call_continues_the_forwarders_trace_on_the_server() {
+    use opentelemetry::context::FutureExt as _;
+    let exporter = &*EXPORTER;
+
+    let client_io = serve_lookup();
     let remote = RemoteServer::connect("remote", client_io).await.expect("connect");
     let forwarded = remote.import().await.expect("import").into_definitions();
     let name = forwarded[0].name().to_owned();
@@ -82,11 +88,7 @@ fn served_span(exporter: &InMemorySpanExporter, call_id: &str) -> SpanData {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_continues_a_well_formed_traceparent_and_ignores_any_other() {
     let exporter = &*EXPORTER;
-    let served = Registry::from_inventory().unwrap().view().names(["otel_lookup"]).build().unwrap();
-    let server = McpServer::new(Executor::new(served).unwrap()).unwrap();
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let (read, write) = tokio::io::split(server_io);
-    tokio::spawn(async move { server.serve_io(read, write).await });
+    let client_io = serve_lookup();
     let (client_read, mut client_write) = tokio::io::split(client_io);
     let mut lines = BufReader::new(client_read).lines();
     let mut send = async |message: serde_json::Value| {
