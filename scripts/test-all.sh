@@ -38,9 +38,8 @@ bash scripts/postgres.sh start
 step "cargo test --workspace"
 # The steps above installed every peer, so a peer a test cannot find is a failure here, as in CI, never a skip
 # (KEEL_REQUIRE_PEERS=1 holds even when the caller has set CI=false).
-# Four test threads per binary on any machine: most of the slow tests wait (on a deadline, a peer, a model), and
-# hold a thread while they do.
-CI="${CI:-true}" KEEL_REQUIRE_PEERS=1 cargo test --workspace -- --test-threads=4
+# Four test threads per binary on any machine (RUST_TEST_THREADS in .cargo/config.toml).
+CI="${CI:-true}" KEEL_REQUIRE_PEERS=1 cargo test --workspace
 
 step "the facade with mcp-client alone reaches an https:// MCP server over TLS"
 # Only keel-tools selected, so keel-tools-mcp gets the facade's features and no other crate's.
