@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keel_tools_core::events::Usage;
+use keel_tools_core::results::same_error;
 use keel_tools_core::{ToolCall, ToolResult, ToolView};
 use serde_json::{Value, json};
 
@@ -543,10 +544,10 @@ impl PartialEq for ModelError {
             }
             (E::Connect { url: u1, source: s1 }, E::Connect { url: u2, source: s2 })
             | (E::Http { url: u1, source: s1 }, E::Http { url: u2, source: s2 }) => {
-                u1 == u2 && same_source(&**s1, &**s2)
+                u1 == u2 && same_error(&**s1, &**s2)
             }
             (E::Timeout { url: u1, after: a1, source: s1 }, E::Timeout { url: u2, after: a2, source: s2 }) => {
-                u1 == u2 && a1 == a2 && same_source(&**s1, &**s2)
+                u1 == u2 && a1 == a2 && same_error(&**s1, &**s2)
             }
             (
                 E::Status { url: u1, status: c1, message: m1, retry_after: w1 },
@@ -570,25 +571,13 @@ impl PartialEq for ModelError {
 
 impl Eq for ModelError {}
 
-/// Whether two errors read the same, source by source (errors have no equality of their own).
-fn same_source(a: &(dyn std::error::Error + 'static), b: &(dyn std::error::Error + 'static)) -> bool {
-    let (mut a, mut b) = (Some(a), Some(b));
-    loop {
-        match (a, b) {
-            (None, None) => return true,
-            (Some(x), Some(y)) if x.to_string() == y.to_string() => (a, b) = (x.source(), y.source()),
-            _ => return false,
-        }
-    }
-}
-
 fn same_optional_source(
     a: Option<&(dyn std::error::Error + Send + Sync + 'static)>,
     b: Option<&(dyn std::error::Error + Send + Sync + 'static)>,
 ) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => same_source(a, b),
+        (Some(a), Some(b)) => same_error(a, b),
         _ => false,
     }
 }

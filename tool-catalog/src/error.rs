@@ -11,6 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use keel_tools_core::definition::Effect;
+use keel_tools_core::results::same_error;
 
 /// Which row an error is about: its SQLite `rowid`, name and tenant, as far as the row could be read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -313,7 +314,7 @@ impl PartialEq for RowError {
             (
                 E::EndpointUnreachable { row: r1, endpoint: e1, source: s1 },
                 E::EndpointUnreachable { row: r2, endpoint: e2, source: s2 },
-            ) => r1 == r2 && e1 == e2 && same_source(&**s1, &**s2),
+            ) => r1 == r2 && e1 == e2 && same_error(&**s1, &**s2),
             _ => false,
         }
     }
@@ -490,7 +491,7 @@ impl PartialEq for CatalogError {
                 m1 == m2 && same_optional_source(s1, s2)
             }
             (E::Row(a), E::Row(b)) => a == b,
-            (E::Serve(a), E::Serve(b)) => same_source(&**a, &**b),
+            (E::Serve(a), E::Serve(b)) => same_error(&**a, &**b),
             _ => false,
         }
     }
@@ -502,25 +503,13 @@ fn as_source<'a>(source: &'a Option<Arc<dyn Error + Send + Sync + 'static>>) -> 
     source.as_deref().map(|s| s as &(dyn Error + 'static))
 }
 
-/// Whether two errors read the same, source by source (errors have no equality of their own).
-fn same_source(a: &(dyn Error + 'static), b: &(dyn Error + 'static)) -> bool {
-    let (mut a, mut b) = (Some(a), Some(b));
-    loop {
-        match (a, b) {
-            (None, None) => return true,
-            (Some(x), Some(y)) if x.to_string() == y.to_string() => (a, b) = (x.source(), y.source()),
-            _ => return false,
-        }
-    }
-}
-
 fn same_optional_source(
     a: &Option<Arc<dyn Error + Send + Sync + 'static>>,
     b: &Option<Arc<dyn Error + Send + Sync + 'static>>,
 ) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => same_source(&**a, &**b),
+        (Some(a), Some(b)) => same_error(&**a, &**b),
         _ => false,
     }
 }

@@ -175,6 +175,30 @@ impl fmt::Display for InvalidToolCode {
 
 impl std::error::Error for InvalidToolCode {}
 
+/// Whether two errors read the same, source by source: their messages, then their sources' messages, down to the
+/// end of both chains. Errors have no equality of their own; keel's error types that keep the errors they come from
+/// (a parser's, an I/O error) compare them with this in their `PartialEq`, and an error type of yours that keeps
+/// keel's can do the same.
+///
+/// ```
+/// use keel_tools_core::results::same_error;
+///
+/// let a = std::io::Error::other("disk full");
+/// let b = std::io::Error::other("disk full");
+/// assert!(same_error(&a, &b));
+/// assert!(!same_error(&a, &std::io::Error::other("no such file")));
+/// ```
+pub fn same_error(a: &(dyn std::error::Error + 'static), b: &(dyn std::error::Error + 'static)) -> bool {
+    let (mut a, mut b) = (Some(a), Some(b));
+    loop {
+        match (a, b) {
+            (None, None) => return true,
+            (Some(x), Some(y)) if x.to_string() == y.to_string() => (a, b) = (x.source(), y.source()),
+            _ => return false,
+        }
+    }
+}
+
 /// The grammar and the reserved set, usable in `const` contexts.
 const fn check_code(code: &str) -> Result<(), bool> {
     let b = code.as_bytes();

@@ -176,9 +176,10 @@ pub mod context {
 pub mod results {
     //! Reading a [`ToolResult`](crate::ToolResult): its [`Outcome`], the [`ErrorBody`] of a failed call with its
     //! stable [`ErrorCode`], and the codes a tool gives its own errors ([`ToolCode`], never one of the
-    //! [`RESERVED_CODES`]). [`ArgumentsError`] says why a call's arguments cannot be used.
+    //! [`RESERVED_CODES`]). [`ArgumentsError`] says why a call's arguments cannot be used; [`same_error`] is the
+    //! equality of errors that keep their sources.
     pub use crate::call::ArgumentsError;
-    pub use crate::error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode};
+    pub use crate::error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode, same_error};
     pub use crate::result::{ErrorBody, HandlerState, Outcome};
 }
 

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use keel_tools_core::results::same_error;
+
 use crate::names::NameMappingError;
 
 /// Why connecting to a remote server failed. [`source`](std::error::Error::source) is the error it comes from:
@@ -140,11 +142,11 @@ impl PartialEq for ImportProblem {
     fn eq(&self, other: &ImportProblem) -> bool {
         use ImportProblem as P;
         match (self, other) {
-            (P::ListFailed(a), P::ListFailed(b)) => same_source(&**a, &**b),
+            (P::ListFailed(a), P::ListFailed(b)) => same_error(&**a, &**b),
             (P::Unmappable(a), P::Unmappable(b)) => a == b,
             (P::Collision { name: n1, origins: o1 }, P::Collision { name: n2, origins: o2 }) => n1 == n2 && o1 == o2,
             (P::InvalidDefinition { origin: o1, source: s1 }, P::InvalidDefinition { origin: o2, source: s2 }) => {
-                o1 == o2 && same_source(&**s1, &**s2)
+                o1 == o2 && same_error(&**s1, &**s2)
             }
             (P::UnknownOverride(a), P::UnknownOverride(b)) => a == b,
             _ => false,
@@ -153,18 +155,6 @@ impl PartialEq for ImportProblem {
 }
 
 impl Eq for ImportProblem {}
-
-/// Whether two errors read the same, source by source (errors have no equality of their own).
-pub(super) fn same_source(a: &(dyn std::error::Error + 'static), b: &(dyn std::error::Error + 'static)) -> bool {
-    let (mut a, mut b) = (Some(a), Some(b));
-    loop {
-        match (a, b) {
-            (None, None) => return true,
-            (Some(x), Some(y)) if x.to_string() == y.to_string() => (a, b) = (x.source(), y.source()),
-            _ => return false,
-        }
-    }
-}
 
 impl std::error::Error for ImportError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {

@@ -4,6 +4,8 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
+use keel_tools_core::results::same_error;
+
 /// One tool whose `tools/list` entry is not a valid MCP tool. Two entries are equal when their tools are and their
 /// sources read the same.
 #[derive(Debug, Clone)]
@@ -28,7 +30,7 @@ impl Error for InvalidToolEntry {
 
 impl PartialEq for InvalidToolEntry {
     fn eq(&self, other: &InvalidToolEntry) -> bool {
-        self.tool == other.tool && same_source(&*self.source, &*other.source)
+        self.tool == other.tool && same_error(&*self.source, &*other.source)
     }
 }
 
@@ -58,25 +60,13 @@ impl PartialEq for OtherProblem {
         self.message == other.message
             && match (&self.source, &other.source) {
                 (None, None) => true,
-                (Some(a), Some(b)) => same_source(&**a, &**b),
+                (Some(a), Some(b)) => same_error(&**a, &**b),
                 _ => false,
             }
     }
 }
 
 impl Eq for OtherProblem {}
-
-/// Whether two errors read the same, source by source (errors have no equality of their own).
-fn same_source(a: &(dyn Error + 'static), b: &(dyn Error + 'static)) -> bool {
-    let (mut a, mut b) = (Some(a), Some(b));
-    loop {
-        match (a, b) {
-            (None, None) => return true,
-            (Some(x), Some(y)) if x.to_string() == y.to_string() => (a, b) = (x.source(), y.source()),
-            _ => return false,
-        }
-    }
-}
 
 /// Why an [`McpServer`](super::McpServer) could not be built: every tool whose entry is not a valid MCP tool, or
 /// a configuration that cannot be used (the `requestState` key). [`source`](Error::source) is the first refused
