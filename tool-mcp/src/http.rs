@@ -102,6 +102,7 @@ pub use config::{
     DEFAULT_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STATELESS_REQUESTS,
     DEFAULT_RETRY_AFTER, DEFAULT_SESSION_IDLE_TIMEOUT, HealthReport, HttpConfig, LOOPBACK_ORIGINS,
 };
+use envelope::Envelope;
 #[cfg(feature = "auth")]
 use envelope::StandardHeaders;
 use rate::{Client, Limiters};
@@ -327,24 +328,25 @@ impl McpHttpService {
                 return text_response(StatusCode::BAD_REQUEST, format!("Bad Request: {e}\n"));
             }
         };
-        let slot = match self.slot_after_body(slot, &parts.headers, &body) {
+        let envelope = Envelope::new(&body);
+        let slot = match self.slot_after_body(slot, &parts.headers, &envelope) {
             Ok(slot) => slot,
             Err(cap) => return self.at_cap(cap),
         };
         // The client's own rate limit, then the tool's scopes, then the tool's rate limit: each refuses before
         // anything of the request is done, and a refusal takes nothing from the checks after it.
-        // The body is read once for both, and only when one of them needs it: the scopes' check, only when a
-        // tool needs a scope, and then it takes the tool from the standard headers when the request has them
-        // (rmcp refuses a request whose headers and body differ, and the executor checks the scopes again in any
-        // case).
+        // The body is parsed at most once for the slot and these checks, and only when one of them needs it: the
+        // scopes' check, only when a tool needs a scope, and then it takes the tool from the standard headers when
+        // the request has them (rmcp refuses a request whose headers and body differ, and the executor checks the
+        // scopes again in any case).
         #[cfg(feature = "auth")]
         let reads_body = self.auth.is_some()
             && self.server.executor().view().has_scoped_tools()
             && StandardHeaders::of(&parts).is_none();
         #[cfg(not(feature = "auth"))]
         let reads_body = false;
-        let message = if self.rates.is_some() || reads_body { rate::Message::of(&body) } else { None };
-        let rated = self.rates.as_ref().map(|rates| (rates, Client::of(&parts), message.as_ref()));
+        let message = if self.rates.is_some() || reads_body { envelope.message() } else { None };
+        let rated = self.rates.as_ref().map(|rates| (rates, Client::of(&parts), message));
         if let Some((rates, client, message)) = &rated
             && message.is_none_or(|m| m.method.is_some() && m.id.is_some())
             && let Err(refusal) = rates.check_principal(client)
@@ -352,7 +354,7 @@ impl McpHttpService {
             return self.rate_limited(refusal, *message, None);
         }
         #[cfg(feature = "auth")]
-        if let Some(refusal) = self.step_up(&parts, message.as_ref()) {
+        if let Some(refusal) = self.step_up(&parts, message) {
             return refusal;
         }
         if let Some((rates, client, Some(message))) = &rated
@@ -362,9 +364,10 @@ impl McpHttpService {
             && self.may_call(&parts, tool)
             && let Err(refusal) = rates.check_tool(tool, client)
         {
-            return self.rate_limited(refusal, Some(message), Some(tool));
+            return self.rate_limited(refusal, Some(*message), Some(tool));
         }
         drop(rated);
+        drop(envelope);
         let response = self.handle_inner(Request::from_parts(parts, Full::new(body))).await;
         match slot {
             Some(slot) => admission::holding(response, slot),

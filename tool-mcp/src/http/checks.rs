@@ -9,6 +9,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::envelope::Message;
 use super::rate::{self, Refusal};
 use super::responses::response;
 #[cfg(feature = "auth")]
@@ -117,7 +118,7 @@ impl McpHttpService {
     pub(super) fn step_up(
         &self,
         parts: &hyper::http::request::Parts,
-        message: Option<&rate::Message<'_>>,
+        message: Option<&Message<'_>>,
     ) -> Option<Response<ResponseBody>> {
         let resource = self.auth.as_ref()?;
         let principal = parts.extensions.get::<Arc<auth::Principal>>()?;
@@ -161,7 +162,7 @@ impl McpHttpService {
     pub(super) fn rate_limited(
         &self,
         refusal: Refusal,
-        message: Option<&rate::Message<'_>>,
+        message: Option<&Message<'_>>,
         tool: Option<&str>,
     ) -> Response<ResponseBody> {
         let (status, retry_after_s, text) = match refusal {

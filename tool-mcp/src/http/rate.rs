@@ -393,38 +393,6 @@ pub(super) fn retry_after_secs(wait: Duration) -> u64 {
     (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
-/// What the rate limits read of a request body: its method, id and, for `tools/call`, the tool's name.
-#[derive(serde::Deserialize, Default)]
-pub(super) struct Message<'a> {
-    #[serde(borrow)]
-    pub(super) method: Option<std::borrow::Cow<'a, str>>,
-    pub(super) id: Option<serde_json::Value>,
-    #[serde(borrow)]
-    params: Option<Params<'a>>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct Params<'a> {
-    #[serde(borrow)]
-    name: Option<std::borrow::Cow<'a, str>>,
-}
-
-impl<'a> Message<'a> {
-    /// Reads `body`; `None` when it is not one JSON-RPC object (a batch, or not JSON: counted as a request with no
-    /// id that can be read).
-    pub(super) fn of(body: &'a [u8]) -> Option<Message<'a>> {
-        serde_json::from_slice(body).ok()
-    }
-
-    /// The tool a `tools/call` names.
-    pub(super) fn tool(&self) -> Option<&str> {
-        if self.method.as_deref() != Some("tools/call") {
-            return None;
-        }
-        self.params.as_ref()?.name.as_deref()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,17 +488,5 @@ mod tests {
         assert_eq!(limiters.check_tool("fast", &alice), Ok(()));
         assert_eq!(limiters.check_tool("slow", &alice), Ok(()));
         assert!(matches!(limiters.check_tool("slow", &alice), Err(Refusal::Wait(_))));
-    }
-
-    #[test]
-    fn a_message_is_read_for_its_method_id_and_tool() {
-        let body = br#"{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"a.b","arguments":{}}}"#;
-        let message = Message::of(body).unwrap();
-        assert_eq!(message.tool(), Some("a.b"));
-        assert_eq!(message.id, Some(serde_json::json!("x-1")));
-        let list = Message::of(br#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"name":"a.b"}}"#).unwrap();
-        assert_eq!(list.tool(), None);
-        assert!(Message::of(b"[1,2]").is_none());
-        assert!(Message::of(b"not json").is_none());
     }
 }

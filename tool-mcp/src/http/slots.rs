@@ -8,7 +8,7 @@ use hyper::{Response, StatusCode};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::admission::{InFlight, RequestSlot};
-use super::envelope::Peek;
+use super::envelope::Envelope;
 use super::responses::text_response;
 use super::{McpHttpService, PROTOCOL_HEADER, ResponseBody, SESSION_HEADER};
 
@@ -54,31 +54,27 @@ impl McpHttpService {
         &self,
         pending: Pending,
         headers: &hyper::HeaderMap,
-        body: &[u8],
+        body: &Envelope<'_>,
     ) -> Result<Option<RequestSlot>, AtCap> {
         match pending {
             Pending::Held(RequestSlot::Session(slot)) => {
-                if Peek::may_name_its_revision(body) && Peek::of(body).names_its_revision() {
+                if body.may_name_its_revision() && body.names_its_revision() {
                     drop(slot);
                     return self.stateless_slot().map(|permit| Some(RequestSlot::Stateless(permit)));
                 }
                 Ok(Some(RequestSlot::Session(slot)))
             }
             Pending::SessionFull => {
-                let peek = Peek::of(body);
-                if peek.names_its_revision() {
+                if body.names_its_revision() {
                     self.stateless_slot().map(|permit| Some(RequestSlot::Stateless(permit)))
-                } else if peek.is_request() {
+                } else if body.is_request() {
                     Err(AtCap::Session)
                 } else {
                     Ok(None)
                 }
             }
             Pending::Held(stateless) => {
-                if !headers.contains_key(&SESSION_HEADER)
-                    && self.sessions.full()
-                    && Peek::of(body).method.as_deref() == Some("initialize")
-                {
+                if !headers.contains_key(&SESSION_HEADER) && self.sessions.full() && body.is_initialize() {
                     // Refused here, with no session made and nothing logged as an error.
                     return Err(AtCap::Sessions);
                 }
