@@ -265,17 +265,40 @@ impl fmt::Debug for JwtVerifier {
     }
 }
 
-/// Why a [`JwtVerifier`] could not be made.
+/// Why a [`JwtVerifier`] or an [`IntrospectionVerifier`](super::introspection::IntrospectionVerifier) could not be
+/// made. When an error of another library is the cause (the JWKS's parser, the file's I/O, the URL's parser, the
+/// HTTP client, keel-tools-tls), it is the [`source`](std::error::Error::source).
 #[derive(Debug)]
-pub struct AuthConfigError(String);
+pub struct AuthConfigError {
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
 
-impl fmt::Display for AuthConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl AuthConfigError {
+    pub(super) fn new(message: impl Into<String>) -> AuthConfigError {
+        AuthConfigError { message: message.into(), source: None }
+    }
+
+    /// `message`, with `source` as the cause.
+    pub(super) fn caused_by(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> AuthConfigError {
+        AuthConfigError { message: message.into(), source: Some(Box::new(source)) }
     }
 }
 
-impl std::error::Error for AuthConfigError {}
+impl fmt::Display for AuthConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AuthConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// The asymmetric algorithms a token may be signed with by default.
 pub const DEFAULT_ALGORITHMS: [Algorithm; 7] = [
@@ -336,8 +359,8 @@ fn key_algorithm(jwk: &Jwk) -> Option<Algorithm> {
 }
 
 fn parse_jwks(text: &str) -> Result<KeyMap, AuthConfigError> {
-    let set: JwkSet =
-        serde_json::from_str(text).map_err(|e| AuthConfigError(format!("the JWKS is not a JWK set: {e}")))?;
+    let set: JwkSet = serde_json::from_str(text)
+        .map_err(|e| AuthConfigError::caused_by(format!("the JWKS is not a JWK set: {e}"), e))?;
     Ok(usable_keys(&set))
 }
 
@@ -363,8 +386,8 @@ impl JwtVerifier {
     pub fn from_jwks_json(issuer: &str, audience: &str, jwks: &str) -> Result<JwtVerifier, AuthConfigError> {
         let keys = parse_jwks(jwks)?;
         if keys.is_empty() {
-            return Err(AuthConfigError(
-                "the JWKS holds no key that can verify a token (RSA, EC or OKP, with a kid)".into(),
+            return Err(AuthConfigError::new(
+                "the JWKS holds no key that can verify a token (RSA, EC or OKP, with a kid)",
             ));
         }
         Ok(JwtVerifier::new(issuer, audience, Keys::Fixed(Arc::new(keys))))
@@ -382,7 +405,7 @@ impl JwtVerifier {
     ) -> Result<JwtVerifier, AuthConfigError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path)
-            .map_err(|e| AuthConfigError(format!("cannot read the JWKS {}: {e}", path.display())))?;
+            .map_err(|e| AuthConfigError::caused_by(format!("cannot read the JWKS {}: {e}", path.display()), e))?;
         JwtVerifier::from_jwks_json(issuer, audience, &text)
     }
 
@@ -857,6 +880,19 @@ mod tests {
         assert_eq!((status, challenge.contains("invalid_token")), (401, true));
         let (status, challenge) = rs.authenticate(Some("Basic dXNlcg==")).await.unwrap_err();
         assert_eq!((status, challenge.contains("invalid_request")), (401, true));
+    }
+
+    #[test]
+    fn a_verifier_that_cannot_be_made_keeps_its_cause() {
+        use std::error::Error;
+        let e = JwtVerifier::from_jwks_json("https://issuer", "https://mcp", "not json").unwrap_err();
+        assert!(e.to_string().starts_with("the JWKS is not a JWK set: "), "{e}");
+        assert!(e.source().is_some_and(|s| s.is::<serde_json::Error>()), "{e:?}");
+        let e =
+            JwtVerifier::from_jwks_file("https://issuer", "https://mcp", "/nonexistent/keel-jwks.json").unwrap_err();
+        assert!(e.source().is_some_and(|s| s.is::<std::io::Error>()), "{e:?}");
+        let e = JwtVerifier::from_jwks_json("https://issuer", "https://mcp", r#"{"keys": []}"#).unwrap_err();
+        assert!(e.source().is_none(), "found wrong by keel itself: {e:?}");
     }
 
     #[test]

@@ -184,25 +184,26 @@ impl IntrospectionVerifier {
     /// When `endpoint` is not an `http://` or `https://` URL, is `https://` without the `rustls` feature, or the
     /// HTTP client cannot be built.
     pub fn new(endpoint: &str, resource: impl Into<String>) -> Result<IntrospectionVerifier, AuthConfigError> {
-        let endpoint = reqwest::Url::parse(endpoint)
-            .map_err(|e| AuthConfigError(format!("the introspection endpoint {endpoint:?} is not a URL: {e}")))?;
+        let endpoint = reqwest::Url::parse(endpoint).map_err(|e| {
+            AuthConfigError::caused_by(format!("the introspection endpoint {endpoint:?} is not a URL: {e}"), e)
+        })?;
         match endpoint.scheme() {
             "http" => {}
             "https" if cfg!(feature = "rustls") => {}
             "https" => {
-                return Err(AuthConfigError(format!(
+                return Err(AuthConfigError::new(format!(
                     "the introspection endpoint {endpoint} needs HTTPS; enable keel-tools-mcp's `rustls` feature"
                 )));
             }
             other => {
-                return Err(AuthConfigError(format!(
+                return Err(AuthConfigError::new(format!(
                     "the introspection endpoint {endpoint} is not http:// or https:// ({other})"
                 )));
             }
         }
         if !endpoint.username().is_empty() || endpoint.password().is_some() {
-            return Err(AuthConfigError(
-                "the introspection endpoint's URL holds credentials; give them to client_credentials".into(),
+            return Err(AuthConfigError::new(
+                "the introspection endpoint's URL holds credentials; give them to client_credentials",
             ));
         }
         Ok(IntrospectionVerifier {
@@ -590,12 +591,14 @@ fn build_client(extra: &[Vec<u8>]) -> Result<reqwest::Client, AuthConfigError> {
     let builder = builder.tls_backend_preconfigured(tls_config(extra)?);
     #[cfg(not(feature = "rustls"))]
     let _ = extra;
-    builder.build().map_err(|e| AuthConfigError(format!("cannot build the introspection client: {}", describe(&e))))
+    builder
+        .build()
+        .map_err(|e| AuthConfigError::caused_by(format!("cannot build the introspection client: {}", describe(&e)), e))
 }
 
 #[cfg(feature = "rustls")]
 fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, AuthConfigError> {
-    keel_tools_tls::client_config(extra).map_err(|e| AuthConfigError(e.to_string()))
+    keel_tools_tls::client_config(extra).map_err(|e| AuthConfigError::caused_by(e.to_string(), e))
 }
 
 #[cfg(test)]
