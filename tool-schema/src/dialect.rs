@@ -13,3 +13,4 @@
 pub mod anthropic_strict;
 pub mod ollama;
 pub mod openai_strict;
+mod strict;

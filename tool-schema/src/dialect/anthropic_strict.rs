@@ -26,8 +26,8 @@
 
 use serde_json::{Map, Value};
 
+use super::strict::{self, Rules};
 use crate::transform::{self, FieldPath, OnRecursion};
-use crate::vocabulary::MAX_DEPTH;
 
 /// The `format`s Anthropic's strict subset accepts.
 pub const STRICT_FORMATS: &[&str] =
@@ -92,6 +92,15 @@ const UNSUPPORTED: &[&str] = &[
     "$ref",
 ];
 
+/// The tables of Anthropic's strict tool use.
+const RULES: Rules = Rules {
+    name: "Anthropic strict tool use",
+    formats: STRICT_FORMATS,
+    kept: KEPT,
+    folded: FOLDED,
+    unsupported: UNSUPPORTED,
+};
+
 /// The `input_schema` sent to Anthropic in strict mode, or why there is none.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AnthropicInput {
@@ -117,14 +126,7 @@ pub fn input_schema(canonical: &Value) -> AnthropicInput {
         };
         return AnthropicInput { schema: loose, strict: Err(format!("{}; {why}", cut.describe())) };
     }
-    let top_is_object = loose.get("type").and_then(Value::as_str) == Some("object");
-    let top_is_union = ["anyOf", "oneOf", "allOf"].iter().any(|k| loose.get(*k).is_some());
-    if !top_is_object || top_is_union {
-        let why = format!(
-            "the top-level arguments are not a single object schema{}; Anthropic strict tool use needs one object \
-             at the top level",
-            if top_is_union { " (they are a union, e.g. a struct with a flattened enum)" } else { "" }
-        );
+    if let Err(why) = RULES.top_level(&loose) {
         return AnthropicInput { schema: loose, strict: Err(why) };
     }
     match strict_node(loose.clone(), &mut FieldPath::default(), 0) {
@@ -136,43 +138,7 @@ pub fn input_schema(canonical: &Value) -> AnthropicInput {
 /// Converts one schema (and everything under it) to the strict subset.
 fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value, String> {
     let subject = path.subject();
-    if depth > MAX_DEPTH {
-        return Err(format!("{subject} is nested too deeply"));
-    }
-    let mut map = match node {
-        Value::Object(map) => map,
-        Value::Bool(true) => {
-            return Err(format!(
-                "{subject} accepts any JSON value; Anthropic strict tool use needs a type for every value"
-            ));
-        }
-        Value::Bool(false) => return Err(format!("{subject} accepts no value at all")),
-        _ => return Err(format!("{subject} is not a schema")),
-    };
-    for keyword in UNSUPPORTED {
-        if map.contains_key(*keyword) {
-            return Err(format!("{subject} uses `{keyword}`, which Anthropic strict tool use does not support"));
-        }
-    }
-    if map.contains_key("prefixItems") || map.get("items").is_some_and(Value::is_array) {
-        return Err(format!("{subject} is a tuple (prefixItems), which Anthropic strict tool use does not support"));
-    }
-    if !transform::merge_all_of(&mut map) {
-        return Err(format!(
-            "{subject} uses an `allOf` that cannot be merged, which Anthropic strict tool use does not support"
-        ));
-    }
-    match (map.shift_remove("oneOf"), map.contains_key("anyOf")) {
-        (Some(_), true) => {
-            return Err(format!(
-                "{subject} uses both `anyOf` and `oneOf`, which Anthropic strict tool use cannot express"
-            ));
-        }
-        (Some(one_of), false) => {
-            map.insert("anyOf".to_owned(), one_of);
-        }
-        (None, _) => {}
-    }
+    let mut map = RULES.open(node, &subject, depth)?;
     let literals = map.get("enum").into_iter().flat_map(|e| e.as_array().into_iter().flatten()).chain(map.get("const"));
     if literals.clone().any(|v| v.is_object() || v.is_array()) {
         return Err(format!(
@@ -182,16 +148,11 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
     }
 
     let mut notes = Vec::new();
-    if let Some(format) = map.get("format").and_then(Value::as_str)
-        && !STRICT_FORMATS.contains(&format)
-    {
-        notes.extend(transform::fold_keywords(&mut map, &["format"]));
-    }
+    RULES.fold_format(&mut map, &mut notes);
     if map.get("minItems").is_some_and(|n| n.as_u64().is_none_or(|n| n > 1)) {
         notes.extend(transform::fold_keywords(&mut map, &["minItems", "maxItems"]));
     }
-    notes.extend(transform::fold_keywords(&mut map, FOLDED));
-    map.retain(|k, _| KEPT.contains(&k.as_str()));
+    RULES.fold_and_keep(&mut map, &mut notes, &[]);
     split_type_list(&mut map);
 
     let types: Vec<&str> = match map.get("type") {
@@ -206,9 +167,7 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
         if map.contains_key("properties") {
             map.insert("type".to_owned(), Value::String("object".to_owned()));
         } else {
-            return Err(format!(
-                "{subject} accepts any JSON value; Anthropic strict tool use needs a type for every value"
-            ));
+            return Err(RULES.any_value(&subject));
         }
     }
 
@@ -231,25 +190,7 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
         map.shift_remove("required");
         map.shift_remove("additionalProperties");
     }
-    if is_array {
-        match map.get_mut("items") {
-            Some(items) => {
-                path.push_raw("[]");
-                let converted = strict_node(std::mem::take(items), path, depth + 1);
-                path.pop();
-                *items = converted?;
-            }
-            None => {
-                return Err(format!(
-                    "{subject} is an array of unspecified items; Anthropic strict tool use needs a type for every value"
-                ));
-            }
-        }
-    } else {
-        map.shift_remove("items");
-    }
-    transform::append_notes(&mut map, &notes);
-    Ok(Value::Object(map))
+    RULES.finish(map, &subject, is_array, &notes, path, |items, path| strict_node(items, path, depth + 1))
 }
 
 /// The shapes Anthropic's SDK sends (its `transform_schema`): fixed values without a `type` beside them, and a list
@@ -298,30 +239,12 @@ fn split_type_list(map: &mut Map<String, Value>) {
 /// Closes an object: no other properties; its properties converted; `required` as it was.
 fn close_object(map: &mut Map<String, Value>, path: &mut FieldPath, depth: usize) -> Result<(), String> {
     let subject = path.subject();
-    let has_properties = map.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty());
-    match map.shift_remove("additionalProperties") {
-        Some(Value::Bool(false)) => {}
-        Some(Value::Bool(true)) => {
-            return Err(format!(
-                "{subject} accepts any keys (additionalProperties is true); Anthropic strict tool use needs every \
-                 object closed"
-            ));
-        }
-        Some(_) => {
-            return Err(format!(
-                "{subject} is a map (additionalProperties is a schema); Anthropic strict tool use needs every object \
-                 closed"
-            ));
-        }
-        None if !has_properties => {
-            return Err(format!(
-                "{subject} is an object with unspecified properties; Anthropic strict tool use needs every object \
-                 closed"
-            ));
-        }
-        None => {}
-    }
-    map.insert("additionalProperties".to_owned(), Value::Bool(false));
+    let has_properties = strict::has_properties(map);
+    RULES.closed(
+        map,
+        &subject,
+        |_| if has_properties { Ok(()) } else { Err(RULES.unspecified_properties(&subject)) },
+    )?;
     let props = match map.get_mut("properties") {
         Some(Value::Object(props)) => std::mem::take(props),
         _ => Map::new(),
@@ -329,10 +252,7 @@ fn close_object(map: &mut Map<String, Value>, path: &mut FieldPath, depth: usize
     if let Some(Value::Array(required)) = map.get("required")
         && let Some(missing) = required.iter().filter_map(Value::as_str).find(|r| !props.contains_key(*r))
     {
-        return Err(format!(
-            "{subject} requires `{missing}` without describing it; Anthropic strict tool use needs every required \
-             property in `properties`"
-        ));
+        return Err(RULES.undescribed_required(&subject, missing));
     }
     let mut strict_props = Map::new();
     for (name, prop) in props {

@@ -26,8 +26,8 @@
 
 use serde_json::{Map, Value, json};
 
+use super::strict::{self, Rules};
 use crate::transform::{self, FieldPath, OnRecursion};
-use crate::vocabulary::MAX_DEPTH;
 
 /// The `format`s strict mode accepts.
 pub const STRICT_FORMATS: &[&str] =
@@ -89,6 +89,10 @@ const UNSUPPORTED: &[&str] = &[
     "$ref",
 ];
 
+/// The tables of OpenAI's strict mode.
+const RULES: Rules =
+    Rules { name: "OpenAI strict mode", formats: STRICT_FORMATS, kept: KEPT, folded: FOLDED, unsupported: UNSUPPORTED };
+
 /// OpenAI's published limits for strict schemas.
 const MAX_PROPERTIES: usize = 5000;
 /// Object nesting levels, the top level included.
@@ -148,15 +152,7 @@ pub fn parameters(canonical: &Value) -> OpenAiParameters {
 
 /// The strict form of an inlined schema, or why there is none.
 fn strict_schema(inlined: &Value) -> Result<Value, String> {
-    let top_is_object = inlined.get("type").and_then(Value::as_str) == Some("object");
-    let top_is_union = ["anyOf", "oneOf", "allOf"].iter().any(|k| inlined.get(*k).is_some());
-    if !top_is_object || top_is_union {
-        return Err(format!(
-            "the top-level arguments are not a single object schema{}; OpenAI strict mode needs one object at the \
-             top level",
-            if top_is_union { " (they are a union, e.g. a struct with a flattened enum)" } else { "" }
-        ));
-    }
+    RULES.top_level(inlined)?;
     let mut path = FieldPath::default();
     let strict = strict_node(inlined.clone(), &mut path, 0)?;
     check_limits(&strict)?;
@@ -166,40 +162,7 @@ fn strict_schema(inlined: &Value) -> Result<Value, String> {
 /// Converts one schema (and everything under it) to strict mode.
 fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value, String> {
     let subject = path.subject();
-    if depth > MAX_DEPTH {
-        return Err(format!("{subject} is nested too deeply"));
-    }
-    let mut map = match node {
-        Value::Object(map) => map,
-        Value::Bool(true) => {
-            return Err(format!("{subject} accepts any JSON value; OpenAI strict mode needs a type for every value"));
-        }
-        Value::Bool(false) => return Err(format!("{subject} accepts no value at all")),
-        _ => return Err(format!("{subject} is not a schema")),
-    };
-
-    for keyword in UNSUPPORTED {
-        if map.contains_key(*keyword) {
-            return Err(format!("{subject} uses `{keyword}`, which OpenAI strict mode does not support"));
-        }
-    }
-    if map.contains_key("prefixItems") || map.get("items").is_some_and(Value::is_array) {
-        return Err(format!("{subject} is a tuple (prefixItems), which OpenAI strict mode does not support"));
-    }
-    if !transform::merge_all_of(&mut map) {
-        return Err(format!(
-            "{subject} uses an `allOf` that cannot be merged, which OpenAI strict mode does not support"
-        ));
-    }
-    match (map.shift_remove("oneOf"), map.contains_key("anyOf")) {
-        (Some(_), true) => {
-            return Err(format!("{subject} uses both `anyOf` and `oneOf`, which OpenAI strict mode cannot express"));
-        }
-        (Some(one_of), false) => {
-            map.insert("anyOf".to_owned(), one_of);
-        }
-        (None, _) => {}
-    }
+    let mut map = RULES.open(node, &subject, depth)?;
     if let Some(c) = map.shift_remove("const") {
         match map.get_mut("enum") {
             Some(Value::Array(values)) => values.retain(|v| *v == c),
@@ -210,13 +173,8 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
     }
 
     let mut notes = Vec::new();
-    if let Some(format) = map.get("format").and_then(Value::as_str)
-        && !STRICT_FORMATS.contains(&format)
-    {
-        notes.extend(transform::fold_keywords(&mut map, &["format"]));
-    }
-    notes.extend(transform::fold_keywords(&mut map, FOLDED));
-    map.retain(|k, _| KEPT.contains(&k.as_str()) || k == "unevaluatedProperties");
+    RULES.fold_format(&mut map, &mut notes);
+    RULES.fold_and_keep(&mut map, &mut notes, &["unevaluatedProperties"]);
 
     if map.contains_key("anyOf") && (map.contains_key("properties") || map.contains_key("required")) {
         distribute(&mut map, &subject)?;
@@ -231,7 +189,7 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
         if map.contains_key("properties") {
             map.insert("type".to_owned(), Value::String("object".to_owned()));
         } else {
-            return Err(format!("{subject} accepts any JSON value; OpenAI strict mode needs a type for every value"));
+            return Err(RULES.any_value(&subject));
         }
     }
     let is_object = types.iter().any(|t| t == "object") || map.contains_key("properties");
@@ -264,62 +222,28 @@ fn strict_node(node: Value, path: &mut FieldPath, depth: usize) -> Result<Value,
             map.shift_remove(k);
         }
     }
-    if is_array {
-        match map.get_mut("items") {
-            Some(items) => {
-                path.push_raw("[]");
-                let converted = strict_node(std::mem::take(items), path, depth + 1);
-                path.pop();
-                *items = converted?;
-            }
-            None => {
-                return Err(format!(
-                    "{subject} is an array of unspecified items; OpenAI strict mode needs a type for every value"
-                ));
-            }
-        }
-    } else {
-        map.shift_remove("items");
-    }
-
-    transform::append_notes(&mut map, &notes);
-    Ok(Value::Object(map))
+    RULES.finish(map, &subject, is_array, &notes, path, |items, path| strict_node(items, path, depth + 1))
 }
 
 /// Closes an object for strict mode: no other properties, every property required, optional ones nullable.
 fn close_object(map: &mut Map<String, Value>, path: &mut FieldPath, depth: usize) -> Result<(), String> {
     let subject = path.subject();
-    let has_properties = map.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty());
+    let has_properties = strict::has_properties(map);
     let closed_by = |v: Option<&Value>| v == Some(&Value::Bool(false));
-    match map.shift_remove("additionalProperties") {
-        Some(Value::Bool(false)) => {}
-        Some(Value::Bool(true)) => {
+    RULES.closed(map, &subject, |map| {
+        let unevaluated = map.get("unevaluatedProperties");
+        if !has_properties && !closed_by(unevaluated) {
+            return Err(RULES.unspecified_properties(&subject));
+        }
+        if unevaluated.is_some() && !closed_by(unevaluated) {
             return Err(format!(
-                "{subject} accepts any keys (additionalProperties is true); OpenAI strict mode needs every object closed"
+                "{subject} accepts unlisted properties (unevaluatedProperties); OpenAI strict mode needs every \
+                 object closed"
             ));
         }
-        Some(_) => {
-            return Err(format!(
-                "{subject} is a map (additionalProperties is a schema); OpenAI strict mode needs every object closed"
-            ));
-        }
-        None => {
-            let unevaluated = map.get("unevaluatedProperties");
-            if !has_properties && !closed_by(unevaluated) {
-                return Err(format!(
-                    "{subject} is an object with unspecified properties; OpenAI strict mode needs every object closed"
-                ));
-            }
-            if unevaluated.is_some() && !closed_by(unevaluated) {
-                return Err(format!(
-                    "{subject} accepts unlisted properties (unevaluatedProperties); OpenAI strict mode needs every \
-                     object closed"
-                ));
-            }
-        }
-    }
+        Ok(())
+    })?;
     map.shift_remove("unevaluatedProperties");
-    map.insert("additionalProperties".to_owned(), Value::Bool(false));
 
     let required: Vec<String> = map
         .get("required")
@@ -332,10 +256,7 @@ fn close_object(map: &mut Map<String, Value>, path: &mut FieldPath, depth: usize
         _ => Map::new(),
     };
     if let Some(missing) = required.iter().find(|r| !props.contains_key(r.as_str())) {
-        return Err(format!(
-            "{subject} requires `{missing}` without describing it; OpenAI strict mode needs every required property \
-             in `properties`"
-        ));
+        return Err(RULES.undescribed_required(&subject, missing));
     }
     let mut strict_props = Map::new();
     for (name, prop) in props {
