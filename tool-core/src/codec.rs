@@ -15,6 +15,7 @@ use keel_tools_schema::Limits;
 pub use crate::tool_schemas::Strict;
 use format::Format;
 pub use loss::{Loss, LossKind};
+pub use mcp::{McpContent, McpReply};
 
 mod anthropic;
 mod entry;

@@ -211,8 +211,9 @@ pub mod events {
 pub mod codecs {
     //! What a [`Codec`](crate::Codec) hands back: the [`ParsedMessage`] it reads from a provider's assistant
     //! message, the [`MessageError`] of one it cannot read, and each [`Loss`] ([`LossKind`]): what a provider's
-    //! format does not carry of a tool's contract.
-    pub use crate::codec::{Loss, LossKind, MessageError, ParsedMessage};
+    //! format does not carry of a tool's contract. [`McpReply`] is MCP's reply to a result in parts, for a server that
+    //! builds its SDK's type from them.
+    pub use crate::codec::{Loss, LossKind, McpContent, McpReply, MessageError, ParsedMessage};
 }
 
 pub mod schema {

@@ -6,20 +6,24 @@
 //!
 //! Importing ([`remote_outcome`]) maps a remote `CallToolResult` back to a handler outcome.
 
+use keel_tools_core::codecs::{McpContent, McpReply};
 use keel_tools_core::results::ErrorBody;
 use keel_tools_core::results::{ErrorCode, ToolCode};
 use keel_tools_core::{Codec, ToolError, ToolResult};
 use rmcp::model::{CallToolResult, ContentBlock, ResultType};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 /// Longest remote text carried into an error message, in characters.
 const MAX_REMOTE_TEXT: usize = 2000;
 
 /// Renders an executor result as an MCP `CallToolResult`: the reply of `codec` (the MCP codec of the view the
-/// result came from), in the SDK's type.
+/// result came from), in the SDK's type. The parts of the reply ([`McpReply`]) go into the SDK's type as they are:
+/// a text block and `structuredContent` without a round trip through JSON; only a content tool's blocks are read
+/// into the SDK's content types.
 pub fn call_tool_result(result: &ToolResult, codec: &Codec) -> CallToolResult {
-    match serde_json::from_value::<CallToolResult>(codec.reply(result)) {
-        Ok(r) => complete(r),
+    match sdk_result(McpReply::of(codec.view(), result)) {
+        Ok(r) => r,
         Err(e) => {
             // The executor validated the data against the tool's result schema, so this is a mismatch between
             // that schema (the content schema) and the SDK's content types: an internal error, logged, not shown.
@@ -39,12 +43,21 @@ pub fn call_tool_result(result: &ToolResult, codec: &Codec) -> CallToolResult {
                     format!("the tool failed with an internal error; it was logged under call id {:?}", result.call_id),
                 ),
             );
-            match serde_json::from_value::<CallToolResult>(codec.reply(&failed)) {
-                Ok(r) => complete(r),
-                Err(_) => complete(CallToolResult::error(vec![ContentBlock::text(failed.content_text())])),
-            }
+            sdk_result(McpReply::of(codec.view(), &failed))
+                .unwrap_or_else(|_| complete(CallToolResult::error(vec![ContentBlock::text(failed.content_text())])))
         }
     }
+}
+
+/// The SDK's `CallToolResult` of `reply`; the error of a content block the SDK's types do not read.
+fn sdk_result(reply: McpReply<'_>) -> Result<CallToolResult, serde_json::Error> {
+    let content = match reply.content {
+        McpContent::Text(text) => vec![ContentBlock::text(text)],
+        McpContent::Blocks(blocks) => Vec::<ContentBlock>::deserialize(blocks)?,
+    };
+    let mut r = if reply.is_error { CallToolResult::error(content) } else { CallToolResult::success(content) };
+    r.structured_content = reply.structured_content;
+    Ok(complete(r))
 }
 
 fn complete(mut r: CallToolResult) -> CallToolResult {
@@ -174,6 +187,32 @@ mod tests {
         assert_eq!(v["structuredContent"], json!({"a": 1}));
         assert_eq!(v["content"], json!([{"type": "text", "text": "{\"a\":1}"}]));
         assert_eq!(v["isError"], false);
+    }
+
+    #[test]
+    fn the_sdk_result_is_the_codecs_json_reply_read_by_the_sdk() {
+        let blocks = json!([{"type": "text", "text": "hi \"there\"\n"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}]);
+        let cases = [
+            (ok(json!({"a": 1, "b": ["x", null]})), structured()),
+            (ok(json!({"a": 1})), plain()),
+            (ok(json!("a string")), plain()),
+            (ok(json!([1, 2])), plain()),
+            (ok(Value::Null), plain()),
+            (ok(blocks), content()),
+            (failed(), plain()),
+            (failed(), structured()),
+            // A tool outside the view.
+            (ToolResult::success("3", "other", None, json!({"a": 1})), content()),
+        ];
+        for (result, codec) in cases {
+            let via_json = complete(serde_json::from_value::<CallToolResult>(codec.reply(&result)).unwrap());
+            let direct = call_tool_result(&result, &codec);
+            assert_eq!(
+                serde_json::to_string(&direct).unwrap(),
+                serde_json::to_string(&via_json).unwrap(),
+                "{result:?}"
+            );
+        }
     }
 
     #[test]

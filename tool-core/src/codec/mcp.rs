@@ -99,43 +99,84 @@ impl Format for Mcp {
             .collect()
     }
 
-    /// A `CallToolResult`: `{"content": [{"type": "text", "text": <text>}], "structuredContent": ..., "isError":
-    /// <bool>}`.
-    ///
-    /// - Success of a [`Content`](crate::content::Content) tool (its result schema is
-    ///   [`content_schema`](crate::content::content_schema)): the blocks are the `content`, with no
-    ///   `structuredContent`.
-    /// - Other success: `structuredContent` is `data` when it is a JSON object (MCP requires an object there), and
-    ///   `content` is one text block with the same data as JSON.
-    /// - Failure: `isError: true`, a text block with `{"error": {"code", "message", "details"}}`, and the same object
-    ///   as `structuredContent` unless the tool's entry has an `outputSchema` (clients such as the TypeScript SDK check
-    ///   any `structuredContent` against the `outputSchema`, error or not, and would reject the error object).
+    /// A `CallToolResult`: [`McpReply`] as JSON.
     fn reply(&self, codec: &Codec, result: &ToolResult) -> Value {
-        let def = codec.view().get(&result.tool_name);
-        let mut m = Map::new();
+        McpReply::of(codec.view(), result).into_value()
+    }
+}
+
+/// A result as MCP's `CallToolResult` carries it, before it is JSON: what [`Codec::reply`] writes for
+/// [`Provider::Mcp`], for a server that builds its SDK's result type from the parts rather than from that JSON.
+///
+/// - Success of a [`Content`](crate::content::Content) tool (its result schema is
+///   [`content_schema`](crate::content::content_schema)): the blocks are the `content`, with no
+///   `structuredContent`.
+/// - Other success: `structuredContent` is `data` when it is a JSON object (MCP requires an object there), and
+///   `content` is one text block with the same data as JSON.
+/// - Failure: `isError: true`, a text block with `{"error": {"code", "message", "details"}}`, and the same object
+///   as `structuredContent` unless the tool's entry has an `outputSchema` (clients such as the TypeScript SDK check
+///   any `structuredContent` against the `outputSchema`, error or not, and would reject the error object).
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpReply<'a> {
+    /// `content`.
+    pub content: McpContent<'a>,
+    /// `structuredContent`, when there is one.
+    pub structured_content: Option<Value>,
+    /// `isError`.
+    pub is_error: bool,
+}
+
+/// The `content` of an [`McpReply`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpContent<'a> {
+    /// One text block: the result as JSON text ([`ToolResult::content_text`]).
+    Text(String),
+    /// A [`Content`](crate::content::Content) tool's blocks, as its result holds them (a JSON array of MCP
+    /// content blocks, checked against the content schema by the executor).
+    Blocks(&'a Value),
+}
+
+impl<'a> McpReply<'a> {
+    /// The reply to `result`, a result of a tool of `view` (a tool outside it replies as one without a result
+    /// schema).
+    pub fn of(view: &crate::view::ToolView, result: &'a ToolResult) -> McpReply<'a> {
+        let def = view.get(&result.tool_name);
         match result.error() {
             Some(e) => {
-                m.insert("content".into(), json!([{"type": "text", "text": result.content_text()}]));
                 let has_output_schema = def.is_some_and(|d| d.render(Provider::Mcp).get("outputSchema").is_some());
-                if !has_output_schema {
-                    m.insert("structuredContent".into(), json!({ "error": error_body_json(e) }));
+                McpReply {
+                    content: McpContent::Text(result.content_text()),
+                    structured_content: (!has_output_schema).then(|| json!({ "error": error_body_json(e) })),
+                    is_error: true,
                 }
             }
             None => match result.data() {
                 Some(blocks @ Value::Array(_))
                     if def.is_some_and(|d| d.output_schema().is_some_and(is_content_schema)) =>
                 {
-                    m.insert("content".into(), blocks.clone());
+                    McpReply { content: McpContent::Blocks(blocks), structured_content: None, is_error: false }
                 }
-                data => {
-                    m.insert("content".into(), json!([{"type": "text", "text": result.content_text()}]));
-                    if let Some(data @ Value::Object(_)) = data {
-                        m.insert("structuredContent".into(), data.clone());
-                    }
-                }
+                data => McpReply {
+                    content: McpContent::Text(result.content_text()),
+                    structured_content: data.filter(|d| d.is_object()).cloned(),
+                    is_error: false,
+                },
             },
         }
-        m.insert("isError".into(), Value::Bool(!result.is_ok()));
+    }
+
+    /// The reply as MCP's JSON: `{"content": [...], "structuredContent": ..., "isError": <bool>}`.
+    pub fn into_value(self) -> Value {
+        let mut m = Map::new();
+        let content = match self.content {
+            McpContent::Text(text) => json!([{"type": "text", "text": text}]),
+            McpContent::Blocks(blocks) => blocks.clone(),
+        };
+        m.insert("content".into(), content);
+        if let Some(structured) = self.structured_content {
+            m.insert("structuredContent".into(), structured);
+        }
+        m.insert("isError".into(), Value::Bool(self.is_error));
         Value::Object(m)
     }
 }
