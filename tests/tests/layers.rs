@@ -60,7 +60,7 @@ const CRATES: &[Crate] = &[
             &["call_policy", "otel"],
             // Effects that happen once: the ledger's trait and the executor's step.
             &["once"],
-            &["execution"],
+            &["executor"],
             &["event", "pending"],
             // Deferred tools: the views' side and the search tool.
             &["deferral"],
@@ -377,7 +377,7 @@ fn the_stores_in_postgresql_build_nothing_of_mcp() {
 #[test]
 fn the_check_sees_imports_and_folders() {
     let core = imports(&workspace().join("tool-core/src"), &["tool_schemas/fixtures.rs"]);
-    assert!(core["execution"].contains("view") && core["tool_definition"].contains("tool_schemas"), "{core:?}");
+    assert!(core["executor"].contains("view") && core["tool_definition"].contains("tool_schemas"), "{core:?}");
     // Files in a module's folder count: the codecs' renderers use the canonical schemas.
     assert!(core["codec"].contains("tool_schemas") && core["codec"].contains("view"), "{core:?}");
     let catalog_src = workspace().join("tool-catalog/src");
@@ -391,11 +391,11 @@ fn the_check_sees_imports_and_folders() {
     assert!(mcp["http"].contains("server"), "{mcp:?}");
     // A module reaching upwards is reported.
     let upside_down =
-        Crate { dir: "tool-core", layers: &[&["view"], &["execution"]], above_all: &["lib"], test_only: &[] };
+        Crate { dir: "tool-core", layers: &[&["view"], &["executor"]], above_all: &["lib"], test_only: &[] };
     let graph: BTreeMap<String, BTreeSet<String>> = [
-        ("view".to_owned(), BTreeSet::from(["execution".to_owned()])),
-        ("execution".to_owned(), BTreeSet::from(["view".to_owned()])),
+        ("view".to_owned(), BTreeSet::from(["executor".to_owned()])),
+        ("executor".to_owned(), BTreeSet::from(["view".to_owned()])),
     ]
     .into();
-    assert_eq!(broken(&upside_down, &graph), ["`view` imports `execution`, which is not below it"]);
+    assert_eq!(broken(&upside_down, &graph), ["`view` imports `executor`, which is not below it"]);
 }

@@ -88,13 +88,13 @@ extern crate self as keel_tools_core;
 // `tests/`, which holds the list itself):
 //   effect, error, failure, name, clock, lease, tasks -> input -> call, call_context, content -> params, result
 //   -> tool_schemas (canonical schemas) -> tool_definition -> arguments -> view -> codec -> tool_registry
-//   -> call_policy, otel -> once (the ledger of the tools that run once) -> execution -> event, pending
+//   -> call_policy, otel -> once (the ledger of the tools that run once) -> executor -> event, pending
 //   -> deferral (deferred tools and tool search) -> run.
 // The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `keel-tools-schema`
 // crate; the contract tools (the schema lock and the provider lint) are `keel-tools-contract`.
-// Most modules are private; `content`, `deferral`, `once` and `tasks` are public as they are. Each public item has
-// one public path: the root for what a tool author needs, else one of the modules below, which group the rest by
-// what it is used for.
+// Most modules are private; `content`, `deferral`, `executor`, `once` and `tasks` are public as they are (the
+// executor's files are `executor/`, its flow in `executor/flow.rs`). Each public item has one public path: the root
+// for what a tool author needs, else one of the modules below, which group the rest by what it is used for.
 mod arguments;
 mod call;
 mod call_context;
@@ -106,7 +106,7 @@ pub mod deferral;
 mod effect;
 mod error;
 mod event;
-mod execution;
+pub mod executor;
 mod failure;
 mod input;
 mod lease;
@@ -151,15 +151,6 @@ pub mod registry {
     //! [`RegistryError`], [`UnknownTools`], and the listings [`ToolList`] and [`ToolDescriptions`].
     pub use crate::tool_registry::{RegistryBuilder, RegistryError, RegistryProblem};
     pub use crate::view::{ExecutorEntry, ToolDescriptions, ToolList, UnknownTools, ViewBuilder};
-}
-
-pub mod executor {
-    //! Configuring an [`Executor`](crate::Executor) ([`ExecutorBuilder`]) and one call ([`CallOptions`], with its
-    //! [`CancellationToken`]), and what goes wrong: [`ExecutorError`] when the executor is built, and the
-    //! [`InternalFailure`] the operator (never the model) learns of a call that failed inside keel.
-    pub use crate::execution::{CallOptions, ExecutorBuilder, ExecutorError, ExecutorProblem};
-    pub use crate::failure::{FailureKind, InternalFailure};
-    pub use tokio_util::sync::CancellationToken;
 }
 
 pub mod context {
@@ -229,7 +220,7 @@ pub use call_context::{Args, CallContext, State};
 pub use call_policy::Approval;
 pub use codec::Codec;
 pub use error::ToolError;
-pub use execution::Executor;
+pub use executor::flow::Executor;
 pub use result::ToolResult;
 pub use tool_registry::Registry;
 pub use tool_schemas::{Provider, Strict};

@@ -67,7 +67,7 @@ use crate::error::ErrorCode;
 use crate::result::{ErrorBody, Outcome, ToolResult};
 
 /// The target of this module's events: the executor's, whose step this is.
-const TARGET: &str = "keel_tools_core::execution";
+const TARGET: &str = "keel_tools_core::executor";
 
 /// How much longer than a tool's timeout and grace a lease lasts.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(5);

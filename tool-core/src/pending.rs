@@ -51,7 +51,8 @@ use sha2::{Digest, Sha256};
 use crate::call::ToolCall;
 use crate::call_policy::Approval;
 use crate::error::ErrorCode;
-use crate::execution::{CallOptions, Executor, ExecutorBuilder};
+use crate::executor::flow::Executor;
+use crate::executor::{CallOptions, ExecutorBuilder};
 use crate::result::{ErrorBody, ToolResult};
 use keel_tools_schema::canonical::{Fnv1a128, canonical_json};
 

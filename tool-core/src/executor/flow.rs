@@ -1,4 +1,4 @@
-//! The [`Executor`]: every model-produced call goes through one fixed order.
+//! The [`Executor`] and its flow: every model-produced call goes through one fixed order.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -22,47 +22,37 @@ use crate::view::ToolView;
 use keel_tools_schema::Limits;
 use keel_tools_schema::validate::{check_limits, check_limits_scan};
 
-mod bodies;
-mod builder;
-mod handler;
-mod index;
-mod options;
-use bodies::{
+use super::bodies::{
     Failed, approval_body, cancelled_body, denied_body, insufficient_scope_body, invalid_arguments_body,
     timed_out_body, unknown_tool, unreadable_arguments,
 };
-use handler::{Deadline, Fault, Ran, Running, Started, detach, run_inline, settle, start};
-use index::NameIndex;
+use super::handler::{Deadline, Fault, Ran, Running, Started, detach, run_inline, settle, start};
+use super::index::NameIndex;
+use super::{CallOptions, ExecutorBuilder, ExecutorError, TARGET};
 
-pub use builder::{ExecutorBuilder, ExecutorError, ExecutorProblem};
-pub use options::CallOptions;
-
-/// The target of the executor's `tracing` events, those its own files emit included.
-const TARGET: &str = module_path!();
-
-struct Inner {
-    view: ToolView,
+pub(super) struct Inner {
+    pub(super) view: ToolView,
     /// The view's tools by name, for the lookup of every call.
-    index: NameIndex,
+    pub(super) index: NameIndex,
     /// Each tool's deadline, in the view's order: its timeout (or its effect's default) and the grace period.
-    deadlines: Box<[Deadline]>,
+    pub(super) deadlines: Box<[Deadline]>,
     /// Each tool's name, in the view's order, shared by the events of a run's calls (see [`Executor::find`]).
-    names: Box<[Arc<str>]>,
-    state: Arc<StateMap>,
+    pub(super) names: Box<[Arc<str>]>,
+    pub(super) state: Arc<StateMap>,
     /// Handed to handlers that never read their context (see `ToolDefinition::reads_context`).
-    unread_context: CallContext,
+    pub(super) unread_context: CallContext,
     /// The options of [`Executor::call`]: none.
-    no_options: CallOptions,
-    policy: Arc<dyn Policy>,
-    default_timeout: Duration,
-    limits: Limits,
-    output_limits: Limits,
-    on_failure: FailureHook,
+    pub(super) no_options: CallOptions,
+    pub(super) policy: Arc<dyn Policy>,
+    pub(super) default_timeout: Duration,
+    pub(super) limits: Limits,
+    pub(super) output_limits: Limits,
+    pub(super) on_failure: FailureHook,
     /// Whether the OpenTelemetry spans record arguments and results.
     #[cfg(feature = "otel")]
-    otel_content: bool,
+    pub(super) otel_content: bool,
     /// The ledger of the tools that run once, if any do.
-    once: Option<Once>,
+    pub(super) once: Option<Once>,
 }
 
 /// The [`Executor`]: every model-produced call goes through one fixed order.
@@ -114,7 +104,7 @@ struct Inner {
 /// Runs calls against one [`ToolView`] in the fixed order. Cheap to clone; calls may run concurrently.
 #[derive(Clone)]
 pub struct Executor {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl fmt::Debug for Executor {
@@ -423,7 +413,7 @@ impl Executor {
             }
         };
         let def = &*self.inner.view.tools()[at];
-        let (executed, body) = match handler::outcome(caught) {
+        let (executed, body) = match super::handler::outcome(caught) {
             Ok(value) => match compiled(def) {
                 Ok(compiled) => match self.check_result(def, &call_id, compiled, &value) {
                     Ok(()) => {
