@@ -1,12 +1,15 @@
 //! The JSON Schema vocabulary, once: every keyword keel knows with its kind (validation, annotation, applicator,
 //! reference, core) and where it holds subschemas; one visitor over a schema's direct subschemas; one resolver of
-//! local `$ref`s (percent-decoded JSON pointers); one depth limit. The schema transforms, the provider lint, the
-//! schema lock and `keel-tools-catalog`'s narrowing check all read schemas through this module.
+//! local `$ref`s (percent-decoded JSON pointers); one depth limit; JSON Schema's equality of values. The schema
+//! transforms, the validator, the provider lint, the schema lock and `keel-tools-catalog`'s narrowing check all read
+//! schemas through this module.
 //!
 //! The table covers JSON Schema 2020-12 and the draft-07 spellings schemars and MCP peers still emit
 //! (`definitions`, `dependencies`, `additionalItems`, tuple `items`).
 
-use serde_json::Value;
+use std::cmp::Ordering;
+
+use serde_json::{Number, Value};
 
 /// The deepest subschema nesting any walker descends into. Real tool schemas are a few levels deep; the limit only
 /// exists so that an absurd schema cannot overflow the stack.
@@ -229,6 +232,77 @@ pub fn json_type(v: &Value) -> &'static str {
         Value::String(_) => "string",
         Value::Array(_) => "array",
         Value::Object(_) => "object",
+    }
+}
+
+/// JSON Schema's equality of two values (`enum`, `const`, `uniqueItems`): numbers by value, exactly (`1` equals
+/// `1.0`, and an integer beyond 2^53 is not rounded to the float it is compared with), arrays item by item,
+/// objects regardless of key order.
+///
+/// ```
+/// use keel_tools_schema::vocabulary::json_equal;
+/// use serde_json::json;
+///
+/// assert!(json_equal(&json!(1), &json!(1.0)));
+/// assert!(json_equal(&json!({"a": 1, "b": [2]}), &json!({"b": [2.0], "a": 1})));
+/// assert!(!json_equal(&json!(9007199254740993u64), &json!(9007199254740992.0)));
+/// assert!(!json_equal(&json!("1"), &json!(1)));
+/// ```
+#[inline]
+pub fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::String(x), Value::String(y)) => x == y,
+        (Value::Number(x), Value::Number(y)) => number_cmp(x, y) == Ordering::Equal,
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, p)| y.get(k).is_some_and(|q| json_equal(p, q)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Compares two JSON numbers exactly (an integer against a float too).
+#[inline]
+pub(crate) fn number_cmp(a: &Number, b: &Number) -> Ordering {
+    match (integer_of(a), integer_of(b)) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(x), None) => int_float_cmp(x, b.as_f64().unwrap_or(0.0)),
+        (None, Some(y)) => int_float_cmp(y, a.as_f64().unwrap_or(0.0)).reverse(),
+        (None, None) => a.as_f64().unwrap_or(0.0).partial_cmp(&b.as_f64().unwrap_or(0.0)).unwrap_or(Ordering::Equal),
+    }
+}
+
+/// The number as an integer, when serde_json holds it as one (not a float).
+#[inline]
+pub(crate) fn integer_of(n: &Number) -> Option<i128> {
+    n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from))
+}
+
+/// `i` against `f` exactly (`i` is within the `i64`/`u64` range; JSON has no NaN or infinity).
+#[inline]
+fn int_float_cmp(i: i128, f: f64) -> Ordering {
+    const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0; // 2^127
+    if f >= LIMIT {
+        return Ordering::Less;
+    }
+    if f < -LIMIT {
+        return Ordering::Greater;
+    }
+    let whole = f.trunc();
+    // `whole` is an integer of magnitude below 2^127: exact as i128.
+    let w = whole as i128;
+    match i.cmp(&w) {
+        Ordering::Equal => {
+            let fraction = f - whole;
+            if fraction > 0.0 {
+                Ordering::Less
+            } else if fraction < 0.0 {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        }
+        other => other,
     }
 }
 

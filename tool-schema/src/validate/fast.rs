@@ -28,6 +28,8 @@ mod verdict;
 
 pub(super) use verdict::Verdict;
 
+use crate::vocabulary::{integer_of, json_equal, number_cmp};
+
 use super::{
     Sink, Violation, array_size, join_pointer, list_options, object_size, plural, preview, push_escaped_segment,
     schema_value_text, shorten_pointer, string_size,
@@ -737,60 +739,6 @@ fn size_holds(size: Size, limit: u64, v: &Value) -> bool {
         _ => return true,
     };
     if at_least { n >= limit } else { n <= limit }
-}
-
-/// Compares two JSON numbers exactly (an integer against a float too).
-fn number_cmp(a: &Number, b: &Number) -> Ordering {
-    match (integer_of(a), integer_of(b)) {
-        (Some(x), Some(y)) => x.cmp(&y),
-        (Some(x), None) => int_float_cmp(x, b.as_f64().unwrap_or(0.0)),
-        (None, Some(y)) => int_float_cmp(y, a.as_f64().unwrap_or(0.0)).reverse(),
-        (None, None) => a.as_f64().unwrap_or(0.0).partial_cmp(&b.as_f64().unwrap_or(0.0)).unwrap_or(Ordering::Equal),
-    }
-}
-
-fn integer_of(n: &Number) -> Option<i128> {
-    n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from))
-}
-
-/// `i` against `f` exactly (`i` is within the `i64`/`u64` range; JSON has no NaN or infinity).
-fn int_float_cmp(i: i128, f: f64) -> Ordering {
-    const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0; // 2^127
-    if f >= LIMIT {
-        return Ordering::Less;
-    }
-    if f < -LIMIT {
-        return Ordering::Greater;
-    }
-    let whole = f.trunc();
-    // `whole` is an integer of magnitude below 2^127: exact as i128.
-    let w = whole as i128;
-    match i.cmp(&w) {
-        Ordering::Equal => {
-            let fraction = f - whole;
-            if fraction > 0.0 {
-                Ordering::Less
-            } else if fraction < 0.0 {
-                Ordering::Greater
-            } else {
-                Ordering::Equal
-            }
-        }
-        other => other,
-    }
-}
-
-/// JSON equality as JSON Schema defines it: numbers by value (`1` equals `1.0`), objects regardless of key order.
-fn json_equal(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::String(x), Value::String(y)) => x == y,
-        (Value::Number(x), Value::Number(y)) => number_cmp(x, y) == Ordering::Equal,
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q)),
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, p)| y.get(k).is_some_and(|q| json_equal(p, q)))
-        }
-        _ => a == b,
-    }
 }
 
 /// An index as decimal text, without going through `fmt`.
