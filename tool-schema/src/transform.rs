@@ -16,7 +16,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::vocabulary::{is_annotation, is_schema};
+use crate::vocabulary::{integer_format_range, is_annotation, is_schema};
 
 /// The deepest subschema nesting the walkers descend into; deeper subtrees are copied unchanged.
 pub(crate) use crate::vocabulary::MAX_DEPTH;
@@ -227,18 +227,18 @@ pub fn bound_narrow_integers(root: &mut Value) {
 }
 
 fn bound_integer_formats(root: &mut Value, wide: bool) {
+    /// The format's range as JSON numbers; the 64-bit ones only when `wide`.
     fn range(format: &str, wide: bool) -> Option<(Value, Value)> {
-        Some(match format {
-            "int8" => (i8::MIN.into(), i8::MAX.into()),
-            "int16" => (i16::MIN.into(), i16::MAX.into()),
-            "int32" => (i32::MIN.into(), i32::MAX.into()),
-            "int64" | "int" if wide => (i64::MIN.into(), i64::MAX.into()),
-            "uint8" => (0.into(), u8::MAX.into()),
-            "uint16" => (0.into(), u16::MAX.into()),
-            "uint32" => (0.into(), u32::MAX.into()),
-            "uint64" | "uint" if wide => (0.into(), u64::MAX.into()),
-            _ => return None,
-        })
+        let (lo, hi) = integer_format_range(format)?;
+        if !wide && hi > i128::from(u32::MAX) {
+            return None;
+        }
+        // Every end lies within `i64::MIN..=u64::MAX`.
+        let number = |n: i128| match i64::try_from(n) {
+            Ok(i) => Value::from(i),
+            Err(_) => u64::try_from(n).map_or(Value::Null, Value::from),
+        };
+        Some((number(lo), number(hi)))
     }
     fn walk(schema: &mut Value, wide: bool, depth: usize) {
         if depth > MAX_DEPTH {
@@ -1211,6 +1211,30 @@ mod tests {
         assert_eq!(s["properties"]["d"]["properties"]["default"]["additionalProperties"], false);
         // Data positions are not schemas.
         assert!(s["default"].get("additionalProperties").is_none());
+    }
+
+    #[test]
+    fn integer_formats_become_bounds_and_the_narrow_form_leaves_out_64_bits() {
+        let schema = json!({"type": "object", "properties": {
+            "a": {"type": "integer", "format": "uint8"},
+            "b": {"type": "integer", "format": "int64"},
+            "c": {"type": "integer", "format": "uint64", "minimum": 1},
+            "d": {"type": "integer", "format": "int32", "maximum": 9},
+        }});
+        let mut wide = schema.clone();
+        bound_integers(&mut wide);
+        let bounds =
+            |s: &Value, p: &str| (s["properties"][p]["minimum"].clone(), s["properties"][p]["maximum"].clone());
+        assert_eq!(bounds(&wide, "a"), (json!(0), json!(255)));
+        assert_eq!(bounds(&wide, "b"), (json!(i64::MIN), json!(i64::MAX)));
+        assert_eq!(bounds(&wide, "c"), (json!(1), json!(u64::MAX)));
+        assert_eq!(bounds(&wide, "d"), (json!(i32::MIN), json!(9)));
+        let mut narrow = schema;
+        bound_narrow_integers(&mut narrow);
+        assert_eq!(bounds(&narrow, "a"), (json!(0), json!(255)));
+        assert_eq!(bounds(&narrow, "b"), (Value::Null, Value::Null));
+        assert_eq!(bounds(&narrow, "c"), (json!(1), Value::Null));
+        assert_eq!(bounds(&narrow, "d"), (json!(i32::MIN), json!(9)));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The JSON Schema vocabulary, once: every keyword keel knows with its kind (validation, annotation, applicator,
 //! reference, core) and where it holds subschemas; one visitor over a schema's direct subschemas; one resolver of
-//! local `$ref`s (percent-decoded JSON pointers); one depth limit; JSON Schema's equality of values. The schema
-//! transforms, the validator, the provider lint, the schema lock and `keel-tools-catalog`'s narrowing check all read
-//! schemas through this module.
+//! local `$ref`s (percent-decoded JSON pointers); one depth limit; JSON Schema's equality of values; the ranges of
+//! the integer formats. The schema transforms, the validator, the provider lint, the schema lock and
+//! `keel-tools-catalog`'s narrowing check all read schemas through this module.
 //!
 //! The table covers JSON Schema 2020-12 and the draft-07 spellings schemars and MCP peers still emit
 //! (`definitions`, `dependencies`, `additionalItems`, tuple `items`).
@@ -304,6 +304,31 @@ fn int_float_cmp(i: i128, f: f64) -> Ordering {
         }
         other => other,
     }
+}
+
+/// The range of a fixed-width integer `format` (schemars writes `int8` ... `uint64`, and `int`/`uint` for
+/// `isize`/`usize`): what [`bound_integers`](crate::transform::bound_integers) adds as `minimum` and `maximum` where
+/// the schema states none. `None` for any other format.
+///
+/// ```
+/// use keel_tools_schema::vocabulary::integer_format_range;
+///
+/// assert_eq!(integer_format_range("uint8"), Some((0, 255)));
+/// assert_eq!(integer_format_range("int64"), Some((i64::MIN.into(), i64::MAX.into())));
+/// assert_eq!(integer_format_range("date"), None);
+/// ```
+pub fn integer_format_range(format: &str) -> Option<(i128, i128)> {
+    Some(match format {
+        "int8" => (i8::MIN.into(), i8::MAX.into()),
+        "int16" => (i16::MIN.into(), i16::MAX.into()),
+        "int32" => (i32::MIN.into(), i32::MAX.into()),
+        "int64" | "int" => (i64::MIN.into(), i64::MAX.into()),
+        "uint8" => (0, u8::MAX.into()),
+        "uint16" => (0, u16::MAX.into()),
+        "uint32" => (0, u32::MAX.into()),
+        "uint64" | "uint" => (0, u64::MAX.into()),
+        _ => return None,
+    })
 }
 
 /// Whether `v` can be a schema (an object or a boolean).
