@@ -1,6 +1,6 @@
 //! The JSON Schema vocabulary, once: every keyword keel knows with its kind (validation, annotation, applicator,
 //! reference, core) and where it holds subschemas; one visitor over a schema's direct subschemas; one resolver of
-//! local `$ref`s (percent-decoded JSON pointers); one depth limit; JSON Schema's equality of values; the ranges of
+//! local `$ref`s (percent-decoded JSON pointers); one depth limit; the types and equality of values; the ranges of
 //! the integer formats. The schema transforms, the validator, the provider lint, the schema lock and
 //! `keel-tools-catalog`'s narrowing check all read schemas through this module.
 //!
@@ -329,6 +329,32 @@ pub fn integer_format_range(format: &str) -> Option<(i128, i128)> {
         "uint64" | "uint" => (0, u64::MAX.into()),
         _ => return None,
     })
+}
+
+/// Whether `v` is an instance of the JSON Schema type `name` (one entry of a `type` keyword): `integer` takes every
+/// number with no fractional part (`1.0` too, as drafts 6 and later say), `number` every number; a name that is no
+/// type takes nothing.
+///
+/// ```
+/// use keel_tools_schema::vocabulary::is_instance_of;
+/// use serde_json::json;
+///
+/// assert!(is_instance_of(&json!(1.0), "integer"));
+/// assert!(is_instance_of(&json!(1), "number"));
+/// assert!(!is_instance_of(&json!(1.5), "integer"));
+/// assert!(!is_instance_of(&json!("1"), "number"));
+/// ```
+pub fn is_instance_of(v: &Value, name: &str) -> bool {
+    match (name, v) {
+        ("integer", Value::Number(n)) => is_integer(n),
+        _ => json_type(v) == name,
+    }
+}
+
+/// An integer per drafts 6 and later: floats with no fractional part count.
+#[inline]
+pub(crate) fn is_integer(n: &Number) -> bool {
+    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
 }
 
 /// Whether `v` can be a schema (an object or a boolean).

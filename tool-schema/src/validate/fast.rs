@@ -28,7 +28,7 @@ mod verdict;
 
 pub(super) use verdict::Verdict;
 
-use crate::vocabulary::{integer_of, json_equal, number_cmp};
+use crate::vocabulary::{integer_of, is_integer, json_equal, number_cmp};
 
 use super::{
     Sink, Violation, array_size, join_pointer, list_options, object_size, plural, preview, push_escaped_segment,
@@ -721,11 +721,6 @@ fn has_type(mask: u8, v: &Value) -> bool {
         Value::Object(_) => OBJECT,
     };
     mask & bit != 0
-}
-
-/// An integer per drafts 6 and later: floats with no fractional part count.
-fn is_integer(n: &Number) -> bool {
-    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
 }
 
 fn size_holds(size: Size, limit: u64, v: &Value) -> bool {
