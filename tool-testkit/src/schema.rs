@@ -303,21 +303,6 @@ fn asserts_beside(m: &Map<String, Value>, except: &[&str]) -> bool {
     m.keys().any(|k| is_assertion(k) && !except.contains(&k.as_str()))
 }
 
-/// Numbers equal by value, objects by content, as JSON Schema compares them (`enum`, `const`, `uniqueItems`).
-pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (as_i128(x), as_i128(y)) {
-            (Some(x), Some(y)) => x == y,
-            _ => x.as_f64() == y.as_f64(),
-        },
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
-    }
-}
-
 fn as_i128(n: &Number) -> Option<i128> {
     n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from))
 }
@@ -393,21 +378,6 @@ fn type_fits(types: &[String], v: &Value) -> bool {
     })
 }
 
-/// The range of a fixed-width integer format, as the executor bounds it.
-fn format_range(format: Option<&str>) -> Option<(i128, i128)> {
-    Some(match format? {
-        "int8" => (i8::MIN.into(), i8::MAX.into()),
-        "int16" => (i16::MIN.into(), i16::MAX.into()),
-        "int32" => (i32::MIN.into(), i32::MAX.into()),
-        "int64" | "int" => (i64::MIN.into(), i64::MAX.into()),
-        "uint8" => (0, u8::MAX.into()),
-        "uint16" => (0, u16::MAX.into()),
-        "uint32" => (0, u32::MAX.into()),
-        "uint64" | "uint" => (0, u64::MAX.into()),
-        _ => return None,
-    })
-}
-
 /// The bounds of an integer schema, as `[lo, hi]` within what a JSON number serde reads holds.
 fn integer_bounds(m: &Map<String, Value>) -> (i128, i128) {
     let (mut lo, mut hi) = (i128::from(i64::MIN), i128::from(u64::MAX));
@@ -429,7 +399,7 @@ fn integer_bounds(m: &Map<String, Value>) -> (i128, i128) {
     if let Some(n) = num("exclusiveMaximum") {
         hi = hi.min(ceil(n) - 1);
     }
-    if let Some((flo, fhi)) = format_range(m.get("format").and_then(Value::as_str)) {
+    if let Some((flo, fhi)) = m.get("format").and_then(Value::as_str).and_then(vocabulary::integer_format_range) {
         // The executor adds a format's range only where no bound is stated.
         if !explicit_min {
             lo = lo.max(flo);
@@ -1210,7 +1180,7 @@ impl<'a> Gen<'a> {
         if unique {
             Ok(strategy
                 .prop_filter("unique items", |a| {
-                    a.iter().enumerate().all(|(i, x)| a[..i].iter().all(|y| !json_eq(x, y)))
+                    a.iter().enumerate().all(|(i, x)| a[..i].iter().all(|y| !vocabulary::json_equal(x, y)))
                 })
                 .prop_map(Value::Array)
                 .boxed())
@@ -1413,7 +1383,7 @@ impl<'a> Gen<'a> {
         }
         out.extend(
             own.into_iter()
-                .filter(|(v, _)| default.as_ref().is_none_or(|d| !json_eq(d, v)))
+                .filter(|(v, _)| default.as_ref().is_none_or(|d| !vocabulary::json_equal(d, v)))
                 .map(|case| Just(case).boxed()),
         );
         // Arrays.
@@ -1792,7 +1762,7 @@ fn wrong_type(types: &[String]) -> Option<Value> {
 
 /// A value equal to none of `values`, of the same kind as the first where possible, never `null`.
 fn outside_of(values: &[Value]) -> Option<Value> {
-    let fresh = |v: &Value| !values.iter().any(|x| json_eq(x, v));
+    let fresh = |v: &Value| !values.iter().any(|x| vocabulary::json_equal(x, v));
     let mut candidates = Vec::new();
     match values.first() {
         Some(Value::String(s)) => {
@@ -1849,7 +1819,7 @@ fn numeric_breaks(m: &Map<String, Value>, integer: bool) -> Vec<(Value, String)>
             out.push((v, text));
         }
     };
-    let format = format_range(m.get("format").and_then(Value::as_str));
+    let format = m.get("format").and_then(Value::as_str).and_then(vocabulary::integer_format_range);
     match (n("minimum"), format) {
         (Some(min), _) => push(below(&min), format!("is below minimum {min}")),
         (None, Some((lo, _))) => {
