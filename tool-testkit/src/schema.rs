@@ -642,18 +642,16 @@ impl<'a> Gen<'a> {
     /// The schema a local `$ref` names, and its pointer.
     fn resolve(&self, reference: &Value, pointer: &str) -> R<(&'a Value, String)> {
         let reference = reference.as_str().ok_or_else(|| Unsupported::new(pointer, "a `$ref` that is not a string"))?;
-        let Some(fragment) = reference.strip_prefix('#') else {
-            return Err(Unsupported::new(pointer, format!("the `$ref` {reference:?} is not local to the schema")));
-        };
-        let decoded = percent_decode(fragment);
-        if !(decoded.is_empty() || decoded.starts_with('/')) {
-            return Err(Unsupported::new(pointer, format!("the `$ref` {reference:?} names an anchor")));
-        }
-        let target = self
-            .root
-            .pointer(&decoded)
-            .ok_or_else(|| Unsupported::new(pointer, format!("the `$ref` {reference:?} leads nowhere")))?;
-        Ok((target, decoded))
+        vocabulary::resolve_ref(self.root, reference).ok_or_else(|| {
+            let why = if !reference.starts_with('#') {
+                "is not local to the schema"
+            } else if vocabulary::local_pointer(reference).is_none() {
+                "names an anchor"
+            } else {
+                "leads nowhere"
+            };
+            Unsupported::new(pointer, format!("the `$ref` {reference:?} {why}"))
+        })
     }
 
     /// Follows a chain of `$ref`-only schemas.
@@ -1695,26 +1693,6 @@ fn keep(m: &Map<String, Value>, keys: &[&str]) -> Map<String, Value> {
 fn div_ceil(a: i128, b: i128) -> i128 {
     let q = a.div_euclid(b);
     if a.rem_euclid(b) == 0 { q } else { q + 1 }
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(digits) = bytes.get(i + 1..i + 3)
-            && let Ok(digits) = std::str::from_utf8(digits)
-            && let Ok(b) = u8::from_str_radix(digits, 16)
-        {
-            out.push(b);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
 }
 
 /// A small JSON value of any type (for `true` schemas and untyped items).

@@ -373,6 +373,20 @@ fn what_is_not_understood_says_where() {
 }
 
 #[test]
+fn references_are_read_as_the_validator_reads_them() {
+    let defs = json!({"a b": {"type": "integer", "minimum": 1}});
+    let reason = |reference: &str| {
+        schema::arguments(&json!({"$ref": reference, "$defs": defs.clone()})).map(|_| ()).unwrap_err().reason
+    };
+    assert!(reason("other.json#/$defs/x").contains("not local"), "{}", reason("other.json#/$defs/x"));
+    assert!(reason("#anchor").contains("names an anchor"));
+    // A fragment is a JSON pointer when it starts with `/` as written, before percent-decoding.
+    assert!(reason("#%2F$defs%2Fa%20b").contains("names an anchor"));
+    assert!(reason("#/$defs/missing").contains("leads nowhere"));
+    sample(&json!({"$ref": "#/$defs/a%20b", "$defs": defs}), 20);
+}
+
+#[test]
 fn the_seed_fixes_the_values() {
     use proptest::test_runner::{Config, RngAlgorithm, TestRng};
     let schema = compiled_view().get("take_everything").unwrap().input_schema().clone();
