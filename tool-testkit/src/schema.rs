@@ -16,7 +16,8 @@
 //!
 //! Everything else (`not`, `if`/`then`/`else`, `patternProperties`, `dependentRequired`, `contains`, remote `$ref`s, a
 //! pattern the regex generator cannot handle, ...) is [`Unsupported`]: the caller skips the schema and says why,
-//! rather than generating values that might be wrong.
+//! rather than generating values that might be wrong. Keywords that assert nothing (annotations such as
+//! `description` or `contentMediaType`, `$defs`, `x-...` extensions) are ignored, as the validator ignores them.
 //!
 //! Invalid values are a valid value with one thing broken where the schema's meaning is certain: a wrong type, a
 //! missing required property, an unknown property where objects are closed, a value outside a bound, a length or
@@ -197,7 +198,8 @@ impl At {
     }
 }
 
-/// Keywords this generator understands.
+/// The assertions this generator understands. A schema with any other assertion (`is_assertion`) is
+/// [`Unsupported`].
 const UNDERSTOOD: &[&str] = &[
     "$ref",
     "type",
@@ -227,29 +229,6 @@ const UNDERSTOOD: &[&str] = &[
     "exclusiveMinimum",
     "exclusiveMaximum",
     "multipleOf",
-];
-
-/// JSON Schema keywords that constrain values and that this generator does not understand. Keywords outside the
-/// vocabulary (`x-...`, OpenAPI's `nullable`) are ignored, as validators ignore them.
-const NOT_UNDERSTOOD: &[&str] = &[
-    "not",
-    "if",
-    "then",
-    "else",
-    "dependentSchemas",
-    "dependencies",
-    "dependentRequired",
-    "patternProperties",
-    "additionalItems",
-    "unevaluatedItems",
-    "contains",
-    "minContains",
-    "maxContains",
-    "$dynamicRef",
-    "$recursiveRef",
-    "contentEncoding",
-    "contentMediaType",
-    "contentSchema",
 ];
 
 /// The formats the validator asserts, with a generator here.
@@ -294,8 +273,11 @@ fn show(instance: &str) -> String {
     if instance.is_empty() { "the arguments".to_owned() } else { format!("`{instance}`") }
 }
 
+/// Whether `key` is a keyword that can refuse a value: a validation keyword, an applicator or a reference. Annotations
+/// (the content keywords among them, which draft 2020-12 does not assert), core keywords and keywords outside the
+/// vocabulary (`x-...`, OpenAPI's `nullable`) are ignored, as the validator ignores them.
 fn is_assertion(key: &str) -> bool {
-    UNDERSTOOD.contains(&key) || NOT_UNDERSTOOD.contains(&key)
+    vocabulary::kind(key).is_some() && !vocabulary::asserts_nothing(key)
 }
 
 /// Whether `m` holds constraining keywords other than `except`.
@@ -673,7 +655,7 @@ impl<'a> Gen<'a> {
         if self.mode == Mode::Lenient {
             return Ok(());
         }
-        if let Some(k) = m.keys().find(|k| NOT_UNDERSTOOD.contains(&k.as_str())) {
+        if let Some(k) = m.keys().find(|k| is_assertion(k) && !UNDERSTOOD.contains(&k.as_str())) {
             return Err(Unsupported::new(pointer, format!("the keyword `{k}` is not understood by the generator")));
         }
         if let Some(u) = m.get("unevaluatedProperties")
@@ -1816,4 +1798,22 @@ fn numeric_breaks(m: &Map<String, Value>, integer: bool) -> Vec<(Value, String)>
 fn short(v: &Value) -> String {
     let text = v.to_string();
     if text.chars().count() > 40 { format!("{}…", text.chars().take(40).collect::<String>()) } else { text }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_keyword_understood_is_an_assertion_of_the_vocabulary() {
+        for k in UNDERSTOOD {
+            assert!(is_assertion(k), "{k}");
+        }
+        for k in ["not", "if", "patternProperties", "contains", "dependentRequired", "$dynamicRef"] {
+            assert!(is_assertion(k) && !UNDERSTOOD.contains(&k), "{k}");
+        }
+        for k in ["description", "default", "$defs", "contentMediaType", "x-keel-content", "nullable"] {
+            assert!(!is_assertion(k), "{k}");
+        }
+    }
 }

@@ -387,6 +387,13 @@ fn references_are_read_as_the_validator_reads_them() {
 }
 
 #[test]
+fn annotations_are_ignored_as_the_validator_ignores_them() {
+    // Draft 2020-12's content keywords annotate: the validator neither decodes nor parses the string.
+    let blob = json!({"type": "string", "contentEncoding": "base64", "contentMediaType": "application/json"});
+    sample(&object(json!({"blob": blob, "n": {"type": "integer", "deprecated": true, "x-unit": "s"}}), &["blob"]), 50);
+}
+
+#[test]
 fn the_seed_fixes_the_values() {
     use proptest::test_runner::{Config, RngAlgorithm, TestRng};
     let schema = compiled_view().get("take_everything").unwrap().input_schema().clone();
