@@ -134,6 +134,8 @@ const CRATES: &[Crate] = &[
         layers: &[
             &["stream_event", "choice"],
             &["model"],
+            // One HTTP API's side of a turn, a file each under `src/api/`.
+            &["api"],
             &["deferral"],
             &["wire", "otel", "options", "key", "retry"],
             &["http", "stub", "stream"],

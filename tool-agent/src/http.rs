@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::model::ModelError;
-use crate::wire::error_message;
+use crate::model::{ModelError, error_message};
 
 /// Limits of the HTTP layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

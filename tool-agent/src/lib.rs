@@ -67,6 +67,7 @@
 
 mod agent;
 mod anthropic;
+mod api;
 mod choice;
 mod client;
 pub mod deferral;

@@ -185,6 +185,21 @@ fn call_json(c: &ToolCall) -> Value {
     })
 }
 
+/// The error message of an error body: `{"error": "..."}` (Ollama) or `{"error": {"message": "..."}}` (OpenAI,
+/// Anthropic, Gemini).
+pub(crate) fn error_message(body: &Value) -> Option<String> {
+    match body.get("error")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(e) => Some(
+            e.get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| Value::Object(e.clone()).to_string(), str::to_owned),
+        ),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
 /// `text` cut to about `max` characters, on one line.
 pub(crate) fn shorten(text: &str, max: usize) -> String {
     let one_line = text.replace('\n', " ⏎ ");

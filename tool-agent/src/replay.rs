@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn, WireFormat};
-use crate::wire;
+use crate::{api, wire};
 
 /// Where a replay script's responses came from, stated in every transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -79,7 +79,7 @@ impl Replay {
                 message: format!("not JSON (column {})", e.column()),
                 source: Some(Arc::new(e)),
             })?;
-            let kind = wire::detect(&value).ok_or_else(|| ModelError::Replay {
+            let kind = api::detect(&value).ok_or_else(|| ModelError::Replay {
                 line: i + 1,
                 message: "not a response of a known API: Ollama /api/chat (`message`), Chat Completions \
                           (`choices`), Responses (`output`), Anthropic Messages (`\"type\": \"message\"`) or Gemini \
@@ -105,7 +105,7 @@ impl Replay {
         let mut out = String::new();
         for message in messages {
             if let Message::Assistant(a) = message {
-                let body = wire::recorded_body(a);
+                let body = api::of(a.format).recorded_body(a);
                 out.push_str(&body.to_string());
                 out.push('\n');
             }

@@ -7,9 +7,8 @@ use serde_json::{Map, Value, json};
 
 use keel_tools_core::Codec;
 
-use crate::model::{ModelError, WireFormat};
+use crate::model::{ModelError, WireFormat, error_message};
 use crate::stream_event::{StreamEvent, StreamSink};
-use crate::wire::error_message;
 
 /// Where an accumulator sends its events: the turn's sink, with the codec that maps wire names back.
 pub(crate) struct Emit<'a> {
