@@ -134,11 +134,13 @@ const CRATES: &[Crate] = &[
         layers: &[
             &["stream_event", "choice"],
             &["model"],
-            // One HTTP API's side of a turn, a file each under `src/api/`.
+            // The framing of a streamed answer and what the accumulators share.
+            &["stream"],
+            // One HTTP API's side of a turn, its accumulator among it, a file each under `src/api/`.
             &["api"],
             &["deferral"],
             &["wire", "otel", "options", "key", "retry"],
-            &["http", "stub", "stream"],
+            &["http", "stub"],
             &["client"],
             &["replay", "ollama", "openai", "responses", "anthropic", "gemini"],
             &["agent"],

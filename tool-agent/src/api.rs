@@ -1,18 +1,22 @@
 //! [`WireApi`]: one HTTP API's side of a turn, implemented once per API (each in its own module of `api`), and
 //! reached from a [`WireFormat`] through [`of`]. The codec of the turn's view reads and writes the tool calls and
 //! their replies; the API says where a response body holds the assistant message and its tokens, how a
-//! conversation is written around the codec's messages, and what a replay records.
+//! conversation is written around the codec's messages, what a replay records, and how a streamed answer is framed
+//! and folded into the body the API would have sent whole.
 
 mod anthropic;
 mod gemini;
 mod ollama;
 mod openai_chat;
 mod responses;
+#[cfg(test)]
+mod tests;
 
 use keel_tools_core::events::Usage;
 use serde_json::{Value, json};
 
 use crate::model::{AssistantMessage, ModelError, WireFormat, error_message};
+use crate::stream::{Accumulate, Framing};
 
 /// The API of `format`: the one place a [`WireFormat`] meets the module that speaks it.
 pub(crate) fn of(format: WireFormat) -> &'static dyn WireApi {
@@ -40,8 +44,9 @@ pub(crate) fn detect(body: &Value) -> Option<WireFormat> {
     DETECTION.into_iter().find(|format| of(*format).recognizes(body))
 }
 
-/// What one HTTP API does, with one signature for every API: the wire and the replay call these and nothing else
-/// per API. In order: the response read, the replay's recording, the conversation written.
+/// What one HTTP API does, with one signature for every API: the wire, the replay and the clients call these and
+/// nothing else per API. In order: the response read, the replay's recording, the conversation written, the
+/// stream read.
 pub(crate) trait WireApi: Sync {
     /// Whether `body` has this API's response shape. Asked in [`DETECTION`]'s order, so only of bodies the APIs
     /// before it did not take.
@@ -75,6 +80,15 @@ pub(crate) trait WireApi: Sync {
     fn assistant_items(&self) -> bool {
         false
     }
+
+    /// How a streamed answer is framed (and so what the request accepts): server-sent events unless the API says
+    /// otherwise.
+    fn framing(&self) -> Framing {
+        Framing::Sse
+    }
+
+    /// A fresh accumulator for a streamed answer: it folds the events into the body [`WireApi::message`] reads.
+    fn accumulator(&self) -> Box<dyn Accumulate>;
 }
 
 /// Checks that a response body is a JSON object that reports no error (`{"error": ...}` is the server's).

@@ -9,8 +9,8 @@ use crate::http::{Auth, Http, HttpLimits, client_parts};
 use crate::key::{ApiKey, check_key_transport};
 use crate::model::{AssistantMessage, Mode, ModelError, Turn, WireFormat};
 use crate::options::RequestOptions;
-use crate::stream::{self, Emit, Framer};
-use crate::wire;
+use crate::stream::Emit;
+use crate::{api, wire};
 
 /// A builder's settings: what `build` checks.
 #[derive(Clone)]
@@ -133,14 +133,13 @@ impl Common {
         let response = if self.stream {
             let codec = turn.tools.codec(format.provider());
             let emit = Emit { sink: turn.stream, codec: &codec };
-            let (mut framer, accept) = match format {
-                WireFormat::Ollama => (Framer::json_lines(), "application/x-ndjson"),
-                _ => (Framer::sse(), "text/event-stream"),
-            };
-            let mut answer = stream::accumulator(format);
+            let api = api::of(format);
+            let framing = api.framing();
+            let mut framer = framing.framer();
+            let mut answer = api.accumulator();
             {
                 let mut feed = |chunk: &[u8]| framer.push(chunk, &mut |e, d| answer.feed(e, d, &emit));
-                self.http.post_stream(&self.url, body, key, headers, accept, &mut feed).await?;
+                self.http.post_stream(&self.url, body, key, headers, framing.accept(), &mut feed).await?;
             }
             framer.finish(&mut |e, d| answer.feed(e, d, &emit))?;
             if !answer.complete() {
