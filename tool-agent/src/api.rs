@@ -46,7 +46,7 @@ pub(crate) fn detect(body: &Value) -> Option<WireFormat> {
 
 /// What one HTTP API does, with one signature for every API: the wire, the replay and the clients call these and
 /// nothing else per API. In order: the response read, the replay's recording, the conversation written, the
-/// stream read.
+/// stream read, the provider's own tool search.
 pub(crate) trait WireApi: Sync {
     /// Whether `body` has this API's response shape. Asked in [`DETECTION`]'s order, so only of bodies the APIs
     /// before it did not take.
@@ -89,6 +89,13 @@ pub(crate) trait WireApi: Sync {
 
     /// A fresh accumulator for a streamed answer: it folds the events into the body [`WireApi::message`] reads.
     fn accumulator(&self) -> Box<dyn Accumulate>;
+
+    /// The tools the provider's own tool search loaded in `wire`, an assistant message of this API (names as the
+    /// provider was sent them, see [`crate::deferral`]); none for an API without a search of its own.
+    fn loaded_by_search(&self, wire: &Value) -> Vec<String> {
+        let _ = wire;
+        Vec::new()
+    }
 }
 
 /// Checks that a response body is a JSON object that reports no error (`{"error": ...}` is the server's).

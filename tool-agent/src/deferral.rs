@@ -22,7 +22,7 @@ use keel_tools_core::deferral::is_search_tool;
 use keel_tools_core::{Provider, ToolView};
 use serde_json::{Value, json};
 
-use crate::model::{AssistantMessage, Turn, WireFormat};
+use crate::model::{AssistantMessage, Turn};
 
 /// How a client lets the model find deferred tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -130,41 +130,5 @@ fn namespaced(entries: Vec<Value>) -> Vec<Value> {
 /// The tools the provider's own search loaded in `reply` (names as the provider was sent them): Anthropic's
 /// `tool_reference`s, OpenAI Responses' `tool_search_output` tools. Empty for the other formats.
 pub fn loaded_by_provider(reply: &AssistantMessage) -> Vec<String> {
-    let mut names = Vec::new();
-    match reply.format {
-        WireFormat::Anthropic => {
-            let blocks = reply.wire.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-            for block in
-                blocks.iter().filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_search_tool_result"))
-            {
-                let references = block.pointer("/content/tool_references").and_then(Value::as_array);
-                for reference in references.map(Vec::as_slice).unwrap_or_default() {
-                    if let Some(name) = reference.get("tool_name").and_then(Value::as_str) {
-                        names.push(name.to_owned());
-                    }
-                }
-            }
-        }
-        WireFormat::OpenAiResponses => {
-            let items = match &reply.wire {
-                Value::Array(items) => items.as_slice(),
-                other => other.get("output").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default(),
-            };
-            for item in items.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("tool_search_output")) {
-                for tool in item.get("tools").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
-                    // A namespace holds its tools, named within it; a function is one.
-                    let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
-                    match tool.get("tools").and_then(Value::as_array) {
-                        Some(inner) => names.extend(
-                            inner.iter().filter_map(|t| t.get("name")?.as_str()).map(|n| format!("{name}-{n}")),
-                        ),
-                        None if !name.is_empty() => names.push(name.to_owned()),
-                        None => {}
-                    }
-                }
-            }
-        }
-        _ => {}
-    }
-    names
+    crate::api::of(reply.format).loaded_by_search(&reply.wire)
 }

@@ -1,6 +1,6 @@
 //! Anthropic Messages: the body is the assistant message (`content` blocks); cache reads and writes are counted
 //! apart from `input_tokens`; system messages go apart, as `system`; a streamed answer is typed events, one content
-//! block at a time.
+//! block at a time; the provider's tool search answers in `tool_search_tool_result` blocks.
 
 use keel_tools_core::events::Usage;
 use serde_json::{Map, Value, json};
@@ -47,6 +47,22 @@ impl WireApi for Anthropic {
 
     fn accumulator(&self) -> Box<dyn Accumulate> {
         Box::<AnthropicStream>::default()
+    }
+
+    /// The `tool_reference`s of the `tool_search_tool_result` blocks.
+    fn loaded_by_search(&self, wire: &Value) -> Vec<String> {
+        let mut names = Vec::new();
+        let blocks = wire.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        for block in blocks.iter().filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_search_tool_result"))
+        {
+            let references = block.pointer("/content/tool_references").and_then(Value::as_array);
+            for reference in references.map(Vec::as_slice).unwrap_or_default() {
+                if let Some(name) = reference.get("tool_name").and_then(Value::as_str) {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+        names
     }
 }
 

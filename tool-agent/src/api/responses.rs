@@ -1,6 +1,7 @@
 //! OpenAI Responses: the assistant turn is the `output` items (`status: failed` is the server's error), the tokens
 //! under `usage`; the conversation is sent as items, an assistant turn's several of them; a streamed answer is typed
-//! events, the last of which carries the whole response.
+//! events, the last of which carries the whole response; the provider's tool search answers in
+//! `tool_search_output` items.
 
 use keel_tools_core::events::Usage;
 use serde_json::{Value, json};
@@ -46,6 +47,28 @@ impl WireApi for Responses {
 
     fn accumulator(&self) -> Box<dyn Accumulate> {
         Box::<ResponsesStream>::default()
+    }
+
+    /// The tools of the `tool_search_output` items (the output items, or a body's `output`).
+    fn loaded_by_search(&self, wire: &Value) -> Vec<String> {
+        let mut names = Vec::new();
+        let items = match wire {
+            Value::Array(items) => items.as_slice(),
+            other => other.get("output").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default(),
+        };
+        for item in items.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("tool_search_output")) {
+            for tool in item.get("tools").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
+                // A namespace holds its tools, named within it; a function is one.
+                let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+                match tool.get("tools").and_then(Value::as_array) {
+                    Some(inner) => names
+                        .extend(inner.iter().filter_map(|t| t.get("name")?.as_str()).map(|n| format!("{name}-{n}"))),
+                    None if !name.is_empty() => names.push(name.to_owned()),
+                    None => {}
+                }
+            }
+        }
+        names
     }
 }
 
