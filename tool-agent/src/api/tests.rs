@@ -1,12 +1,47 @@
-//! The accumulators of each API: a stream folded into the whole body, the events it shows, its errors.
+//! Each API's side: the shape a recorded body is known by, the body a replay records, and the accumulators (a
+//! stream folded into the whole body, the events it shows, its errors).
 
 use keel_tools_core::{Provider, ToolView};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::of;
-use crate::model::{ModelError, WireFormat};
+use super::{detect, of};
+use crate::model::{Mode, ModelError, WireFormat};
 use crate::stream::{Emit, stream_error};
 use crate::stream_event::StreamEvent;
+
+#[test]
+fn a_body_is_the_first_api_in_order_that_knows_its_shape() {
+    for (body, format) in [
+        (json!({"choices": [], "output": []}), Some(WireFormat::OpenAiChat)),
+        (json!({"output": [], "candidates": []}), Some(WireFormat::OpenAiResponses)),
+        (json!({"output": [], "object": "chat.completion"}), None),
+        (json!({"promptFeedback": {}, "type": "message"}), Some(WireFormat::Gemini)),
+        (json!({"type": "message", "message": {}}), Some(WireFormat::Anthropic)),
+        (json!({"error": {"message": "bad key"}}), Some(WireFormat::Ollama)),
+        (json!({"answer": 42}), None),
+    ] {
+        assert_eq!(detect(&body), format, "{body}");
+    }
+}
+
+#[test]
+fn a_recorded_body_reads_back_into_the_same_message() {
+    let view = ToolView::new(Vec::new());
+    for body in [
+        json!({"message": {"role": "assistant", "content": "hi"}, "done": true}),
+        json!({"choices": [{"message": {"role": "assistant", "content": "hi"}}]}),
+        json!({"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}]}),
+        json!({"type": "message", "role": "assistant", "content": [{"type": "text", "text": "hi"}]}),
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}}]}),
+    ] {
+        let format = detect(&body).unwrap();
+        let a = crate::wire::parse(format, &body, &view, 0, Mode::Replay).unwrap();
+        let recorded = of(format).recorded_body(&a);
+        assert_eq!(detect(&recorded), Some(format), "{recorded}");
+        let b = crate::wire::parse(format, &recorded, &view, 0, Mode::Replay).unwrap();
+        assert_eq!((b.content.as_str(), b.calls, b.format), ("hi", a.calls, format), "{recorded}");
+    }
+}
 
 fn run(format: WireFormat, events: &[(Option<&str>, &str)]) -> (Result<Value, ModelError>, Vec<StreamEvent>) {
     let seen = std::sync::Mutex::new(Vec::new());
