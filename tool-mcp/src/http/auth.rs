@@ -265,7 +265,7 @@ impl fmt::Debug for JwtVerifier {
     }
 }
 
-/// Why a [`JwtVerifier`] or an [`IntrospectionVerifier`](super::introspection::IntrospectionVerifier) could not be
+/// Why a [`JwtVerifier`] or an [`IntrospectionVerifier`] could not be
 /// made. When an error of another library is the cause (the JWKS's parser, the file's I/O, the URL's parser, the
 /// HTTP client, keel-tools-tls), it is the [`source`](std::error::Error::source).
 #[derive(Debug)]
