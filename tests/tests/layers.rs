@@ -61,10 +61,10 @@ const CRATES: &[Crate] = &[
             // Effects that happen once: the ledger's trait and the executor's step.
             &["once"],
             &["executor"],
-            &["event", "pending"],
+            &["event"],
             // Deferred tools: the views' side and the search tool.
             &["deferral"],
-            &["run"],
+            &["runs"],
         ],
         // The support of generated code may use anything.
         above_all: &["lib", "__private"],

@@ -89,11 +89,11 @@ extern crate self as keel_tools_core;
 //   effect, error, failure, name, clock, lease, tasks -> input -> call, call_context, content -> params, result
 //   -> tool_schemas (canonical schemas) -> tool_definition -> arguments -> view -> codec -> tool_registry
 //   -> call_policy, otel -> once (the ledger of the tools that run once) -> executor -> event, pending
-//   -> deferral (deferred tools and tool search) -> run.
+//   -> deferral (deferred tools and tool search) -> runs (pending calls, and runs over many turns).
 // The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `keel-tools-schema`
 // crate; the contract tools (the schema lock and the provider lint) are `keel-tools-contract`.
-// Most modules are private; `content`, `deferral`, `executor`, `once` and `tasks` are public as they are (the
-// executor's files are `executor/`, its flow in `executor/flow.rs`). Each public item has one public path: the root
+// Most modules are private; `content`, `deferral`, `executor`, `once`, `runs` and `tasks` are public as they are
+// (the executor's files are `executor/`, its flow in `executor/flow.rs`; a run's are `runs/`). Each public item has one public path: the root
 // for what a tool author needs, else one of the modules below, which group the rest by what it is used for.
 mod arguments;
 mod call;
@@ -114,9 +114,8 @@ pub mod once;
 #[cfg(feature = "otel")]
 mod otel;
 mod params;
-mod pending;
 mod result;
-mod run;
+pub mod runs;
 pub mod tasks;
 mod tool_definition;
 mod tool_registry;
@@ -172,16 +171,6 @@ pub mod results {
     pub use crate::call::ArgumentsError;
     pub use crate::error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode, same_error};
     pub use crate::result::{ErrorBody, HandlerState, Outcome};
-}
-
-pub mod runs {
-    //! An agent run over many model turns ([`Run`], its [`Decider`], [`Concurrency`] and [`StopPolicy`]), and the
-    //! calls that wait for a human: each kept as a signed [`PendingCall`] in a [`PendingStore`] such as the
-    //! [`FileStore`], under an [`ApprovalKey`], until its [`Resolution`].
-    pub use crate::pending::{
-        ApprovalKey, ApprovalKeyError, FileStore, PendingCall, PendingStore, PendingStoreError, Resolution,
-    };
-    pub use crate::run::{BatchOutcome, Concurrency, Decider, DefaultDecider, Run, RunBuilder, RunState, StopPolicy};
 }
 
 pub mod policy {

@@ -6,13 +6,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use super::pending::{PendingCall, Resolution};
 use crate::call::ToolCall;
 use crate::deferral::{SEARCH_TOOL, Surfaced, found_by};
 use crate::error::ErrorCode;
 use crate::event::{Decision, EventKind, EventLog, EventSink, NotExecuted, Usage};
 use crate::executor::CallOptions;
 use crate::executor::flow::Executor;
-use crate::pending::{PendingCall, Resolution};
 use crate::result::ErrorBody;
 use crate::result::ToolResult;
 use crate::view::ToolView;
