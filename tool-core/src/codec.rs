@@ -6,10 +6,10 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::call::ToolCall;
+use crate::registry::view::ToolView;
 use crate::result::ToolResult;
 use crate::tool_definition::ToolDefinition;
 use crate::tool_schemas::Provider;
-use crate::view::ToolView;
 use keel_tools_schema::Limits;
 
 pub use crate::tool_schemas::Strict;
@@ -203,7 +203,7 @@ impl Codec {
 
     /// The same list as [`Codec::tools`], borrowed: each entry is the tool's own cached rendering, shared by every
     /// view of the tool, so getting it costs nothing (see [`ToolList`](crate::registry::ToolList)).
-    pub fn tool_list(&self) -> crate::view::ToolList<'_> {
+    pub fn tool_list(&self) -> crate::registry::view::ToolList<'_> {
         self.view.tool_list(self.provider).with_strict(self.strict)
     }
 

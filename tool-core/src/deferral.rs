@@ -57,8 +57,8 @@ use serde_json::{Value, json};
 
 use crate::error::ToolError;
 use crate::event::{Event, EventKind};
+use crate::registry::view::{ToolView, UnknownTools};
 use crate::tool_definition::{Effect, ToolDefinition};
-use crate::view::{ToolView, UnknownTools};
 
 /// The registered name of the search tool that [`ToolView::with_tool_search`] adds.
 pub const SEARCH_TOOL: &str = "search_tools";

@@ -87,13 +87,14 @@ extern crate self as keel_tools_core;
 // The modules form layers; each imports only the ones before it in this list (checked by the `layers` test of
 // `tests/`, which holds the list itself):
 //   effect, error, failure, name, clock, lease, tasks -> input -> call, call_context, content -> params, result
-//   -> tool_schemas (canonical schemas) -> tool_definition -> arguments -> view -> codec -> tool_registry
-//   -> call_policy, otel -> once (the ledger of the tools that run once) -> executor -> event, pending
+//   -> tool_schemas (canonical schemas) -> tool_definition -> arguments -> registry (the registry and its views)
+//   -> codec -> call_policy, otel -> once (the ledger of the tools that run once) -> executor -> event, pending
 //   -> deferral (deferred tools and tool search) -> runs (pending calls, and runs over many turns).
 // The JSON Schema engine (validation, limits, canonical JSON, the vocabulary, transforms) is the `keel-tools-schema`
 // crate; the contract tools (the schema lock and the provider lint) are `keel-tools-contract`.
-// Most modules are private; `content`, `deferral`, `executor`, `once`, `runs` and `tasks` are public as they are
-// (the executor's files are `executor/`, its flow in `executor/flow.rs`; a run's are `runs/`). Each public item has one public path: the root
+// Most modules are private; `content`, `deferral`, `executor`, `once`, `registry`, `runs` and `tasks` are public as
+// they are (the executor's files are `executor/`, its flow in `executor/flow.rs`; a run's are `runs/`; the registry
+// and its views are `registry/tools.rs` and `registry/view.rs`). Each public item has one public path: the root
 // for what a tool author needs, else one of the modules below, which group the rest by what it is used for.
 mod arguments;
 mod call;
@@ -114,13 +115,12 @@ pub mod once;
 #[cfg(feature = "otel")]
 mod otel;
 mod params;
+pub mod registry;
 mod result;
 pub mod runs;
 pub mod tasks;
 mod tool_definition;
-mod tool_registry;
 mod tool_schemas;
-mod view;
 
 #[doc(hidden)]
 pub mod __private;
@@ -142,14 +142,6 @@ pub mod definition {
         TaskSupport, ToolDefinition, ToolDefinitionBuilder,
     };
     pub use crate::tool_schemas::ToolSchemas;
-}
-
-pub mod registry {
-    //! Building a [`Registry`](crate::Registry) by hand ([`RegistryBuilder`]) and narrowing it to the
-    //! [`ToolView`](crate::ToolView) of a run or turn ([`ViewBuilder`]), with what each can report:
-    //! [`RegistryError`], [`UnknownTools`], and the listings [`ToolList`] and [`ToolDescriptions`].
-    pub use crate::tool_registry::{RegistryBuilder, RegistryError, RegistryProblem};
-    pub use crate::view::{ExecutorEntry, ToolDescriptions, ToolList, UnknownTools, ViewBuilder};
 }
 
 pub mod context {
@@ -210,10 +202,10 @@ pub use call_policy::Approval;
 pub use codec::Codec;
 pub use error::ToolError;
 pub use executor::flow::Executor;
+pub use registry::tools::Registry;
+pub use registry::view::ToolView;
 pub use result::ToolResult;
-pub use tool_registry::Registry;
 pub use tool_schemas::{Provider, Strict};
-pub use view::ToolView;
 
 #[cfg(feature = "macros")]
 pub use keel_tools_macros::tool;

@@ -19,9 +19,9 @@ use serde_json::Value;
 
 use super::format::Push;
 use super::{LossKind, Strict, format};
+use crate::registry::view::{ExecutorEntry, ToolDescriptions, ToolView};
 use crate::tool_definition::ToolDefinition;
 use crate::tool_schemas::Provider;
-use crate::view::{ExecutorEntry, ToolDescriptions, ToolView};
 use keel_tools_schema::vocabulary;
 
 impl ToolDefinition {

@@ -139,7 +139,7 @@ pub enum McpContent<'a> {
 impl<'a> McpReply<'a> {
     /// The reply to `result`, a result of a tool of `view` (a tool outside it replies as one without a result
     /// schema).
-    pub fn of(view: &crate::view::ToolView, result: &'a ToolResult) -> McpReply<'a> {
+    pub fn of(view: &crate::registry::view::ToolView, result: &'a ToolResult) -> McpReply<'a> {
         let def = view.get(&result.tool_name);
         match result.error() {
             Some(e) => {

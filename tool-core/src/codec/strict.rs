@@ -172,8 +172,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::registry::view::ToolView;
     use crate::tool_schemas::fixtures::{self, Labelled, Node, Strictable};
-    use crate::view::ToolView;
 
     #[test]
     fn the_default_is_auto_and_renders_as_before() {

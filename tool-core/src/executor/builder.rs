@@ -14,8 +14,8 @@ use crate::call_policy::Policy;
 use crate::effect::Effect;
 use crate::failure::{FailureHook, InternalFailure};
 use crate::once::{EffectLedger, Once, OnceFor};
+use crate::registry::view::ToolView;
 use crate::tool_definition::compiled;
-use crate::view::ToolView;
 
 /// One reason an executor could not be built, with the tool it concerns.
 #[derive(Debug, Clone, PartialEq, Eq)]

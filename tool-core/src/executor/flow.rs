@@ -16,9 +16,9 @@ use crate::call_policy::{EffectPolicy, Policy, PolicyDecision, PolicyRequest};
 use crate::codec::Codec;
 use crate::failure::{FailureHook, trace_failure};
 use crate::once::{Answered, Claim, Once};
+use crate::registry::view::ToolView;
 use crate::result::ToolResult;
 use crate::tool_definition::{CompiledTool, Handler, ToolDefinition, compiled};
-use crate::view::ToolView;
 use keel_tools_schema::Limits;
 use keel_tools_schema::validate::{check_limits, check_limits_scan};
 

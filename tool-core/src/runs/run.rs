@@ -13,9 +13,9 @@ use crate::error::ErrorCode;
 use crate::event::{Decision, EventKind, EventLog, EventSink, NotExecuted, Usage};
 use crate::executor::CallOptions;
 use crate::executor::flow::Executor;
+use crate::registry::view::ToolView;
 use crate::result::ErrorBody;
 use crate::result::ToolResult;
-use crate::view::ToolView;
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;

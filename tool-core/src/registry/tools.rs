@@ -4,8 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::name;
+use crate::registry::view::{ToolView, ViewBuilder};
 use crate::tool_definition::{CompiledTool, StaticTool, ToolDefinition, compiled};
-use crate::view::{ToolView, ViewBuilder};
 
 /// The [`Registry`]: every tool this process may list or run, built once and immutable afterwards.
 ///
