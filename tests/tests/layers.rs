@@ -377,6 +377,18 @@ fn the_stores_in_postgresql_build_nothing_of_mcp() {
     assert_eq!(keel, ["keel-tools-postgres", "keel-tools-tls"], "keel-tools-postgres builds on keel's TLS alone");
 }
 
+/// The testkit's test models build on the agent loop alone: keel-tools-agent without its HTTP clients, so no
+/// HTTP stack. The agent with its default features does build one (the check sees it).
+#[test]
+fn the_testkit_builds_no_http_client() {
+    let testkit = dependencies("keel-tools-testkit", "");
+    assert!(testkit.contains("keel-tools-agent") && testkit.contains("proptest"), "the check sees them: {testkit:?}");
+    for package in ["reqwest", "hyper", "rustls", "rmcp"] {
+        assert!(!testkit.contains(package), "keel-tools-testkit builds {package}");
+    }
+    assert!(dependencies("keel-tools-agent", "").contains("reqwest"), "keel-tools-agent's clients use reqwest");
+}
+
 /// The check sees real imports: it would not pass by reading nothing.
 #[test]
 fn the_check_sees_imports_and_folders() {

@@ -58,29 +58,41 @@
 //!
 //! | feature | default | what it brings |
 //! |---|---|---|
-//! | `rustls` | yes | HTTPS, through reqwest's rustls backend with a TLS configuration of each client's own (rustls with the aws-lc-rs provider, Mozilla's roots from webpki-roots, and the builders' `add_root_certificate`); nothing is installed process-wide. Without it (`default-features = false`) only `http://` base URLs work, which is enough for a local Ollama |
+//! | `http` | yes | the HTTP clients of the model APIs ([`OllamaClient`], [`OpenAiClient`], [`ResponsesClient`], [`AnthropicClient`], [`GeminiClient`]), over reqwest; without it, the loop for models of your own ([`ChatModel`], [`Replay`]) with no HTTP client compiled |
+//! | `rustls` | yes | HTTPS, through reqwest's rustls backend with a TLS configuration of each client's own (rustls with the aws-lc-rs provider, Mozilla's roots from webpki-roots, and the builders' `add_root_certificate`); nothing is installed process-wide. Without it (`default-features = false, features = ["http"]`) only `http://` base URLs work, which is enough for a local Ollama |
 //! | `otel` | no | a `chat {model}` span per model turn, after the GenAI semantic conventions (model, provider, token usage, error type), with keel-tools-core's `otel` |
 //! | `stub` | no | [`stub::StubServer`], a local HTTP server answering from recorded responses, for tests |
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Without `http`, the wire code the HTTP clients share with the replay (request writing, stream framing, request
+// options) is compiled but partly unused.
+#![cfg_attr(not(feature = "http"), allow(dead_code))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod agent;
+#[cfg(feature = "http")]
 mod anthropic;
 mod api;
 mod choice;
+#[cfg(feature = "http")]
 mod client;
 pub mod deferral;
+#[cfg(feature = "http")]
 mod gemini;
+#[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "http")]
 pub mod key;
 mod model;
+#[cfg(feature = "http")]
 mod ollama;
+#[cfg(feature = "http")]
 mod openai;
 mod options;
 #[cfg(feature = "otel")]
 mod otel;
 mod replay;
+#[cfg(feature = "http")]
 mod responses;
 mod retry;
 mod stream;
@@ -90,16 +102,23 @@ pub mod stub;
 mod wire;
 
 pub use agent::{Agent, AgentError, AgentOutcome, transcript};
+#[cfg(feature = "http")]
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicBuilder, AnthropicClient, DEFAULT_MAX_TOKENS};
 pub use deferral::ToolSearch;
+#[cfg(feature = "http")]
 pub use gemini::{GeminiBuilder, GeminiClient};
+#[cfg(feature = "http")]
 pub use http::HttpLimits;
+#[cfg(feature = "http")]
 pub use key::ApiKey;
 pub use model::{AssistantMessage, BoxFuture, ChatModel, Message, Mode, ModelError, Turn, WireFormat};
+#[cfg(feature = "http")]
 pub use ollama::{OllamaBuilder, OllamaClient};
+#[cfg(feature = "http")]
 pub use openai::{OpenAiBuilder, OpenAiClient};
 pub use options::{AllowedMode, ChoicePolicy, ToolChoice};
 pub use replay::{Replay, ReplayOrigin, SeenTurn};
+#[cfg(feature = "http")]
 pub use responses::{ResponsesBuilder, ResponsesClient};
 pub use retry::RetryPolicy;
 pub use stream_event::{StreamEvent, StreamSink};

@@ -487,8 +487,7 @@ impl fmt::Display for ModelError {
                 write_chain(f, &**source)
             }
             ModelError::Timeout { url, after, source } => {
-                let connecting = chain(&**source)
-                    .any(|e| e.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_connect));
+                let connecting = chain(&**source).any(is_connect_error);
                 if connecting {
                     write!(
                         f,
@@ -616,23 +615,45 @@ fn deep_chain<'a>(
     })
 }
 
-/// `host:port` of `url` (the port its scheme implies when it names none), or `url` when it is not a URL.
+/// Whether `e` is the HTTP client's error of a connection that could not be made.
+fn is_connect_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    #[cfg(feature = "http")]
+    return e.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_connect);
+    #[cfg(not(feature = "http"))]
+    return {
+        let _ = e;
+        false
+    };
+}
+
+/// `host:port` of `url` (the port its scheme implies when it names none), or `url` when it is not a URL (or, without
+/// the `http` feature, always: there is no URL parser then).
 fn authority(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(u) => match (u.host_str(), u.port_or_known_default()) {
+    #[cfg(feature = "http")]
+    if let Ok(u) = reqwest::Url::parse(url) {
+        return match (u.host_str(), u.port_or_known_default()) {
             (Some(host), Some(port)) => format!("{host}:{port}"),
             (Some(host), None) => host.to_owned(),
             _ => url.to_owned(),
-        },
-        Err(_) => url.to_owned(),
+        };
     }
+    url.to_owned()
+}
+
+/// The host of `url`; `url` itself when it is not a URL (or without the `http` feature).
+fn host_of(url: &str) -> String {
+    #[cfg(feature = "http")]
+    if let Some(host) = reqwest::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_owned)) {
+        return host;
+    }
+    url.to_owned()
 }
 
 /// Why a connection to `url` failed, in words a person knows, when the chain of `source` says: a TLS handshake that
 /// failed (rustls' error, which the transport keeps inside `io::Error`s), a refused connection, a name that does
 /// not resolve. `None` when it says nothing of these.
 fn connect_cause(url: &str, source: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let host = || reqwest::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_default();
+    let host = || host_of(url);
     let https = url.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("https://"));
     for e in deep_chain(source) {
         #[cfg(feature = "rustls")]

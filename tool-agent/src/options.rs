@@ -140,6 +140,7 @@ impl RequestOptions {
 }
 
 /// The builder method of the strict-mode setting, for the clients whose API has a strict mode.
+#[cfg(feature = "http")]
 macro_rules! strict_method {
     ($default:literal) => {
         #[doc = concat!("Whether the tools are sent in the API's strict mode ([`Strict`](keel_tools_core::Strict)); the default, `Strict::Auto`, is ", $default, ".")]
@@ -153,9 +154,11 @@ macro_rules! strict_method {
         }
     };
 }
+#[cfg(feature = "http")]
 pub(crate) use strict_method;
 
 /// The builder method of the tool-search setting, for the clients whose API has a tool search of its own.
+#[cfg(feature = "http")]
 macro_rules! tool_search_method {
     ($what:literal) => {
         #[doc = concat!("How the model finds deferred tools ([`ToolSearch`](crate::ToolSearch); see [`crate::deferral`]). The default, `ToolSearch::Native`, sends ", $what, "; `ToolSearch::Keel` sends the tools shown so far and keel's `search_tools` tool instead.")]
@@ -165,6 +168,7 @@ macro_rules! tool_search_method {
         }
     };
 }
+#[cfg(feature = "http")]
 pub(crate) use tool_search_method;
 
 /// The allowed tools' names as `provider` is shown them, in the order given, each once.
@@ -207,6 +211,7 @@ pub(crate) fn tools_sent(
 }
 
 /// The builder methods of the request options, shared by every client's builder (a `settings: Settings` field).
+#[cfg(feature = "http")]
 macro_rules! request_option_methods {
     ($temperature:literal, $seed:literal, $max_tokens:literal) => {
         /// The tool choice on every turn ([`ChoicePolicy::Every`](crate::ChoicePolicy::Every)).
@@ -237,4 +242,5 @@ macro_rules! request_option_methods {
         }
     };
 }
+#[cfg(feature = "http")]
 pub(crate) use request_option_methods;
