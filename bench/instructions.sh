@@ -11,8 +11,8 @@
 # collected total divided by CALLS.
 #
 # The last two contenders compare with rmcp like for like: rmcp's `ToolRouter::call` renders an MCP
-# `CallToolResult`, and so does `keel-mcp` (the inline call, then `keel_tools_mcp::render::call_tool_result` with the MCP
-# codec, as keel's MCP server answers). The `keel` row stops at a `ToolResult` and is not rmcp's work.
+# `CallToolResult`, and so does `keel-mcp` (the inline call, then `keel_tools_mcp::render::into_call_tool_result` with
+# the MCP codec, as keel's MCP server answers). The `keel` row stops at a `ToolResult` and is not rmcp's work.
 #
 # Needs valgrind (Debian: `apt-get install valgrind`).
 set -euo pipefail

@@ -71,10 +71,10 @@ async fn timed_keel(executor: &Executor, call: ToolCall) -> ToolResult {
 }
 
 /// The call and its MCP rendering, as keel's MCP server answers `tools/call`: `Executor::call`, then
-/// `keel_tools_mcp::render::call_tool_result` with the MCP codec of the executor's view (the server's, built once). The
-/// `ToolResult` is dropped inside the timed region, as the server drops it; the rendered result is the output.
+/// `keel_tools_mcp::render::into_call_tool_result` with the MCP codec of the executor's view (the server's, built
+/// once), the result's data moved into the `CallToolResult`; the rendered result is the output.
 async fn timed_keel_mcp(executor: &Executor, codec: &Codec, call: ToolCall) -> CallToolResult {
-    timed(|| async move { keel_tools_mcp::render::call_tool_result(&executor.call(call).await, codec) }).await
+    timed(|| async move { keel_tools_mcp::render::into_call_tool_result(executor.call(call).await, codec) }).await
 }
 
 async fn timed_floor(arguments: Value) -> Result<Value, String> {

@@ -49,8 +49,23 @@ pub fn call_tool_result(result: &ToolResult, codec: &Codec) -> CallToolResult {
     }
 }
 
+/// [`call_tool_result`], with the result's data moved into the `CallToolResult` instead of copied: what the server
+/// answers a `tools/call` with.
+pub fn into_call_tool_result(result: ToolResult, codec: &Codec) -> CallToolResult {
+    // Content blocks are read into the SDK's content types, which may refuse them: the borrowing path keeps the
+    // result for the error it then answers.
+    if matches!(result.data(), Some(Value::Array(_))) {
+        return call_tool_result(&result, codec);
+    }
+    // Anything else is one text block, which the SDK's types always take.
+    let reply = McpReply::from_result(codec.view(), result);
+    sdk_result(reply).unwrap_or_else(|_| {
+        complete(CallToolResult::error(vec![ContentBlock::text("the tool failed with an internal error")]))
+    })
+}
+
 /// The SDK's `CallToolResult` of `reply`; the error of a content block the SDK's types do not read.
-fn sdk_result(reply: McpReply<'_>) -> Result<CallToolResult, serde_json::Error> {
+fn sdk_result(reply: McpReply) -> Result<CallToolResult, serde_json::Error> {
     let content = match reply.content {
         McpContent::Text(text) => vec![ContentBlock::text(text)],
         McpContent::Blocks(blocks) => Vec::<ContentBlock>::deserialize(blocks)?,
@@ -205,13 +220,14 @@ mod tests {
             (ToolResult::success("3", "other", None, json!({"a": 1})), content()),
         ];
         for (result, codec) in cases {
-            let via_json = complete(serde_json::from_value::<CallToolResult>(codec.reply(&result)).unwrap());
-            let direct = call_tool_result(&result, &codec);
-            assert_eq!(
-                serde_json::to_string(&direct).unwrap(),
-                serde_json::to_string(&via_json).unwrap(),
-                "{result:?}"
-            );
+            let via_json = serde_json::to_string(&complete(
+                serde_json::from_value::<CallToolResult>(codec.reply(&result)).unwrap(),
+            ))
+            .unwrap();
+            let direct = serde_json::to_string(&call_tool_result(&result, &codec)).unwrap();
+            assert_eq!(direct, via_json, "{result:?}");
+            let moved = serde_json::to_string(&into_call_tool_result(result.clone(), &codec)).unwrap();
+            assert_eq!(moved, via_json, "{result:?}");
         }
     }
 

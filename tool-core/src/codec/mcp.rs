@@ -117,9 +117,9 @@ impl Format for Mcp {
 ///   as `structuredContent` unless the tool's entry has an `outputSchema` (clients such as the TypeScript SDK check
 ///   any `structuredContent` against the `outputSchema`, error or not, and would reject the error object).
 #[derive(Debug, Clone, PartialEq)]
-pub struct McpReply<'a> {
+pub struct McpReply {
     /// `content`.
-    pub content: McpContent<'a>,
+    pub content: McpContent,
     /// `structuredContent`, when there is one.
     pub structured_content: Option<Value>,
     /// `isError`.
@@ -128,41 +128,75 @@ pub struct McpReply<'a> {
 
 /// The `content` of an [`McpReply`].
 #[derive(Debug, Clone, PartialEq)]
-pub enum McpContent<'a> {
+pub enum McpContent {
     /// One text block: the result as JSON text ([`ToolResult::content_text`]).
     Text(String),
     /// A [`Content`](crate::content::Content) tool's blocks, as its result holds them (a JSON array of MCP
     /// content blocks, checked against the content schema by the executor).
-    Blocks(&'a Value),
+    Blocks(Value),
 }
 
-impl<'a> McpReply<'a> {
-    /// The reply to `result`, a result of a tool of `view` (a tool outside it replies as one without a result
-    /// schema).
-    pub fn of(view: &crate::registry::view::ToolView, result: &'a ToolResult) -> McpReply<'a> {
+/// What a result's reply is made of.
+enum Shape {
+    /// A failure, with its `structuredContent` (none when the tool has an `outputSchema`).
+    Failure(Option<Value>),
+    /// A content tool's blocks.
+    Blocks,
+    /// Data: its text, and itself as `structuredContent` when it is an object.
+    Data,
+}
+
+impl Shape {
+    fn of(view: &crate::registry::view::ToolView, result: &ToolResult) -> Shape {
         let def = view.get(&result.tool_name);
         match result.error() {
             Some(e) => {
                 let has_output_schema = def.is_some_and(|d| d.render(Provider::Mcp).get("outputSchema").is_some());
-                McpReply {
-                    content: McpContent::Text(result.content_text()),
-                    structured_content: (!has_output_schema).then(|| json!({ "error": error_body_json(e) })),
-                    is_error: true,
-                }
+                Shape::Failure((!has_output_schema).then(|| json!({ "error": error_body_json(e) })))
             }
             None => match result.data() {
-                Some(blocks @ Value::Array(_))
-                    if def.is_some_and(|d| d.output_schema().is_some_and(is_content_schema)) =>
-                {
-                    McpReply { content: McpContent::Blocks(blocks), structured_content: None, is_error: false }
+                Some(Value::Array(_)) if def.is_some_and(|d| d.output_schema().is_some_and(is_content_schema)) => {
+                    Shape::Blocks
                 }
-                data => McpReply {
-                    content: McpContent::Text(result.content_text()),
-                    structured_content: data.filter(|d| d.is_object()).cloned(),
-                    is_error: false,
-                },
+                _ => Shape::Data,
             },
         }
+    }
+}
+
+impl McpReply {
+    /// The reply to `result`, a result of a tool of `view` (a tool outside it replies as one without a result
+    /// schema). The data is copied; [`McpReply::from_result`] moves it.
+    pub fn of(view: &crate::registry::view::ToolView, result: &ToolResult) -> McpReply {
+        match Shape::of(view, result) {
+            Shape::Failure(structured) => McpReply::failure(result.content_text(), structured),
+            Shape::Blocks => McpReply::blocks(result.data().cloned().unwrap_or_default()),
+            Shape::Data => McpReply::data(result.content_text(), result.data().filter(|d| d.is_object()).cloned()),
+        }
+    }
+
+    /// [`McpReply::of`], with the result's data moved into the reply instead of copied.
+    pub fn from_result(view: &crate::registry::view::ToolView, result: ToolResult) -> McpReply {
+        match Shape::of(view, &result) {
+            Shape::Failure(structured) => McpReply::failure(result.content_text(), structured),
+            Shape::Blocks => McpReply::blocks(result.into_result().ok().unwrap_or_default()),
+            Shape::Data => {
+                let text = result.content_text();
+                McpReply::data(text, result.into_result().ok().filter(Value::is_object))
+            }
+        }
+    }
+
+    fn failure(text: String, structured_content: Option<Value>) -> McpReply {
+        McpReply { content: McpContent::Text(text), structured_content, is_error: true }
+    }
+
+    fn blocks(blocks: Value) -> McpReply {
+        McpReply { content: McpContent::Blocks(blocks), structured_content: None, is_error: false }
+    }
+
+    fn data(text: String, structured_content: Option<Value>) -> McpReply {
+        McpReply { content: McpContent::Text(text), structured_content, is_error: false }
     }
 
     /// The reply as MCP's JSON: `{"content": [...], "structuredContent": ..., "isError": <bool>}`.
@@ -170,7 +204,7 @@ impl<'a> McpReply<'a> {
         let mut m = Map::new();
         let content = match self.content {
             McpContent::Text(text) => json!([{"type": "text", "text": text}]),
-            McpContent::Blocks(blocks) => blocks.clone(),
+            McpContent::Blocks(blocks) => blocks,
         };
         m.insert("content".into(), content);
         if let Some(structured) = self.structured_content {

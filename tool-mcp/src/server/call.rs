@@ -502,7 +502,7 @@ impl McpSession {
         {
             return Ok(answer);
         }
-        Ok(CallToolResponse::Complete(render::call_tool_result(&result, &listing.codec)))
+        Ok(CallToolResponse::Complete(render::into_call_tool_result(result, &listing.codec)))
     }
 
     /// A search's result: the tools it found named as MCP lists them (under their own names, not the wire names of
