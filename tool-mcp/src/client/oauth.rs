@@ -583,19 +583,58 @@ mod tests {
         (port, format!("http://127.0.0.1:{port}/callback"), browser, rx)
     }
 
+    /// Runs one login through a loopback browser on a free port against `user` (what the person's browser does,
+    /// given the port and where the shown URL arrives), within 30 s. The port is free when picked but another
+    /// process can take it before the browser listens; then the login is tried again on another port, and a login
+    /// that fails otherwise ends the wait at once instead of leaving `user` waiting for a URL never shown.
+    async fn login_through_the_browser<F, Fut>(url: &str, user: F) -> (u16, Result<String, LoginError>)
+    where
+        F: Fn(u16, tokio::sync::oneshot::Receiver<String>) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        for _ in 0..5 {
+            let (port, redirect_uri, browser, rx) = browser_on_a_free_port();
+            let attempt = async {
+                let authorize = browser.authorize(url, &redirect_uri);
+                let user = user(port, rx);
+                tokio::pin!(authorize, user);
+                tokio::select! {
+                    got = &mut authorize => {
+                        if got.is_ok() {
+                            user.await;
+                        }
+                        got
+                    }
+                    () = &mut user => authorize.await,
+                }
+            };
+            let got =
+                tokio::time::timeout(Duration::from_secs(30), attempt).await.expect("the login ended within 30 s");
+            match got {
+                Err(e) if e.to_string().starts_with("listening on") => continue,
+                got => return (port, got),
+            }
+        }
+        panic!("no free loopback port in five tries");
+    }
+
+    /// A client for the person's browser that gives up rather than hang a test.
+    fn browser_client() -> reqwest::Client {
+        reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap()
+    }
+
     #[tokio::test]
     async fn the_loopback_browser_takes_the_redirect_of_its_path_only() {
-        let (port, redirect_uri, browser, rx) = browser_on_a_free_port();
-        let user = async {
-            assert_eq!(rx.await.unwrap(), "https://as.example/authorize?x=1&state=s");
-            let http = reqwest::Client::new();
-            let other = http.get(format!("http://127.0.0.1:{port}/favicon.ico")).send().await.unwrap();
-            assert_eq!(other.status(), 404);
-            let done = http.get(format!("http://127.0.0.1:{port}/callback?code=c&state=s")).send().await.unwrap();
-            assert_eq!(done.status(), 200);
-        };
-        let (got, ()) =
-            tokio::join!(browser.authorize("https://as.example/authorize?x=1&state=s", &redirect_uri), user);
+        let (port, got) =
+            login_through_the_browser("https://as.example/authorize?x=1&state=s", |port, rx| async move {
+                assert_eq!(rx.await.unwrap(), "https://as.example/authorize?x=1&state=s");
+                let http = browser_client();
+                let other = http.get(format!("http://127.0.0.1:{port}/favicon.ico")).send().await.unwrap();
+                assert_eq!(other.status(), 404);
+                let done = http.get(format!("http://127.0.0.1:{port}/callback?code=c&state=s")).send().await.unwrap();
+                assert_eq!(done.status(), 200);
+            })
+            .await;
         assert_eq!(got.unwrap(), format!("http://127.0.0.1:{port}/callback?code=c&state=s"));
     }
 
@@ -604,21 +643,20 @@ mod tests {
     /// (its `state`) does.
     #[tokio::test]
     async fn the_loopback_browser_waits_for_the_redirect_of_its_own_login() {
-        let (port, redirect_uri, browser, rx) = browser_on_a_free_port();
-        let user = async {
+        let started = std::time::Instant::now();
+        let (port, got) = login_through_the_browser("https://as.example/authorize?state=s", |port, rx| async move {
             rx.await.unwrap();
             // A connection that sends nothing and stays open must not hold up the others.
             let _silent = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-            let http = reqwest::Client::new();
+            let http = browser_client();
             for stray in ["/callback", "/callback?code=evil&state=other", "/callback?state=s"] {
                 let answer = http.get(format!("http://127.0.0.1:{port}{stray}")).send().await.unwrap();
                 assert_eq!(answer.status(), 400, "{stray}");
             }
             let done = http.get(format!("http://127.0.0.1:{port}/callback?code=c&state=s")).send().await.unwrap();
             assert_eq!(done.status(), 200);
-        };
-        let started = std::time::Instant::now();
-        let (got, ()) = tokio::join!(browser.authorize("https://as.example/authorize?state=s", &redirect_uri), user);
+        })
+        .await;
         assert_eq!(got.unwrap(), format!("http://127.0.0.1:{port}/callback?code=c&state=s"));
         assert!(started.elapsed() < Duration::from_secs(5), "the silent connection held nothing up");
     }
