@@ -105,13 +105,13 @@ fn add_numbers(a: i64, b: i64) -> i64 {
 
 // ---- Helpers ----
 
-async fn bounded<F: Future<Output = ()>>(f: F) {
+pub(super) async fn bounded<F: Future<Output = ()>>(f: F) {
     tokio::time::timeout(Duration::from_secs(90), f).await.expect("test timed out");
 }
 
 /// The file a test needs: from `var`, else `default`. Missing: `None` (the test passes, and is named in the line
 /// the test binary ends with), or a panic when peers are required ([`keel_tests::peers_required`]).
-fn prerequisite(var: &str, default: Option<PathBuf>, peer: &'static Peer) -> Option<PathBuf> {
+pub(super) fn prerequisite(var: &str, default: Option<PathBuf>, peer: &'static Peer) -> Option<PathBuf> {
     let path = std::env::var_os(var).map(PathBuf::from).or(default);
     match find_prerequisite(keel_tests::peers_required(), path, var, peer) {
         Ok(found) => Some(found),
@@ -144,7 +144,7 @@ fn a_missing_peer_fails_when_peers_are_required() {
     assert_eq!(find_prerequisite(true, present.clone(), "KEEL_X", &SERVER_EVERYTHING).ok(), present);
 }
 
-fn workspace_root() -> PathBuf {
+pub(super) fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -162,7 +162,7 @@ fn node_available() -> bool {
     ok
 }
 
-async fn run(executor: &Executor, name: &str, args: Value) -> ToolResult {
+pub(super) async fn run(executor: &Executor, name: &str, args: Value) -> ToolResult {
     executor.call(ToolCall::new(format!("c-{name}"), name, args)).await
 }
 
@@ -295,7 +295,7 @@ async fn own_server_over_http() {
 }
 
 /// Another definition with the same contract and the same forwarder (definitions are not `Clone`).
-fn clone_def(d: &keel_tools_core::definition::ToolDefinition) -> keel_tools_core::definition::ToolDefinition {
+pub(super) fn clone_def(d: &keel_tools_core::definition::ToolDefinition) -> keel_tools_core::definition::ToolDefinition {
     d.renamed(d.name().to_owned()).expect("valid name")
 }
 

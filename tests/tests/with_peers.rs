@@ -37,6 +37,8 @@ mod catalog_rows;
 mod mcp_auth_peers;
 #[path = "mcp_forwarder.rs"]
 mod mcp_forwarder;
+#[path = "mcp_pinning.rs"]
+mod mcp_pinning;
 #[path = "mcp_replicas.rs"]
 mod mcp_replicas;
 #[path = "mcp_task_store.rs"]

@@ -58,15 +58,19 @@ mod error;
 mod import;
 #[cfg(feature = "oauth")]
 pub mod oauth;
+pub mod pin;
 
 pub use error::{ConnectError, ImportError, ImportProblem};
 use import::ForwarderInner;
 pub use import::{Forwarder, Importer, RemoteTools};
+pub use pin::{Drift, DriftKind, Pin, Pins};
 
 /// The rmcp client handler of a connection.
 struct KeelClient {
     info: InitializeRequestParams,
     elicitation: Option<Arc<dyn Elicitation>>,
+    /// Counts the server's `notifications/tools/list_changed`, for pinned imports to list the tools again.
+    list_changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl ClientHandler for KeelClient {
@@ -83,6 +87,10 @@ impl ClientHandler for KeelClient {
             Some(handler) => handler.elicit(request).await,
             None => Ok(ElicitResult::new(ElicitationAction::Decline)),
         }
+    }
+
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.list_changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
@@ -142,6 +150,10 @@ pub enum Era {
 
 struct Connection {
     namespace: String,
+    /// What the server is: its URL, its command line, or `mcp:` and the name it gave (see
+    /// [`RemoteServer::identity`]).
+    identity: String,
+    list_changed: Arc<tokio::sync::watch::Sender<u64>>,
     peer: Peer<RoleClient>,
     version: String,
     running: Mutex<Option<Arc<RunningService<RoleClient, KeelClient>>>>,
@@ -226,6 +238,7 @@ impl RemoteServer {
     #[cfg(feature = "oauth")]
     async fn connect_logged_in<T, E, A>(
         namespace: &str,
+        identity: &str,
         transport: T,
         era: Era,
         elicitation: Option<Arc<dyn Elicitation>>,
@@ -235,7 +248,7 @@ impl RemoteServer {
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let server = RemoteServer::connect_inner(namespace, transport, era, elicitation).await?;
+        let server = RemoteServer::connect_inner(namespace, transport, era, elicitation, Some(identity)).await?;
         let mut conn = Arc::into_inner(server.conn).expect("a new connection has no other owner");
         conn.login = Some(login);
         Ok(RemoteServer { conn: Arc::new(conn) })
@@ -247,7 +260,7 @@ impl RemoteServer {
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        RemoteServer::connect_inner(namespace, transport, era, None).await
+        RemoteServer::connect_inner(namespace, transport, era, None, None).await
     }
 
     async fn connect_inner<T, E, A>(
@@ -255,6 +268,7 @@ impl RemoteServer {
         transport: T,
         era: Era,
         elicitation: Option<Arc<dyn Elicitation>>,
+        identity: Option<&str>,
     ) -> Result<RemoteServer, ConnectError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
@@ -271,7 +285,8 @@ impl RemoteServer {
         }
         let info = InitializeRequestParams::new(capabilities, Implementation::new("keel", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-        let client = KeelClient { info, elicitation };
+        let list_changed = Arc::new(tokio::sync::watch::Sender::new(0));
+        let client = KeelClient { info, elicitation, list_changed: list_changed.clone() };
         let lifecycle = match era {
             Era::Auto => ClientLifecycleMode::Auto {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -287,9 +302,18 @@ impl RemoteServer {
             .and_then(|i| i.server_info.as_ref().map(|s| s.version.clone()))
             .filter(|v| keel_tools_core::name::is_valid_version(v))
             .unwrap_or_else(|| "1.0".to_owned());
+        let identity = identity.map_or_else(
+            || {
+                let name = peer.peer_info().and_then(|i| i.server_info.as_ref().map(|s| s.name.clone()));
+                format!("mcp:{}", name.unwrap_or_default())
+            },
+            str::to_owned,
+        );
         Ok(RemoteServer {
             conn: Arc::new(Connection {
                 namespace: namespace.to_owned(),
+                identity,
+                list_changed,
                 peer,
                 version,
                 running: Mutex::new(Some(Arc::new(running))),
@@ -305,8 +329,9 @@ impl RemoteServer {
         namespace: &str,
         command: tokio::process::Command,
     ) -> Result<RemoteServer, ConnectError> {
+        let identity = command_line(command.as_std());
         let transport = rmcp::transport::TokioChildProcess::new(command).map_err(ConnectError::new)?;
-        RemoteServer::connect(namespace, transport).await
+        RemoteServer::connect_inner(namespace, transport, Era::Auto, None, Some(&identity)).await
     }
 
     /// Connects to a Streamable HTTP server at `url` (e.g. `http://127.0.0.1:8080/mcp`, or `https://...` with
@@ -350,6 +375,13 @@ impl RemoteServer {
         &self.conn.namespace
     }
 
+    /// What the server is, as its tools' digests ([`pin::tool_digest`]) cover it: the URL of a Streamable HTTP
+    /// server, the command line of a child process (program and arguments, each quoted when it holds a space), or,
+    /// over another transport, `mcp:` and the name the server gave in its handshake.
+    pub fn identity(&self) -> &str {
+        &self.conn.identity
+    }
+
     /// The rmcp peer, for anything beyond tools.
     pub fn peer(&self) -> &Peer<RoleClient> {
         &self.conn.peer
@@ -367,7 +399,7 @@ impl RemoteServer {
 
     /// Imports with settings: effect overrides, trust in annotations, a timeout.
     pub fn importer(&self) -> Importer {
-        Importer { server: self.clone(), effects: BTreeMap::new(), trust_annotations: true, timeout: None }
+        Importer { server: self.clone(), effects: BTreeMap::new(), trust_annotations: true, timeout: None, pins: None }
     }
 
     /// A forwarder for remote tool `origin` (its MCP name) under the keel name `name`, without asking the server's
@@ -378,14 +410,25 @@ impl RemoteServer {
     /// Each call makes a new forwarder (with its own counters); hold on to it to keep per-tool state. The
     /// connection is shared with every other forwarder of this server.
     pub fn forwarder(&self, name: impl Into<String>, origin: impl Into<String>, structured: bool) -> Arc<Forwarder> {
+        self.pinned_forwarder(name.into(), origin.into(), structured, None)
+    }
+
+    fn pinned_forwarder(
+        &self,
+        name: String,
+        origin: String,
+        structured: bool,
+        pins: Option<Arc<pin::PinState>>,
+    ) -> Arc<Forwarder> {
         Arc::new(Forwarder {
             inner: Arc::new(ForwarderInner {
                 conn: self.conn.clone(),
-                name: name.into(),
-                origin: origin.into(),
+                name,
+                origin,
                 structured,
                 calls: AtomicU64::new(0),
                 failures: AtomicU64::new(0),
+                pins,
             }),
         })
     }
@@ -504,7 +547,7 @@ impl HttpConnect {
                 .await;
         }
         let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client.clone(), config);
-        match RemoteServer::connect_inner(namespace, transport, self.era, self.elicitation).await {
+        match RemoteServer::connect_inner(namespace, transport, self.era, self.elicitation, Some(&self.url)).await {
             Ok(server) => Ok(server),
             Err(e) => Err(transport_cause(&client, &self.url).await.unwrap_or(e)),
         }
@@ -533,7 +576,7 @@ async fn connect_logged_in(
         rmcp::transport::StreamableHttpClientTransport::with_client(session.client.clone(), config)
     };
     let first =
-        RemoteServer::connect_logged_in(namespace, transport(), era, elicitation.clone(), session.clone()).await;
+        RemoteServer::connect_logged_in(namespace, url, transport(), era, elicitation.clone(), session.clone()).await;
     let challenge = match &first {
         Ok(_) => return first,
         Err(e) => match e.auth_challenge() {
@@ -542,7 +585,17 @@ async fn connect_logged_in(
         },
     };
     session.log_in(Some(&challenge)).await.map_err(ConnectError::new)?;
-    RemoteServer::connect_logged_in(namespace, transport(), era, elicitation, session).await
+    RemoteServer::connect_logged_in(namespace, url, transport(), era, elicitation, session).await
+}
+
+/// A command line as one string: the program and its arguments, each quoted (Rust's `{:?}`) when it holds a
+/// space, a quote or nothing.
+fn command_line(command: &std::process::Command) -> String {
+    let word = |w: &std::ffi::OsStr| {
+        let w = w.to_string_lossy();
+        if w.is_empty() || w.contains([' ', '"', '\'', '\\']) { format!("{w:?}") } else { w.into_owned() }
+    };
+    std::iter::once(word(command.get_program())).chain(command.get_args().map(word)).collect::<Vec<_>>().join(" ")
 }
 
 /// The transport failure behind a failed connection, if there is one. The SDK keeps only the text of the HTTP

@@ -13,6 +13,7 @@ use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::ServiceError;
 use serde_json::Value;
 
+use super::pin::{Drift, PinState, Pins, listed_entry, tool_digest};
 use super::{Connection, ImportError, ImportProblem, RemoteServer};
 use crate::names;
 use crate::render;
@@ -24,6 +25,7 @@ pub struct Importer {
     pub(super) effects: BTreeMap<String, Effect>,
     pub(super) trust_annotations: bool,
     pub(super) timeout: Option<Duration>,
+    pub(super) pins: Option<Pins>,
 }
 
 impl Importer {
@@ -41,6 +43,12 @@ impl Importer {
     /// The timeout of every imported tool (default: the executor's).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+    /// Imports only the tools that match their pin, and follows the server's `tools/list_changed` to withhold a tool
+    /// that changes afterwards ([`crate::client::pin`]). Without pins, every listed tool is imported as it is.
+    pub fn pinned(mut self, pins: Pins) -> Self {
+        self.pins = Some(pins);
         self
     }
 
@@ -63,16 +71,22 @@ impl Importer {
                 problems.push(ImportProblem::UnknownOverride(o.clone()));
             }
         }
+        let state = self.pins.as_ref().map(|pins| Arc::new(self.pin_state(pins, &tools)));
         let mut definitions = Vec::new();
         let mut forwarders = BTreeMap::new();
         for (name, origins) in by_name {
+            if let Some(state) = &state
+                && origins.iter().any(|t| !state.imported.contains_key(t.name.as_ref()))
+            {
+                continue;
+            }
             let [tool] = origins.as_slice() else {
                 let mut origins: Vec<String> = origins.iter().map(|t| t.name.to_string()).collect();
                 origins.sort();
                 problems.push(ImportProblem::Collision { name, origins });
                 continue;
             };
-            match self.definition(&name, tool) {
+            match self.definition(&name, tool, state.clone()) {
                 Ok((def, forwarder)) => {
                     definitions.push(def);
                     forwarders.insert(name, forwarder);
@@ -84,7 +98,49 @@ impl Importer {
         if !problems.is_empty() {
             return Err(fail(problems));
         }
-        Ok(RemoteTools { definitions, forwarders })
+        if let Some(state) = &state {
+            follow_list_changed(&self.server, state);
+            for drift in state.drifts.lock().map(|d| d.values().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+                drift.log();
+            }
+        }
+        Ok(RemoteTools { definitions, forwarders, pins: state, server: self.server.clone() })
+    }
+
+    /// Which listed tools match their pin (they are imported), and the drift of every other one.
+    fn pin_state(&self, pins: &Pins, tools: &[Tool]) -> PinState {
+        let conn = &self.server.conn;
+        let mut imported = BTreeMap::new();
+        let mut drifts = BTreeMap::new();
+        for tool in tools {
+            let origin = tool.name.to_string();
+            let digest = tool_digest(&conn.identity, tool);
+            let entry = listed_entry(tool);
+            match pins.get(&origin) {
+                Some(pin) if pin.digest == digest => {
+                    imported.insert(origin, (digest, entry));
+                }
+                pin => {
+                    let pinned = pin.map(|p| (p.digest.as_str(), p.entry.as_ref()));
+                    drifts.insert(
+                        origin.clone(),
+                        Drift::between(&conn.namespace, &origin, pinned, Some((&digest, &entry))),
+                    );
+                }
+            }
+        }
+        for (origin, pin) in &pins.tools {
+            if !tools.iter().any(|t| t.name == origin.as_str()) {
+                drifts.insert(origin.clone(), Drift::between(&conn.namespace, origin, Some((&pin.digest, None)), None));
+            }
+        }
+        PinState {
+            namespace: conn.namespace.clone(),
+            identity: conn.identity.clone(),
+            imported,
+            drifts: std::sync::Mutex::new(drifts),
+            sender: tokio::sync::broadcast::channel(64).0,
+        }
     }
 
     pub(super) fn effect_of(&self, tool: &Tool) -> Effect {
@@ -103,10 +159,12 @@ impl Importer {
         &self,
         name: &str,
         tool: &Tool,
+        pins: Option<Arc<PinState>>,
     ) -> Result<(ToolDefinition, Arc<Forwarder>), DefinitionError> {
         let conn = &self.server.conn;
         let effect = self.effect_of(tool);
-        let forwarder = self.server.forwarder(name, tool.name.to_string(), tool.output_schema.is_some());
+        let forwarder =
+            self.server.pinned_forwarder(name.to_owned(), tool.name.to_string(), tool.output_schema.is_some(), pins);
         let description = tool
             .description
             .as_deref()
@@ -141,10 +199,37 @@ impl Importer {
     }
 }
 
+/// Lists the server's tools again each time it sends `notifications/tools/list_changed`, for as long as a forwarder
+/// (or the [`RemoteTools`]) of this pinned import lives and the connection is open.
+fn follow_list_changed(server: &RemoteServer, state: &Arc<PinState>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    let mut changes = server.conn.list_changed.subscribe();
+    let conn = Arc::downgrade(&server.conn);
+    let state = Arc::downgrade(state);
+    runtime.spawn(async move {
+        while changes.changed().await.is_ok() {
+            let (Some(conn), Some(state)) = (conn.upgrade(), state.upgrade()) else { return };
+            match conn.list_tools().await {
+                Ok(tools) => {
+                    state.compare(&tools);
+                }
+                Err(e) => tracing::warn!(
+                    target: super::pin::DRIFT_TARGET,
+                    server = %state.namespace,
+                    error = %e,
+                    "tools/list after tools/list_changed failed; the imported tools stay as they were"
+                ),
+            }
+        }
+    });
+}
+
 /// The imported tools of one server: definitions for a registry, and their forwarders.
 pub struct RemoteTools {
     pub(super) definitions: Vec<ToolDefinition>,
     pub(super) forwarders: BTreeMap<String, Arc<Forwarder>>,
+    pub(super) pins: Option<Arc<PinState>>,
+    pub(super) server: RemoteServer,
 }
 
 impl fmt::Debug for RemoteTools {
@@ -174,6 +259,34 @@ impl RemoteTools {
     pub fn into_definitions(self) -> Vec<ToolDefinition> {
         self.definitions
     }
+
+    /// Whether the import was pinned ([`Importer::pinned`]).
+    pub fn is_pinned(&self) -> bool {
+        self.pins.is_some()
+    }
+
+    /// Every tool withheld from a pinned import, and why, by MCP name: found at import and since (by
+    /// [`RemoteTools::recheck`] or a `tools/list_changed`). Empty for an unpinned import.
+    pub fn drift(&self) -> Vec<Drift> {
+        let Some(state) = &self.pins else { return Vec::new() };
+        state.drifts.lock().map(|d| d.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The drifts found from now on, as they are found (a pinned import; an unpinned one sends nothing).
+    pub fn drifts(&self) -> tokio::sync::broadcast::Receiver<Drift> {
+        match &self.pins {
+            Some(state) => state.sender.subscribe(),
+            None => tokio::sync::broadcast::channel(1).1,
+        }
+    }
+
+    /// Lists the server's tools again and compares them with the import (what a `tools/list_changed` does): an
+    /// imported tool that changed or disappeared is withheld from now on. Returns the drifts not found before.
+    pub async fn recheck(&self) -> Result<Vec<Drift>, ServiceError> {
+        let Some(state) = &self.pins else { return Ok(Vec::new()) };
+        let tools = self.server.list_tools().await?;
+        Ok(state.compare(&tools))
+    }
 }
 
 /// Forwards one remote tool's calls: held by its definition (and so by the registry), one per tool.
@@ -188,6 +301,8 @@ pub(super) struct ForwarderInner {
     pub(super) structured: bool,
     pub(super) calls: AtomicU64,
     pub(super) failures: AtomicU64,
+    /// The pins of a pinned import: a tool that drifted is refused here, before anything is sent.
+    pub(super) pins: Option<Arc<PinState>>,
 }
 
 impl fmt::Debug for Forwarder {
@@ -231,6 +346,9 @@ impl Forwarder {
 
 impl ForwarderInner {
     pub(super) async fn forward(&self, arguments: Value, ctx: CallContext) -> Result<Value, ToolError> {
+        if let Some(drift) = self.pins.as_ref().and_then(|p| p.withheld(&self.origin)) {
+            return Err(drift.refusal());
+        }
         let Value::Object(arguments) = arguments else {
             return Err(ToolError::internal(std::io::Error::other("validated arguments are not an object")));
         };
