@@ -43,6 +43,9 @@ pub const NODE: Peer = Peer { what: "node", how: "put Node on PATH" };
 /// does not.
 pub const CONFORMANCE_SERVER: Peer =
     Peer { what: "the example conformance_server", how: "cargo build -p examples --example conformance_server" };
+/// The example binary `keel-demo`: the installed `keel` over the example tools (built as the one above).
+pub const KEEL_DEMO: Peer =
+    Peer { what: "the example binary keel-demo", how: "cargo build -p examples --bin keel-demo" };
 /// The example binary `catalogue_replicas` (built as the one above).
 pub const CATALOGUE_REPLICAS: Peer =
     Peer { what: "the example catalogue_replicas", how: "cargo build -p examples --example catalogue_replicas" };

@@ -150,7 +150,7 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         dir: "tool-cli",
-        layers: &[&["failure"], &["tool_search"], &["chat", "serve"]],
+        layers: &[&["failure"], &["tool_search", "forward"], &["chat", "serve"]],
         // `main.rs` is the binary, a crate of its own that uses the library by name; the runner (what the installed
         // binary runs) sits above the command it answers `--help` with.
         above_all: &["lib", "main", "runner"],

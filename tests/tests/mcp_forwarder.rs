@@ -295,7 +295,9 @@ async fn own_server_over_http() {
 }
 
 /// Another definition with the same contract and the same forwarder (definitions are not `Clone`).
-pub(super) fn clone_def(d: &keel_tools_core::definition::ToolDefinition) -> keel_tools_core::definition::ToolDefinition {
+pub(super) fn clone_def(
+    d: &keel_tools_core::definition::ToolDefinition,
+) -> keel_tools_core::definition::ToolDefinition {
     d.renamed(d.name().to_owned()).expect("valid name")
 }
 

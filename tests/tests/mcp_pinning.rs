@@ -10,14 +10,14 @@ use keel_tools_mcp::client::{Drift, DriftKind, Era, Pins, RemoteServer, RemoteTo
 use serde_json::{Value, json};
 
 use super::mcp_forwarder::{bounded, clone_def, prerequisite, run, workspace_root};
-use keel_tests::peers::PYTHON_MCP;
+use keel_tests::peers::{KEEL_DEMO, PYTHON_MCP};
 
-async fn connect(python: &std::path::Path) -> RemoteServer {
+/// In the `initialize` session the server sends `tools/list_changed` unasked; on 2026-07-28 keel listens for it.
+async fn connect(python: &std::path::Path, era: Era) -> RemoteServer {
     let mut cmd = tokio::process::Command::new(python);
     cmd.arg(workspace_root().join("tests/mcp/python_drifting.py")).stderr(std::process::Stdio::null());
     let transport = keel_tools_mcp::rmcp::transport::TokioChildProcess::new(cmd).expect("spawn");
-    // `tools/list_changed` reaches a client in the `initialize` session.
-    RemoteServer::connect_with("py", transport, Era::Session).await.expect("connect")
+    RemoteServer::connect_with("py", transport, era).await.expect("connect")
 }
 
 fn executor(remote: &RemoteTools) -> Executor {
@@ -51,7 +51,18 @@ async fn a_tool_that_changes_under_a_pinned_import_is_withheld_until_approved() 
         return;
     };
     bounded(async {
-        let py = connect(&python).await;
+        for era in [Era::Session, Era::Auto] {
+            drift_and_approve(&python, era).await;
+        }
+    })
+    .await;
+}
+
+async fn drift_and_approve(python: &std::path::Path, era: Era) {
+    {
+        let py = connect(python, era).await;
+        let expected = if era == Era::Session { "2025-11-25" } else { "2026-07-28" };
+        assert_eq!(py.protocol_version().map(|v| v.to_string()).as_deref(), Some(expected));
         let first = Pins::of(&py).await.expect("tools/list");
         assert_eq!(first.tools.keys().collect::<Vec<_>>(), ["add", "drift"]);
         let remote = py.importer().pinned(first.clone()).import().await.expect("import");
@@ -109,8 +120,7 @@ async fn a_tool_that_changes_under_a_pinned_import_is_withheld_until_approved() 
         gone.approve(&drift);
         assert!(gone.get("add").is_none());
         py.close().await;
-    })
-    .await;
+    }
 }
 
 /// The identity a digest covers: a child's command line.
@@ -126,7 +136,7 @@ async fn a_child_servers_identity_is_its_command_line() {
         cmd.arg(&script).stderr(std::process::Stdio::null());
         let py = RemoteServer::connect_child("py", cmd).await.expect("connect");
         assert_eq!(py.identity(), format!("{} {}", python.display(), script.display()));
-        let over_transport = connect(&python).await;
+        let over_transport = connect(&python, Era::Session).await;
         assert_eq!(over_transport.identity(), "mcp:drifting-peer");
         let (a, b) = (Pins::of(&py).await.unwrap(), Pins::of(&over_transport).await.unwrap());
         assert_ne!(a.get("add").unwrap().digest, b.get("add").unwrap().digest, "another server, another digest");
@@ -134,4 +144,82 @@ async fn a_child_servers_identity_is_its_command_line() {
         over_transport.close().await;
     })
     .await;
+}
+
+/// `keel lock --forward` pins a remote server's tools into the lock; `keel lock --check` passes while the server
+/// lists them unchanged and fails, naming the tool and what changed, once it does not; `keel serve --forward`
+/// withholds a tool that changed before it started, and serves the pinned ones to the Python SDK's client, which
+/// sees a tool that changes while it runs leave the list (tests/mcp/python_keel_forward.py).
+#[test]
+fn keel_lock_and_serve_pin_a_forwarded_python_server() {
+    let default = workspace_root().join("target/ci-venv/bin/python");
+    let Some(python) = prerequisite("KEEL_PYTHON_MCP", Some(default), &PYTHON_MCP) else {
+        return;
+    };
+    let demo = std::env::current_exe().ok().and_then(|e| Some(e.parent()?.parent()?.join("keel-demo")));
+    let Some(keel) = prerequisite("KEEL_DEMO_BIN", demo, &KEEL_DEMO) else {
+        return;
+    };
+    let drifting = workspace_root().join("tests/mcp/python_drifting.py");
+    let forward = format!("py={} {}", python.display(), drifting.display());
+    let dir = std::env::temp_dir().join(format!("keel-pinning-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lock = dir.join("keel.lock");
+    let lock_arg = lock.to_str().unwrap();
+    let run = |args: &[&str], changed: bool| {
+        let mut command = std::process::Command::new(&keel);
+        command.args(args);
+        if changed {
+            command.env("KEEL_DRIFT_START", "schema");
+        }
+        let out = command.output().expect("keel runs");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.code(), text)
+    };
+
+    let (code, out) = run(&["lock", "--path", lock_arg, "--forward", &forward], false);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("pinned 2 tool(s) of py"), "{out}");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&lock).unwrap()).unwrap();
+    let section = &written["remote"]["py"];
+    assert_eq!(section["connect"]["command"], json!([python.to_str().unwrap(), drifting.to_str().unwrap()]));
+    assert!(section["tools"]["add"]["digest"].as_str().is_some_and(|d| d.starts_with("sha256:")), "{section}");
+
+    let (code, out) = run(&["lock", "--check", "--path", lock_arg], false);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("py: 2 pinned tool(s), unchanged"), "{out}");
+
+    // The server now lists `add` with another schema: the check fails and says what changed.
+    let (code, out) = run(&["lock", "--check", "--path", lock_arg], true);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("py: tool \"add\" changed") && out.contains("/inputSchema/"), "{out}");
+    // Writing the lock again without --forward keeps the pins as they were approved.
+    let (code, out) = run(&["lock", "--path", lock_arg], true);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(run(&["lock", "--check", "--path", lock_arg], true).0, Some(1), "the change is still not approved");
+
+    // `keel serve` against the changed server: `add` is withheld from the start, and said so.
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(bounded(async {
+        let mut command = tokio::process::Command::new(&keel);
+        command.args(["serve", "--stdio", "--lock", lock_arg, "--forward", &forward]).env("KEEL_DRIFT_START", "schema");
+        command.stderr(std::process::Stdio::piped());
+        let served = RemoteServer::connect_child("keel", command).await.expect("connect");
+        let names: Vec<String> = served.list_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+        assert!(names.iter().any(|n| n == "py.drift") && !names.iter().any(|n| n == "py.add"), "{names:?}");
+        served.close().await;
+    }));
+
+    // The Python SDK's client in front of `keel serve --forward`, against the server as pinned.
+    let script = workspace_root().join("tests/mcp/python_keel_forward.py");
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .args(["--lock", lock_arg, "--forward", &forward, "--"])
+        .arg(&keel)
+        .output()
+        .expect("python runs");
+    // The lock was written again above with `add` changed but not approved: pin it as the server starts now.
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

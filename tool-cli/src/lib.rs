@@ -63,6 +63,7 @@ use std::process::ExitCode;
 
 mod chat;
 mod failure;
+mod forward;
 pub mod runner;
 mod serve;
 mod tool_search;
@@ -183,7 +184,11 @@ enum Command {
     /// Write the schema lock, or check the tools against it (`--check`).
     #[command(after_help = "Examples:\n  keel lock                        # write keel.lock\n  \
         keel lock --check --strict       # in CI: exit 1 on an unbumped schema change or a stale lock\n  \
-        keel lock --path contracts/keel.lock")]
+        keel lock --path contracts/keel.lock\n  \
+        keel lock --forward files=http://127.0.0.1:8080/mcp   # pin (approve) a remote server's tools as they are\n\n\
+        The pins of remote servers (`keel serve --forward`) stay as recorded until `keel lock --forward NAME=...` \
+        records that server again; `keel lock --check` connects to each pinned server and exits 1 when a tool \
+        changed, appeared or vanished.")]
     Lock {
         /// Check instead of writing: exit 1 when a schema changed without the version bump it needs, or a tool
         /// appeared or vanished.
@@ -198,6 +203,10 @@ enum Command {
         /// The lock file.
         #[arg(long, default_value = lock::DEFAULT_PATH)]
         path: PathBuf,
+        /// Pin the tools a remote MCP server lists now, under its namespace: `NAME=URL` (Streamable HTTP) or
+        /// `NAME=COMMAND ARGS` (stdio). Repeat for more servers. This approves them as they are.
+        #[arg(long = "forward", value_name = "NAME=URL|CMD", value_parser = forward::parse_forward, conflicts_with = "check")]
+        forward: Vec<forward::Forward>,
     },
 }
 
@@ -285,7 +294,9 @@ impl Cli {
             }
             Command::Check { json, deny_warnings } => check(&registry, json, deny_warnings, out),
             Command::Lock { check: true, strict, path, .. } => lock_check(&registry, &path, strict, out),
-            Command::Lock { check: false, force, path, .. } => lock_write(&registry, &path, force, out),
+            Command::Lock { check: false, force, path, forward, .. } => {
+                lock_write(&registry, &path, force, &forward, out)
+            }
             Command::Chat(chat) => chat
                 .tool_search()
                 .view(registry.all().clone())
@@ -293,10 +304,9 @@ impl Cli {
                 .and_then(|e| chat::chat(e, *chat, out, err)),
             // Over MCP, deferred tools are found through keel's `search_tools`, and a session lists what its
             // searches surfaced (keel-tools-mcp).
-            Command::Serve(args) => view(&registry, args.tags())
-                .and_then(|v| args.tool_search().view(v))
-                .and_then(|v| self.executor_over(v))
-                .and_then(|e| serve::serve(e, args, err)),
+            Command::Serve(args) => {
+                view(&registry, args.tags()).and_then(|v| serve::serve(v, &|v| self.executor_over(v), args, err))
+            }
         };
         match result {
             Ok(code) => code,
@@ -522,15 +532,87 @@ fn read_lock(path: &PathBuf) -> Result<String, Failure> {
 fn lock_check(registry: &Registry, path: &PathBuf, strict: bool, out: &mut dyn Write) -> Outcome {
     let text = read_lock(path)?;
     let report = lock::check(registry, &text).map_err(|e| fail(1, format!("{}: {e}", path.display())))?;
+    let remote = Lock::parse(&text).map(|l| l.remote).unwrap_or_default();
+    let drifted = if remote.is_empty() { 0 } else { block_on(check_remote(&remote, path, out))?? };
     if report.is_current() {
         writeln!(out, "{}: {} tool(s), the lock is current", path.display(), report.tools.len()).map_err(io)?;
-        return Ok(0);
+        return Ok(if drifted > 0 { 1 } else { 0 });
     }
     writeln!(out, "{}: {report}", path.display()).map_err(io)?;
-    Ok(if !report.is_ok() || strict { 1 } else { 0 })
+    Ok(if !report.is_ok() || strict || drifted > 0 { 1 } else { 0 })
 }
 
-fn lock_write(registry: &Registry, path: &PathBuf, force: bool, out: &mut dyn Write) -> Outcome {
+/// Connects to each pinned remote server and prints each tool that differs from its pin; returns how many differ.
+async fn check_remote(
+    remote: &std::collections::BTreeMap<String, lock::RemoteLock>,
+    path: &std::path::Path,
+    out: &mut dyn Write,
+) -> Result<usize, Failure> {
+    let mut drifted = 0;
+    for (namespace, section) in remote {
+        let forward = forward::Forward { namespace: namespace.clone(), connect: section.connect.clone() };
+        let server = forward.connect().await?;
+        let current = keel_tools_mcp::client::Pins::of(&server)
+            .await
+            .map_err(|e| fail(1, format!("{namespace}: tools/list failed: {e}")));
+        server.close().await;
+        let drifts = forward::pins_of(section).compare(namespace, &current?);
+        if drifts.is_empty() {
+            writeln!(out, "{}: {namespace}: {} pinned tool(s), unchanged", path.display(), section.tools.len())
+                .map_err(io)?;
+        }
+        for drift in &drifts {
+            writeln!(out, "{}: {}", path.display(), forward::indented(drift)).map_err(io)?;
+        }
+        drifted += drifts.len();
+    }
+    if drifted > 0 {
+        writeln!(
+            out,
+            "{drifted} remote tool(s) differ from their pins; review them, then approve with `keel lock --forward NAME=...`"
+        )
+        .map_err(io)?;
+    }
+    Ok(drifted)
+}
+
+/// Runs `future` on a runtime of its own (the commands that talk to remote servers).
+fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, Failure> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
+    Ok(runtime.block_on(future))
+}
+
+/// Pins what each `--forward` server lists now into `lock`'s remote sections, saying what it approves.
+async fn pin_forwards(lock: &mut Lock, forwards: &[forward::Forward], out: &mut dyn Write) -> Result<(), Failure> {
+    for f in forwards {
+        let server = f.connect().await?;
+        let pins = keel_tools_mcp::client::Pins::of(&server)
+            .await
+            .map_err(|e| fail(1, format!("--forward {}: tools/list failed: {e}", f.shown())));
+        server.close().await;
+        let pins = pins?;
+        if let Some(old) = lock.remote.get(&f.namespace) {
+            for drift in forward::pins_of(old).compare(&f.namespace, &pins) {
+                writeln!(out, "approving {}", forward::indented(&drift)).map_err(io)?;
+            }
+        }
+        writeln!(out, "pinned {} tool(s) of {} ({})", pins.tools.len(), f.namespace, pins.server).map_err(io)?;
+        lock.remote.insert(f.namespace.clone(), forward::section_of(f.connect.clone(), &pins));
+    }
+    Ok(())
+}
+
+fn lock_write(
+    registry: &Registry,
+    path: &PathBuf,
+    force: bool,
+    forwards: &[forward::Forward],
+    out: &mut dyn Write,
+) -> Outcome {
     if !force && let Ok(old) = std::fs::read_to_string(path) {
         // Regenerating must not launder a schema change whose version was not bumped.
         if let Ok(report) = lock::check(registry, &old) {
@@ -551,7 +633,14 @@ fn lock_write(registry: &Registry, path: &PathBuf, force: bool, out: &mut dyn Wr
             }
         }
     }
-    let lock = Lock::of_registry(registry);
+    let mut lock = Lock::of_registry(registry);
+    // The pins of remote servers stay as they were approved, unless `--forward` records a server again.
+    if let Ok(Some(old)) = forward::read_lock(path) {
+        lock.remote = old.remote;
+    }
+    if !forwards.is_empty() {
+        block_on(pin_forwards(&mut lock, forwards, out))??;
+    }
     std::fs::write(path, lock.to_json()).map_err(|e| fail(1, format!("cannot write {}: {e}", path.display())))?;
     writeln!(out, "wrote {} ({} tools)", path.display(), lock.tools.len()).map_err(io)?;
     Ok(0)

@@ -1,16 +1,22 @@
 //! `keel serve`: the linked tools as an MCP server, over stdio or Streamable HTTP, in both protocol eras, with
 //! keel-tools-mcp's server (`McpServer`): a person approves each `write` or `destructive` call through MCP
 //! elicitation (`ApprovalRules::elicit`), unless `--allow` or `--allow-effect write` approves it beforehand.
+//! `--forward` serves remote MCP servers' tools beside them, pinned by the lock (`crate::forward`).
 
+use std::collections::BTreeSet;
 use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{ArgGroup, Args as ClapArgs};
-use keel_tools_core::Executor;
+use keel_tools_core::{Executor, ToolView};
 use keel_tools_mcp::McpServer;
+use keel_tools_mcp::client::{Drift, RemoteTools};
 use keel_tools_mcp::server::ApprovalRules;
 use tokio_util::sync::CancellationToken;
 
-use crate::failure::{Outcome, fail};
+use crate::failure::{Failure, Outcome, fail};
+use crate::forward::{self, Forward};
 
 /// The arguments of `keel serve`.
 #[derive(ClapArgs, Debug)]
@@ -41,6 +47,11 @@ never approved by effect).
   keel serve --stdio --allow add_note                # add_note runs without asking
   keel serve --stdio --allow-effect write            # every write tool runs without asking
   keel serve --stdio --no-elicit                     # read only: writes answer approval_required
+
+Remote MCP servers' tools can be served beside the linked ones, under a namespace: `--forward NAME=URL` (Streamable HTTP) or `--forward 'NAME=COMMAND ARGS'` (stdio). They are pinned by keel.lock: only a tool whose `tools/list` entry (description, schemas, annotations) is exactly what `keel lock --forward NAME=...` recorded is served. A tool that changed, appeared or vanished is withheld, named on stderr, and never called; when the server changes a tool while keel runs (`tools/list_changed`), that tool leaves the list and its calls are refused (`tool_changed`). Review the change, then approve it with `keel lock --forward NAME=...` and restart. `--forward-unpinned` serves a server's tools as it lists them at start, unchecked: only for servers you control.
+
+  keel lock --forward files=http://127.0.0.1:9000/mcp          # pin the server's tools as they are now
+  keel serve --stdio --forward files=http://127.0.0.1:9000/mcp # serve them, pinned
 
 Logs go to stderr (RUST_LOG sets the level; default warn); stdout is the stdio transport. Ctrl-C, or stdin closing under \
 --stdio, ends the server."
@@ -79,6 +90,17 @@ pub(crate) struct ServeArgs {
     /// searches surfaced; `off` lists every tool in full.
     #[arg(long, value_enum, default_value = "keel", value_name = "HOW")]
     tool_search: crate::tool_search::ToolSearchArg,
+    /// Serve a remote MCP server's tools as NAME.TOOL, pinned by the lock: `NAME=URL` (Streamable HTTP) or
+    /// `NAME=COMMAND ARGS` (stdio). Repeat for more servers.
+    #[arg(long = "forward", value_name = "NAME=URL|CMD", value_parser = forward::parse_forward)]
+    forward: Vec<Forward>,
+    /// Serve a remote MCP server's tools without pins, as it lists them at start (a change reaches the model
+    /// unchecked): only for a server you control.
+    #[arg(long = "forward-unpinned", value_name = "NAME=URL|CMD", value_parser = forward::parse_forward)]
+    forward_unpinned: Vec<Forward>,
+    /// The lock holding the pins of `--forward` servers.
+    #[arg(long = "lock", default_value = keel_tools_contract::lock::DEFAULT_PATH, value_name = "PATH")]
+    lock: PathBuf,
 }
 
 /// An effect whose every tool `--allow-effect` may approve.
@@ -104,11 +126,27 @@ impl ServeArgs {
     pub(crate) fn tags(&self) -> &[String] {
         &self.tags
     }
+}
 
-    /// How deferred tools are found.
-    pub(crate) fn tool_search(&self) -> crate::tool_search::ToolSearchArg {
-        self.tool_search
+/// The linked tools of `linked` and the forwarded ones, as one view. A forwarded tool whose name is a linked
+/// tool's fails: the namespace must not shadow a linked tool.
+fn with_forwarded(linked: &ToolView, remote: &[RemoteTools]) -> Result<ToolView, Failure> {
+    let mut tools: Vec<_> = linked.iter().cloned().collect();
+    for r in remote {
+        for def in r.definitions() {
+            if linked.contains(def.name()) {
+                return Err(fail(
+                    2,
+                    format!(
+                        "--forward: `{}` is also a linked tool's name; forward that server under another NAME",
+                        def.name()
+                    ),
+                ));
+            }
+            tools.push(Arc::new(def.renamed(def.name().to_owned()).map_err(|e| fail(1, e.to_string()))?));
+        }
     }
+    Ok(ToolView::new(tools))
 }
 
 /// What the server approves without asking, and whether it asks the person for the rest. A tool `--allow` names
@@ -130,29 +168,102 @@ fn approval_rules(executor: &Executor, args: &ServeArgs) -> Result<ApprovalRules
     Ok(rules)
 }
 
-/// Serves `executor`'s view until the client goes (stdio), or until Ctrl-C.
-pub(crate) fn serve(executor: Executor, args: ServeArgs, err: &mut dyn Write) -> Outcome {
+/// Serves `linked` (and the forwarded servers' tools) until the client goes (stdio), or until Ctrl-C. `executor`
+/// makes the executor of a view.
+pub(crate) fn serve(
+    linked: ToolView,
+    executor: &dyn Fn(ToolView) -> Result<Executor, Failure>,
+    args: ServeArgs,
+    err: &mut dyn Write,
+) -> Outcome {
     // rmcp and keel log through `tracing`: to stderr, never stdout. A subscriber the program set already stays.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,rmcp=error".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,rmcp=error,keel_tools_mcp::drift=error".into()),
         )
         .with_writer(std::io::stderr)
         .try_init();
-    let tools = executor.view().len();
-    let approvals = approval_rules(&executor, &args)?;
-    let server = McpServer::builder(executor)
-        .approvals(approvals)
-        .name(args.name)
-        .version(env!("CARGO_PKG_VERSION"))
-        .build()
-        .map_err(|e| fail(1, e.to_string()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
     runtime.block_on(async move {
-        match args.http {
+        let remote = if args.forward.is_empty() && args.forward_unpinned.is_empty() {
+            Vec::new()
+        } else {
+            let lock = forward::read_lock(&args.lock)?;
+            forward::import(&args.forward, &args.forward_unpinned, lock.as_ref(), &args.lock, err).await?
+        };
+        let served = args.tool_search.view(with_forwarded(&linked, &remote)?)?;
+        let tools = served.len();
+        let first = executor(served.clone())?;
+        let approvals = approval_rules(&first, &args)?;
+        let server = McpServer::builder(first)
+            .approvals(approvals)
+            .name(args.name.clone())
+            .version(env!("CARGO_PKG_VERSION"))
+            .build()
+            .map_err(|e| fail(1, e.to_string()))?;
+        if !args.forward.is_empty() {
+            // A pinned tool that drifts leaves the list: clients cache `tools/list` for seconds, not minutes.
+            server.expect_changes();
+        }
+        let serving = serve_on(&server, &args, tools, err);
+        tokio::pin!(serving);
+        let mut withheld = BTreeSet::new();
+        let mut drifts = merged_drifts(&remote);
+        loop {
+            tokio::select! {
+                done = &mut serving => return done,
+                Some(drift) = drifts.recv() => {
+                    // The drifted tool leaves the list; its forwarder refuses any call still made to it.
+                    eprintln!("keel: withheld {}", forward::indented(&drift));
+                    if let Ok(name) = keel_tools_mcp::names::map_tool_name(&drift.namespace, &drift.origin) {
+                        withheld.insert(name);
+                    }
+                    let view = ToolView::new(served.iter().filter(|d| !withheld.contains(d.name())).cloned().collect());
+                    match executor(view) {
+                        Ok(next) => {
+                            if let Err(e) = server.update(next).await {
+                                eprintln!("keel: the tool list could not be updated: {e}");
+                            }
+                        }
+                        Err(e) => eprintln!("keel: the tool list could not be updated: {}", e.message),
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Every forwarded server's drifts, on one channel.
+fn merged_drifts(remote: &[RemoteTools]) -> tokio::sync::mpsc::UnboundedReceiver<Drift> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    for r in remote {
+        let mut drifts = r.drifts();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            loop {
+                match drifts.recv().await {
+                    Ok(drift) => {
+                        if tx.send(drift).is_err() {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// Serves `server` on the transport `args` name until the client goes (stdio), or until Ctrl-C.
+async fn serve_on(server: &McpServer, args: &ServeArgs, tools: usize, err: &mut dyn Write) -> Outcome {
+    {
+        match &args.http {
             None => {
                 let _ = writeln!(err, "keel: serving {tools} tool(s) over MCP on stdio");
                 tokio::select! {
@@ -177,7 +288,7 @@ pub(crate) fn serve(executor: Executor, args: ServeArgs, err: &mut dyn Write) ->
             }
         }
         Ok(0)
-    })
+    }
 }
 
 #[cfg(test)]

@@ -97,13 +97,51 @@ pub const DEFAULT_PATH: &str = "keel.lock";
 /// How many schema nodes one summary may visit; guards against references that expand exponentially.
 const NODE_BUDGET: usize = 100_000;
 
-/// A lock: every tool's name, version and schema summaries, sorted by name.
+/// A lock: every tool's name, version and schema summaries, sorted by name, and the pinned tools of each remote MCP
+/// server that is forwarded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lock {
     /// The file format ([`FORMAT`]).
     pub keel_lock: u32,
     /// One entry per tool, sorted by name.
     pub tools: Vec<LockEntry>,
+    /// The pinned tools of each forwarded MCP server, by namespace (`keel lock --forward NAME=...`); absent from
+    /// the file when there is none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub remote: BTreeMap<String, RemoteLock>,
+}
+
+/// The pinned tools of one remote MCP server: how to reach it, and the digest of each tool as it was approved
+/// (keel-tools-mcp's `client::pin`). A tool whose digest differs is withheld by a pinned forwarder, and fails
+/// `keel lock --check`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteLock {
+    /// How the server is reached: a Streamable HTTP URL, or a command line (program and arguments) for stdio.
+    pub connect: RemoteConnect,
+    /// The server's identity the digests cover (its URL, or its command line).
+    pub server: String,
+    /// One pin per tool, by the tool's MCP name.
+    pub tools: BTreeMap<String, RemotePin>,
+}
+
+/// How a remote MCP server is reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteConnect {
+    /// A Streamable HTTP endpoint, `http://` or `https://`.
+    Url(String),
+    /// A program and its arguments, spoken to over stdio.
+    Command(Vec<String>),
+}
+
+/// One pinned remote tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemotePin {
+    /// `sha256:` and 64 hex digits, over the tool's entry and the server's identity.
+    pub digest: String,
+    /// The `tools/list` entry the digest covers, to show what changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<Value>,
 }
 
 /// One tool in the lock.
@@ -187,7 +225,7 @@ impl Lock {
         let mut tools: Vec<LockEntry> = defs.into_iter().map(LockEntry::of).collect();
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         tools.dedup_by(|a, b| a.name == b.name);
-        Lock { keel_lock: FORMAT, tools }
+        Lock { keel_lock: FORMAT, tools, remote: BTreeMap::new() }
     }
 
     /// The lock of every tool in `registry`.
@@ -223,7 +261,7 @@ impl Lock {
     pub fn to_json(&self) -> String {
         let mut tools = self.tools.clone();
         tools.sort_by(|a, b| a.name.cmp(&b.name));
-        let lock = Lock { keel_lock: self.keel_lock, tools };
+        let lock = Lock { keel_lock: self.keel_lock, tools, remote: self.remote.clone() };
         // Structs serialize in field order and maps are `BTreeMap`s; values were normalised when summarised.
         let mut text = inline_scalar_arrays(&serde_json::to_string_pretty(&lock).unwrap_or_default());
         text.push('\n');
@@ -758,13 +796,16 @@ mod tests {
     #[test]
     fn check_statuses_and_file_round_trip() {
         let v1 = obj(json!({"a": {"type": "string"}}), &["a"]);
-        let locked = Lock { keel_lock: FORMAT, tools: vec![entry("1.0", v1.clone(), None)] };
+        let locked = Lock { keel_lock: FORMAT, tools: vec![entry("1.0", v1.clone(), None)], remote: BTreeMap::new() };
         let text = locked.to_json();
         assert_eq!(Lock::parse(&text).unwrap(), locked);
         assert_eq!(Lock::parse(&text).unwrap().to_json(), text);
 
-        let current =
-            |version: &str, input: Value| Lock { keel_lock: FORMAT, tools: vec![entry(version, input, None)] };
+        let current = |version: &str, input: Value| Lock {
+            keel_lock: FORMAT,
+            tools: vec![entry(version, input, None)],
+            remote: BTreeMap::new(),
+        };
         let v2 = obj(json!({}), &[]);
         let r = check_lock(&current("1.0", v1.clone()), &locked);
         assert!(r.is_ok() && r.is_current());
@@ -778,9 +819,9 @@ mod tests {
         assert!(matches!(r.tools[0].status, ToolStatus::VersionDecreased { .. }));
         let r = check_lock(&current("1.1", v1), &locked);
         assert!(r.is_ok() && !r.is_current());
-        let r = check_lock(&Lock { keel_lock: FORMAT, tools: vec![] }, &locked);
+        let r = check_lock(&Lock { keel_lock: FORMAT, tools: vec![], remote: BTreeMap::new() }, &locked);
         assert!(matches!(r.tools[0].status, ToolStatus::Removed { .. }));
-        let r = check_lock(&locked, &Lock { keel_lock: FORMAT, tools: vec![] });
+        let r = check_lock(&locked, &Lock { keel_lock: FORMAT, tools: vec![], remote: BTreeMap::new() });
         assert!(matches!(r.tools[0].status, ToolStatus::Added { .. }));
     }
 
@@ -799,7 +840,7 @@ mod tests {
         assert!(Lock::parse("not json").is_err());
         assert!(Lock::parse(r#"{"keel_lock": 2, "tools": []}"#).unwrap_err().to_string().contains("format 2"));
         let e = entry("1.0", obj(json!({}), &[]), None);
-        let twice = Lock { keel_lock: FORMAT, tools: vec![e.clone(), e] };
+        let twice = Lock { keel_lock: FORMAT, tools: vec![e.clone(), e], remote: BTreeMap::new() };
         let text = serde_json::to_string(&twice).unwrap();
         assert!(Lock::parse(&text).unwrap_err().to_string().contains("appears twice"));
     }

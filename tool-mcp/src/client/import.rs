@@ -200,14 +200,50 @@ impl Importer {
 }
 
 /// Lists the server's tools again each time it sends `notifications/tools/list_changed`, for as long as a forwarder
-/// (or the [`RemoteTools`]) of this pinned import lives and the connection is open.
+/// (or the [`RemoteTools`]) of this pinned import lives and the connection is open. In an `initialize` session the
+/// server sends it unasked; on protocol 2026-07-28 keel asks for it with a `subscriptions/listen` stream.
 fn follow_list_changed(server: &RemoteServer, state: &Arc<PinState>) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    let stateless = server.protocol_version().is_some_and(|v| v == rmcp::model::ProtocolVersion::V_2026_07_28);
     let mut changes = server.conn.list_changed.subscribe();
+    let peer = server.conn.peer.clone();
     let conn = Arc::downgrade(&server.conn);
     let state = Arc::downgrade(state);
     runtime.spawn(async move {
-        while changes.changed().await.is_ok() {
+        let mut subscription = if stateless {
+            let filter = rmcp::model::SubscriptionFilter::builder().tools_list_changed().build();
+            match peer.listen(filter).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(
+                        target: super::pin::DRIFT_TARGET,
+                        error = %e,
+                        "the MCP server refused a subscriptions/listen stream for tools/list_changed; \
+                         a change is found by RemoteTools::recheck only"
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        loop {
+            let changed = match &mut subscription {
+                Some(s) => match s.next().await {
+                    Ok(Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))) => true,
+                    Ok(Some(_)) => false,
+                    Ok(None) | Err(_) => return,
+                },
+                None => {
+                    if changes.changed().await.is_err() {
+                        return;
+                    }
+                    true
+                }
+            };
+            if !changed {
+                continue;
+            }
             let (Some(conn), Some(state)) = (conn.upgrade(), state.upgrade()) else { return };
             match conn.list_tools().await {
                 Ok(tools) => {

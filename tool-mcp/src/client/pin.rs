@@ -140,6 +140,30 @@ impl Pins {
         self.tools.get(origin)
     }
 
+    /// How `current` (the pins of what the server lists now, [`Pins::of`]) differs from these pins: one drift per
+    /// changed, unpinned or removed tool, by MCP name. `namespace` names the server in each drift.
+    pub fn compare(&self, namespace: &str, current: &Pins) -> Vec<Drift> {
+        let mut drifts = Vec::new();
+        for (origin, now) in &current.tools {
+            let now_entry = now.entry.clone().unwrap_or(Value::Null);
+            match self.tools.get(origin) {
+                Some(pin) if pin.digest == now.digest => {}
+                pin => drifts.push(Drift::between(
+                    namespace,
+                    origin,
+                    pin.map(|p| (p.digest.as_str(), p.entry.as_ref())),
+                    Some((&now.digest, &now_entry)),
+                )),
+            }
+        }
+        for (origin, pin) in &self.tools {
+            if !current.tools.contains_key(origin) {
+                drifts.push(Drift::between(namespace, origin, Some((&pin.digest, None)), None));
+            }
+        }
+        drifts
+    }
+
     /// Approves what `drift` found: the tool's new digest and entry become its pin, or, for a tool the server no
     /// longer lists, its pin is removed.
     pub fn approve(&mut self, drift: &Drift) {
