@@ -223,3 +223,66 @@ fn keel_lock_and_serve_pin_a_forwarded_python_server() {
     assert!(out.status.success(), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `keel chat --forward`: the model is shown the pinned tools of the forwarded server and its call reaches it; with
+/// a lock that holds no pins for the server, its tools are withheld and the model's call of one is refused.
+#[test]
+fn keel_chat_forwards_pinned_tools_only() {
+    let default = workspace_root().join("target/ci-venv/bin/python");
+    let Some(python) = prerequisite("KEEL_PYTHON_MCP", Some(default), &PYTHON_MCP) else {
+        return;
+    };
+    let keel = |args: &[&str]| {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        // No linked tools: the forwarded ones alone.
+        let cli = keel_tools_cli::Cli::new().registry(Registry::builder().without_inventory().build().unwrap());
+        let code = cli.run(std::iter::once("keel").chain(args.iter().copied()), &mut out, &mut err);
+        (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+    };
+    let forward =
+        format!("py={} {}", python.display(), workspace_root().join("tests/mcp/python_drifting.py").display());
+    let dir = std::env::temp_dir().join(format!("keel-chat-forward-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (lock, empty_lock, transcript) = (dir.join("keel.lock"), dir.join("empty.lock"), dir.join("replay.jsonl"));
+    let call = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant",
+        "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "py-add", "arguments": "{\"a\": 2, \"b\": 40}"}}]}}]});
+    let answer = json!({"choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "The sum is 42."}}]});
+    std::fs::write(&transcript, format!("{call}\n{answer}\n")).unwrap();
+    let (lock, empty_lock, transcript) =
+        (lock.to_str().unwrap(), empty_lock.to_str().unwrap(), transcript.to_str().unwrap());
+
+    let (code, out, err) = keel(&["lock", "--path", lock, "--forward", &forward]);
+    assert_eq!(code, 0, "{out}{err}");
+    let chat = |lock: &str| {
+        keel(&[
+            "chat",
+            "--replay",
+            transcript,
+            "--events",
+            "json",
+            "--lock",
+            lock,
+            "--forward",
+            &forward,
+            "Add 2 and 40.",
+        ])
+    };
+    let (code, out, err) = chat(lock);
+    assert_eq!((code, out.as_str()), (0, "The sum is 42.\n"), "{err}");
+    let result = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["tool_name"] == "py.add" && e["event"] != "tool_requested");
+    let result = result.unwrap_or_else(|| panic!("no event of py.add: {err}"));
+    assert_eq!((&result["executed"], &result["ok"]), (&json!(true), &json!(true)), "{result}");
+
+    // No pins for the server: its tools are withheld, and the model's call is refused as unknown.
+    let (code, out, err) = keel(&["lock", "--path", empty_lock]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, _, err) = chat(empty_lock);
+    assert!(err.contains("py has no pins in") && err.contains("withheld"), "{err}");
+    assert!(err.contains("unknown_tool"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -29,7 +29,9 @@ use crate::failure::{Failure, Outcome, fail, io};
     keel chat --api anthropic --url https://api.anthropic.com --model claude-sonnet-4-5 'Look up INC-001.'\n  \
     keel chat --api gemini --url https://generativelanguage.googleapis.com/v1beta --model gemini-2.5-flash \
     'Look up INC-001.'\n  \
-    keel chat --replay transcript.jsonl 'Look up incident INC-001.'")]
+    keel chat --replay transcript.jsonl 'Look up incident INC-001.'\n  \
+    keel chat --url http://127.0.0.1:8080/v1 --model smollm2 --forward files=http://127.0.0.1:9000/mcp \
+    'What is in notes.txt?'    # the server's tools as files.*, pinned by keel.lock (keel lock --forward)")]
 pub(crate) struct ChatArgs {
     /// What to ask.
     prompt: String,
@@ -104,13 +106,8 @@ pub(crate) struct ChatArgs {
     /// Answer from a recorded script (JSON Lines of responses) instead of a server.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "model"])]
     replay: Option<PathBuf>,
-}
-
-impl ChatArgs {
-    /// How deferred tools are found.
-    pub(crate) fn tool_search(&self) -> crate::tool_search::ToolSearchArg {
-        self.tool_search
-    }
+    #[command(flatten)]
+    forward: crate::forward::ForwardArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -471,8 +468,10 @@ fn decide(args: &ChatArgs, pending: &PendingCall, err: &mut dyn Write) -> Option
     })
 }
 
+/// Asks the model over `linked` and the forwarded servers' tools; `executor` makes the executor of a view.
 pub(crate) fn chat(
-    executor: keel_tools_core::Executor,
+    linked: keel_tools_core::ToolView,
+    executor: &dyn Fn(keel_tools_core::ToolView) -> Result<keel_tools_core::Executor, crate::failure::Failure>,
     args: ChatArgs,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -483,6 +482,9 @@ pub(crate) fn chat(
         .enable_all()
         .build()
         .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
+    // Forwarded servers are connected on this runtime, which keeps their connections for the whole chat.
+    let remote = runtime.block_on(args.forward.import(err))?;
+    let executor = executor(args.tool_search.view(crate::forward::with_forwarded(&linked, &remote)?)?)?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let seen = Seen::default();
     let model = Watched { inner: &*inner, tx: tx.clone(), seen: seen.clone() };

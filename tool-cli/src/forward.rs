@@ -2,12 +2,68 @@
 //! by the lock (`keel lock --forward` records the pins; keel-tools-mcp's `client::pin` holds them at run time).
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use clap::Args as ClapArgs;
 use keel_tools_contract::lock::{Lock, RemoteConnect, RemoteLock, RemotePin};
+use keel_tools_core::ToolView;
 use keel_tools_mcp::client::{Drift, Pin, Pins, RemoteServer, RemoteTools};
 
 use crate::failure::{Failure, fail};
+
+/// `--forward`, `--forward-unpinned` and `--lock`, as `keel serve` and `keel chat` take them.
+#[derive(ClapArgs, Debug, Default)]
+pub(crate) struct ForwardArgs {
+    /// Add a remote MCP server's tools as NAME.TOOL, pinned by the lock: `NAME=URL` (Streamable HTTP) or
+    /// `NAME=COMMAND ARGS` (stdio). Repeat for more servers. A tool that differs from its pin is withheld.
+    #[arg(long = "forward", value_name = "NAME=URL|CMD", value_parser = parse_forward)]
+    pub(crate) forward: Vec<Forward>,
+    /// Add a remote MCP server's tools without pins, as it lists them at start (a change reaches the model
+    /// unchecked): only for a server you control.
+    #[arg(long = "forward-unpinned", value_name = "NAME=URL|CMD", value_parser = parse_forward)]
+    pub(crate) forward_unpinned: Vec<Forward>,
+    /// The lock holding the pins of `--forward` servers.
+    #[arg(long = "lock", default_value = keel_tools_contract::lock::DEFAULT_PATH, value_name = "PATH")]
+    pub(crate) lock: PathBuf,
+}
+
+impl ForwardArgs {
+    /// Whether any server is forwarded.
+    pub(crate) fn any(&self) -> bool {
+        !self.forward.is_empty() || !self.forward_unpinned.is_empty()
+    }
+
+    /// Connects to the forwarded servers and imports their tools ([`import`]); nothing when none is forwarded.
+    pub(crate) async fn import(&self, err: &mut dyn Write) -> Result<Vec<RemoteTools>, Failure> {
+        if !self.any() {
+            return Ok(Vec::new());
+        }
+        let lock = read_lock(&self.lock)?;
+        import(&self.forward, &self.forward_unpinned, lock.as_ref(), &self.lock, err).await
+    }
+}
+
+/// The tools of `linked` and the forwarded ones, as one view. A forwarded tool whose name is a linked tool's
+/// fails: the namespace must not shadow a linked tool.
+pub(crate) fn with_forwarded(linked: &ToolView, remote: &[RemoteTools]) -> Result<ToolView, Failure> {
+    let mut tools: Vec<_> = linked.iter().cloned().collect();
+    for r in remote {
+        for def in r.definitions() {
+            if linked.contains(def.name()) {
+                return Err(fail(
+                    2,
+                    format!(
+                        "--forward: `{}` is also a linked tool's name; forward that server under another NAME",
+                        def.name()
+                    ),
+                ));
+            }
+            tools.push(Arc::new(def.renamed(def.name().to_owned()).map_err(|e| fail(1, e.to_string()))?));
+        }
+    }
+    Ok(ToolView::new(tools))
+}
 
 /// One `--forward NAME=TARGET`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -297,11 +297,7 @@ impl Cli {
             Command::Lock { check: false, force, path, forward, .. } => {
                 lock_write(&registry, &path, force, &forward, out)
             }
-            Command::Chat(chat) => chat
-                .tool_search()
-                .view(registry.all().clone())
-                .and_then(|v| self.executor_over(v))
-                .and_then(|e| chat::chat(e, *chat, out, err)),
+            Command::Chat(chat) => chat::chat(registry.all().clone(), &|v| self.executor_over(v), *chat, out, err),
             // Over MCP, deferred tools are found through keel's `search_tools`, and a session lists what its
             // searches surfaced (keel-tools-mcp).
             Command::Serve(args) => {

@@ -5,8 +5,6 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{ArgGroup, Args as ClapArgs};
 use keel_tools_core::{Executor, ToolView};
@@ -16,7 +14,7 @@ use keel_tools_mcp::server::ApprovalRules;
 use tokio_util::sync::CancellationToken;
 
 use crate::failure::{Failure, Outcome, fail};
-use crate::forward::{self, Forward};
+use crate::forward;
 
 /// The arguments of `keel serve`.
 #[derive(ClapArgs, Debug)]
@@ -90,17 +88,8 @@ pub(crate) struct ServeArgs {
     /// searches surfaced; `off` lists every tool in full.
     #[arg(long, value_enum, default_value = "keel", value_name = "HOW")]
     tool_search: crate::tool_search::ToolSearchArg,
-    /// Serve a remote MCP server's tools as NAME.TOOL, pinned by the lock: `NAME=URL` (Streamable HTTP) or
-    /// `NAME=COMMAND ARGS` (stdio). Repeat for more servers.
-    #[arg(long = "forward", value_name = "NAME=URL|CMD", value_parser = forward::parse_forward)]
-    forward: Vec<Forward>,
-    /// Serve a remote MCP server's tools without pins, as it lists them at start (a change reaches the model
-    /// unchecked): only for a server you control.
-    #[arg(long = "forward-unpinned", value_name = "NAME=URL|CMD", value_parser = forward::parse_forward)]
-    forward_unpinned: Vec<Forward>,
-    /// The lock holding the pins of `--forward` servers.
-    #[arg(long = "lock", default_value = keel_tools_contract::lock::DEFAULT_PATH, value_name = "PATH")]
-    lock: PathBuf,
+    #[command(flatten)]
+    forward: forward::ForwardArgs,
 }
 
 /// An effect whose every tool `--allow-effect` may approve.
@@ -126,27 +115,6 @@ impl ServeArgs {
     pub(crate) fn tags(&self) -> &[String] {
         &self.tags
     }
-}
-
-/// The linked tools of `linked` and the forwarded ones, as one view. A forwarded tool whose name is a linked
-/// tool's fails: the namespace must not shadow a linked tool.
-fn with_forwarded(linked: &ToolView, remote: &[RemoteTools]) -> Result<ToolView, Failure> {
-    let mut tools: Vec<_> = linked.iter().cloned().collect();
-    for r in remote {
-        for def in r.definitions() {
-            if linked.contains(def.name()) {
-                return Err(fail(
-                    2,
-                    format!(
-                        "--forward: `{}` is also a linked tool's name; forward that server under another NAME",
-                        def.name()
-                    ),
-                ));
-            }
-            tools.push(Arc::new(def.renamed(def.name().to_owned()).map_err(|e| fail(1, e.to_string()))?));
-        }
-    }
-    Ok(ToolView::new(tools))
 }
 
 /// What the server approves without asking, and whether it asks the person for the rest. A tool `--allow` names
@@ -189,13 +157,8 @@ pub(crate) fn serve(
         .build()
         .map_err(|e| fail(1, format!("cannot start the runtime: {e}")))?;
     runtime.block_on(async move {
-        let remote = if args.forward.is_empty() && args.forward_unpinned.is_empty() {
-            Vec::new()
-        } else {
-            let lock = forward::read_lock(&args.lock)?;
-            forward::import(&args.forward, &args.forward_unpinned, lock.as_ref(), &args.lock, err).await?
-        };
-        let served = args.tool_search.view(with_forwarded(&linked, &remote)?)?;
+        let remote = args.forward.import(err).await?;
+        let served = args.tool_search.view(forward::with_forwarded(&linked, &remote)?)?;
         let tools = served.len();
         let first = executor(served.clone())?;
         let approvals = approval_rules(&first, &args)?;
@@ -205,7 +168,7 @@ pub(crate) fn serve(
             .version(env!("CARGO_PKG_VERSION"))
             .build()
             .map_err(|e| fail(1, e.to_string()))?;
-        if !args.forward.is_empty() {
+        if !args.forward.forward.is_empty() {
             // A pinned tool that drifts leaves the list: clients cache `tools/list` for seconds, not minutes.
             server.expect_changes();
         }
