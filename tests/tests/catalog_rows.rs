@@ -1049,3 +1049,102 @@ async fn postgres_a_writer_held_up_past_the_busy_timeout_gets_busy_and_changes_n
     // The lock is gone: the same write goes through.
     c.put_async(&ToolRow { description: "Mine.".into(), ..status_row() }).await.expect("after the other commit");
 }
+
+// ---- A remote row pinned to the digest it was approved with ----
+
+both!(tokio::test(flavor = "multi_thread"), a_pinned_remote_row_is_withheld_where_its_tool_changed);
+/// Two replicas (two catalogues on one database), each with its own child of the Python SDK server that changes its
+/// tool `add` when asked (tests/mcp/python_drifting.py). A row pinned to `add`'s digest resolves on both; when one
+/// replica's server changes `add`, that replica refuses the call (`tool_changed`, never sent) and withholds the row,
+/// while the other, whose server did not change, goes on. Approving the change (writing the new digest into the
+/// row, on either replica) brings the row back where the server lists the new version, and withholds it where it
+/// still lists the old one.
+async fn a_pinned_remote_row_is_withheld_where_its_tool_changed(db: Db) {
+    use super::mcp_forwarder::{prerequisite, workspace_root};
+    let default = workspace_root().join("target/ci-venv/bin/python");
+    let Some(python) = prerequisite("KEEL_PYTHON_MCP", Some(default), &keel_tests::peers::PYTHON_MCP) else {
+        return;
+    };
+    let drifting = workspace_root().join("tests/mcp/python_drifting.py");
+    let command = format!("{} {}", python.display(), drifting.display());
+    if command.split_whitespace().count() != 2 {
+        eprintln!("skipped: a path holds a space ({command})");
+        return;
+    }
+    bounded(async {
+        // The digest of `add` as a catalogue's connection to this command sees it.
+        let mut child = tokio::process::Command::new(&python);
+        child.arg(&drifting).stderr(std::process::Stdio::null());
+        let probe = keel_tools_mcp::RemoteServer::connect_child("probe", child).await.expect("connect");
+        let approved = keel_tools_mcp::client::Pins::of(&probe).await.unwrap().get("add").unwrap().digest.clone();
+        probe.close().await;
+
+        let open = || db.open(Catalog::builder(&registry()).allow_stdio_command(&command));
+        let (one, two) = (open().await, open().await);
+        let locator = format!("stdio:{command}");
+        let add = |digest: &str| {
+            ToolRow::remote(
+                "py.add",
+                "Add two integers.",
+                json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}),
+                locator.clone(),
+                "add",
+            )
+            .effect(Effect::Read)
+            .output_schema(json!({"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]}))
+            .pinned(digest)
+        };
+        let drift = ToolRow::remote(
+            "py.drift",
+            "Change add.",
+            json!({"type": "object", "properties": {"step": {"type": "string"}}, "required": ["step"]}),
+            locator.clone(),
+            "drift",
+        )
+        .effect(Effect::Read);
+        one.put_async(&add(&approved)).await.unwrap();
+        one.put_async(&drift).await.unwrap();
+
+        let call = |view: &keel_tools_catalog::CatalogView, name: &str, args: Value| {
+            let (executor, call) = (view.executor().unwrap(), ToolCall::new("c", name, args));
+            async move { executor.call(call).await }
+        };
+        let (view_one, view_two) = (one.shared_view().await.unwrap(), two.shared_view().await.unwrap());
+        assert!(view_one.problems().is_empty() && view_two.problems().is_empty(), "{view_one:?} {view_two:?}");
+        for view in [&view_one, &view_two] {
+            let r = call(view, "py.add", json!({"a": 2, "b": 40})).await;
+            assert_eq!(r.data(), Some(&json!({"result": 42})), "{r:?}");
+        }
+        let Some(Resolved::Remote { forwarder, .. }) = view_one.resolution("py.add") else { panic!("remote") };
+        let forwarder = forwarder.clone();
+
+        // Replica one's server changes `add`: its forwarder refuses before sending, and its next view withholds the row.
+        call(&view_one, "py.drift", json!({"step": "description"})).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while forwarder.withheld().is_none() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let changed = forwarder.withheld().expect("the change was noticed within 10 s");
+        let r = call(&view_one, "py.add", json!({"a": 1, "b": 1})).await;
+        assert_eq!((r.code(), r.executed), (Some("tool_changed"), false), "{r:?}");
+        assert_eq!(forwarder.calls(), 1, "the refused call was not sent");
+        let withheld = one.shared_view().await.unwrap();
+        assert_eq!(withheld.problems().iter().map(RowError::code).collect::<Vec<_>>(), ["tool_changed"]);
+        assert!(withheld.resolution("py.add").is_none());
+        let text = withheld.problems()[0].to_string();
+        assert!(text.contains("/description") && text.contains("<IMPORTANT>"), "{text}");
+        // Replica two's server did not change.
+        let r = call(&two.shared_view().await.unwrap(), "py.add", json!({"a": 1, "b": 2})).await;
+        assert_eq!(r.data(), Some(&json!({"result": 3})), "{r:?}");
+
+        // The change approved on replica two: the row comes back on one, and is withheld on two, whose server still
+        // lists the version approved before.
+        two.put_async(&add(changed.current.as_deref().unwrap())).await.unwrap();
+        let back = one.shared_view().await.unwrap();
+        assert!(back.problems().is_empty(), "{:?}", back.problems());
+        assert_eq!(call(&back, "py.add", json!({"a": 2, "b": 2})).await.data(), Some(&json!({"result": 4})));
+        let stale = two.shared_view().await.unwrap();
+        assert_eq!(stale.problems().iter().map(RowError::code).collect::<Vec<_>>(), ["tool_changed"]);
+    })
+    .await;
+}

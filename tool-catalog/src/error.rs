@@ -53,6 +53,7 @@ impl fmt::Display for RowRef {
 /// | `schema_widens` | a local row's input schema accepts what the compiled handler's does not | narrow the row's schema (or copy the compiled one) |
 /// | `endpoint_not_allowed` | a remote endpoint is not in the configured allowlist | use an allowed endpoint, or allow it in the configuration |
 /// | `endpoint_unreachable` | connecting to a remote endpoint failed | check the MCP server; the row comes back once it answers |
+/// | `tool_changed` | a remote row's tool is not what its `extra.digest` approved (the server changed or removed it) | review the change; approve it by writing the new digest into the row |
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum RowError {
@@ -155,6 +156,30 @@ pub enum RowError {
         /// [`TimedOut`](std::io::ErrorKind::TimedOut) when the endpoint did not answer within the connect timeout.
         source: Arc<dyn Error + Send + Sync + 'static>,
     },
+    /// A remote row pins its tool (`extra.digest`) and the server lists it with another digest, or not at all: the
+    /// row is withheld, and a forwarder made before the change refuses its calls (`tool_changed`), until the row
+    /// carries the new digest.
+    ToolChanged {
+        /// The row.
+        row: RowRef,
+        /// The endpoint.
+        endpoint: String,
+        /// The tool's name there.
+        origin: String,
+        /// The approved and the current digest, and what differs.
+        change: Box<ToolChange>,
+    },
+}
+
+/// How a pinned remote tool differs from the digest its row approved ([`RowError::ToolChanged`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolChange {
+    /// The digest the row approved.
+    pub pinned: String,
+    /// The digest the server lists now; `None` when it no longer lists the tool.
+    pub current: Option<String>,
+    /// What differs, one line per JSON pointer, when known.
+    pub diff: Vec<String>,
 }
 
 impl RowError {
@@ -172,6 +197,7 @@ impl RowError {
             RowError::SchemaWidens { .. } => "schema_widens",
             RowError::EndpointNotAllowed { .. } => "endpoint_not_allowed",
             RowError::EndpointUnreachable { .. } => "endpoint_unreachable",
+            RowError::ToolChanged { .. } => "tool_changed",
         }
     }
 
@@ -188,7 +214,8 @@ impl RowError {
             | RowError::EffectWeakens { row, .. }
             | RowError::SchemaWidens { row, .. }
             | RowError::EndpointNotAllowed { row, .. }
-            | RowError::EndpointUnreachable { row, .. } => row,
+            | RowError::EndpointUnreachable { row, .. }
+            | RowError::ToolChanged { row, .. } => row,
         }
     }
 }
@@ -253,6 +280,26 @@ impl fmt::Display for RowError {
                 "endpoint {endpoint:?} is not in the configured allowlist; use an allowed endpoint, or allow it in \
                  the configuration"
             ),
+            RowError::ToolChanged { endpoint, origin, change, .. } => {
+                let pinned = &change.pinned;
+                match &change.current {
+                    None => write!(
+                        f,
+                        "the MCP server at {endpoint:?} no longer lists tool {origin:?}, which the row pins \
+                         ({pinned}); the row is withheld: remove it, or point it at the tool's new name"
+                    )?,
+                    Some(current) => write!(
+                        f,
+                        "the MCP server at {endpoint:?} lists tool {origin:?} with digest {current}, not {pinned} as \
+                         the row approved; the row is withheld until it carries the new digest (review the change \
+                         first)"
+                    )?,
+                }
+                if !change.diff.is_empty() {
+                    write!(f, ": {}", change.diff.join("; "))?;
+                }
+                Ok(())
+            }
             RowError::EndpointUnreachable { endpoint, source, .. } => write!(
                 f,
                 "connecting to {endpoint:?} failed ({source}); check that the MCP server is up: the row comes back \
@@ -315,6 +362,10 @@ impl PartialEq for RowError {
                 E::EndpointUnreachable { row: r1, endpoint: e1, source: s1 },
                 E::EndpointUnreachable { row: r2, endpoint: e2, source: s2 },
             ) => r1 == r2 && e1 == e2 && same_error(&**s1, &**s2),
+            (
+                E::ToolChanged { row: r1, endpoint: e1, origin: o1, change: c1 },
+                E::ToolChanged { row: r2, endpoint: e2, origin: o2, change: c2 },
+            ) => r1 == r2 && e1 == e2 && o1 == o2 && c1 == c2,
             _ => false,
         }
     }

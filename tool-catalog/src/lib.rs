@@ -96,7 +96,11 @@
 //! 5. **remote**: the endpoint must be allowed (`endpoint_not_allowed`: an HTTP origin, or a stdio command line
 //!    word for word, from the configuration) before anything connects; `extra.origin_name` must be a valid MCP
 //!    tool name (`bad_locator`); then the connection (one per endpoint, shared by every row using it, reopened when
-//!    it closed): `endpoint_unreachable`.
+//!    it closed): `endpoint_unreachable`. A row that pins its tool (`extra.digest`, [`ToolRow::pinned`]: the digest
+//!    of the remote's `tools/list` entry it was approved with) resolves only while the server lists the tool with
+//!    that digest (`tool_changed`); a change the server announces later (`tools/list_changed`) makes the row's
+//!    forwarder refuse calls (`tool_changed`, never sent) and the next view withhold the row. Approving the change
+//!    is a row change (the new digest written into the row), which reaches every replica as any other.
 //!
 //! Allowlists are empty by default: nothing resolves until the configuration says where tools may come from.
 //!
@@ -115,6 +119,7 @@
 //! | `schema_widens` | a local row's input schema accepts what the compiled one does not (with a JSON pointer) | narrow the row's schema or copy the compiled one |
 //! | `endpoint_not_allowed` | the remote endpoint is not allowed | use an allowed endpoint, or allow it |
 //! | `endpoint_unreachable` | connecting failed | check the server; the row comes back once it answers |
+//! | `tool_changed` | a pinned remote tool is not listed with the row's digest (changed or removed) | review the change; write the new digest into the row |
 //!
 //! Every message names the row (`catalogue row #3 "incident.search" (tenant "acme")`). The catalogue's own
 //! failures are [`CatalogError`]s: `busy`, `store_error`, `store_unavailable`, `config_error`, `serve_error`, or a
@@ -204,7 +209,7 @@ mod server;
 mod storage;
 
 pub use catalog::{Catalog, CatalogBuilder, CatalogView, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL};
-pub use error::{CatalogError, RowError, RowRef};
+pub use error::{CatalogError, RowError, RowRef, ToolChange};
 pub use locator::{Endpoint, LocalTarget, RustPath};
 pub use lookup::{Lookup, RegistryLookup, ToolLookup};
 pub use resolve::Resolved;

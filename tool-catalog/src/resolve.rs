@@ -95,6 +95,8 @@ pub(crate) struct ForwarderKey {
     endpoint: Endpoint,
     origin: String,
     structured: bool,
+    /// The digest the row pins its tool to (`extra.digest`), if any.
+    digest: Option<String>,
 }
 
 struct CachedDef {
@@ -450,6 +452,17 @@ impl Resolver {
     #[cfg(feature = "mcp")]
     async fn remote(&self, r: &RowRef, row: &ToolRow, effect: Effect) -> Result<Resolved, RowError> {
         let (endpoint, origin) = remote_recipe(r, row, &self.policy)?;
+        let digest = match row.extra.get("digest") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(d)) => Some(d.clone()),
+            Some(_) => {
+                return Err(RowError::BadLocator {
+                    row: r.clone(),
+                    locator: row.locator.clone(),
+                    reason: "extra.digest is not a string (keel-tools-mcp's client::pin::tool_digest)".into(),
+                });
+            }
+        };
         let (conn_id, server) = self.connection(r, &endpoint).await?;
         let fkey = ForwarderKey {
             tenant: row.tenant.clone(),
@@ -457,19 +470,43 @@ impl Resolver {
             endpoint: endpoint.clone(),
             origin: origin.clone(),
             structured: row.output_schema.is_some(),
+            digest: digest.clone(),
         };
         let key: RowKey = (row.tenant.clone(), row.name.clone());
-        let forwarder = {
-            let mut caches = self.caches();
-            match caches.forwarders.get(&fkey) {
-                Some((id, f)) if *id == conn_id => f.clone(),
-                _ => {
-                    let f = server.forwarder(row.name.clone(), origin.clone(), fkey.structured);
-                    caches.forwarders.insert(fkey, (conn_id, f.clone()));
-                    f
-                }
-            }
+        let changed = |drift: keel_tools_mcp::client::Drift| RowError::ToolChanged {
+            row: r.clone(),
+            endpoint: endpoint.as_text(),
+            origin: origin.clone(),
+            change: Box::new(crate::error::ToolChange {
+                pinned: drift.pinned.unwrap_or_default(),
+                current: drift.current,
+                diff: drift.diff,
+            }),
         };
+        let cached = {
+            let caches = self.caches();
+            caches.forwarders.get(&fkey).filter(|(id, _)| *id == conn_id).map(|(_, f)| f.clone())
+        };
+        let forwarder = match (cached, &digest) {
+            // A pinned tool that changed since: the row is withheld; its forwarder refuses calls meanwhile.
+            (Some(f), _) => match f.withheld() {
+                Some(drift) => return Err(changed(drift)),
+                None => f,
+            },
+            (None, None) => server.forwarder(row.name.clone(), origin.clone(), fkey.structured),
+            (None, Some(d)) => match server.pinned(row.name.clone(), origin.clone(), fkey.structured, d).await {
+                Ok(f) => f,
+                Err(keel_tools_mcp::client::PinnedError::Drift(drift)) => return Err(changed(drift)),
+                Err(e) => {
+                    return Err(RowError::EndpointUnreachable {
+                        row: r.clone(),
+                        endpoint: endpoint.as_text(),
+                        source: Arc::new(e),
+                    });
+                }
+            },
+        };
+        self.caches().forwarders.insert(fkey, (conn_id, forwarder.clone()));
         if let Some(hit) = self.caches().defs.get(&key)
             && hit.row == *row
             && hit.handler == addr(&forwarder)
@@ -553,6 +590,7 @@ impl Resolver {
                     endpoint,
                     origin,
                     structured: row.output_schema.is_some(),
+                    digest: row.digest().map(str::to_owned),
                 })
             })
             .collect();

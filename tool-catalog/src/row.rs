@@ -154,6 +154,18 @@ impl ToolRow {
         self
     }
 
+    /// Pins a remote row's tool to `digest` (`extra.digest`; keel-tools-mcp's `client::pin::tool_digest` of the
+    /// remote's entry, e.g. from `Pins::of`): the row resolves only while the server lists the tool with that
+    /// digest, and a change announced later withholds it (`tool_changed`) until the row carries the new digest.
+    pub fn pinned(self, digest: impl Into<String>) -> ToolRow {
+        self.extra("digest", Value::String(digest.into()))
+    }
+
+    /// `extra.digest`, when it is a string.
+    pub fn digest(&self) -> Option<&str> {
+        self.extra.get("digest").and_then(Value::as_str)
+    }
+
     /// `extra.origin_name`, when it is a string.
     pub fn origin_name(&self) -> Option<&str> {
         self.extra.get("origin_name").and_then(Value::as_str)

@@ -413,6 +413,42 @@ impl RemoteServer {
         self.pinned_forwarder(name.into(), origin.into(), structured, None)
     }
 
+    /// A forwarder for remote tool `origin` like [`RemoteServer::forwarder`], pinned to `digest`
+    /// ([`pin::tool_digest`]): the server's `tools/list` must hold the tool with that digest now, and a change
+    /// announced later (`tools/list_changed`) withholds it ([`Forwarder::withheld`]): its calls are refused and
+    /// never sent. For callers that describe the tool themselves but approved the remote's entry, such as a
+    /// catalogue row that carries the digest it was approved with.
+    pub async fn pinned(
+        &self,
+        name: impl Into<String>,
+        origin: impl Into<String>,
+        structured: bool,
+        digest: &str,
+    ) -> Result<Arc<Forwarder>, PinnedError> {
+        let origin = origin.into();
+        let tools = self.list_tools().await.map_err(|e| PinnedError::ListFailed(Arc::new(e)))?;
+        let mut pins = Pins::new(self.identity());
+        pins.tools.insert(origin.clone(), Pin { digest: digest.to_owned(), entry: None });
+        let listed: Vec<Tool> = tools.into_iter().filter(|t| t.name == origin.as_str()).collect();
+        if let Some(drift) = pins.compare(&self.conn.namespace, &Pins::of_listing(self.identity(), &listed)).pop() {
+            return Err(PinnedError::Drift(drift));
+        }
+        // Listed with the pinned digest, else `compare` found a drift.
+        let Some(tool) = listed.first() else {
+            return Err(PinnedError::Drift(Drift::between(&self.conn.namespace, &origin, Some((digest, None)), None)));
+        };
+        let state = Arc::new(pin::PinState {
+            namespace: self.conn.namespace.clone(),
+            identity: self.conn.identity.clone(),
+            imported: BTreeMap::from([(origin.clone(), (digest.to_owned(), pin::listed_entry(tool)))]),
+            drifts: Mutex::new(BTreeMap::new()),
+            sender: tokio::sync::broadcast::channel(16).0,
+            only: Some(origin.clone()),
+        });
+        import::follow_list_changed(self, &state);
+        Ok(self.pinned_forwarder(name.into(), origin, structured, Some(state)))
+    }
+
     fn pinned_forwarder(
         &self,
         name: String,
@@ -452,6 +488,34 @@ impl RemoteServer {
                 }
                 Err(running) => running.cancellation_token().cancel(),
             }
+        }
+    }
+}
+
+/// Why [`RemoteServer::pinned`] made no forwarder.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum PinnedError {
+    /// `tools/list` failed: the SDK's error (an [`rmcp::service::ServiceError`]).
+    ListFailed(Arc<dyn std::error::Error + Send + Sync + 'static>),
+    /// The server lists the tool with another digest, or not at all.
+    Drift(Drift),
+}
+
+impl fmt::Display for PinnedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PinnedError::ListFailed(e) => write!(f, "tools/list failed: {e}"),
+            PinnedError::Drift(d) => d.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PinnedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PinnedError::ListFailed(e) => Some(&**e),
+            PinnedError::Drift(_) => None,
         }
     }
 }

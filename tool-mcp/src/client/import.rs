@@ -140,6 +140,7 @@ impl Importer {
             imported,
             drifts: std::sync::Mutex::new(drifts),
             sender: tokio::sync::broadcast::channel(64).0,
+            only: None,
         }
     }
 
@@ -202,7 +203,7 @@ impl Importer {
 /// Lists the server's tools again each time it sends `notifications/tools/list_changed`, for as long as a forwarder
 /// (or the [`RemoteTools`]) of this pinned import lives and the connection is open. In an `initialize` session the
 /// server sends it unasked; on protocol 2026-07-28 keel asks for it with a `subscriptions/listen` stream.
-fn follow_list_changed(server: &RemoteServer, state: &Arc<PinState>) {
+pub(super) fn follow_list_changed(server: &RemoteServer, state: &Arc<PinState>) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
     let stateless = server.protocol_version().is_some_and(|v| v == rmcp::model::ProtocolVersion::V_2026_07_28);
     let mut changes = server.conn.list_changed.subscribe();
@@ -377,6 +378,11 @@ impl Forwarder {
     /// Forwarded calls that failed (remote error, protocol or transport failure).
     pub fn failures(&self) -> u64 {
         self.inner.failures.load(Ordering::Relaxed)
+    }
+    /// Why the tool is withheld, when it is pinned and the server changed or removed it since: its calls are then
+    /// refused with [`Drift::code`] and never sent.
+    pub fn withheld(&self) -> Option<Drift> {
+        self.inner.pins.as_ref()?.withheld(&self.inner.origin)
     }
 }
 

@@ -361,6 +361,11 @@ pub(super) struct PinState {
     /// Every drift found (at import and since), by MCP name; an imported tool here is withheld.
     pub(super) drifts: Mutex<BTreeMap<String, Drift>>,
     pub(super) sender: tokio::sync::broadcast::Sender<Drift>,
+    /// The one tool this state pins, for a single pinned forwarder ([`RemoteServer::pinned`]): the server's other
+    /// tools are not its concern. `None` for an import, which reports every tool.
+    ///
+    /// [`RemoteServer::pinned`]: super::RemoteServer::pinned
+    pub(super) only: Option<String>,
 }
 
 impl PinState {
@@ -372,7 +377,11 @@ impl PinState {
     /// Compares `tools` (a new `tools/list`) with what was imported, records and announces each new drift, and
     /// lifts the drift of a tool that is back to its imported digest. Returns the new drifts.
     pub(super) fn compare(&self, tools: &[Tool]) -> Vec<Drift> {
-        let listed: BTreeMap<String, Value> = tools.iter().map(|t| (t.name.to_string(), listed_entry(t))).collect();
+        let listed: BTreeMap<String, Value> = tools
+            .iter()
+            .filter(|t| self.only.as_ref().is_none_or(|o| t.name == o.as_str()))
+            .map(|t| (t.name.to_string(), listed_entry(t)))
+            .collect();
         let Ok(mut drifts) = self.drifts.lock() else { return Vec::new() };
         let mut new = Vec::new();
         for (origin, entry) in &listed {
