@@ -27,6 +27,8 @@
 //! whatever the provider showed the model); info is a lossless adaptation keel already made, or an annotation a
 //! provider does not read.
 
+pub mod description;
+
 use std::fmt;
 
 use serde::Serialize;
