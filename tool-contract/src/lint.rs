@@ -1,8 +1,10 @@
-//! Provider checks: what each provider will silently drop or reject from a tool, found before a model ever sees it.
+//! Provider checks: what each provider will silently drop or reject from a tool, found before a model ever sees it;
+//! and description checks ([`description`]): text in a tool's description that speaks to the model instead of
+//! describing the tool, the signs of tool poisoning.
 //!
-//! [`lint`] looks at one [`ToolDefinition`] and [`lint_all`] at a set of them (adding the per-request limits);
-//! both are pure and return [`Finding`]s, each with the provider, the tool, a [`Severity`] and a sentence. Lint
-//! knows no provider's format: besides the checks that hold for every provider, its findings are the
+//! [`lint`] looks at one [`ToolDefinition`] and [`lint_all`] at a set of them (adding the per-request limits and
+//! shadowing); both are pure and return [`Finding`]s, each with the provider, the tool, a [`Severity`] and a
+//! sentence. Lint knows no provider's format: besides the checks that hold for every provider, its findings are the
 //! [`Loss`]es each provider's [`Codec`](keel_tools_core::Codec) reports ([`Codec::losses`](keel_tools_core::Codec::losses)), projected
 //! by kind: adapted and ignored are info, dropped a warning, rejected an error.
 //!
@@ -10,6 +12,8 @@
 //! |---|---|---|
 //! | all | the argument schema is not a JSON object schema (every provider requires one) | error |
 //! | all | the description is empty, or longer than [`MAX_DESCRIPTION`] characters | error / warning |
+//! | all | the name, the description or the argument schema's descriptions hold hidden characters or instructions to the model, or the description is far longer than the schema warrants ([`description::check_description`]) | warning |
+//! | all | ([`lint_all`]) a tool imported from an MCP server (tagged `mcp:<namespace>`, named `<namespace>.<name>`) is named on its server like another tool ([`description::check_shadowing`]) | warning |
 //! | OpenAI, Gemini | more than [`MAX_TOOLS_PER_REQUEST`] tools in one set (per request) | warning |
 //! | Ollama | keywords Ollama ignores, found by comparing the canonical schema with the rendered `parameters`: stated in a description by keel (`pattern`, bounds, unions, maps) | info |
 //! | Ollama | keywords dropped without a trace (`not`, `if`/`then`/`else`, `dependentRequired`, ...), recursive types cut to a stand-in; what the ollama Python client drops (a property's nested `properties`, a reply's `tool_call_id`) | warning |
@@ -25,7 +29,8 @@
 //! An error means the provider rejects the tool; a warning means it accepts the tool but silently loses something
 //! the model should know (the executor still enforces it: arguments are validated against the canonical schema
 //! whatever the provider showed the model); info is a lossless adaptation keel already made, or an annotation a
-//! provider does not read.
+//! provider does not read. A description warning means the description may be poisoned: read it before the tool
+//! is given to a model.
 
 pub mod description;
 
@@ -36,7 +41,9 @@ use serde_json::Value;
 
 use keel_tools_core::Provider;
 use keel_tools_core::codecs::{Loss, LossKind};
-use keel_tools_core::definition::ToolDefinition;
+use keel_tools_core::definition::{Origin, ToolDefinition};
+
+use description::NamedTool;
 
 /// Descriptions longer than this many characters get a warning: they are sent with every request.
 pub const MAX_DESCRIPTION: usize = 1024;
@@ -74,7 +81,7 @@ impl fmt::Display for Severity {
     }
 }
 
-/// One thing a provider will drop or reject.
+/// One thing a provider will drop or reject, or one sign of a poisoned description.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     /// The provider; `None` for every provider.
@@ -107,6 +114,9 @@ fn finding(provider: Option<Provider>, tool: &str, severity: Severity, message: 
 pub fn lint(def: &ToolDefinition) -> Vec<Finding> {
     let mut out = Vec::new();
     general(def, &mut out);
+    for f in description::check_description(def.name(), def.description(), def.input_schema()) {
+        out.push(finding(None, def.name(), Severity::Warning, f.message));
+    }
     for provider in Provider::ALL {
         out.extend(def.losses(provider).into_iter().map(from_loss));
         if provider == Provider::Anthropic {
@@ -147,13 +157,19 @@ fn from_loss(loss: Loss) -> Finding {
     finding(Some(loss.provider), &loss.tool, severity, loss.message)
 }
 
-/// Every finding for a set of tools (typically a registry or a view), plus the findings about the set itself.
+/// Every finding for a set of tools (typically a registry or a view), plus the findings about the set itself. Each
+/// tool's findings are together, shadowing among them; the findings about the set (tool `*`) come last.
 pub fn lint_all<'a>(defs: impl IntoIterator<Item = &'a ToolDefinition>) -> Vec<Finding> {
+    let defs: Vec<&ToolDefinition> = defs.into_iter().collect();
+    let count = defs.len();
+    let names: Vec<NamedTool<'_>> = defs.iter().map(|d| named_tool(d)).collect();
+    let mut shadowing = description::check_shadowing(&names);
     let mut out = Vec::new();
-    let mut count = 0;
     for def in defs {
-        count += 1;
         out.extend(lint(def));
+        for (_, f) in shadowing.extract_if(.., |(tool, _)| tool == def.name()) {
+            out.push(finding(None, def.name(), Severity::Warning, f.message));
+        }
     }
     if count > 0 {
         for provider in Provider::ALL {
@@ -174,6 +190,28 @@ pub fn lint_all<'a>(defs: impl IntoIterator<Item = &'a ToolDefinition>) -> Vec<F
         }
     }
     out
+}
+
+/// A definition as shadowing sees it: imported from an MCP server when tagged `mcp:<namespace>` and named
+/// `<namespace>.<name>`, its name on the server read from its source (`mcp:<namespace> tool "<name>"`, as keel's
+/// import writes it), or else the part of its name after the namespace.
+fn named_tool(def: &ToolDefinition) -> NamedTool<'_> {
+    let name = def.name();
+    let imported = def.tags().filter_map(|t| t.strip_prefix("mcp:")).find_map(|ns| {
+        let rest = name.strip_prefix(ns)?.strip_prefix('.')?;
+        Some((ns, rest))
+    });
+    let Some((ns, rest)) = imported else { return NamedTool::local(name) };
+    let origin = match def.origin() {
+        Origin::Dynamic { source } => source
+            .strip_prefix("mcp:")
+            .and_then(|s| s.strip_prefix(ns))
+            .and_then(|s| s.strip_prefix(" tool \""))
+            .and_then(|s| s.strip_suffix('"'))
+            .filter(|s| !s.contains('\\')),
+        _ => None,
+    };
+    NamedTool::imported(name, ns, origin.unwrap_or(rest))
 }
 
 fn is_object_schema(schema: &Value) -> bool {
@@ -434,6 +472,34 @@ mod tests {
             f.iter().filter(|f| f.tool == "*").count(),
             2 + Provider::ALL.iter().map(|&p| p.reply_losses().len()).sum::<usize>()
         );
+    }
+
+    #[test]
+    fn imported_tools_are_read_from_their_tag_and_source() {
+        let build = |name: &str, tag: Option<&str>, source: &str| {
+            let mut b = ToolDefinition::builder(name.to_owned())
+                .description("Does a thing.")
+                .source(source.to_owned())
+                .handler(|_a, _c| async { Ok::<_, ToolError>(Value::Null) });
+            if let Some(t) = tag {
+                b = b.tag(t.to_owned());
+            }
+            b.build().unwrap()
+        };
+        let cases = [
+            (build("srv.get_env", Some("mcp:srv"), r#"mcp:srv tool "get-env""#), Some(("srv", "get-env"))),
+            // A name the source cannot give plainly: the part of the keel name after the namespace.
+            (build("srv.quote", Some("mcp:srv"), r#"mcp:srv tool "say \"hi\"""#), Some(("srv", "quote"))),
+            (build("srv.other", Some("mcp:srv"), "builder"), Some(("srv", "other"))),
+            // Tagged for another namespace than its name's, or not tagged: a tool of this program.
+            (build("srv.x", Some("mcp:elsewhere"), r#"mcp:elsewhere tool "x""#), None),
+            (build("srv.y", None, "builder"), None),
+        ];
+        for (def, expected) in &cases {
+            let named = named_tool(def);
+            assert_eq!(named.server.zip(Some(named.origin)), *expected, "{}", def.name());
+            assert_eq!(named.name, def.name());
+        }
     }
 
     #[test]
