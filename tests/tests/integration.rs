@@ -3,8 +3,9 @@
 //! references, the workspace's layers. Each file is a module, so its tests are named `file::test`.
 //!
 //! A binary has one `#[tool]` inventory: the tools of these files have distinct names, and no test here reads the
-//! whole inventory. The files that need an inventory of their own, a process of their own or an external peer are
-//! in the other binaries listed in tests/Cargo.toml.
+//! whole inventory but description_lint's, which needs no tool in particular (none may be flagged). The files that
+//! need an inventory of their own, a process of their own or an external peer are in the other binaries listed in
+//! tests/Cargo.toml.
 
 // Counts what each thread holds, for limits_before_allocation and mcp_hostile_http (per thread, so the other tests
 // running beside them do not disturb their figures).
@@ -13,6 +14,8 @@ static ALLOCATOR: keel_tests::alloc::Counting = keel_tests::alloc::Counting;
 
 #[path = "approvals_pending.rs"]
 mod approvals_pending;
+#[path = "description_lint.rs"]
+mod description_lint;
 #[path = "doc_references.rs"]
 mod doc_references;
 #[path = "executor_calls.rs"]
