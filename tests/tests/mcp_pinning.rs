@@ -286,3 +286,29 @@ fn keel_chat_forwards_pinned_tools_only() {
     assert!(err.contains("unknown_tool"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The description checks on an import: a tool whose description hides instructions for the model is imported with
+/// a finding, or withheld by a strict import.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_strict_import_withholds_a_poisoned_tool() {
+    let default = workspace_root().join("target/ci-venv/bin/python");
+    let Some(python) = prerequisite("KEEL_PYTHON_MCP", Some(default), &PYTHON_MCP) else {
+        return;
+    };
+    bounded(async {
+        let mut cmd = tokio::process::Command::new(&python);
+        cmd.arg(workspace_root().join("tests/mcp/python_drifting.py")).env("KEEL_DRIFT_START", "description");
+        cmd.stderr(std::process::Stdio::null());
+        let py = RemoteServer::connect_child("py", cmd).await.expect("connect");
+        let lenient = py.import().await.expect("import");
+        assert_eq!(lenient.names().collect::<Vec<_>>(), ["py.add", "py.drift"]);
+        let findings = lenient.findings();
+        assert!(findings.iter().all(|(origin, _)| origin == "add"), "{findings:?}");
+        assert!(findings.iter().any(|(_, f)| f.to_string().contains("<IMPORTANT>")), "{findings:?}");
+        let strict = py.importer().strict(true).import().await.expect("import");
+        assert_eq!(strict.names().collect::<Vec<_>>(), ["py.drift"], "the poisoned tool is withheld");
+        assert_eq!(strict.findings(), findings);
+        py.close().await;
+    })
+    .await;
+}

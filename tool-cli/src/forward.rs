@@ -23,6 +23,10 @@ pub(crate) struct ForwardArgs {
     /// unchecked): only for a server you control.
     #[arg(long = "forward-unpinned", value_name = "NAME=URL|CMD", value_parser = parse_forward)]
     pub(crate) forward_unpinned: Vec<Forward>,
+    /// Withhold a forwarded tool whose description the description checks flag (signs of tool poisoning: hidden
+    /// characters, instructions addressed to the model), instead of serving it with a warning.
+    #[arg(long = "forward-strict")]
+    pub(crate) strict: bool,
     /// The lock holding the pins of `--forward` servers.
     #[arg(long = "lock", default_value = keel_tools_contract::lock::DEFAULT_PATH, value_name = "PATH")]
     pub(crate) lock: PathBuf,
@@ -40,7 +44,7 @@ impl ForwardArgs {
             return Ok(Vec::new());
         }
         let lock = read_lock(&self.lock)?;
-        import(&self.forward, &self.forward_unpinned, lock.as_ref(), &self.lock, err).await
+        import(self, lock.as_ref(), err).await
     }
 }
 
@@ -156,14 +160,13 @@ pub(crate) fn read_lock(path: &Path) -> Result<Option<Lock>, Failure> {
 /// server without one has no pins, so each of its tools is withheld until `keel lock --forward` records it), or
 /// unpinned. Each withheld tool is named on `err`.
 pub(crate) async fn import(
-    pinned: &[Forward],
-    unpinned: &[Forward],
+    args: &ForwardArgs,
     lock: Option<&Lock>,
-    lock_path: &Path,
     err: &mut dyn Write,
 ) -> Result<Vec<RemoteTools>, Failure> {
+    let lock_path = &args.lock;
     let mut imported = Vec::new();
-    for forward in pinned {
+    for forward in &args.forward {
         let server = forward.connect().await?;
         let pins = match lock.and_then(|l| l.remote.get(&forward.namespace)) {
             Some(section) => pins_of(section),
@@ -181,18 +184,25 @@ pub(crate) async fn import(
         let tools = server
             .importer()
             .pinned(pins)
+            .strict(args.strict)
             .import()
             .await
             .map_err(|e| fail(1, format!("--forward {}: {e}", forward.shown())))?;
         for drift in tools.drift() {
             let _ = writeln!(err, "keel: withheld {}", indented(&drift));
         }
+        show_findings(&forward.namespace, &tools, args.strict, err);
         imported.push(tools);
     }
-    for forward in unpinned {
+    for forward in &args.forward_unpinned {
         let server = forward.connect().await?;
-        let tools =
-            server.import().await.map_err(|e| fail(1, format!("--forward-unpinned {}: {e}", forward.shown())))?;
+        let tools = server
+            .importer()
+            .strict(args.strict)
+            .import()
+            .await
+            .map_err(|e| fail(1, format!("--forward-unpinned {}: {e}", forward.shown())))?;
+        show_findings(&forward.namespace, &tools, args.strict, err);
         let _ = writeln!(
             err,
             "keel: forwarding {} tool(s) of {} unpinned: a change on that server reaches the model unchecked",
@@ -202,6 +212,14 @@ pub(crate) async fn import(
         imported.push(tools);
     }
     Ok(imported)
+}
+
+/// What the description checks found in the forwarded tools of `namespace`, one line each.
+fn show_findings(namespace: &str, tools: &RemoteTools, strict: bool, err: &mut dyn Write) {
+    let what = if strict { "withheld" } else { "warning:" };
+    for (origin, finding) in tools.findings() {
+        let _ = writeln!(err, "keel: {what} {namespace}: tool {origin:?}: {finding}");
+    }
 }
 
 /// A drift as lines for stderr.

@@ -399,7 +399,14 @@ impl RemoteServer {
 
     /// Imports with settings: effect overrides, trust in annotations, a timeout.
     pub fn importer(&self) -> Importer {
-        Importer { server: self.clone(), effects: BTreeMap::new(), trust_annotations: true, timeout: None, pins: None }
+        Importer {
+            server: self.clone(),
+            effects: BTreeMap::new(),
+            trust_annotations: true,
+            timeout: None,
+            pins: None,
+            strict: false,
+        }
     }
 
     /// A forwarder for remote tool `origin` (its MCP name) under the keel name `name`, without asking the server's

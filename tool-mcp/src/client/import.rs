@@ -26,6 +26,7 @@ pub struct Importer {
     pub(super) trust_annotations: bool,
     pub(super) timeout: Option<Duration>,
     pub(super) pins: Option<Pins>,
+    pub(super) strict: bool,
 }
 
 impl Importer {
@@ -51,6 +52,14 @@ impl Importer {
         self.pins = Some(pins);
         self
     }
+    /// Whether a tool whose description (or argument schema) the description checks flag is withheld (`true`)
+    /// or imported with a warning (`false`, the default). The checks look for the signs of tool poisoning: hidden
+    /// characters, instructions addressed to the model, a description far longer than its schema warrants
+    /// (keel-tools-contract's `lint::description`). Either way the findings are in [`RemoteTools::findings`].
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
 
     /// Lists the remote tools and builds one definition (and one forwarder) per tool. Unmappable names, name
     /// collisions and invalid entries are all reported; nothing is dropped silently.
@@ -74,10 +83,15 @@ impl Importer {
         let state = self.pins.as_ref().map(|pins| Arc::new(self.pin_state(pins, &tools)));
         let mut definitions = Vec::new();
         let mut forwarders = BTreeMap::new();
+        let mut findings = Vec::new();
         for (name, origins) in by_name {
             if let Some(state) = &state
                 && origins.iter().any(|t| !state.imported.contains_key(t.name.as_ref()))
             {
+                continue;
+            }
+            let flagged = description_findings(&conn.namespace, &origins, &mut findings);
+            if flagged && self.strict {
                 continue;
             }
             let [tool] = origins.as_slice() else {
@@ -104,7 +118,7 @@ impl Importer {
                 drift.log();
             }
         }
-        Ok(RemoteTools { definitions, forwarders, pins: state, server: self.server.clone() })
+        Ok(RemoteTools { definitions, forwarders, pins: state, server: self.server.clone(), findings })
     }
 
     /// Which listed tools match their pin (they are imported), and the drift of every other one.
@@ -261,12 +275,39 @@ pub(super) fn follow_list_changed(server: &RemoteServer, state: &Arc<PinState>) 
     });
 }
 
+/// Runs the description checks on each of `origins` (the remote tools of one keel name), logs each finding as a
+/// warning and adds it to `out`; returns whether any was found.
+fn description_findings(
+    namespace: &str,
+    origins: &[&Tool],
+    out: &mut Vec<(String, keel_tools_contract::lint::description::DescriptionFinding)>,
+) -> bool {
+    let mut found = false;
+    for tool in origins {
+        let description = tool.description.as_deref().unwrap_or_default();
+        let schema = Value::Object((*tool.input_schema).clone());
+        for finding in keel_tools_contract::lint::description::check_description(&tool.name, description, &schema) {
+            tracing::warn!(
+                target: super::pin::DRIFT_TARGET,
+                server = %namespace,
+                tool = %tool.name,
+                finding = %finding,
+                "a remote tool's description looks poisoned"
+            );
+            out.push((tool.name.to_string(), finding));
+            found = true;
+        }
+    }
+    found
+}
+
 /// The imported tools of one server: definitions for a registry, and their forwarders.
 pub struct RemoteTools {
     pub(super) definitions: Vec<ToolDefinition>,
     pub(super) forwarders: BTreeMap<String, Arc<Forwarder>>,
     pub(super) pins: Option<Arc<PinState>>,
     pub(super) server: RemoteServer,
+    pub(super) findings: Vec<(String, keel_tools_contract::lint::description::DescriptionFinding)>,
 }
 
 impl fmt::Debug for RemoteTools {
@@ -295,6 +336,12 @@ impl RemoteTools {
     /// The definitions, by value.
     pub fn into_definitions(self) -> Vec<ToolDefinition> {
         self.definitions
+    }
+
+    /// What the description checks found, by the tool's MCP name ([`Importer::strict`]): with a strict import,
+    /// each tool named here was withheld.
+    pub fn findings(&self) -> &[(String, keel_tools_contract::lint::description::DescriptionFinding)] {
+        &self.findings
     }
 
     /// Whether the import was pinned ([`Importer::pinned`]).

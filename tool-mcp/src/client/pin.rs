@@ -50,7 +50,7 @@ use keel_tools_core::ToolError;
 use keel_tools_core::results::ToolCode;
 use keel_tools_core::schema::canonical::canonical_json;
 
-/// The tracing target of drift warnings.
+/// The tracing target of drift warnings, and of the description checks' findings on imported tools.
 pub const DRIFT_TARGET: &str = "keel_tools_mcp::drift";
 
 /// At most this many differences are listed in a drift's diff.
