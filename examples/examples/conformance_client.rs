@@ -100,7 +100,7 @@ async fn run() -> Result<(), String> {
         .connect("remote")
         .await
         .map_err(|e| e.to_string())?;
-    let tools = server.import().await.map_err(|e| e.to_string())?;
+    let tools = server.import_unpinned().await.map_err(|e| e.to_string())?;
     let registry = Registry::builder().tools(tools.into_definitions()).build().map_err(|e| e.to_string())?;
     let executor = Executor::new(registry.all().clone()).map_err(|e| e.to_string())?;
 

@@ -28,7 +28,7 @@ const WAIT: Duration = Duration::from_secs(60);
 async fn count_through(remote: RemoteServer) -> (Vec<String>, Value) {
     let mut names: Vec<String> = remote.list_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
     names.sort();
-    let imported = remote.import().await.unwrap();
+    let imported = remote.import_unpinned().await.unwrap();
     let registry = Registry::builder().without_inventory().tools(imported.into_definitions()).build().unwrap();
     let executor = Executor::new(registry.all().clone()).unwrap();
     let r = executor.call(ToolCall::new("c1", "notes.count_words", json!({"text": "the quick brown fox"}))).await;

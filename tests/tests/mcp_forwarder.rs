@@ -194,7 +194,7 @@ async fn own_server_over_http() {
         };
 
         let own = RemoteServer::connect_http("own", &url).await.expect("connect");
-        let remote = own.import().await.expect("import");
+        let remote = own.import_unpinned().await.expect("import");
         let names: Vec<&str> = remote.names().collect();
         assert_eq!(
             names,
@@ -364,7 +364,7 @@ async fn remote_output_is_validated_against_its_output_schema() {
         };
         let liar = connect_scripted("liar", server).await;
         // No annotations: `destructive` by MCP's defaults, unless the importer says otherwise.
-        let cautious = liar.import().await.expect("import");
+        let cautious = liar.import_unpinned().await.expect("import");
         assert_eq!(cautious.definitions()[0].effect(), Effect::Destructive);
         let remote = liar.importer().effect("countThings", Effect::Read).import().await.expect("import");
         assert_eq!(remote.names().collect::<Vec<_>>(), ["liar.count_things"]);
@@ -395,7 +395,7 @@ async fn a_remote_schema_reference_is_never_fetched() {
             answer: CallToolResult::success(vec![]),
         };
         let refs = connect_scripted("refs", server).await;
-        let remote = refs.import().await.expect("import");
+        let remote = refs.import_unpinned().await.expect("import");
         // The registry compiles every schema: it refuses the two tools, each for its schema, and keeps none of them.
         let err = Registry::builder()
             .without_inventory()
@@ -434,7 +434,7 @@ async fn colliding_and_unmappable_names_are_reported() {
             answer: CallToolResult::success(vec![]),
         };
         let srv = connect_scripted("srv", server).await;
-        let err = srv.import().await.expect_err("collisions are errors");
+        let err = srv.import_unpinned().await.expect_err("collisions are errors");
         assert_eq!(err.problems().len(), 2, "{err}");
         assert!(err.problems().contains(&ImportProblem::Collision {
             name: "srv.get_thing".to_owned(),
@@ -464,7 +464,7 @@ async fn example_server_over_stdio() {
         let conformance = RemoteServer::connect_child("conformance", cmd).await.expect("connect");
         // keel's server answers `server/discover`: the forwarder speaks the stateless era to it.
         assert_eq!(conformance.protocol_version(), Some(keel_tools_mcp::rmcp::model::ProtocolVersion::V_2026_07_28));
-        let remote = conformance.import().await.expect("import");
+        let remote = conformance.import_unpinned().await.expect("import");
         for name in
             ["conformance.add_numbers", "conformance.test_image_content", "conformance.json_schema_2020_12_tool"]
         {
@@ -530,7 +530,7 @@ async fn both_eras_against_keels_own_server() {
             let mut cmd = tokio::process::Command::new(&bin);
             cmd.env("RUST_LOG", "off");
             let own = connect_era("own", cmd, era, expected).await;
-            let remote = own.import().await.expect("import");
+            let remote = own.import_unpinned().await.expect("import");
             let registry = Registry::builder().tools(remote.definitions().iter().map(clone_def)).build().unwrap();
             let executor = Executor::new(registry.view().names(["own.add_numbers"]).build().unwrap()).unwrap();
             let r = run(&executor, "own.add_numbers", json!({"a": 2, "b": 40})).await;
@@ -553,7 +553,7 @@ async fn both_eras_against_a_python_sdk_server() {
             let mut cmd = tokio::process::Command::new(&python);
             cmd.arg(&script).stderr(std::process::Stdio::null());
             let py = connect_era("py", cmd, era, expected).await;
-            let remote = py.import().await.expect("import");
+            let remote = py.import_unpinned().await.expect("import");
             let registry = Registry::builder().tools(remote.definitions().iter().map(clone_def)).build().unwrap();
             let executor = Executor::new(registry.view().names(["py.add", "py.shout"]).build().unwrap()).unwrap();
             let r = run(&executor, "py.add", json!({"a": 2, "b": 40})).await;
@@ -589,7 +589,7 @@ async fn server_everything_over_stdio() {
         // The pinned server-everything knows no `server/discover`: the forwarder fell back to `initialize`.
         assert_eq!(everything.protocol_version(), Some(keel_tools_mcp::rmcp::model::ProtocolVersion::V_2025_11_25));
         let listed = everything.list_tools().await.expect("tools/list");
-        let remote = everything.import().await.expect("import");
+        let remote = everything.import_unpinned().await.expect("import");
         assert_eq!(remote.names().count(), listed.len(), "every tool imported");
         for (name, origin) in [
             ("everything.echo", "echo"),

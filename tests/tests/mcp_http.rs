@@ -110,7 +110,7 @@ async fn both_ends_of_an_mcp_http_connection_have_tcp_nodelay() {
 
         // The client side: keel's forwarder connection (reqwest), and the server's end of it.
         let remote = RemoteServer::connect_http("peer", &format!("http://{addr}/mcp")).await.expect("connect_http");
-        let imported = remote.import().await.expect("import");
+        let imported = remote.import_unpinned().await.expect("import");
         let registry = Registry::builder().tools(imported.into_definitions()).build().expect("registry");
         let executor = Executor::new(registry.view().names(["peer.hx_add"]).build().unwrap()).unwrap();
         let r = executor.call(ToolCall::new("c1", "peer.hx_add", json!({"a": 2, "b": 3}))).await;

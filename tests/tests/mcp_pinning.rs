@@ -300,7 +300,7 @@ async fn a_strict_import_withholds_a_poisoned_tool() {
         cmd.arg(workspace_root().join("tests/mcp/python_drifting.py")).env("KEEL_DRIFT_START", "description");
         cmd.stderr(std::process::Stdio::null());
         let py = RemoteServer::connect_child("py", cmd).await.expect("connect");
-        let lenient = py.import().await.expect("import");
+        let lenient = py.import_unpinned().await.expect("import");
         assert_eq!(lenient.names().collect::<Vec<_>>(), ["py.add", "py.drift"]);
         let findings = lenient.findings();
         assert!(findings.iter().all(|(origin, _)| origin == "add"), "{findings:?}");

@@ -8,7 +8,7 @@
 //! let mut cmd = tokio::process::Command::new("npx");
 //! cmd.args(["-y", "@modelcontextprotocol/server-everything"]);
 //! let everything = RemoteServer::connect_child("everything", cmd).await?;
-//! let remote = everything.import().await?; // everything.echo, everything.get_tiny_image, ...
+//! let remote = everything.import_unpinned().await?; // everything.echo, everything.get_tiny_image, ...
 //! let registry = Registry::builder().tools(remote.into_definitions()).build()?;
 //! let executor = Executor::new(registry.view().tag("mcp:everything").build()?)?;
 //! # Ok(()) }
@@ -392,8 +392,10 @@ impl RemoteServer {
         self.conn.list_tools().await
     }
 
-    /// Imports every tool with the default settings; see [`Importer`].
-    pub async fn import(&self) -> Result<RemoteTools, ImportError> {
+    /// Imports every tool as the server lists it now, unchecked, with the default settings: a tool the server
+    /// changes later (its description, its schema) reaches the model as it is listed at the next import. For a
+    /// server you control; otherwise import it pinned ([`Importer::pinned`], [`pin`]). See [`Importer`].
+    pub async fn import_unpinned(&self) -> Result<RemoteTools, ImportError> {
         self.importer().import().await
     }
 

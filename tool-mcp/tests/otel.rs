@@ -46,7 +46,7 @@ async fn a_forwarded_call_continues_the_forwarders_trace_on_the_server() {
 
     let client_io = serve_lookup();
     let remote = RemoteServer::connect("remote", client_io).await.expect("connect");
-    let forwarded = remote.import().await.expect("import").into_definitions();
+    let forwarded = remote.import_unpinned().await.expect("import").into_definitions();
     let name = forwarded[0].name().to_owned();
     let registry = Registry::builder().without_inventory().tools(forwarded).build().unwrap();
     let local = Executor::new(registry.view().names([name.as_str()]).build().unwrap()).unwrap();

@@ -8,7 +8,7 @@
 //! // The user approves in a browser; the authorization server redirects back to this loopback address.
 //! let login = Login::new("http://127.0.0.1:8976/callback", LoopbackBrowser::new()).client_name("incident desk");
 //! let tickets = RemoteServer::http("https://mcp.example.com/mcp").login(login).connect("tickets").await?;
-//! let tools = tickets.import().await?;
+//! let tools = tickets.import_unpinned().await?;
 //! # Ok(()) }
 //! ```
 //!

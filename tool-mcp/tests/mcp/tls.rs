@@ -100,7 +100,7 @@ async fn tools_import_and_run_over_https_with_the_right_ca() {
         .connect("remote")
         .await
         .expect("connect over https");
-    let forwarded = remote.import().await.expect("import").into_definitions();
+    let forwarded = remote.import_unpinned().await.expect("import").into_definitions();
     let name = forwarded[0].name().to_owned();
     assert_eq!(name, "remote.tls_lookup");
     let registry = Registry::builder().without_inventory().tools(forwarded).build().unwrap();
