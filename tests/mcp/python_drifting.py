@@ -2,7 +2,8 @@
 """An MCP server written with the official Python SDK (`mcp`) whose tool changes under its clients (a "rug pull"),
 for keel's pinning tests (stdio, the `initialize` session).
 
-    python tests/mcp/python_drifting.py
+    python tests/mcp/python_drifting.py           # stdio
+    python tests/mcp/python_drifting.py --http    # Streamable HTTP on a free port, named on stderr
 
 Two tools: `add` (adds two integers) and `drift`, which changes `add` and sends `notifications/tools/list_changed`:
 `drift(step="description")` hides an instruction in its description, `drift(step="schema")` adds a required
@@ -69,4 +70,13 @@ async def drift(step: str, ctx: Context) -> int:
 
 
 if __name__ == "__main__":
-    app.run()
+    import sys
+
+    if "--http" in sys.argv:
+        # Streamable HTTP on a free loopback port; uvicorn's log line on stderr names it.
+        import uvicorn
+
+        web = app.streamable_http_app(host="127.0.0.1")
+        uvicorn.run(web, host="127.0.0.1", port=0, log_level="info")
+    else:
+        app.run()

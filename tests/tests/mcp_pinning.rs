@@ -1,7 +1,8 @@
 //! Pinned remote tools against a real server that changes a tool under its clients (the Python MCP SDK,
 //! `tests/mcp/python_drifting.py`): after `tools/list_changed`, the changed tool is withheld, a call to it is refused
 //! with `tool_changed` and never reaches the server, the drift names what changed; after approval, the new version is
-//! imported and callable. An import with the old pins withholds the changed tool from the start.
+//! imported and callable. An import with the old pins withholds the changed tool from the start. Over stdio and
+//! Streamable HTTP, each in both protocol eras.
 
 use std::time::Duration;
 
@@ -11,6 +12,33 @@ use serde_json::{Value, json};
 
 use super::mcp_forwarder::{bounded, clone_def, prerequisite, run, workspace_root};
 use keel_tests::peers::{KEEL_DEMO, PYTHON_MCP};
+
+/// Where the drifting server runs: a child over stdio, or a Streamable HTTP server of its own.
+#[derive(Clone, Copy, PartialEq)]
+enum Transport {
+    Stdio,
+    Http,
+}
+
+/// A drifting server over Streamable HTTP on a free port: the child (killed on drop) and its URL, read from
+/// uvicorn's log line on stderr.
+async fn http_server(python: &std::path::Path) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(workspace_root().join("tests/mcp/python_drifting.py")).arg("--http");
+    cmd.stderr(std::process::Stdio::piped()).stdout(std::process::Stdio::null()).kill_on_drop(true);
+    let mut child = cmd.spawn().expect("python runs");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines.next_line().await.expect("stderr").expect("the server names its port before it ends");
+        if let Some(rest) = line.split("Uvicorn running on ").nth(1) {
+            break format!("{}/mcp", rest.split_whitespace().next().unwrap());
+        }
+    };
+    // Keep draining stderr, so that the server never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}
 
 /// In the `initialize` session the server sends `tools/list_changed` unasked; on 2026-07-28 keel listens for it.
 async fn connect(python: &std::path::Path, era: Era) -> RemoteServer {
@@ -51,16 +79,26 @@ async fn a_tool_that_changes_under_a_pinned_import_is_withheld_until_approved() 
         return;
     };
     bounded(async {
-        for era in [Era::Session, Era::Auto] {
-            drift_and_approve(&python, era).await;
+        for transport in [Transport::Stdio, Transport::Http] {
+            for era in [Era::Session, Era::Auto] {
+                drift_and_approve(&python, transport, era).await;
+            }
         }
     })
     .await;
 }
 
-async fn drift_and_approve(python: &std::path::Path, era: Era) {
+async fn drift_and_approve(python: &std::path::Path, transport: Transport, era: Era) {
     {
-        let py = connect(python, era).await;
+        let (_server, py) = match transport {
+            Transport::Stdio => (None, connect(python, era).await),
+            Transport::Http => {
+                let (child, url) = http_server(python).await;
+                let py = RemoteServer::http(&url).era(era).connect("py").await.expect("connect");
+                assert_eq!(py.identity(), url);
+                (Some(child), py)
+            }
+        };
         let expected = if era == Era::Session { "2025-11-25" } else { "2026-07-28" };
         assert_eq!(py.protocol_version().map(|v| v.to_string()).as_deref(), Some(expected));
         let first = Pins::of(&py).await.expect("tools/list");
