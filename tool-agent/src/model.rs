@@ -711,19 +711,9 @@ fn wait_text(wait: Duration) -> String {
     }
 }
 
-/// Writes `e` and its sources joined by `: `, leaving out a source whose text an earlier part already holds:
-/// reqwest's own text is often just "error sending request".
+/// Writes `e` and its sources joined by `: `, each part once ([`keel_tools_core::results::error_chain`]).
 fn write_chain(f: &mut fmt::Formatter<'_>, e: &(dyn std::error::Error + 'static)) -> fmt::Result {
-    let mut parts = vec![e.to_string()];
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    f.write_str(&parts.join(": "))
+    f.write_str(&keel_tools_core::results::error_chain(e))
 }
 
 #[cfg(test)]

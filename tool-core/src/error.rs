@@ -199,6 +199,30 @@ pub fn same_error(a: &(dyn std::error::Error + 'static), b: &(dyn std::error::Er
     }
 }
 
+/// `e` and its sources as one line, joined by `: `, each part once: a source whose text an earlier part already
+/// holds is left out. For errors whose own text says little, such as an HTTP client's "error sending request",
+/// whose causes say what happened.
+///
+/// ```
+/// use keel_tools_core::results::error_chain;
+///
+/// let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+/// let e = std::io::Error::other(refused);
+/// assert_eq!(error_chain(&e), "connection refused"); // the source's text is already the error's own
+/// ```
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
 /// The grammar and the reserved set, usable in `const` contexts.
 const fn check_code(code: &str) -> Result<(), bool> {
     let b = code.as_bytes();

@@ -161,7 +161,7 @@ pub mod results {
     //! [`RESERVED_CODES`]). [`ArgumentsError`] says why a call's arguments cannot be used; [`same_error`] is the
     //! equality of errors that keep their sources.
     pub use crate::call::ArgumentsError;
-    pub use crate::error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode, same_error};
+    pub use crate::error::{ErrorCode, InvalidToolCode, RESERVED_CODES, ToolCode, error_chain, same_error};
     pub use crate::result::{ErrorBody, HandlerState, Outcome};
 }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use keel_tools_core::results::same_error;
+use keel_tools_core::results::{error_chain, same_error};
 
 use crate::names::NameMappingError;
 
@@ -20,17 +20,7 @@ pub struct ConnectError {
 
 impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "connecting to the MCP server failed: ")?;
-        let mut parts = vec![self.source.to_string()];
-        let mut source = self.source.source();
-        while let Some(s) = source {
-            let text = s.to_string();
-            if !parts.iter().any(|p| p.contains(&text)) {
-                parts.push(text);
-            }
-            source = s.source();
-        }
-        f.write_str(&parts.join(": "))
+        write!(f, "connecting to the MCP server failed: {}", error_chain(&*self.source))
     }
 }
 
