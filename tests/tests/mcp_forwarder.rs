@@ -642,3 +642,33 @@ async fn server_everything_over_stdio() {
     })
     .await;
 }
+
+/// A stdio server slow to start (here, the first time only: as `npx -y` is while it downloads) answers
+/// `server/discover` after the 10-second probe gave up and sent `initialize`; the connection starts it again and
+/// connects, rather than failing on the late answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stdio_server_slow_to_start_the_first_time_is_connected() {
+    let default = workspace_root().join("target/ci-venv/bin/python");
+    let Some(python) = prerequisite("KEEL_PYTHON_MCP", Some(default), &PYTHON_MCP) else {
+        return;
+    };
+    let marker = std::env::temp_dir().join(format!("keel-slow-start-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let script = workspace_root().join("tests/mcp/python_server.py");
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"if [ ! -e "$1" ]; then touch "$1"; sleep 11; fi; exec "$2" "$3""#)
+        .arg("sh")
+        .args([marker.as_os_str(), python.as_os_str(), script.as_os_str()])
+        .stderr(std::process::Stdio::null());
+    bounded(async {
+        let started = std::time::Instant::now();
+        let py = RemoteServer::connect_child("py", cmd).await.expect("connects after starting the server again");
+        assert!(started.elapsed() >= Duration::from_secs(10), "the first start was the slow one");
+        let tools = py.list_tools().await.expect("tools/list");
+        assert!(tools.iter().any(|t| t.name == "add"), "{tools:?}");
+        py.close().await;
+    })
+    .await;
+    let _ = std::fs::remove_file(&marker);
+}

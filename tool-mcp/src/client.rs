@@ -325,13 +325,27 @@ impl RemoteServer {
 
     /// Spawns `command` (an MCP server speaking stdio) and connects to it. The child's stderr is inherited; it is
     /// killed when the connection closes.
+    ///
+    /// A server slow to start (an `npx -y` that downloads its package first) may answer `server/discover` only
+    /// after the 10-second probe gave up on it and sent `initialize`; the late answer fails that handshake. The
+    /// command is then started once more, with its program, arguments, environment and directory (its stdio
+    /// settings are the transport's, stderr inherited), and the server, now quicker to start, is asked again.
     pub async fn connect_child(
         namespace: &str,
         command: tokio::process::Command,
     ) -> Result<RemoteServer, ConnectError> {
         let identity = command_line(command.as_std());
+        let again = respawned(command.as_std());
         let transport = rmcp::transport::TokioChildProcess::new(command).map_err(ConnectError::new)?;
-        RemoteServer::connect_inner(namespace, transport, Era::Auto, None, Some(&identity)).await
+        let first = RemoteServer::connect_inner(namespace, transport, Era::Auto, None, Some(&identity)).await;
+        match first {
+            Err(e) if e.is_late_discover_answer() => {
+                tracing::debug!(server = %namespace, error = %e, "a late answer to server/discover; starting the server again");
+                let transport = rmcp::transport::TokioChildProcess::new(again).map_err(ConnectError::new)?;
+                RemoteServer::connect_inner(namespace, transport, Era::Auto, None, Some(&identity)).await
+            }
+            other => other,
+        }
     }
 
     /// Connects to a Streamable HTTP server at `url` (e.g. `http://127.0.0.1:8080/mcp`, or `https://...` with
@@ -659,6 +673,22 @@ async fn connect_logged_in(
     };
     session.log_in(Some(&challenge)).await.map_err(ConnectError::new)?;
     RemoteServer::connect_logged_in(namespace, url, transport(), era, elicitation, session).await
+}
+
+/// A new command of `command`'s program, arguments, environment and working directory.
+fn respawned(command: &std::process::Command) -> tokio::process::Command {
+    let mut again = tokio::process::Command::new(command.get_program());
+    again.args(command.get_args());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => again.env(key, value),
+            None => again.env_remove(key),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        again.current_dir(dir);
+    }
+    again
 }
 
 /// A command line as one string: the program and its arguments, each quoted (Rust's `{:?}`) when it holds a

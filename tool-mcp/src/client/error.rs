@@ -35,6 +35,18 @@ impl ConnectError {
         ConnectError { source: Arc::new(source) }
     }
 
+    /// Whether the handshake failed on a response to `server/discover` that came after the probe gave up on it
+    /// and sent `initialize` (a server slow to answer, not one that does not know the request).
+    pub(crate) fn is_late_discover_answer(&self) -> bool {
+        matches!(
+            self.source.downcast_ref::<rmcp::service::ClientInitializeError>(),
+            Some(
+                rmcp::service::ClientInitializeError::ConflictInitResponseId(..)
+                    | rmcp::service::ClientInitializeError::UncorrelatedErrorResponse { .. }
+            )
+        )
+    }
+
     /// The server's `WWW-Authenticate` challenge, when it refused the connection with a `401` or `403` (an MCP server
     /// that is an OAuth protected resource; [`HttpConnect::login`](super::HttpConnect::login) answers it). Feature
     /// `http`.
