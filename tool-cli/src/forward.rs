@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args as ClapArgs;
-use keel_tools_contract::lock::{Lock, RemoteConnect, RemoteLock, RemotePin};
+use keel_tools_contract::lock::{Lock, RemoteConnect, RemoteLock};
 use keel_tools_core::ToolView;
-use keel_tools_mcp::client::{Drift, Pin, Pins, RemoteServer, RemoteTools};
+use keel_tools_mcp::client::{Drift, Pins, RemoteServer, RemoteTools};
 
 use crate::failure::{Failure, fail};
 
@@ -131,20 +131,13 @@ impl Forward {
 /// The pins a lock section holds.
 pub(crate) fn pins_of(section: &RemoteLock) -> Pins {
     let mut pins = Pins::new(section.server.clone());
-    for (origin, pin) in &section.tools {
-        pins.tools.insert(origin.clone(), Pin { digest: pin.digest.clone(), entry: pin.entry.clone() });
-    }
+    pins.tools.clone_from(&section.tools);
     pins
 }
 
 /// The lock section of `pins`, for a server reached as `connect`.
 pub(crate) fn section_of(connect: RemoteConnect, pins: &Pins) -> RemoteLock {
-    let tools = pins
-        .tools
-        .iter()
-        .map(|(origin, pin)| (origin.clone(), RemotePin { digest: pin.digest.clone(), entry: pin.entry.clone() }))
-        .collect();
-    RemoteLock { connect, server: pins.server.clone(), tools }
+    RemoteLock { connect, server: pins.server.clone(), tools: pins.tools.clone() }
 }
 
 /// The lock at `path`, when there is one that reads; `Ok(None)` when there is no file.
@@ -249,8 +242,10 @@ mod tests {
     #[test]
     fn a_lock_section_and_pins_carry_the_same_digests() {
         let mut pins = Pins::new("http://x/mcp");
-        pins.tools
-            .insert("add".into(), Pin { digest: "sha256:ab".into(), entry: Some(serde_json::json!({"name": "add"})) });
+        pins.tools.insert(
+            "add".into(),
+            keel_tools_mcp::client::Pin { digest: "sha256:ab".into(), entry: Some(serde_json::json!({"name": "add"})) },
+        );
         let section = section_of(RemoteConnect::Url("http://x/mcp".into()), &pins);
         assert_eq!(pins_of(&section), pins);
     }

@@ -450,20 +450,23 @@ impl RemoteServer {
     ) -> Result<Arc<Forwarder>, PinnedError> {
         let origin = origin.into();
         let tools = self.list_tools().await.map_err(|e| PinnedError::ListFailed(Arc::new(e)))?;
-        let mut pins = Pins::new(self.identity());
-        pins.tools.insert(origin.clone(), Pin { digest: digest.to_owned(), entry: None });
-        let listed: Vec<Tool> = tools.into_iter().filter(|t| t.name == origin.as_str()).collect();
-        if let Some(drift) = pins.compare(&self.conn.namespace, &Pins::of_listing(self.identity(), &listed)).pop() {
-            return Err(PinnedError::Drift(drift));
-        }
-        // Listed with the pinned digest, else `compare` found a drift.
-        let Some(tool) = listed.first() else {
-            return Err(PinnedError::Drift(Drift::between(&self.conn.namespace, &origin, Some((digest, None)), None)));
+        let namespace = &self.conn.namespace;
+        let Some(tool) = tools.iter().find(|t| t.name == origin.as_str()) else {
+            return Err(PinnedError::Drift(Drift::between(namespace, &origin, Some((digest, None)), None)));
         };
+        let (entry, current) = (pin::listed_entry(tool), pin::tool_digest(self.identity(), tool));
+        if current != digest {
+            return Err(PinnedError::Drift(Drift::between(
+                namespace,
+                &origin,
+                Some((digest, None)),
+                Some((&current, &entry)),
+            )));
+        }
         let state = Arc::new(pin::PinState {
             namespace: self.conn.namespace.clone(),
             identity: self.conn.identity.clone(),
-            imported: BTreeMap::from([(origin.clone(), (digest.to_owned(), pin::listed_entry(tool)))]),
+            imported: BTreeMap::from([(origin.clone(), (current, entry))]),
             drifts: Mutex::new(BTreeMap::new()),
             sender: tokio::sync::broadcast::channel(16).0,
             only: Some(origin.clone()),

@@ -94,15 +94,9 @@ fn digest_of(server: &str, entry: &Value) -> String {
     out
 }
 
-/// What one remote tool was approved as: its digest, and the entry it covers (for a readable diff when it changes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pin {
-    /// [`tool_digest`]'s value.
-    pub digest: String,
-    /// The `tools/list` entry the digest covers ([`listed_entry`]); optional, only used to show a change.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub entry: Option<Value>,
-}
+/// What one remote tool was approved as: its digest ([`tool_digest`]), and the entry it covers ([`listed_entry`],
+/// for a readable diff when it changes). The same type as a pin in `keel.lock`.
+pub use keel_tools_contract::lock::RemotePin as Pin;
 
 /// The pins of one server's tools, by the tool's MCP name (not its keel name).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
