@@ -259,6 +259,19 @@ fn keel_lock_and_serve_pin_a_forwarded_python_server() {
     // The lock was written again above with `add` changed but not approved: pin it as the server starts now.
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
+
+    // Pinning a poisoned description says so before it approves it.
+    let out = std::process::Command::new(&keel)
+        .args(["lock", "--path", lock_arg, "--forward", &forward])
+        .env("KEEL_DRIFT_START", "description")
+        .output()
+        .expect("keel runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("warning: py: tool \"add\": the description holds a tag that marks text for the model"),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

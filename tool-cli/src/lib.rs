@@ -586,11 +586,19 @@ fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, Failure> {
 async fn pin_forwards(lock: &mut Lock, forwards: &[forward::Forward], out: &mut dyn Write) -> Result<(), Failure> {
     for f in forwards {
         let server = f.connect().await?;
-        let pins = keel_tools_mcp::client::Pins::of(&server)
-            .await
-            .map_err(|e| fail(1, format!("--forward {}: tools/list failed: {e}", f.shown())));
+        let listed =
+            server.list_tools().await.map_err(|e| fail(1, format!("--forward {}: tools/list failed: {e}", f.shown())));
         server.close().await;
-        let pins = pins?;
+        let listed = listed?;
+        // What is approved here is shown to the model: say what looks like tool poisoning before it is pinned.
+        for tool in &listed {
+            let schema = Value::Object((*tool.input_schema).clone());
+            let description = tool.description.as_deref().unwrap_or_default();
+            for finding in keel_tools_contract::lint::description::check_description(&tool.name, description, &schema) {
+                writeln!(out, "warning: {}: tool {:?}: {finding}", f.namespace, tool.name).map_err(io)?;
+            }
+        }
+        let pins = keel_tools_mcp::client::Pins::of_listing(server.identity(), &listed);
         if let Some(old) = lock.remote.get(&f.namespace) {
             for drift in forward::pins_of(old).compare(&f.namespace, &pins) {
                 writeln!(out, "approving {}", forward::indented(&drift)).map_err(io)?;
